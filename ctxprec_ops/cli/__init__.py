@@ -1,0 +1,54 @@
+"""``ctxprec``: a thin command line over the library.
+
+Each sub-command lives in its own module with a ``register(subparsers)`` function that adds its
+parser and sets ``func`` (called with the parsed args, returning the exit code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from . import _common
+
+_COMMAND_MODULES = ("score", "estimate", "demo", "monitor")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ctxprec",
+        description="Score the contextual precision of RAG retrievers from warehouse logs.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  ctxprec demo\n"
+            "  ctxprec score --warehouse sqlite:///ctxprec.db --partition 2026-11-28\n"
+            "  ctxprec check --warehouse sqlite:///ctxprec.db --partition 2026-11-28 --min-mean 0.6\n"
+        ),
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    import importlib
+
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:  # a command still being built
+            if exc.name != f"{__name__}.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return _common.run_command(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

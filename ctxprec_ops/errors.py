@@ -1,0 +1,55 @@
+"""Exception types. Every message is written for the person reading a failed run."""
+
+from __future__ import annotations
+
+
+class CtxPrecError(Exception):
+    """Base class of every error ctxprec-ops raises on purpose."""
+
+    #: short machine-readable category, stored in ``ctxprec_failures.error_type``
+    error_type = "error"
+
+
+class InvalidTestCaseError(CtxPrecError, ValueError):
+    """A test case cannot be scored as given (missing or malformed fields).
+
+    Raised before any judge call: an invalid case never costs money.
+    """
+
+    error_type = "invalid_input"
+
+
+class JudgeAnswerError(CtxPrecError):
+    """The judge's answer could not be mapped onto the nodes, even after repair."""
+
+    error_type = "judge_answer_invalid"
+
+
+class JudgeUnavailableError(CtxPrecError):
+    """The judge endpoint kept failing (rate limits, 5xx, timeouts) after all retries."""
+
+    error_type = "judge_unavailable"
+
+
+class JudgeConfigurationError(CtxPrecError, ValueError):
+    """The judge is misconfigured (unknown model name, missing key, bad endpoint)."""
+
+    error_type = "judge_configuration"
+
+
+class BudgetExhaustedError(CtxPrecError):
+    """The run's ``max_cost`` did not leave enough budget to judge this case."""
+
+    error_type = "budget_exhausted"
+
+
+class NotScorableError(CtxPrecError, ValueError):
+    """The case is well formed but there is nothing to score (e.g. no retrieval at all)."""
+
+    error_type = "not_scorable"
+
+
+class IdentifierError(CtxPrecError, ValueError):
+    """A configured table or column name is not a safe SQL identifier."""
+
+    error_type = "invalid_identifier"

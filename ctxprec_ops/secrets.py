@@ -1,0 +1,45 @@
+"""Keep secrets out of logs, tables, reports and exceptions."""
+
+from __future__ import annotations
+
+import os
+import re
+
+__all__ = ["redact", "redact_url", "register_secret"]
+
+_extra_secrets: set[str] = set()
+_URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@")
+_BEARER = re.compile(r"(?i)(bearer\s+|api[_-]?key[\"']?\s*[:=]\s*[\"']?)([A-Za-z0-9_\-\.]{8,})")
+_OPENAI_KEY = re.compile(r"sk-[A-Za-z0-9_\-]{8,}")
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a secret value (API key, password) so ``redact`` removes it wherever it shows up."""
+    if value and len(value) >= 4:
+        _extra_secrets.add(value)
+
+
+def _known_secrets() -> set[str]:
+    found = set(_extra_secrets)
+    for name in ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"):
+        v = os.environ.get(name)
+        if v and len(v) >= 4:
+            found.add(v)
+    return found
+
+
+def redact_url(url: str) -> str:
+    """``postgresql://u:pw@h/db`` -> ``postgresql://u:***@h/db``."""
+    return _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:***@", url)
+
+
+def redact(text: str) -> str:
+    """Remove every known secret and anything shaped like a credential from ``text``."""
+    if not text:
+        return text
+    for secret in sorted(_known_secrets(), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    text = redact_url(text)
+    text = _OPENAI_KEY.sub("sk-***", text)
+    text = _BEARER.sub(lambda m: m.group(1) + "***", text)
+    return text
