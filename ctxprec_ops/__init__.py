@@ -1,0 +1,35 @@
+"""ctxprec-ops: contextual precision for RAG retrievers, as a production pipeline.
+
+>>> from ctxprec_ops import ContextualPrecisionMetric, LLMTestCase
+>>> metric = ContextualPrecisionMetric(model="lexical")
+"""
+
+from .errors import (
+    BudgetExhaustedError,
+    CtxPrecError,
+    InvalidTestCaseError,
+    JudgeAnswerError,
+    JudgeConfigurationError,
+    JudgeUnavailableError,
+    NotScorableError,
+)
+from .evaluate import a_evaluate, evaluate
+from .judges import JudgeModel, LexicalJudge, OpenAIJudge, make_judge
+from .metrics.contextual_precision import ContextualPrecisionMetric
+from .metrics.turn_contextual_precision import TurnContextualPrecisionMetric
+from .results import EvaluationResult, MetricResult, WindowResult
+from .retry import TransientJudgeError
+from .template import ContextualPrecisionTemplate, TurnContextualPrecisionTemplate
+from .test_case import ConversationalTestCase, LLMTestCase, ModelTestCase, Turn
+from .verdicts import NodeVerdict
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ContextualPrecisionMetric", "TurnContextualPrecisionMetric", "LLMTestCase", "ModelTestCase",
+    "ConversationalTestCase", "Turn", "ContextualPrecisionTemplate", "TurnContextualPrecisionTemplate",
+    "JudgeModel", "OpenAIJudge", "LexicalJudge", "make_judge", "evaluate", "a_evaluate",
+    "EvaluationResult", "MetricResult", "WindowResult", "NodeVerdict", "TransientJudgeError",
+    "CtxPrecError", "InvalidTestCaseError", "JudgeAnswerError", "JudgeUnavailableError",
+    "JudgeConfigurationError", "BudgetExhaustedError", "NotScorableError",
+]

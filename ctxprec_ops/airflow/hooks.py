@@ -1,0 +1,146 @@
+"""``CtxPrecWarehouseHook``: an Airflow connection (or a URL) -> the warehouse's SQLAlchemy engine.
+
+Resolution order: an explicit ``warehouse_url``; else the connection ``warehouse_conn_id``
+(default ``ctxprec_warehouse``) when it exists; else ``CTXPREC_WAREHOUSE_URL``; else the
+embedded default ``sqlite:///ctxprec.db``.
+
+Connections are turned into URLs by their own providers' hooks, as those providers define them:
+
+- ``sqlite``: the database file in ``host`` (``SqliteHook``);
+- ``postgres``: ``PostgresHook.sqlalchemy_url`` (psycopg 3, ``postgresql+psycopg``), plus the
+  libpq options (``sslmode`` ...) kept in the connection's extra;
+- any other type whose provider hook exposes ``sqlalchemy_url`` (MySQL, MSSQL, ...).
+
+The password never leaves the engine: ``describe()`` is the masked form for logs, and the
+password is registered with ``ctxprec_ops.secrets`` so ``redact`` strips it from any message.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
+from sqlalchemy.engine import URL, Engine, make_url
+
+from ..secrets import redact, redact_url, register_secret
+
+__all__ = ["CtxPrecWarehouseHook", "DEFAULT_WAREHOUSE_CONN_ID", "DEFAULT_WAREHOUSE_URL"]
+
+DEFAULT_WAREHOUSE_CONN_ID = "ctxprec_warehouse"
+DEFAULT_WAREHOUSE_URL = "sqlite:///ctxprec.db"
+
+# libpq options a postgres connection keeps in its extra that belong in the SQLAlchemy URL
+_LIBPQ_EXTRAS = frozenset({
+    "sslmode", "sslcert", "sslkey", "sslrootcert", "sslcrl", "sslpassword", "connect_timeout",
+    "application_name", "options", "target_session_attrs", "keepalives", "keepalives_idle",
+    "keepalives_interval", "keepalives_count", "gssencmode", "channel_binding",
+})
+
+
+class CtxPrecWarehouseHook(BaseHook):
+    """The ctxprec warehouse as a SQLAlchemy engine, from an Airflow connection or a URL."""
+
+    conn_name_attr = "warehouse_conn_id"
+    default_conn_name = DEFAULT_WAREHOUSE_CONN_ID
+    conn_type = "generic"
+    hook_name = "ctxprec warehouse"
+
+    def __init__(
+        self,
+        warehouse_conn_id: str | None = DEFAULT_WAREHOUSE_CONN_ID,
+        warehouse_url: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.warehouse_conn_id = warehouse_conn_id or None
+        self.warehouse_url = warehouse_url or None
+        self._url: URL | None = None
+        self.source = ""  # where the URL came from, for logs
+
+    # -- resolution ----------------------------------------------------------------------
+    def get_url(self) -> URL:
+        """The warehouse's SQLAlchemy URL (contains the password: never log it, use ``describe``)."""
+        if self._url is None:
+            self._url, self.source = self._resolve()
+            if self._url.password:
+                register_secret(str(self._url.password))
+        return self._url
+
+    def _resolve(self) -> tuple[URL, str]:
+        if self.warehouse_url:
+            return _parse(self.warehouse_url, "warehouse_url"), "warehouse_url"
+        if self.warehouse_conn_id:
+            try:
+                conn = self.get_connection(self.warehouse_conn_id)
+            except AirflowNotFoundException:
+                conn = None
+            if conn is not None:
+                return _url_from_connection(conn), f"connection {self.warehouse_conn_id!r}"
+        env = os.environ.get("CTXPREC_WAREHOUSE_URL")
+        if env:
+            return _parse(env, "CTXPREC_WAREHOUSE_URL"), "CTXPREC_WAREHOUSE_URL"
+        return make_url(DEFAULT_WAREHOUSE_URL), "default"
+
+    def get_engine(self) -> Engine:
+        """The warehouse engine (ctxprec's engine factory: psycopg 3, SQLite WAL + busy timeout)."""
+        from ..warehouse.engine import get_engine
+
+        return get_engine(self.get_url())
+
+    def get_conn(self) -> Engine:
+        """``BaseHook`` API: the engine."""
+        return self.get_engine()
+
+    def describe(self) -> str:
+        """The URL with its password masked, and where it came from — safe to log."""
+        return f"{self.get_url().render_as_string(hide_password=True)} (from {self.source})"
+
+
+def _parse(url: str, what: str) -> URL:
+    try:
+        u = make_url(url)
+    except Exception as exc:  # ArgumentError echoes the URL: never show a password
+        raise ValueError(f"{what} is not a SQLAlchemy URL: {redact_url(url)!r} ({type(exc).__name__})") from None
+    if u.drivername in ("postgresql", "postgres"):
+        u = u.set(drivername="postgresql+psycopg")
+    return u
+
+
+def _url_from_connection(conn: Any) -> URL:
+    """Build the SQLAlchemy URL through the connection type's provider hook."""
+    conn_type = (conn.conn_type or "").lower()
+    if conn.password:
+        register_secret(conn.password)
+    try:
+        if conn_type == "sqlite":
+            from airflow.providers.sqlite.hooks.sqlite import SqliteHook
+
+            if not conn.host:
+                raise ValueError(f"sqlite connection {conn.conn_id!r} has no database file in 'host'")
+            return make_url(SqliteHook(sqlite_conn_id=conn.conn_id).get_uri())
+        if conn_type in ("postgres", "postgresql"):
+            from airflow.providers.postgres.hooks.postgres import PostgresHook
+
+            url = PostgresHook(postgres_conn_id=conn.conn_id).sqlalchemy_url
+            extra = conn.extra_dejson or {}
+            query = dict(url.query)
+            for key in sorted(_LIBPQ_EXTRAS & set(extra)):
+                query.setdefault(key, str(extra[key]))
+            return url.set(query=query)
+        hook = conn.get_hook()
+        url = getattr(hook, "sqlalchemy_url", None)
+        if url is None:
+            raise ValueError(
+                f"connection {conn.conn_id!r} of type {conn_type!r} cannot be turned into a SQLAlchemy "
+                "URL; use a 'sqlite' or 'postgres' connection, or set warehouse_url"
+            )
+        return make_url(url)
+    except ImportError as exc:
+        raise ValueError(
+            f"connection {conn.conn_id!r} of type {conn_type!r} needs its Airflow provider: "
+            f"pip install 'ctxprec-ops[airflow]' ({exc.name})"
+        ) from None
+    except ValueError as exc:
+        raise ValueError(redact(str(exc))) from None

@@ -1,0 +1,43 @@
+"""Judges: the OpenAI-compatible LLM judge, the offline lexical judge, and custom ones."""
+
+from __future__ import annotations
+
+from ..config import default_judge_name
+from ..errors import JudgeConfigurationError
+from .base import Generation, JudgeModel
+from .lexical import LexicalJudge
+from .openai_judge import OpenAIJudge
+
+__all__ = ["JudgeModel", "Generation", "LexicalJudge", "OpenAIJudge", "make_judge", "resolve_judge"]
+
+
+def make_judge(
+    name: str | JudgeModel | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    timeout: float = 60.0,
+    **kwargs,
+) -> JudgeModel:
+    """A judge from a name: ``"lexical"`` or an OpenAI-compatible model name.
+
+    ``None`` reads ``CTXPREC_JUDGE`` (default ``gpt-4o-mini`` when ``OPENAI_API_KEY`` is set,
+    else ``lexical``). A ``JudgeModel`` instance is returned as is.
+    """
+    if isinstance(name, JudgeModel):
+        return name
+    if name is None:
+        name = default_judge_name()
+    if not isinstance(name, str) or not name.strip():
+        raise JudgeConfigurationError(
+            f"model must be a model name, 'lexical' or a JudgeModel instance, got {type(name).__name__}"
+        )
+    name = name.strip()
+    if name.lower() == "lexical":
+        return LexicalJudge()
+    return OpenAIJudge(name, base_url=base_url, api_key=api_key, timeout=timeout, **kwargs)
+
+
+def resolve_judge(model: str | JudgeModel | None) -> JudgeModel:
+    """What a metric's ``model=`` argument means (deepeval semantics plus ``"lexical"``)."""
+    return make_judge(model)

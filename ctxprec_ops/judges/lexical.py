@@ -1,0 +1,124 @@
+"""The offline judge: relevance from content-word overlap, no network, deterministic.
+
+It is a cheap proxy, not an LLM: a node counts as relevant when it shares enough key terms with
+the expected output (the question's terms count half). It cannot see paraphrase, negation or
+reasoning; use it for demos, smoke tests and CI, and an LLM judge for real measurements.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from functools import lru_cache
+from typing import Any, Sequence
+
+from pydantic import BaseModel
+
+from ..verdicts import NodeVerdict
+from .base import JudgeModel
+
+__all__ = ["LexicalJudge", "content_terms"]
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    """a about above after again against all also am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    get got use used using via per may might must shall one two new""".split()
+)
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ies", "es", "ed", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+@lru_cache(maxsize=65536)
+def content_terms(text: str) -> frozenset[str]:
+    """Lower-cased, stemmed content words of at least 3 characters, stop words removed."""
+    return frozenset(
+        _stem(w) for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOP
+    )
+
+
+def _surface_words(text: str) -> dict[str, str]:
+    """stem -> the first word in ``text`` that has it (for readable reasons)."""
+    out: dict[str, str] = {}
+    for w in _WORD.findall(text.lower()):
+        out.setdefault(_stem(w), w)
+    return out
+
+
+_BLOCK = re.compile(r'<node id="(\d+)">\n?(.*?)\n?</node>', re.DOTALL)
+
+
+def _section(prompt: str, *tags: str) -> str:
+    for tag in tags:
+        m = re.search(rf"<{tag}>\n?(.*?)\n?</{tag}>", prompt, re.DOTALL)
+        if m:
+            return html.unescape(m.group(1))
+    return ""
+
+
+class LexicalJudge(JudgeModel):
+    """Deterministic offline judge (model name ``"lexical"``)."""
+
+    offline = True
+    price_per_million = (0.0, 0.0)
+
+    def __init__(self, min_overlap: float = 0.25, min_shared: int = 2) -> None:
+        self.min_overlap = min_overlap
+        self.min_shared = min_shared
+
+    def get_model_name(self) -> str:
+        return "lexical"
+
+    def judge_node(self, input: str, expected_output: str, node: str) -> tuple[bool, str]:
+        expected = content_terms(expected_output)
+        question = content_terms(input)
+        terms = content_terms(node)
+        shared = sorted(terms & expected)
+        shared_q = terms & question - expected
+        weight = len(shared) + 0.5 * len(shared_q)
+        basis = max(1, len(expected))
+        overlap = weight / basis
+        need = min(self.min_shared, len(expected)) if expected else 1
+        relevant = bool(expected) and len(shared) >= need and overlap >= self.min_overlap
+        if shared:
+            surface = _surface_words(node)
+            shown = ", ".join(repr(surface.get(t, t)) for t in shared[:5])
+            more = f" and {len(shared) - 5} more" if len(shared) > 5 else ""
+            reason = (
+                f"shares {shown}{more} with the expected output "
+                f"({overlap:.0%} term overlap; {'enough' if relevant else 'not enough'} to count)"
+            )
+        else:
+            reason = "shares no key terms with the expected output"
+        return relevant, reason
+
+    def judge_nodes(
+        self, input: str, expected_output: str, nodes: Sequence[tuple[int, str]]
+    ) -> dict[int, NodeVerdict]:
+        out: dict[int, NodeVerdict] = {}
+        for node_id, text in nodes:
+            relevant, reason = self.judge_node(input, expected_output, text)
+            out[node_id] = NodeVerdict(node=node_id, relevant=relevant, reason=reason)
+        return out
+
+    def generate(self, prompt: str, schema: type[BaseModel] | None = None) -> Any:
+        """Judge a prompt in the default template's layout (for use as a generic JudgeModel)."""
+        expected = _section(prompt, "expected_answer", "expected_outcome")
+        question = _section(prompt, "question", "user_messages")
+        nodes = [(int(k), html.unescape(t)) for k, t in _BLOCK.findall(prompt)]
+        verdicts = self.judge_nodes(question, expected, nodes)
+        return json.dumps({"verdicts": [v.model_dump() for v in verdicts.values()]})
+
+    async def a_generate(self, prompt: str, schema: type[BaseModel] | None = None) -> Any:
+        return self.generate(prompt, schema)

@@ -1,0 +1,225 @@
+"""A judge on any OpenAI-compatible chat-completions endpoint (OpenAI, Azure OpenAI, vLLM,
+Ollama, LM Studio), through the official ``openai`` client.
+
+Structured output: asks for a strict JSON schema first; an endpoint that rejects it is asked
+for JSON mode, then for plain text (parsed tolerantly). The downgrade is remembered per judge.
+Retries are not done here (the client's own are off): the evaluator retries with backoff under
+its shared rate limiter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from ..errors import JudgeConfigurationError
+from ..pricing import cost_of
+from ..secrets import register_secret
+from ..verdicts import JudgeAnswer
+from .base import Generation, JudgeModel
+
+__all__ = ["OpenAIJudge", "JUDGE_ANSWER_SCHEMA"]
+
+StructuredMode = Literal["json_schema", "json_object", "none"]
+
+#: strict JSON schema of the answer (every property required, no extras), as structured
+#: output modes require
+JUDGE_ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "verdicts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "node": {"type": "integer"},
+                    "relevant": {"type": "boolean"},
+                    "reason": {"type": "string"},
+                },
+                "required": ["node", "relevant", "reason"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["verdicts"],
+    "additionalProperties": False,
+}
+
+
+def _schema_for(schema: type[BaseModel] | None) -> dict[str, Any] | None:
+    if schema is None:
+        return None
+    if schema is JudgeAnswer:
+        return JUDGE_ANSWER_SCHEMA
+    return schema.model_json_schema()
+
+
+def _mentions(exc: Exception, *words: str) -> bool:
+    text = str(exc).lower()
+    return any(w in text for w in words)
+
+
+class OpenAIJudge(JudgeModel):
+    """LLM judge over the chat-completions protocol.
+
+    ``api_key``/``base_url`` default to ``OPENAI_API_KEY``/``OPENAI_BASE_URL`` as the openai
+    client reads them. For Azure OpenAI pass ``azure_endpoint`` and ``api_version`` (the model
+    name is the deployment name).
+    """
+
+    def __init__(
+        self,
+        model: str = "gpt-4o-mini",
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        azure_endpoint: str | None = None,
+        api_version: str | None = None,
+        structured_output: StructuredMode | Literal["auto"] = "auto",
+        temperature: float | None = 0.0,
+        price_per_million: tuple[float, float] | None = None,
+        default_headers: dict[str, str] | None = None,
+    ) -> None:
+        if not model or not isinstance(model, str):
+            raise JudgeConfigurationError("the judge model name must be a non-empty string")
+        self.model = model
+        self.base_url = base_url
+        self._api_key = api_key
+        register_secret(api_key)
+        self.timeout = timeout
+        self.azure_endpoint = azure_endpoint
+        self.api_version = api_version
+        self.mode: StructuredMode = "json_schema" if structured_output == "auto" else structured_output
+        self.temperature = temperature
+        self.price_per_million = price_per_million
+        self.default_headers = default_headers
+        self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAIJudge(model={self.model!r}, base_url={self.base_url!r})"
+
+    def get_model_name(self) -> str:
+        return self.model
+
+    # -- client per event loop (an httpx pool cannot outlive the loop it was made in) --------
+    def _client(self) -> Any:
+        import openai
+
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is not None:
+            return client
+        try:
+            if self.azure_endpoint:
+                client = openai.AsyncAzureOpenAI(
+                    azure_endpoint=self.azure_endpoint,
+                    api_version=self.api_version,
+                    api_key=self._api_key,
+                    timeout=self.timeout,
+                    max_retries=0,
+                    default_headers=self.default_headers,
+                )
+            else:
+                client = openai.AsyncOpenAI(
+                    base_url=self.base_url,
+                    api_key=self._api_key,
+                    timeout=self.timeout,
+                    max_retries=0,
+                    default_headers=self.default_headers,
+                )
+        except openai.OpenAIError as exc:
+            raise JudgeConfigurationError(
+                f"cannot create the OpenAI client for judge {self.model!r}: set OPENAI_API_KEY "
+                "(or pass api_key) and, for other endpoints, OPENAI_BASE_URL"
+            ) from exc
+        register_secret(getattr(client, "api_key", None))
+        self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close this loop's HTTP client (the evaluator calls it when a run ends)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        client = self._clients.pop(loop, None)
+        if client is not None:
+            await client.close()
+
+    # -- generation ----------------------------------------------------------------------------
+    def _response_format(self, schema: type[BaseModel] | None) -> dict[str, Any] | None:
+        js = _schema_for(schema)
+        if js is None or self.mode == "none":
+            return None
+        if self.mode == "json_schema":
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": "judge_answer", "schema": js, "strict": True},
+            }
+        return {"type": "json_object"}
+
+    async def a_generate_with_usage(
+        self, prompt: str, schema: type[BaseModel] | None = None
+    ) -> Generation:
+        import openai
+
+        client = self._client()
+        while True:
+            kwargs: dict[str, Any] = {
+                "model": self.model,
+                "messages": [{"role": "user", "content": prompt}],
+            }
+            if self.temperature is not None:
+                kwargs["temperature"] = self.temperature
+            fmt = self._response_format(schema)
+            if fmt is not None:
+                kwargs["response_format"] = fmt
+            try:
+                resp = await client.chat.completions.create(**kwargs)
+            except openai.BadRequestError as exc:
+                # endpoint capabilities: step down and ask again (not a retry of a fault)
+                if fmt is not None and _mentions(exc, "response_format", "json_schema", "json_object", "structured"):
+                    self.mode = "json_object" if self.mode == "json_schema" else "none"
+                    continue
+                if self.temperature is not None and _mentions(exc, "temperature"):
+                    self.temperature = None
+                    continue
+                raise
+            except openai.AuthenticationError as exc:
+                raise JudgeConfigurationError(
+                    f"the judge endpoint rejected the API key (HTTP {exc.status_code})"
+                ) from None
+            except openai.NotFoundError as exc:
+                raise JudgeConfigurationError(
+                    f"the judge endpoint does not know model {self.model!r} (HTTP 404)"
+                ) from None
+            break
+        content = resp.choices[0].message.content if resp.choices else None
+        usage = getattr(resp, "usage", None)
+        pt = getattr(usage, "prompt_tokens", None) if usage else None
+        ct = getattr(usage, "completion_tokens", None) if usage else None
+        if self.price_per_million is not None and pt is not None and ct is not None:
+            cost: float | None = (pt * self.price_per_million[0] + ct * self.price_per_million[1]) / 1e6
+        else:
+            cost = cost_of(self.model, pt, ct)
+        return Generation(output=content or "", prompt_tokens=pt, completion_tokens=ct, cost=cost)
+
+    async def a_generate(self, prompt: str, schema: type[BaseModel] | None = None) -> Any:
+        return (await self.a_generate_with_usage(prompt, schema)).output
+
+    def generate(self, prompt: str, schema: type[BaseModel] | None = None) -> Any:
+        from .._async import run_sync
+
+        async def _once() -> Any:
+            try:
+                return await self.a_generate(prompt, schema)
+            finally:
+                await self.aclose()
+
+        return run_sync(_once)

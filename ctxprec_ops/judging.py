@@ -1,0 +1,213 @@
+"""Judge a ranked node list: one call per group of ``max_nodes_per_call`` nodes, retried on
+transient faults under the shared limiter and budget, validated by node id, repaired when the
+answer does not cover the nodes exactly once (re-ask once, then split the group in halves).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
+from .budget import Budget
+from .cache import VerdictCache, judgment_key
+from .errors import JudgeAnswerError, JudgeUnavailableError
+from .judges.base import Generation, JudgeModel
+from .limiter import AdaptiveLimiter
+from .pricing import price_of
+from .retry import backoff_seconds, is_rate_limit, is_transient, retry_after_seconds
+from .secrets import redact
+from .verdicts import AnswerProblem, JudgeAnswer, NodeVerdict, check_coverage, parse_answer
+
+log = logging.getLogger("ctxprec_ops.judging")
+
+__all__ = ["JudgeRun", "Usage", "judge_nodes"]
+
+#: completion tokens assumed per node when estimating a call's cost before making it
+EST_COMPLETION_TOKENS_PER_NODE = 40
+
+
+@dataclass
+class JudgeRun:
+    """Shared state of one evaluation run: limiter, budget, cache, retry settings."""
+
+    limiter: AdaptiveLimiter
+    budget: Budget | None = None
+    cache: VerdictCache | None = None
+    max_retries: int = 6
+    stats: dict[str, int] = field(default_factory=lambda: {"retries": 0, "repairs": 0, "calls": 0})
+
+
+@dataclass
+class Usage:
+    """What judging one case cost."""
+
+    calls: int = 0
+    prompt_tokens: int | None = 0
+    completion_tokens: int | None = 0
+    cost: float | None = 0.0
+    attempts: int = 1
+    repairs: int = 0
+    cached_nodes: int = 0
+
+    def add(self, gen: Generation) -> None:
+        self.calls += 1
+        self.prompt_tokens = None if self.prompt_tokens is None or gen.prompt_tokens is None else self.prompt_tokens + gen.prompt_tokens
+        self.completion_tokens = None if self.completion_tokens is None or gen.completion_tokens is None else self.completion_tokens + gen.completion_tokens
+        self.cost = None if self.cost is None or gen.cost is None else self.cost + gen.cost
+
+    def merge(self, other: "Usage") -> None:
+        self.calls += other.calls
+        self.prompt_tokens = None if self.prompt_tokens is None or other.prompt_tokens is None else self.prompt_tokens + other.prompt_tokens
+        self.completion_tokens = None if self.completion_tokens is None or other.completion_tokens is None else self.completion_tokens + other.completion_tokens
+        self.cost = None if self.cost is None or other.cost is None else self.cost + other.cost
+        self.attempts = max(self.attempts, other.attempts)
+        self.repairs += other.repairs
+        self.cached_nodes += other.cached_nodes
+
+
+def _estimate_cost(judge: JudgeModel, prompt: str, n_nodes: int) -> float | None:
+    price = judge.price_per_million or price_of(judge.get_model_name())
+    if price is None:
+        return None
+    prompt_tokens = len(prompt) / 4 + 8
+    completion_tokens = EST_COMPLETION_TOKENS_PER_NODE * n_nodes + 10
+    return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
+
+
+async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage) -> object:
+    """One judge call with retries; returns the raw answer."""
+    reserved = 0.0
+    if run.budget is not None:
+        est = _estimate_cost(judge, prompt, n_nodes)
+        reserved = run.budget.reserve(est if est is not None else 0.0)
+    gen: Generation | None = None
+    try:
+        def _wait(state) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            return backoff_seconds(state.attempt_number, exc)
+
+        def _before_sleep(state) -> None:
+            run.stats["retries"] += 1
+            exc = state.outcome.exception()
+            log.debug("judge call failed (%s), retry %d", redact(str(exc))[:200], state.attempt_number)
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(run.max_retries + 1),
+            wait=_wait,
+            retry=retry_if_exception(is_transient),
+            before_sleep=_before_sleep,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    usage.attempts = max(usage.attempts, attempt.retry_state.attempt_number)
+                    await run.limiter.acquire()
+                    try:
+                        gen = await judge.a_generate_with_usage(prompt, JudgeAnswer)
+                    except BaseException as exc:
+                        if isinstance(exc, Exception) and is_rate_limit(exc):
+                            run.limiter.on_rate_limited(retry_after_seconds(exc))
+                        raise
+                    finally:
+                        await run.limiter.release()
+                    run.limiter.on_success()
+        except Exception as exc:
+            if is_transient(exc):
+                raise JudgeUnavailableError(
+                    f"judge {judge.get_model_name()!r} still failing after {run.max_retries + 1} "
+                    f"attempts: {type(exc).__name__}: {redact(str(exc))[:300]}"
+                ) from None
+            raise
+    finally:
+        if run.budget is not None:
+            run.budget.settle(reserved, gen.cost if gen is not None else 0.0)
+    assert gen is not None
+    run.stats["calls"] += 1
+    usage.add(gen)
+    return gen.output
+
+
+async def _judge_group(
+    judge: JudgeModel,
+    template: type,
+    input: str,
+    expected: str,
+    group: Sequence[tuple[int, str]],
+    run: JudgeRun,
+    usage: Usage,
+) -> dict[int, NodeVerdict]:
+    ids = [k for k, _ in group]
+    prompt = template.generate_verdicts(input, expected, [t for _, t in group], ids)
+    raw = await _call(judge, prompt, len(group), run, usage)
+    try:
+        return check_coverage(parse_answer(raw), ids)
+    except AnswerProblem as problem:
+        first_problem = str(problem)
+    usage.repairs += 1
+    run.stats["repairs"] += 1
+    raw = await _call(judge, template.repair(prompt, first_problem, ids), len(group), run, usage)
+    try:
+        return check_coverage(parse_answer(raw), ids)
+    except AnswerProblem as problem:
+        second_problem = str(problem)
+    if len(group) == 1:
+        raise JudgeAnswerError(
+            f"the judge's answer for node {ids[0]} was unusable even after re-asking: {second_problem}"
+        )
+    mid = len(group) // 2
+    left, right = await asyncio.gather(
+        _judge_group(judge, template, input, expected, group[:mid], run, usage),
+        _judge_group(judge, template, input, expected, group[mid:], run, usage),
+    )
+    return {**left, **right}
+
+
+async def judge_nodes(
+    judge: JudgeModel,
+    template: type,
+    prompt_version: str,
+    input: str,
+    expected: str,
+    nodes: Sequence[str],
+    run: JudgeRun,
+    *,
+    max_nodes_per_call: int = 20,
+) -> tuple[list[NodeVerdict], Usage]:
+    """Verdicts for ``nodes`` (rank 1 first), in rank order, and what they cost."""
+    usage = Usage()
+    model = judge.get_model_name()
+    verdicts: dict[int, NodeVerdict] = {}
+    todo: list[tuple[int, str]] = []
+    keys: dict[int, str] = {}
+    for rank, text in enumerate(nodes, start=1):
+        if run.cache is not None:
+            key = judgment_key(model, prompt_version, input, expected, text)
+            keys[rank] = key
+            hit = run.cache.get(key)
+            if hit is not None:
+                verdicts[rank] = NodeVerdict(node=rank, relevant=hit.relevant, reason=hit.reason)
+                usage.cached_nodes += 1
+                continue
+        todo.append((rank, text))
+
+    if todo:
+        fast = getattr(judge, "judge_nodes", None)
+        if callable(fast):  # offline judges answer directly, nothing to repair or retry
+            fresh = fast(input, expected, todo)
+        else:
+            groups = [todo[i : i + max_nodes_per_call] for i in range(0, len(todo), max_nodes_per_call)]
+            parts = await asyncio.gather(
+                *(_judge_group(judge, template, input, expected, g, run, usage) for g in groups)
+            )
+            fresh = {k: v for part in parts for k, v in part.items()}
+        for rank, _ in todo:
+            v = fresh[rank]
+            verdicts[rank] = v
+            if run.cache is not None:
+                run.cache.put(keys[rank], v)
+    return [verdicts[k] for k in range(1, len(nodes) + 1)], usage

@@ -1,0 +1,147 @@
+"""What both metrics share: construction (deepeval's signature), measure()/a_measure(),
+the result attributes, and turning a case into a ``MetricResult`` without raising."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .._async import run_sync
+from ..errors import CtxPrecError, InvalidTestCaseError
+from ..judges import JudgeModel, resolve_judge
+from ..judging import JudgeRun
+from ..limiter import AdaptiveLimiter
+from ..results import MetricResult
+from ..secrets import redact
+from ..template import prompt_version as _prompt_version
+
+__all__ = ["BaseRetrievalMetric"]
+
+
+class BaseRetrievalMetric:
+    #: value stored in ``ctxprec_scores.metric``
+    metric_name: str = "metric"
+    #: deepeval's display name
+    __name__ = "Metric"
+    default_template: type = object
+
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        model: str | JudgeModel | None = None,
+        include_reason: bool = True,
+        strict_mode: bool = False,
+        async_mode: bool = True,
+        verbose_mode: bool = False,
+        evaluation_template: type | None = None,
+        *,
+        max_nodes_per_call: int = 20,
+        max_retries: int = 6,
+    ) -> None:
+        if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not 0 <= threshold <= 1:
+            raise ValueError(f"threshold must be a number between 0 and 1, got {threshold!r}")
+        if max_nodes_per_call < 1:
+            raise ValueError("max_nodes_per_call must be at least 1")
+        self.strict_mode = strict_mode
+        self.threshold = 1.0 if strict_mode else float(threshold)
+        self.model: JudgeModel = resolve_judge(model)
+        self.evaluation_model = self.model.get_model_name()
+        self.include_reason = include_reason
+        self.async_mode = async_mode
+        self.verbose_mode = verbose_mode
+        self.evaluation_template = evaluation_template or self.default_template
+        self.prompt_version = _prompt_version(self.evaluation_template)
+        self.max_nodes_per_call = max_nodes_per_call
+        self.max_retries = max_retries
+        self._reset()
+
+    def _reset(self) -> None:
+        self.score: float | None = None
+        self.success: bool | None = None
+        self.reason: str | None = None
+        self.verdicts: list = []
+        self.evaluation_cost: float | None = None
+        self.verbose_logs: str | None = None
+        self.error: str | None = None
+        self.result: MetricResult | None = None
+
+    # -- to implement ------------------------------------------------------------------------
+    def accepts(self, test_case: Any) -> bool:
+        """Whether this metric scores this kind of case (``evaluate`` pairs them up)."""
+        raise NotImplementedError
+
+    def _validate(self, test_case: Any) -> None:
+        raise NotImplementedError
+
+    async def _evaluate(self, test_case: Any, run: JudgeRun, result: MetricResult) -> None:
+        """Fill ``result`` (score, verdicts, usage...). Raise on failure."""
+        raise NotImplementedError
+
+    # -- shared --------------------------------------------------------------------------------
+    async def score_case(self, test_case: Any, run: JudgeRun, case_index: int = 0) -> MetricResult:
+        """Score one case; never raises for a case-level problem (the error is in the result)."""
+        result = MetricResult(
+            case_id=getattr(test_case, "id", None),
+            metric=self.metric_name,
+            threshold=self.threshold,
+            judge_model=self.evaluation_model,
+            prompt_version=self.prompt_version,
+            case_index=case_index,
+        )
+        started = time.perf_counter()
+        try:
+            self._validate(test_case)
+            await self._evaluate(test_case, run, result)
+            result.success = result.score is not None and result.score >= self.threshold
+        except Exception as exc:  # isolate: one case never takes others down
+            result.score = None
+            result.success = False
+            result.reason = None
+            result.error_type = getattr(exc, "error_type", None) or _error_type(exc)
+            result.error = redact(f"{exc}" if isinstance(exc, CtxPrecError) else f"{type(exc).__name__}: {exc}")
+            result._exception = exc  # type: ignore[attr-defined]
+        result.seconds = time.perf_counter() - started  # type: ignore[attr-defined]
+        return result
+
+    def _apply(self, result: MetricResult) -> None:
+        self.result = result
+        self.score = result.score
+        self.success = result.success
+        self.reason = result.reason if self.include_reason else None
+        self.verdicts = list(result.verdicts)
+        self.evaluation_cost = result.cost
+        self.verbose_logs = result.verbose_logs
+        self.error = result.error
+        if self.verbose_mode and result.verbose_logs:
+            print(result.verbose_logs)
+
+    async def a_measure(self, test_case: Any, _show_indicator: bool = True, **_: Any) -> float | None:
+        self._reset()
+        run = JudgeRun(limiter=AdaptiveLimiter(16), max_retries=self.max_retries)
+        try:
+            result = await self.score_case(test_case, run)
+        finally:
+            close = getattr(self.model, "aclose", None)
+            if close is not None:
+                await close()
+        self._apply(result)
+        exc = getattr(result, "_exception", None)
+        if exc is not None:
+            raise exc
+        return self.score
+
+    def measure(self, test_case: Any, _show_indicator: bool = True, **_: Any) -> float | None:
+        """Score one case; works inside a running event loop (no loop patching)."""
+        return run_sync(lambda: self.a_measure(test_case))
+
+    def is_successful(self) -> bool:
+        return bool(self.success) and self.error is None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(threshold={self.threshold}, model={self.evaluation_model!r})"
+
+
+def _error_type(exc: Exception) -> str:
+    if isinstance(exc, InvalidTestCaseError):
+        return "invalid_input"
+    return "error"

@@ -1,0 +1,75 @@
+"""Contextual precision of one retrieval (deepeval-compatible API and numbers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidTestCaseError
+from ..judging import JudgeRun, judge_nodes
+from ..results import MetricResult
+from ..scoring import apply_strict, contextual_precision
+from ..template import ContextualPrecisionTemplate
+from ..test_case import LLMTestCase
+from .base import BaseRetrievalMetric
+from .reasons import compose_reason, verbose_logs
+
+__all__ = ["ContextualPrecisionMetric"]
+
+
+class ContextualPrecisionMetric(BaseRetrievalMetric):
+    """Did the retriever rank the nodes that lead to the expected output first?
+
+    ``measure(case)`` asks the judge about each node of ``case.retrieval_context`` (one call per
+    group of at most ``max_nodes_per_call`` nodes) and scores the ranking with weighted
+    cumulative precision.
+    """
+
+    metric_name = "contextual_precision"
+    __name__ = "Contextual Precision"
+    default_template = ContextualPrecisionTemplate
+
+    def accepts(self, test_case: Any) -> bool:
+        return isinstance(test_case, LLMTestCase)
+
+    def _validate(self, test_case: Any) -> None:
+        if not isinstance(test_case, LLMTestCase):
+            raise InvalidTestCaseError(
+                f"ContextualPrecisionMetric scores an LLMTestCase, got {type(test_case).__name__}"
+            )
+        missing = []
+        if not test_case.input or not test_case.input.strip():
+            missing.append("input")
+        if not test_case.expected_output or not test_case.expected_output.strip():
+            missing.append("expected_output")
+        if not test_case.retrieval_context:
+            missing.append("retrieval_context")
+        if missing:
+            raise InvalidTestCaseError(
+                f"cannot score contextual precision: empty or missing {', '.join(missing)} "
+                "(no judge call was made)"
+            )
+
+    async def _evaluate(self, test_case: LLMTestCase, run: JudgeRun, result: MetricResult) -> None:
+        assert test_case.retrieval_context is not None and test_case.expected_output is not None
+        verdicts, usage = await judge_nodes(
+            self.model,
+            self.evaluation_template,
+            self.prompt_version,
+            test_case.input,
+            test_case.expected_output,
+            test_case.retrieval_context,
+            run,
+            max_nodes_per_call=self.max_nodes_per_call,
+        )
+        raw = contextual_precision([v.relevant for v in verdicts])
+        score = apply_strict(raw, self.strict_mode)
+        result.score = score
+        result.verdicts = verdicts
+        result.judge_calls = usage.calls
+        result.prompt_tokens = usage.prompt_tokens
+        result.completion_tokens = usage.completion_tokens
+        result.cost = usage.cost
+        result.attempts = usage.attempts
+        result.cached_nodes = usage.cached_nodes
+        result.reason = compose_reason(score, verdicts, strict_mode=self.strict_mode, raw_score=raw)
+        result.verbose_logs = verbose_logs(verdicts, raw)

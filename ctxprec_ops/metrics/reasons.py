@@ -1,0 +1,52 @@
+"""Compose the overall reason and verbose logs from the per-node verdicts of the same answer
+(no second judge call)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..scoring import precision_steps
+from ..verdicts import NodeVerdict
+
+
+def _short(text: str, limit: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def compose_reason(score: float, verdicts: Sequence[NodeVerdict], *, strict_mode: bool = False,
+                   raw_score: float | None = None) -> str:
+    n = len(verdicts)
+    relevant = [i for i, v in enumerate(verdicts, start=1) if v.relevant]
+    head = f"The score is {score:.2f}"
+    if strict_mode and raw_score is not None and raw_score < 1.0:
+        head += f" (strict mode; {raw_score:.2f} before clamping)"
+    if not relevant:
+        return f"{head} because none of the {n} retrieved nodes was relevant to the expected output."
+    last_relevant = relevant[-1]
+    misplaced = [i for i in range(1, last_relevant) if not verdicts[i - 1].relevant]
+    rel_txt = ", ".join(str(i) for i in relevant)
+    if not misplaced:
+        return (
+            f"{head} because all {len(relevant)} relevant node(s) of {n} (rank {rel_txt}) are ranked "
+            "above every irrelevant one."
+        )
+    details = "; ".join(f"node {i}: {_short(verdicts[i - 1].reason) or 'not relevant'}" for i in misplaced[:3])
+    more = f" and {len(misplaced) - 3} more" if len(misplaced) > 3 else ""
+    return (
+        f"{head} because irrelevant node(s) {', '.join(map(str, misplaced[:3]))}{more} are ranked "
+        f"above relevant ones (relevant: rank {rel_txt} of {n}). Why they are irrelevant — {details}."
+    )
+
+
+def verbose_logs(verdicts: Sequence[NodeVerdict], score: float, *, title: str = "Verdicts") -> str:
+    lines = [f"{title}:"]
+    for step, v in zip(precision_steps([v.relevant for v in verdicts]), verdicts):
+        mark = "relevant  " if v.relevant else "irrelevant"
+        lines.append(
+            f"  node {step.rank:>3} {mark}  precision@{step.rank}={step.precision_at_k:.3f}"
+            f"  contributes {step.contribution:.3f}  | {_short(v.reason, 120)}"
+        )
+    hits = sum(v.relevant for v in verdicts)
+    lines.append(f"Score: sum of contributions / {hits} relevant = {score:.4f}")
+    return "\n".join(lines)

@@ -1,0 +1,199 @@
+"""Turn contextual precision: retrieval quality over a conversation, window by window.
+
+Turns are grouped into user→assistant interaction units. For unit i the window is units
+max(0, i - window_size + 1) .. i; the judge sees the window's user messages, the expected
+outcome and the nodes the window's assistant turns retrieved, in conversation order. Window
+score = contextual precision of that ranking (1.0 when the window retrieved nothing); the
+conversation score is the mean over windows. A conversation that retrieved nothing at all is
+not scorable (an error, zero judge calls) rather than a silent pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidTestCaseError, NotScorableError
+from ..judging import JudgeRun, Usage, judge_nodes
+from ..results import MetricResult, WindowResult
+from ..scoring import apply_strict, contextual_precision
+from ..template import TurnContextualPrecisionTemplate
+from ..test_case import ConversationalTestCase, Turn
+from .base import BaseRetrievalMetric
+from .reasons import _short
+
+__all__ = ["TurnContextualPrecisionMetric", "interaction_units", "windows"]
+
+
+def interaction_units(turns: list[Turn]) -> list[list[int]]:
+    """Turn indices grouped into interaction units.
+
+    A new unit starts when a user turn follows an assistant turn in a unit that already has a
+    user turn (so leading assistant turns join the first unit and consecutive turns of one role
+    stay together). A trailing unit counts only if it has a user turn and ends with an assistant
+    turn.
+    """
+    units: list[list[int]] = []
+    current: list[int] = []
+    has_user = False
+    for i, turn in enumerate(turns):
+        if turn.role == "user" and current and turns[current[-1]].role == "assistant" and has_user:
+            units.append(current)
+            current, has_user = [], False
+        current.append(i)
+        has_user = has_user or turn.role == "user"
+    if current and has_user and turns[current[-1]].role == "assistant":
+        units.append(current)
+    return units
+
+
+@dataclass
+class Window:
+    index: int
+    turn_indices: list[int]
+    user_messages: list[str]
+    nodes: list[str]
+    node_sources: list[tuple[int, int]]
+
+
+def windows(turns: list[Turn], window_size: int) -> list[Window]:
+    units = interaction_units(turns)
+    out: list[Window] = []
+    for i in range(len(units)):
+        idx = [t for unit in units[max(0, i - window_size + 1) : i + 1] for t in unit]
+        users = [turns[t].content for t in idx if turns[t].role == "user"]
+        nodes: list[str] = []
+        sources: list[tuple[int, int]] = []
+        for t in idx:
+            if turns[t].role == "assistant" and turns[t].retrieval_context:
+                for j, node in enumerate(turns[t].retrieval_context):
+                    nodes.append(node)
+                    sources.append((t, j))
+        out.append(Window(i, idx, users, nodes, sources))
+    return out
+
+
+class TurnContextualPrecisionMetric(BaseRetrievalMetric):
+    """Multi-turn contextual precision (deepeval's turn metric semantics and numbers)."""
+
+    metric_name = "turn_contextual_precision"
+    __name__ = "Turn Contextual Precision"
+    default_template = TurnContextualPrecisionTemplate
+
+    def __init__(self, threshold: float = 0.5, model: Any = None, include_reason: bool = True,
+                 strict_mode: bool = False, async_mode: bool = True, verbose_mode: bool = False,
+                 evaluation_template: type | None = None, window_size: int = 10, **kwargs: Any) -> None:
+        if not isinstance(window_size, int) or window_size < 1:
+            raise ValueError(f"window_size must be a positive integer, got {window_size!r}")
+        self.window_size = window_size
+        super().__init__(threshold, model, include_reason, strict_mode, async_mode, verbose_mode,
+                         evaluation_template, **kwargs)
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.windows: list[WindowResult] = []
+
+    def _apply(self, result: MetricResult) -> None:
+        super()._apply(result)
+        self.windows = list(result.windows or [])
+
+    def accepts(self, test_case: Any) -> bool:
+        return isinstance(test_case, ConversationalTestCase)
+
+    def _validate(self, test_case: Any) -> None:
+        if not isinstance(test_case, ConversationalTestCase):
+            raise InvalidTestCaseError(
+                f"TurnContextualPrecisionMetric scores a ConversationalTestCase, got {type(test_case).__name__}"
+            )
+        if not test_case.expected_outcome or not test_case.expected_outcome.strip():
+            raise InvalidTestCaseError(
+                "cannot score turn contextual precision: empty or missing expected_outcome (no judge call was made)"
+            )
+        if not test_case.turns:
+            raise InvalidTestCaseError("cannot score turn contextual precision: the conversation has no turns")
+
+    async def _evaluate(self, case: ConversationalTestCase, run: JudgeRun, result: MetricResult) -> None:
+        assert case.expected_outcome is not None
+        wins = windows(case.turns, self.window_size)
+        if not wins:
+            raise NotScorableError(
+                "not scorable: the conversation has no complete user→assistant interaction (no judge call was made)"
+            )
+        if not any(w.nodes for w in wins):
+            raise NotScorableError(
+                "not scorable: no assistant turn retrieved any context, so there is no ranking to judge "
+                "(no judge call was made)"
+            )
+
+        async def judge(w: Window):
+            if not w.nodes:
+                return [], Usage(attempts=1)
+            return await judge_nodes(
+                self.model, self.evaluation_template, self.prompt_version,
+                "\n".join(w.user_messages), case.expected_outcome, w.nodes, run,
+                max_nodes_per_call=self.max_nodes_per_call,
+            )
+
+        answers = await asyncio.gather(*(judge(w) for w in wins))
+        total = Usage()
+        results: list[WindowResult] = []
+        for w, (verdicts, usage) in zip(wins, answers):
+            total.merge(usage)
+            score = 1.0 if not w.nodes else apply_strict(contextual_precision([v.relevant for v in verdicts]), self.strict_mode)
+            results.append(WindowResult(w.index, w.turn_indices, w.node_sources, verdicts, score, usage.calls))
+        score = sum(r.score for r in results) / len(results)
+        result.score = score
+        result.windows = results
+        # the per-node verdicts of the last window cover the most recent context
+        result.verdicts = [v for r in results for v in r.verdicts]
+        result.judge_calls = total.calls
+        result.prompt_tokens = total.prompt_tokens
+        result.completion_tokens = total.completion_tokens
+        result.cost = total.cost
+        result.attempts = total.attempts
+        result.cached_nodes = total.cached_nodes
+        result.reason = _turn_reason(score, results, case.turns)
+        result.verbose_logs = _turn_logs(results, case.turns)
+
+
+def _misranked(r: WindowResult) -> list[int]:
+    rel = [v.relevant for v in r.verdicts]
+    if True not in rel:
+        return list(range(len(rel)))
+    last = max(i for i, x in enumerate(rel) if x)
+    return [i for i in range(last) if not rel[i]]
+
+
+def _turn_reason(score: float, results: list[WindowResult], turns: list[Turn]) -> str:
+    bad = [(r, _misranked(r)) for r in results if r.verdicts and r.score < 1.0]
+    n = len(results)
+    if not bad:
+        return f"The score is {score:.2f}: in all {n} window(s) the relevant nodes were ranked first."
+    parts = []
+    for r, idx in bad[:4]:
+        end_turn = r.turn_indices[-1] + 1
+        turns_named = sorted({r.node_sources[i][0] + 1 for i in idx})
+        if idx:
+            first = r.verdicts[idx[0]]
+            parts.append(
+                f"window ending at turn {end_turn} (score {r.score:.2f}) ranked irrelevant nodes from "
+                f"turn(s) {', '.join(map(str, turns_named))} first (e.g. node {idx[0] + 1}: {_short(first.reason, 70)})"
+            )
+        else:
+            parts.append(f"window ending at turn {end_turn} scored {r.score:.2f}")
+    more = f"; and {len(bad) - 4} more window(s)" if len(bad) > 4 else ""
+    return f"The score is {score:.2f} (mean of {n} window(s)): " + "; ".join(parts) + more + "."
+
+
+def _turn_logs(results: list[WindowResult], turns: list[Turn]) -> str:
+    lines = []
+    for r in results:
+        t0, t1 = r.turn_indices[0] + 1, r.turn_indices[-1] + 1
+        lines.append(f"Window {r.index + 1} (turns {t0}-{t1}): score {r.score:.4f}, {r.judge_calls} judge call(s)")
+        if not r.verdicts:
+            lines.append("  no retrieval context in this window: scores 1.0")
+        for k, (v, (t, j)) in enumerate(zip(r.verdicts, r.node_sources), start=1):
+            mark = "relevant  " if v.relevant else "irrelevant"
+            lines.append(f"  node {k:>3} (turn {t + 1}, #{j + 1}) {mark} | {_short(v.reason, 100)}")
+    return "\n".join(lines)

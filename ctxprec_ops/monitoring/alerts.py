@@ -1,0 +1,208 @@
+"""Alert rules over a partition's figures and its trailing baseline (pure functions).
+
+Rules (each an ``Alert`` with a one-line message naming the partition, the figures and the rule):
+
+- ``min_mean`` / ``min_pass_rate`` (severity ``error``): threshold breaches, only when configured.
+- ``regression`` (``warn``): the mean is more than ``min_drop`` below the pooled baseline mean AND
+  a one-sided Welch's t-test gives ``p < alpha``. A small or noisy partition does not fire on
+  noise. Without a baseline of at least ``min_baseline_partitions`` partitions and
+  ``min_baseline_cases`` cases there is no regression verdict ("insufficient baseline" note).
+- ``volume`` (``warn``): rows seen < ``volume_ratio`` x the baseline's median rows per partition;
+  a partition with no rows at all is checked too (a silent pipeline is an incident).
+- ``failure_rate`` (``warn``): failed rows / rows seen > ``max_failure_rate``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from .figures import BaselineFigures, PartitionFigures
+from .stats import finite_or_none, welch_less
+
+__all__ = ["Alert", "AlertRules", "RegressionTest", "evaluate_rules", "RULE_KINDS"]
+
+Severity = Literal["error", "warn"]
+
+#: rule name -> the family the orchestrators map to a check (threshold | regression | volume)
+RULE_KINDS = {
+    "min_mean": "threshold",
+    "min_pass_rate": "threshold",
+    "regression": "regression",
+    "volume": "volume",
+    "failure_rate": "volume",
+}
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One fired rule. ``severity`` is ``error`` for thresholds, ``warn`` for the others."""
+
+    rule: str
+    severity: Severity
+    partition_key: str
+    metric: str
+    message: str
+    value: float | None = None
+    limit: float | None = None
+
+    @property
+    def kind(self) -> str:
+        return RULE_KINDS.get(self.rule, self.rule)
+
+    def to_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d["value"], d["limit"] = finite_or_none(self.value), finite_or_none(self.limit)
+        d["kind"] = self.kind
+        return d
+
+
+@dataclass(frozen=True)
+class AlertRules:
+    """Rule settings; None disables a threshold rule."""
+
+    min_mean: float | None = None
+    min_pass_rate: float | None = None
+    min_drop: float = 0.05
+    alpha: float = 0.01
+    baseline_partitions: int = 7
+    min_baseline_partitions: int = 2
+    min_baseline_cases: int = 20
+    volume_ratio: float = 0.5
+    max_failure_rate: float | None = 0.2
+
+    def __post_init__(self) -> None:
+        for name in ("min_mean", "min_pass_rate", "max_failure_rate"):
+            v = getattr(self, name)
+            if v is not None and not (0.0 <= v <= 1.0):
+                raise ValueError(f"{name} must be between 0 and 1, got {v}")
+        if not (0.0 <= self.min_drop <= 1.0):
+            raise ValueError(f"min_drop must be between 0 and 1, got {self.min_drop}")
+        if not (0.0 < self.alpha < 1.0):
+            raise ValueError(f"alpha must be between 0 and 1 (exclusive), got {self.alpha}")
+        if not (0.0 <= self.volume_ratio <= 1.0):
+            raise ValueError(f"volume_ratio must be between 0 and 1, got {self.volume_ratio}")
+        if self.baseline_partitions < 1 or self.min_baseline_partitions < 1:
+            raise ValueError("baseline_partitions and min_baseline_partitions must be at least 1")
+        if self.min_baseline_cases < 2:
+            raise ValueError("min_baseline_cases must be at least 2")
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RegressionTest:
+    """Outcome of the regression rule, fired or not (kept for metadata and reports)."""
+
+    verdict: Literal["regression", "no regression", "insufficient baseline", "no scores"]
+    drop: float | None = None  # baseline mean - partition mean (positive = worse)
+    p_value: float | None = None
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"verdict": self.verdict, "drop": finite_or_none(self.drop), "p_value": finite_or_none(self.p_value), "detail": self.detail}
+
+
+def _p(p: float) -> str:
+    return f"{p:.2g}" if p < 0.0001 else f"{p:.4f}"
+
+
+def _regression(
+    metric: str, fig: PartitionFigures, scores: np.ndarray, base: BaselineFigures, rules: AlertRules
+) -> tuple[RegressionTest, Alert | None]:
+    s, b = fig.summary, base.summary
+    if s.n == 0 or s.mean is None:
+        return RegressionTest("no scores", detail="no scored cases in the partition"), None
+    if len(base.partitions) < rules.min_baseline_partitions or b.n < rules.min_baseline_cases or b.mean is None:
+        return RegressionTest(
+            "insufficient baseline",
+            detail=(
+                f"insufficient baseline: {len(base.partitions)} partition(s) / {b.n} case(s), "
+                f"need >= {rules.min_baseline_partitions} / >= {rules.min_baseline_cases}; no regression verdict"
+            ),
+        ), None
+    drop = b.mean - s.mean
+    p = welch_less(scores, base.scores)
+    if p is None:
+        return RegressionTest(
+            "insufficient baseline", drop=drop, detail="fewer than 2 cases in the partition; no regression verdict"
+        ), None
+    if drop > rules.min_drop and p < rules.alpha:
+        msg = (
+            f"{fig.partition_key} {metric}: mean {s.mean:.3f} is {drop:.3f} below the "
+            f"{len(base.partitions)}-partition baseline {b.mean:.3f} "
+            f"(Welch t-test p={_p(p)} < {rules.alpha:g}; min_drop {rules.min_drop:g})"
+        )
+        return RegressionTest("regression", drop=drop, p_value=p), Alert(
+            "regression", "warn", fig.partition_key, metric, msg, s.mean, b.mean
+        )
+    why = []
+    if drop <= rules.min_drop:
+        why.append(f"drop {drop:+.3f} <= min_drop {rules.min_drop:g}")
+    if p >= rules.alpha:
+        why.append(f"p={_p(p)} >= {rules.alpha:g}")
+    return RegressionTest("no regression", drop=drop, p_value=p, detail="; ".join(why)), None
+
+
+def evaluate_rules(
+    metric: str,
+    fig: PartitionFigures,
+    scores: np.ndarray,
+    base: BaselineFigures,
+    rules: AlertRules,
+) -> tuple[list[Alert], RegressionTest, list[str]]:
+    """Apply every rule to one partition; return (alerts, regression outcome, notes).
+
+    ``scores`` are the partition's per-case scores (the Welch test's sample).
+    """
+    key, s = fig.partition_key, fig.summary
+    head = f"{key} {metric}"
+    alerts: list[Alert] = []
+    notes: list[str] = []
+
+    if rules.min_mean is not None and s.mean is not None and s.mean < rules.min_mean:
+        alerts.append(
+            Alert("min_mean", "error", key, metric,
+                  f"{head}: mean {s.mean:.3f} is below min_mean {rules.min_mean:.3f} (n={s.n})",
+                  s.mean, rules.min_mean)
+        )
+    if rules.min_pass_rate is not None and s.pass_rate is not None and s.pass_rate < rules.min_pass_rate:
+        alerts.append(
+            Alert("min_pass_rate", "error", key, metric,
+                  f"{head}: pass rate {s.pass_rate:.1%} is below min_pass_rate {rules.min_pass_rate:.1%} (n={s.n})",
+                  s.pass_rate, rules.min_pass_rate)
+        )
+    if s.n == 0 and (rules.min_mean is not None or rules.min_pass_rate is not None):
+        notes.append("no scored cases: the threshold rules could not be evaluated")
+
+    reg, reg_alert = _regression(metric, fig, scores, base, rules)
+    if reg_alert is not None:
+        alerts.append(reg_alert)
+    elif reg.verdict == "insufficient baseline":
+        notes.append(reg.detail)
+
+    # volume rules
+    if base.median_rows is not None and base.median_rows > 0:
+        floor = rules.volume_ratio * base.median_rows
+        if fig.rows < floor:
+            what = "no rows at all" if fig.rows == 0 else f"{fig.rows} rows"
+            alerts.append(
+                Alert("volume", "warn", key, metric,
+                      f"{head}: volume drop, {what} (< {rules.volume_ratio:.0%} of the baseline median "
+                      f"{base.median_rows:g} rows per partition over {len(base.volume_partitions)} partitions)",
+                      float(fig.rows), floor)
+            )
+    else:
+        notes.append("no earlier partitions with rows: the volume rule could not be evaluated")
+    fr = fig.failure_rate
+    if rules.max_failure_rate is not None and fr is not None and fr > rules.max_failure_rate:
+        alerts.append(
+            Alert("failure_rate", "warn", key, metric,
+                  f"{head}: {fig.rows_failed} of {fig.rows} rows failed ({fr:.1%}), "
+                  f"above max_failure_rate {rules.max_failure_rate:.0%}",
+                  fr, rules.max_failure_rate)
+        )
+    return alerts, reg, notes

@@ -1,0 +1,164 @@
+"""``check_partition``: one partition's figures, baseline and fired alerts, as a ``CheckResult``.
+
+The result is what every entry point consumes: the CLI prints ``summary()`` and exits 3 when
+``fired``; Airflow fails the alert task; Dagster turns ``alerts`` into check results (severity
+``error`` for thresholds, ``warn`` otherwise) and ``to_dict()`` into metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from ..secrets import redact
+from .alerts import Alert, AlertRules, RegressionTest, evaluate_rules
+from .figures import BaselineFigures, PartitionFigures, baseline_figures, partition_figures
+from .history import History, Population, engine_scope, load_history, parse_partition_key
+
+__all__ = ["CheckResult", "check_partition", "check_history", "DEFAULT_METRIC"]
+
+DEFAULT_METRIC = "contextual_precision"
+
+
+@dataclass
+class CheckResult:
+    """Outcome of checking one partition."""
+
+    partition_key: str
+    metric: str
+    population: Population | None
+    figures: PartitionFigures
+    baseline: BaselineFigures
+    rules: AlertRules
+    regression: RegressionTest
+    alerts: list[Alert] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fired(self) -> bool:
+        return bool(self.alerts)
+
+    @property
+    def errors(self) -> list[Alert]:
+        return [a for a in self.alerts if a.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Alert]:
+        return [a for a in self.alerts if a.severity == "warn"]
+
+    def alerts_of(self, kind: str) -> list[Alert]:
+        """Alerts of one family: ``threshold``, ``regression`` or ``volume``."""
+        return [a for a in self.alerts if a.kind == kind]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe (no NaN, no numpy types): for XCom, Dagster metadata, ``--json``."""
+        return {
+            "partition_key": self.partition_key,
+            "metric": self.metric,
+            "judge_model": self.population.judge_model if self.population else None,
+            "prompt_version": self.population.prompt_version if self.population else None,
+            "fired": self.fired,
+            "figures": self.figures.to_dict(),
+            "baseline": self.baseline.to_dict(),
+            "regression": self.regression.to_dict(),
+            "alerts": [a.to_dict() for a in self.alerts],
+            "notes": [redact(n) for n in self.notes],
+            "rules": self.rules.to_dict(),
+        }
+
+    def headline(self) -> str:
+        s = self.figures.summary
+        if s.n:
+            ci = f" [95% CI {s.ci_low:.3f}-{s.ci_high:.3f}]" if s.ci_low is not None else ""
+            pr = f", pass rate {s.pass_rate:.1%}" if s.pass_rate is not None else ""
+            body = f"n={s.n}, mean {s.mean:.3f}{ci}, median {s.median:.3f}{pr}"
+        else:
+            body = "no scored cases"
+        vol = f"{self.figures.rows} rows, {self.figures.rows_failed} failed"
+        return f"{self.partition_key} {self.metric}: {body}; {vol}"
+
+    def summary(self) -> str:
+        """Multi-line, human-readable, secret-free text (the body of every sink message)."""
+        lines = [self.headline()]
+        b = self.baseline.summary
+        if b.n:
+            lines.append(
+                f"baseline ({len(self.baseline.partitions)} partitions {self.baseline.partitions[0]}..{self.baseline.partitions[-1]}): "
+                f"n={b.n}, mean {b.mean:.3f}"
+                + (f", median rows {self.baseline.median_rows:g}" if self.baseline.median_rows is not None else "")
+            )
+        if self.population:
+            lines.append(f"population: {self.population.label()}")
+        if self.regression.verdict in ("regression", "no regression") and self.regression.p_value is not None:
+            lines.append(
+                f"regression test: {self.regression.verdict} (drop {self.regression.drop:+.3f}, p={self.regression.p_value:.4g})"
+            )
+        if self.alerts:
+            lines.append(f"ALERTS ({len(self.alerts)}):")
+            lines += [f"  [{a.severity}] {a.rule}: {a.message}" for a in self.alerts]
+        else:
+            lines.append("no alerts")
+        lines += [f"note: {n}" for n in self.notes]
+        return redact("\n".join(lines))
+
+
+def check_history(history: History, partition_key: str, rules: AlertRules) -> CheckResult:
+    """Apply the rules to one partition of an already loaded ``History`` (pure)."""
+    data = history.get(partition_key)
+    fig = partition_figures(data)
+    base = baseline_figures(history, partition_key, rules.baseline_partitions)
+    alerts, reg, notes = evaluate_rules(history.metric, fig, data.scores, base, rules)
+    if history.population is None:
+        notes.insert(0, f"no scores at all for metric {history.metric}")
+    return CheckResult(partition_key, history.metric, history.population, fig, base, rules, reg, alerts, notes)
+
+
+def check_partition(
+    engine_or_url: Engine | str,
+    partition_key: str,
+    *,
+    metric: str = DEFAULT_METRIC,
+    min_mean: float | None = None,
+    min_pass_rate: float | None = None,
+    min_drop: float = 0.05,
+    alpha: float = 0.01,
+    baseline_partitions: int = 7,
+    volume_ratio: float = 0.5,
+    max_failure_rate: float | None = 0.2,
+    min_baseline_partitions: int = 2,
+    min_baseline_cases: int = 20,
+    judge_model: str | None = None,
+    prompt_version: str | None = None,
+) -> CheckResult:
+    """Check one partition against the rules (see ``alerts``) and its trailing baseline.
+
+    The population defaults to the most recent (judge_model, prompt_version) of the partition.
+    A partition with no rows at all is still checked (volume rule).
+    """
+    parse_partition_key(partition_key)
+    rules = AlertRules(
+        min_mean=min_mean,
+        min_pass_rate=min_pass_rate,
+        min_drop=min_drop,
+        alpha=alpha,
+        baseline_partitions=baseline_partitions,
+        min_baseline_partitions=min_baseline_partitions,
+        min_baseline_cases=min_baseline_cases,
+        volume_ratio=volume_ratio,
+        max_failure_rate=max_failure_rate,
+    )
+    with engine_scope(engine_or_url) as engine:
+        history = load_history(
+            engine,
+            metric,
+            keys=[partition_key],
+            baseline_for=[partition_key],
+            baseline_partitions=baseline_partitions,
+            population_partition=partition_key,
+            up_to=partition_key,
+            judge_model=judge_model,
+            prompt_version=prompt_version,
+        )
+    return check_history(history, partition_key, rules)

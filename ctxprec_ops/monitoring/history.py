@@ -1,0 +1,376 @@
+"""Load per-partition figures from the warehouse output tables (read-only, SQLAlchemy Core).
+
+Tables are reflected, so this module depends only on the public column names of
+``ctxprec_scores``, ``ctxprec_failures`` and ``ctxprec_runs`` (DESIGN.md), not on how the
+pipeline declares them. ``ctxprec_failures`` and ``ctxprec_runs`` are optional.
+
+**Population.** Scores from different judges or prompt versions are different measurements;
+pooling them would turn a judge change into a fake regression. Every figure is therefore computed
+for one ``(judge_model, prompt_version)`` pair: by default the pair of the most recently scored
+row (for ``check``: the most recent in the checked partition, falling back to the most recent
+before it). **Volume** (rows seen by a partition) is population-independent: distinct ``log_id``
+scored for the metric by any judge, plus the rows in ``ctxprec_failures``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from ..secrets import redact_url
+from ..warehouse.engine import get_engine
+
+__all__ = [
+    "Population",
+    "PartitionData",
+    "History",
+    "engine_scope",
+    "OutputTables",
+    "load_history",
+    "load_worst_cases",
+    "partition_range",
+]
+
+log = logging.getLogger(__name__)
+
+SCORES, FAILURES, RUNS = "ctxprec_scores", "ctxprec_failures", "ctxprec_runs"
+
+
+class MissingScoresTableError(LookupError):
+    """The warehouse has no ``ctxprec_scores`` table (nothing was ever scored there)."""
+
+
+@contextlib.contextmanager
+def engine_scope(engine_or_url: Engine | str) -> Iterator[Engine]:
+    """Yield an Engine for an Engine or a URL (``warehouse.engine.get_engine``: cached per URL)."""
+    if isinstance(engine_or_url, Engine):
+        yield engine_or_url
+        return
+    if not isinstance(engine_or_url, str) or not engine_or_url.strip():
+        raise ValueError("a warehouse URL is required (--warehouse or CTXPREC_WAREHOUSE_URL)")
+    try:
+        engine = get_engine(engine_or_url)
+    except ValueError:
+        raise
+    except Exception as exc:  # missing driver etc.: say which (without the password)
+        raise ValueError(f"cannot open warehouse {redact_url(engine_or_url)}: {type(exc).__name__}: {exc}") from None
+    yield engine
+
+
+@dataclass(frozen=True)
+class Population:
+    """The (judge_model, prompt_version) pair whose scores are compared."""
+
+    judge_model: str | None
+    prompt_version: str | None
+
+    def label(self) -> str:
+        return f"{self.judge_model or '?'} / prompt {self.prompt_version or '?'}"
+
+
+@dataclass
+class PartitionData:
+    """Raw material of one partition: per-case scores of the population and the volume."""
+
+    partition_key: str
+    scores: np.ndarray = field(default_factory=lambda: np.empty(0))
+    passed: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
+    rows: int = 0  # rows seen: scored (any judge) + failed
+    rows_failed: int = 0
+    run: dict[str, Any] | None = None  # latest ctxprec_runs row, if any
+
+
+@dataclass
+class History:
+    """What the rules need: the loaded partitions plus the index of every partition with data."""
+
+    metric: str
+    population: Population | None
+    partitions: dict[str, PartitionData]
+    scored_keys: list[str]  # partitions with scores of the population (sorted, all history)
+    seen_keys: list[str]  # partitions with any row (scored by any judge, or failed)
+
+    def get(self, key: str) -> PartitionData:
+        return self.partitions.get(key) or PartitionData(key)
+
+    def scored_before(self, key: str, limit: int) -> list[str]:
+        return [k for k in self.scored_keys if k < key][-limit:] if limit > 0 else []
+
+    def seen_before(self, key: str, limit: int) -> list[str]:
+        return [k for k in self.seen_keys if k < key][-limit:] if limit > 0 else []
+
+
+class OutputTables:
+    """Reflected output tables of one warehouse (``failures``/``runs`` may be None)."""
+
+    def __init__(self, engine: Engine, *, schema: str | None = None) -> None:
+        names = set(sa.inspect(engine).get_table_names(schema=schema))
+        if SCORES not in names:
+            raise MissingScoresTableError(
+                f"the warehouse has no {SCORES} table yet: score a partition first (ctxprec score)"
+            )
+        md = sa.MetaData(schema=schema)
+        self.scores = sa.Table(SCORES, md, autoload_with=engine)
+        self.failures = sa.Table(FAILURES, md, autoload_with=engine) if FAILURES in names else None
+        self.runs = sa.Table(RUNS, md, autoload_with=engine) if RUNS in names else None
+
+
+def _eq(col: sa.ColumnElement, value: Any) -> sa.ColumnElement[bool]:
+    return col.is_(None) if value is None else col == value
+
+
+def _population_filter(t: sa.Table, pop: Population) -> sa.ColumnElement[bool]:
+    return sa.and_(_eq(t.c.judge_model, pop.judge_model), _eq(t.c.prompt_version, pop.prompt_version))
+
+
+def resolve_population(
+    conn: sa.Connection,
+    tables: OutputTables,
+    metric: str,
+    *,
+    partition_key: str | None = None,
+    up_to: str | None = None,
+    judge_model: str | None = None,
+    prompt_version: str | None = None,
+) -> Population | None:
+    """The pair of the most recently scored row matching the given constraints (None: no rows)."""
+    t = tables.scores
+    base = [t.c.metric == metric]
+    if judge_model is not None:
+        base.append(t.c.judge_model == judge_model)
+    if prompt_version is not None:
+        base.append(t.c.prompt_version == prompt_version)
+    attempts = []
+    if partition_key is not None:
+        attempts.append(base + [t.c.partition_key == partition_key])
+    attempts.append(base + ([t.c.partition_key <= up_to] if up_to else []))
+    for where in attempts:
+        row = conn.execute(
+            sa.select(t.c.judge_model, t.c.prompt_version)
+            .where(*where)
+            .order_by(t.c.scored_at.desc().nulls_last(), t.c.partition_key.desc())
+            .limit(1)
+        ).first()
+        if row is not None:
+            return Population(row[0], row[1])
+    if judge_model is not None or prompt_version is not None:
+        return Population(judge_model, prompt_version)  # explicit, even with no rows yet
+    return None
+
+
+def _scored_keys(conn: sa.Connection, tables: OutputTables, metric: str, pop: Population | None) -> list[str]:
+    if pop is None:
+        return []
+    t = tables.scores
+    q = sa.select(t.c.partition_key).where(t.c.metric == metric, _population_filter(t, pop)).group_by(t.c.partition_key)
+    return sorted(str(k) for (k,) in conn.execute(q) if k is not None)
+
+
+def _volumes(conn: sa.Connection, tables: OutputTables, metric: str) -> tuple[dict[str, int], dict[str, int]]:
+    """Rows seen and rows failed per partition (all history, one grouped query each)."""
+    s, f = tables.scores, tables.failures
+    parts: list[sa.Select] = [sa.select(s.c.partition_key, s.c.log_id).where(s.c.metric == metric)]
+    if f is not None:
+        parts.append(sa.select(f.c.partition_key, f.c.log_id).where(f.c.metric == metric))
+    u = sa.union(*parts).subquery() if len(parts) > 1 else parts[0].distinct().subquery()
+    rows = {
+        str(k): int(n)
+        for k, n in conn.execute(sa.select(u.c.partition_key, sa.func.count()).group_by(u.c.partition_key))
+        if k is not None
+    }
+    failed: dict[str, int] = {}
+    if f is not None:
+        q = (
+            sa.select(f.c.partition_key, sa.func.count(sa.distinct(f.c.log_id)))
+            .where(f.c.metric == metric)
+            .group_by(f.c.partition_key)
+        )
+        failed = {str(k): int(n) for k, n in conn.execute(q) if k is not None}
+    return rows, failed
+
+
+def _latest_runs(conn: sa.Connection, tables: OutputTables, metric: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    r = tables.runs
+    if r is None or not keys:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    q = sa.select(r).where(r.c.metric == metric, r.c.partition_key.in_(list(keys)))
+    for row in conn.execute(q).mappings():
+        rec = dict(row)
+        key = str(rec["partition_key"])
+        stamp = str(rec.get("finished_at") or rec.get("started_at") or "")
+        prev = out.get(key)
+        if prev is None or stamp >= str(prev.get("finished_at") or prev.get("started_at") or ""):
+            out[key] = rec
+    return out
+
+
+def _case_scores(
+    conn: sa.Connection, tables: OutputTables, metric: str, pop: Population | None, keys: Sequence[str]
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    if pop is None or not keys:
+        return {}
+    t = tables.scores
+    q = sa.select(t.c.partition_key, t.c.score, t.c.success).where(
+        t.c.metric == metric, _population_filter(t, pop), t.c.partition_key.in_(list(keys)), t.c.score.is_not(None)
+    )
+    acc: dict[str, tuple[list[float], list[bool]]] = {}
+    for key, score, success in conn.execute(q):
+        s, p = acc.setdefault(str(key), ([], []))
+        s.append(float(score))
+        p.append(bool(success))
+    return {k: (np.asarray(s, dtype=float), np.asarray(p, dtype=bool)) for k, (s, p) in acc.items()}
+
+
+def partition_range(end: str, days: int, *, start: str | None = None) -> list[str]:
+    """The ``days`` calendar partition keys ending at ``end`` (not before ``start``), oldest first."""
+    end_d = parse_partition_key(end)
+    first = end_d - dt.timedelta(days=max(days, 1) - 1)
+    if start is not None:
+        first = max(first, parse_partition_key(start))
+    n = (end_d - first).days + 1
+    return [(first + dt.timedelta(days=i)).isoformat() for i in range(max(n, 0))]
+
+
+def parse_partition_key(key: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(str(key))
+    except ValueError:
+        raise ValueError(f"partition key must be a date YYYY-MM-DD, got {key!r}") from None
+
+
+def load_history(
+    engine: Engine,
+    metric: str,
+    *,
+    keys: Sequence[str] | None = None,
+    baseline_for: Sequence[str] = (),
+    baseline_partitions: int = 7,
+    population: Population | None = None,
+    population_partition: str | None = None,
+    up_to: str | None = None,
+    judge_model: str | None = None,
+    prompt_version: str | None = None,
+) -> History:
+    """Load the partitions ``keys`` plus the baselines (previous partitions) of ``baseline_for``.
+
+    ``keys=None`` loads nothing but the index; zero-volume partitions are kept (rows = 0).
+    """
+    tables = OutputTables(engine)
+    with engine.connect() as conn:
+        pop = population or resolve_population(
+            conn,
+            tables,
+            metric,
+            partition_key=population_partition,
+            up_to=up_to,
+            judge_model=judge_model,
+            prompt_version=prompt_version,
+        )
+        scored_keys = _scored_keys(conn, tables, metric, pop)
+        rows, failed = _volumes(conn, tables, metric)
+        seen_keys = sorted(k for k, n in rows.items() if n > 0)
+        hist = History(metric, pop, {}, scored_keys, seen_keys)
+        wanted = set(keys or ())
+        for key in baseline_for:
+            wanted.update(hist.scored_before(key, baseline_partitions))
+            wanted.update(hist.seen_before(key, baseline_partitions))
+        ordered = sorted(wanted)
+        cases = _case_scores(conn, tables, metric, pop, ordered)
+        runs = _latest_runs(conn, tables, metric, ordered)
+    for key in ordered:
+        s, p = cases.get(key, (np.empty(0), np.empty(0, dtype=bool)))
+        hist.partitions[key] = PartitionData(key, s, p, rows.get(key, 0), failed.get(key, 0), runs.get(key))
+    return hist
+
+
+def _json_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, (bytes, bytearray)):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def load_worst_cases(
+    engine: Engine,
+    metric: str,
+    population: Population | None,
+    partition_key: str,
+    *,
+    limit: int = 10,
+    source_table: str = "retrieval_logs",
+) -> list[dict[str, Any]]:
+    """The lowest-scoring cases of a partition with their node verdicts (best rank first).
+
+    When the source table exists (default ``retrieval_logs``, columns ``id``, ``input``,
+    ``retrieval_context``) the query and node texts are attached; otherwise only the verdicts.
+    """
+    tables = OutputTables(engine)
+    t = tables.scores
+    where = [t.c.metric == metric, t.c.partition_key == partition_key, t.c.score.is_not(None)]
+    if population is not None:
+        where.append(_population_filter(t, population))
+    q = sa.select(t.c.log_id, t.c.score, t.c.success, t.c.reason, t.c.verdicts).where(*where)
+    q = q.order_by(t.c.score.asc(), t.c.log_id.asc()).limit(limit)
+    with engine.connect() as conn:
+        cases = []
+        for log_id, score, success, reason, verdicts in conn.execute(q):
+            nodes = []
+            for i, v in enumerate(_json_list(verdicts)):
+                if isinstance(v, dict):
+                    nodes.append(
+                        {"node": int(v.get("node") or i + 1), "relevant": bool(v.get("relevant")), "reason": v.get("reason")}
+                    )
+            nodes.sort(key=lambda n: n["node"])
+            cases.append(
+                {"log_id": log_id, "score": float(score), "success": bool(success), "reason": reason, "verdicts": nodes}
+            )
+        _attach_source(conn, source_table, cases)
+    return cases
+
+
+def _attach_source(conn: sa.Connection, source_table: str, cases: list[dict[str, Any]]) -> None:
+    """Best effort: add ``input`` and node texts from the source table (never fails the caller)."""
+    if not cases:
+        return
+    try:
+        insp = sa.inspect(conn)
+        if source_table not in insp.get_table_names():
+            return
+        src = sa.Table(source_table, sa.MetaData(), autoload_with=conn)
+        if not {"id", "input"} <= set(src.c.keys()):
+            return
+        ids: list[Any] = [c["log_id"] for c in cases]
+        if isinstance(src.c.id.type, sa.Integer):
+            ids = [int(i) for i in ids if str(i).lstrip("-").isdigit()]
+        else:
+            ids = [str(i) for i in ids]
+        cols = [src.c.id, src.c.input] + ([src.c.retrieval_context] if "retrieval_context" in src.c else [])
+        found = {str(r[0]): r for r in conn.execute(sa.select(*cols).where(src.c.id.in_(ids)))}
+    except Exception as exc:  # the report still renders without texts
+        log.warning("could not read %s for the report: %s", source_table, type(exc).__name__)
+        return
+    for case in cases:
+        row = found.get(str(case["log_id"]))
+        if row is None:
+            continue
+        case["input"] = row[1]
+        texts = _json_list(row[2]) if len(row) > 2 else []
+        for node in case["verdicts"]:
+            k = node["node"] - 1
+            if 0 <= k < len(texts):
+                node["text"] = str(texts[k])

@@ -1,0 +1,161 @@
+"""Recent partitions with their figures and alerts: ``trend_results``, ``load_trend``,
+``format_trend_table``.
+
+The window is ``days`` calendar days ending at ``end`` (default: the latest partition with any
+row), never before the first partition with data. Days without any row are kept (rows = 0), so a
+silent day shows up, and every day is checked with the same rules as ``ctxprec check``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+from rich.table import Table
+from sqlalchemy.engine import Engine
+
+from .alerts import AlertRules
+from .check import DEFAULT_METRIC, CheckResult, check_history
+from .history import History, engine_scope, load_history, parse_partition_key, partition_range
+from .stats import sparkline
+
+__all__ = ["trend_results", "load_trend", "results_frame", "format_trend_table", "TREND_COLUMNS"]
+
+TREND_COLUMNS = [
+    "partition_key", "n", "mean", "median", "ci_low", "ci_high", "pass_rate", "rows", "rows_failed",
+    "failure_rate", "run_status", "cost", "baseline_mean", "drop", "p_value", "regression", "alerts",
+    "alert_messages",
+]  # fmt: skip
+
+
+def trend_results(
+    engine_or_url: Engine | str,
+    *,
+    metric: str = DEFAULT_METRIC,
+    days: int = 14,
+    end: str | None = None,
+    rules: AlertRules | None = None,
+    judge_model: str | None = None,
+    prompt_version: str | None = None,
+) -> tuple[History, list[CheckResult]]:
+    """Check every day of the window; return the loaded history and one result per day (oldest first)."""
+    if days < 1:
+        raise ValueError(f"days must be at least 1, got {days}")
+    if end is not None:
+        parse_partition_key(end)
+    rules = rules or AlertRules()
+    with engine_scope(engine_or_url) as engine:
+        index = load_history(engine, metric, up_to=end, judge_model=judge_model, prompt_version=prompt_version)
+        known = sorted(set(index.seen_keys) | set(index.scored_keys))
+        if end is None:
+            if not known:
+                return index, []
+            end = known[-1]
+        first = known[0] if known else end
+        keys = partition_range(end, days, start=min(first, end))
+        history = load_history(
+            engine,
+            metric,
+            keys=keys,
+            baseline_for=keys,
+            baseline_partitions=rules.baseline_partitions,
+            population=index.population,
+        )
+    return history, [check_history(history, k, rules) for k in keys]
+
+
+def results_frame(results: Sequence[CheckResult]) -> pd.DataFrame:
+    """One row per partition (see ``TREND_COLUMNS``); ``alerts`` lists the fired rule names."""
+    rows = []
+    for r in results:
+        f = r.figures.to_dict()
+        rows.append(
+            {
+                **{k: f.get(k) for k in TREND_COLUMNS if k in f},
+                "baseline_mean": r.baseline.summary.mean,
+                "drop": r.regression.drop,
+                "p_value": r.regression.p_value,
+                "regression": r.regression.verdict,
+                "alerts": [a.rule for a in r.alerts],
+                "alert_messages": [a.message for a in r.alerts],
+            }
+        )
+    df = pd.DataFrame(rows, columns=TREND_COLUMNS)
+    for col in ("n", "rows", "rows_failed"):
+        df[col] = df[col].astype("int64")
+    for col in ("mean", "median", "ci_low", "ci_high", "pass_rate", "failure_rate", "cost", "baseline_mean", "drop", "p_value"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+    return df
+
+
+def load_trend(
+    engine_or_url: Engine | str,
+    *,
+    metric: str = DEFAULT_METRIC,
+    days: int = 14,
+    end: str | None = None,
+    rules: AlertRules | None = None,
+    judge_model: str | None = None,
+    prompt_version: str | None = None,
+) -> pd.DataFrame:
+    """Per-partition figures and alerts of the last ``days`` days, as a DataFrame.
+
+    ``df.attrs`` holds ``metric``, ``judge_model`` and ``prompt_version`` (the population).
+    """
+    history, results = trend_results(
+        engine_or_url, metric=metric, days=days, end=end, rules=rules,
+        judge_model=judge_model, prompt_version=prompt_version,
+    )  # fmt: skip
+    df = results_frame(results)
+    pop = history.population
+    df.attrs.update(
+        metric=metric,
+        judge_model=pop.judge_model if pop else None,
+        prompt_version=pop.prompt_version if pop else None,
+    )
+    return df
+
+
+def _fmt(v: float | None, spec: str, missing: str = "—") -> str:
+    return missing if v is None or pd.isna(v) else format(v, spec)
+
+
+def format_trend_table(df: pd.DataFrame, *, title: str | None = None) -> Table:
+    """A rich table of ``load_trend``'s frame: n, mean ± CI, pass rate, volume, alerts, sparkline."""
+    metric = df.attrs.get("metric", DEFAULT_METRIC)
+    pop = df.attrs.get("judge_model")
+    caption_bits = [f"judge {pop} / prompt {df.attrs.get('prompt_version')}"] if pop else []
+    means = [None if pd.isna(v) else float(v) for v in df["mean"]] if len(df) else []
+    if means:
+        caption_bits.append(f"mean trend {sparkline(means, lo=0.0, hi=1.0)}")
+    table = Table(
+        title=title or f"{metric}: last {len(df)} partitions",
+        caption="  ·  ".join(caption_bits) or None,
+        header_style="bold",
+        expand=False,
+    )
+    table.add_column("partition")
+    table.add_column("n", justify="right")
+    table.add_column("mean ± 95% CI", justify="right")
+    table.add_column("median", justify="right")
+    table.add_column("pass rate", justify="right")
+    table.add_column("rows", justify="right")
+    table.add_column("failed", justify="right")
+    table.add_column("trend", justify="left")
+    table.add_column("alerts")
+    for i, row in enumerate(df.itertuples(index=False)):
+        if pd.isna(row.mean):
+            mean = "—"
+        elif pd.isna(row.ci_low):
+            mean = f"{row.mean:.3f}"
+        else:
+            mean = f"{row.mean:.3f} ± {max(row.mean - row.ci_low, row.ci_high - row.mean):.3f}"
+        failed = f"{row.rows_failed}" + (f" ({row.failure_rate:.0%})" if row.rows_failed and not pd.isna(row.failure_rate) else "")
+        spark = sparkline(means[: i + 1], lo=0.0, hi=1.0)[-1:] if means else ""
+        alerts = ", ".join(row.alerts) if row.alerts else ""
+        style = "red" if row.alerts else None
+        table.add_row(
+            str(row.partition_key), str(row.n), mean, _fmt(row.median, ".3f"), _fmt(row.pass_rate, ".1%"),
+            str(row.rows), failed, spark, alerts, style=style,
+        )  # fmt: skip
+    return table

@@ -1,0 +1,103 @@
+"""Which judge errors are worth retrying, and how long to wait (honouring ``Retry-After``)."""
+
+from __future__ import annotations
+
+import os
+import random
+from email.utils import parsedate_to_datetime
+from datetime import datetime, timezone
+
+__all__ = ["TransientJudgeError", "is_transient", "is_rate_limit", "retry_after_seconds", "backoff_seconds"]
+
+
+class TransientJudgeError(Exception):
+    """Raise from a custom ``JudgeModel`` to ask for a retry (optionally after ``retry_after`` s)."""
+
+    def __init__(self, message: str = "transient judge error", retry_after: float | None = None,
+                 rate_limited: bool = False) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.rate_limited = rate_limited
+
+
+def _status(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def is_rate_limit(exc: BaseException) -> bool:
+    if isinstance(exc, TransientJudgeError):
+        return exc.rate_limited
+    return _status(exc) == 429
+
+
+def is_transient(exc: BaseException) -> bool:
+    """429, 408/409, 5xx, timeouts and connection errors are retried; anything else is not."""
+    if isinstance(exc, (TransientJudgeError, TimeoutError, ConnectionError)):
+        return True
+    try:
+        import openai
+
+        if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import httpx
+
+        if isinstance(exc, (httpx.TimeoutException, httpx.TransportError)):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    status = _status(exc)
+    return status is not None and (status in (408, 409, 429) or status >= 500)
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """Seconds the server asked us to wait (``retry-after-ms`` / ``retry-after``), if any."""
+    if isinstance(exc, TransientJudgeError):
+        return exc.retry_after
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(raw)
+        return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+def backoff_seconds(attempt: int, exc: BaseException | None = None) -> float:
+    """Exponential backoff with full jitter; a server's ``Retry-After`` wins when present.
+
+    ``CTXPREC_RETRY_INITIAL_WAIT`` (default 0.5 s) and ``CTXPREC_RETRY_MAX_WAIT`` (30 s) tune it.
+    """
+    if exc is not None:
+        ra = retry_after_seconds(exc)
+        if ra is not None:
+            return min(ra, 120.0)
+    initial = _env_float("CTXPREC_RETRY_INITIAL_WAIT", 0.5)
+    cap = _env_float("CTXPREC_RETRY_MAX_WAIT", 30.0)
+    ceiling = min(cap, initial * (2 ** max(0, attempt - 1)))
+    return ceiling / 2 + random.uniform(0, ceiling / 2)

@@ -1,0 +1,138 @@
+"""SQLAlchemy engines for the warehouse: URL normalisation, SQLite pragmas, write transactions.
+
+- ``postgresql://`` and ``postgres://`` URLs use psycopg 3 (``postgresql+psycopg://``).
+- SQLite gets WAL journaling and a busy timeout, and write transactions start with
+  ``BEGIN IMMEDIATE`` so concurrent workers queue for the write lock instead of failing.
+- Engines are cached per URL within a process (and their pools are reset in forked children).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine.url import URL
+from sqlalchemy.pool import StaticPool
+from sqlalchemy import create_engine
+
+from ..secrets import redact_url
+
+__all__ = [
+    "normalize_url",
+    "get_engine",
+    "display_url",
+    "write_transaction",
+    "read_connection",
+    "SQLITE_BUSY_TIMEOUT_MS",
+]
+
+SQLITE_BUSY_TIMEOUT_MS = 60_000
+_WRITE_OPTION = "ctxprec_write"
+
+_engines: dict[str, Engine] = {}
+_lock = threading.Lock()
+
+
+def normalize_url(url: str | URL) -> URL:
+    """Parse ``url``; PostgreSQL URLs without a driver get psycopg 3."""
+    try:
+        u = make_url(url)
+    except Exception as exc:  # sqlalchemy.exc.ArgumentError; never echo a password
+        raise ValueError(f"invalid warehouse URL {redact_url(str(url))!r}: {type(exc).__name__}") from None
+    if u.drivername in ("postgresql", "postgres"):
+        u = u.set(drivername="postgresql+psycopg")
+    return u
+
+
+def display_url(url: str | URL | Engine) -> str:
+    """The URL with its password masked, for logs and messages."""
+    if isinstance(url, Engine):
+        url = url.url
+    if isinstance(url, URL):
+        return url.render_as_string(hide_password=True)
+    return redact_url(str(url))
+
+
+def _sqlite_text(raw: bytes) -> str:
+    # invalid UTF-8 stored in a TEXT column must not abort the whole chunk read: keep the bad
+    # bytes as surrogates, row validation reports them as "not valid UTF-8"
+    return str(raw, "utf-8", "surrogateescape")
+
+
+def _setup_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):  # pragma: no cover - exercised by every sqlite test
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (see _on_begin)
+        dbapi_conn.text_factory = _sqlite_text
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        if engine.url.database not in (None, "", ":memory:"):
+            cur.execute("PRAGMA journal_mode = WAL")
+            cur.execute("PRAGMA synchronous = NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        if conn.get_execution_options().get(_WRITE_OPTION):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+
+def _create(u: URL) -> Engine:
+    kwargs: dict = {"future": True}
+    if u.get_backend_name() == "sqlite":
+        if u.database in (None, "", ":memory:"):
+            kwargs["poolclass"] = StaticPool
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+    else:
+        kwargs["pool_pre_ping"] = True
+    engine = create_engine(u, **kwargs)
+    if u.get_backend_name() == "sqlite":
+        _setup_sqlite(engine)
+    return engine
+
+
+def get_engine(url: str | URL | Engine) -> Engine:
+    """An engine for ``url`` (cached per URL). An ``Engine`` is returned as is; SQLite
+    engines built elsewhere should be made with this function to get WAL and BEGIN IMMEDIATE."""
+    if isinstance(url, Engine):
+        return url
+    u = normalize_url(url)
+    key = u.render_as_string(hide_password=False)
+    with _lock:
+        engine = _engines.get(key)
+        if engine is None:
+            engine = _engines[key] = _create(u)
+        return engine
+
+
+def _reset_after_fork() -> None:
+    # connections inherited from the parent must not be used by the child (Airflow/Celery forks)
+    for engine in list(_engines.values()):
+        engine.dispose(close=False)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    """One write transaction (``BEGIN IMMEDIATE`` on SQLite); commits or rolls back."""
+    with engine.connect() as conn:
+        conn = conn.execution_options(**{_WRITE_OPTION: True})
+        with conn.begin():
+            yield conn
+
+
+@contextmanager
+def read_connection(engine: Engine) -> Iterator[Connection]:
+    """A connection for reads inside one (read) transaction."""
+    with engine.connect() as conn:
+        with conn.begin():
+            yield conn

@@ -1,0 +1,194 @@
+"""The output tables (``ctxprec_scores``, ``ctxprec_failures``, ``ctxprec_runs``,
+``ctxprec_judgments``), declared with SQLAlchemy Core and created when missing.
+
+Keys (each is the primary key, so upserts can target it):
+
+- ``ctxprec_scores``: (log_id, metric, judge_model, prompt_version).
+- ``ctxprec_failures``: the same four columns. A failure belongs to one scoring configuration,
+  exactly like a score, so "every input row ends in exactly one of scores or failures" holds per
+  (metric, judge model, prompt version), and the successful re-run of that configuration deletes
+  the failure record; a failure under judge A is not erased by a score from judge B.
+- ``ctxprec_runs``: (run_id, partition_key, metric): one row per partition run (the same
+  orchestrator run id may score two metrics or several partitions without collisions).
+- ``ctxprec_judgments``: ``key`` = ``cache.judgment_key(...)``.
+
+``log_id`` is text (source ids may be integers). ``score`` is double precision, unrounded.
+Timestamps are stored in UTC.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
+
+from .identifiers import validate_identifier
+
+__all__ = [
+    "OutputTables",
+    "output_tables",
+    "ensure_output_tables",
+    "SCORES",
+    "FAILURES",
+    "RUNS",
+    "JUDGMENTS",
+]
+
+SCORES = "ctxprec_scores"
+FAILURES = "ctxprec_failures"
+RUNS = "ctxprec_runs"
+JUDGMENTS = "ctxprec_judgments"
+
+_JSON = JSON().with_variant(JSONB(), "postgresql")
+_TS = DateTime(timezone=True)
+_DOUBLE = Float(precision=53)
+# unbounded text where the backend allows it in a key; 255 elsewhere (e.g. MySQL)
+_KEYTEXT = String(255).with_variant(Text(), "postgresql", "sqlite")
+
+
+@dataclass(frozen=True)
+class OutputTables:
+    metadata: MetaData
+    scores: Table
+    failures: Table
+    runs: Table
+    judgments: Table
+
+
+def _build(schema: str | None) -> OutputTables:
+    md = MetaData(schema=schema)
+    scores = Table(
+        SCORES,
+        md,
+        Column("log_id", _KEYTEXT, nullable=False),
+        Column("partition_key", String(10), nullable=False),
+        Column("metric", String(64), nullable=False),
+        Column("score", _DOUBLE, nullable=False),
+        Column("success", Boolean, nullable=False),
+        Column("threshold", _DOUBLE, nullable=False),
+        Column("verdicts", _JSON),
+        Column("reason", Text),
+        Column("judge_model", String(255), nullable=False),
+        Column("prompt_version", String(64), nullable=False),
+        Column("prompt_tokens", Integer),
+        Column("completion_tokens", Integer),
+        Column("cost", _DOUBLE),
+        Column("run_id", _KEYTEXT, nullable=False),
+        Column("scored_at", _TS, nullable=False),
+        # additions: how the score was obtained (0 judge calls = answered from the cache)
+        Column("judge_calls", Integer),
+        Column("cached_nodes", Integer),
+        Column("chunk_index", Integer),
+        PrimaryKeyConstraint("log_id", "metric", "judge_model", "prompt_version", name=f"{SCORES}_pk"),
+        Index(f"ix_{SCORES}_partition", "partition_key", "metric"),
+        Index(f"ix_{SCORES}_run", "run_id"),
+    )
+    failures = Table(
+        FAILURES,
+        md,
+        Column("log_id", _KEYTEXT, nullable=False),
+        Column("partition_key", String(10), nullable=False),
+        Column("metric", String(64), nullable=False),
+        Column("judge_model", String(255), nullable=False),
+        Column("prompt_version", String(64), nullable=False),
+        Column("error_type", String(64), nullable=False),
+        Column("error_message", Text, nullable=False),
+        Column("attempts", Integer, nullable=False),
+        Column("run_id", _KEYTEXT, nullable=False),
+        Column("failed_at", _TS, nullable=False),
+        Column("chunk_index", Integer),
+        PrimaryKeyConstraint("log_id", "metric", "judge_model", "prompt_version", name=f"{FAILURES}_pk"),
+        Index(f"ix_{FAILURES}_partition", "partition_key", "metric"),
+    )
+    runs = Table(
+        RUNS,
+        md,
+        Column("run_id", _KEYTEXT, nullable=False),
+        Column("partition_key", String(10), nullable=False),
+        Column("metric", String(64), nullable=False),
+        Column("status", String(32), nullable=False),
+        Column("rows_total", Integer, nullable=False),
+        Column("rows_scored", Integer, nullable=False),
+        Column("rows_cached", Integer, nullable=False),
+        Column("rows_failed", Integer, nullable=False),
+        Column("mean_score", _DOUBLE),
+        Column("median_score", _DOUBLE),
+        Column("pass_rate", _DOUBLE),
+        Column("ci_low", _DOUBLE),
+        Column("ci_high", _DOUBLE),
+        Column("prompt_tokens", Integer),
+        Column("completion_tokens", Integer),
+        Column("cost", _DOUBLE),
+        Column("judge_model", String(255)),
+        Column("prompt_version", String(64)),
+        Column("started_at", _TS),
+        Column("finished_at", _TS),
+        # additions
+        Column("threshold", _DOUBLE),
+        Column("judge_calls", Integer),
+        Column("failures_by_type", _JSON),
+        Column("error_message", Text),
+        PrimaryKeyConstraint("run_id", "partition_key", "metric", name=f"{RUNS}_pk"),
+        Index(f"ix_{RUNS}_partition", "partition_key", "metric"),
+    )
+    judgments = Table(
+        JUDGMENTS,
+        md,
+        Column("key", String(64), nullable=False),
+        Column("judge_model", String(255), nullable=False),
+        Column("prompt_version", String(64), nullable=False),
+        Column("relevant", Boolean, nullable=False),
+        Column("reason", Text),
+        Column("created_at", _TS, nullable=False),
+        PrimaryKeyConstraint("key", name=f"{JUDGMENTS}_pk"),
+    )
+    return OutputTables(md, scores, failures, runs, judgments)
+
+
+_cache: dict[str | None, OutputTables] = {}
+_ensured: "weakref.WeakKeyDictionary[Engine, set[str | None]]" = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def output_tables(schema: str | None = None) -> OutputTables:
+    """The four output tables (in ``schema``, default the connection's default schema)."""
+    if schema is not None:
+        validate_identifier(schema, "output schema name")
+    with _lock:
+        t = _cache.get(schema)
+        if t is None:
+            t = _cache[schema] = _build(schema)
+        return t
+
+
+def ensure_output_tables(engine: Engine, schema: str | None = None) -> OutputTables:
+    """Create the output tables (and indexes) that do not exist yet; once per engine."""
+    tables = output_tables(schema)
+    done = _ensured.setdefault(engine, set())
+    if schema in done:
+        return tables
+    try:
+        tables.metadata.create_all(engine, checkfirst=True)
+    except DBAPIError:
+        # another worker created them between our check and our CREATE: check again
+        tables.metadata.create_all(engine, checkfirst=True)
+    done.add(schema)
+    return tables

@@ -1,0 +1,110 @@
+"""Idempotent writes: insert-or-update (and insert-or-ignore) keyed by a table's primary key.
+
+SQLite and PostgreSQL use their native ``INSERT ... ON CONFLICT``; every other dialect takes
+the generic path: ``UPDATE`` by key and ``INSERT`` the rows the update did not match, inside the
+caller's transaction (correct for one writer per key; concurrent writers of the same key on such
+a dialect may see a unique-key error and should retry the chunk).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from sqlalchemy import Table, and_, bindparam, insert, select, update
+from sqlalchemy.engine import Connection
+
+__all__ = ["upsert", "insert_ignore", "native_upsert_supported"]
+
+#: rows per executemany call (keeps parameter counts and memory bounded)
+BATCH = 500
+
+
+def native_upsert_supported(conn: Connection) -> bool:
+    return conn.dialect.name in ("sqlite", "postgresql")
+
+
+def _dialect_insert(conn: Connection):
+    if conn.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as ins
+    else:
+        from sqlalchemy.dialects.postgresql import insert as ins
+    return ins
+
+
+def _key_columns(table: Table) -> list[str]:
+    return [c.name for c in table.primary_key.columns]
+
+
+def _batches(rows: Sequence[dict[str, Any]]) -> Iterable[Sequence[dict[str, Any]]]:
+    for i in range(0, len(rows), BATCH):
+        yield rows[i : i + BATCH]
+
+
+def _dedupe(rows: Sequence[dict[str, Any]], keys: list[str]) -> list[dict[str, Any]]:
+    """Last row wins per key (PostgreSQL refuses to touch one row twice in one statement)."""
+    by_key = {tuple(r[k] for k in keys): r for r in rows}
+    return list(by_key.values()) if len(by_key) != len(rows) else list(rows)
+
+
+def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, native: bool | None = None) -> int:
+    """Insert ``rows`` or, where the primary key exists, overwrite the other columns.
+
+    Every row must carry the same keys. Returns the number of rows written.
+    ``native=False`` forces the generic path (used by the tests on SQLite).
+    """
+    if not rows:
+        return 0
+    keys = _key_columns(table)
+    cols = list(rows[0].keys())
+    missing = [k for k in keys if k not in cols]
+    if missing:
+        raise ValueError(f"upsert into {table.name}: rows lack key column(s) {missing}")
+    others = [c for c in cols if c not in keys]
+    rows = _dedupe(rows, keys)
+    use_native = native_upsert_supported(conn) if native is None else native
+    if use_native:
+        ins = _dialect_insert(conn)(table)
+        if others:
+            stmt = ins.on_conflict_do_update(index_elements=keys, set_={c: ins.excluded[c] for c in others})
+        else:
+            stmt = ins.on_conflict_do_nothing(index_elements=keys)
+        for batch in _batches(rows):
+            conn.execute(stmt, list(batch))
+        return len(rows)
+    return _generic_upsert(conn, table, rows, keys, others)
+
+
+def _generic_upsert(conn: Connection, table: Table, rows, keys: list[str], others: list[str]) -> int:
+    # bind names must not clash with column names in UPDATE ... SET
+    where = and_(*[table.c[k] == bindparam(f"k_{k}") for k in keys])
+    upd = update(table).where(where).values({c: bindparam(f"v_{c}") for c in others}) if others else None
+    exists = select(*[table.c[k] for k in keys]).where(where)
+    for row in rows:
+        params = {f"k_{k}": row[k] for k in keys}
+        if upd is not None:
+            params.update({f"v_{c}": row[c] for c in others})
+            matched = conn.execute(upd, params).rowcount
+        else:
+            matched = 1 if conn.execute(exists, params).first() is not None else 0
+        if not matched:
+            conn.execute(insert(table), [row])
+    return len(rows)
+
+
+def insert_ignore(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, native: bool | None = None) -> int:
+    """Insert ``rows`` whose primary key is not present yet; existing rows are left untouched."""
+    if not rows:
+        return 0
+    keys = _key_columns(table)
+    rows = _dedupe(rows, keys)
+    use_native = native_upsert_supported(conn) if native is None else native
+    if use_native:
+        stmt = _dialect_insert(conn)(table).on_conflict_do_nothing(index_elements=keys)
+        for batch in _batches(rows):
+            conn.execute(stmt, list(batch))
+        return len(rows)
+    exists = select(*[table.c[k] for k in keys]).where(and_(*[table.c[k] == bindparam(f"k_{k}") for k in keys]))
+    for row in rows:
+        if conn.execute(exists, {f"k_{k}": row[k] for k in keys}).first() is None:
+            conn.execute(insert(table), [row])
+    return len(rows)
