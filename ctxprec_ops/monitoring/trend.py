@@ -120,6 +120,18 @@ def _fmt(v: float | None, spec: str, missing: str = "—") -> str:
     return missing if v is None or pd.isna(v) else format(v, spec)
 
 
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+def _bar(value: float | None, width: int = 10) -> str:
+    """A horizontal bar of ``value`` in [0, 1], ``width`` characters at full scale."""
+    if value is None:
+        return ""
+    eighths = int(round(max(0.0, min(1.0, value)) * width * 8))
+    full, rest = divmod(eighths, 8)
+    return ("█" * full + (_EIGHTHS[rest] if rest else "")).ljust(width)
+
+
 def format_trend_table(df: pd.DataFrame, *, title: str | None = None) -> Table:
     """A rich table of ``load_trend``'s frame: n, mean ± CI, pass rate, volume, alerts, sparkline."""
     metric = df.attrs.get("metric", DEFAULT_METRIC)
@@ -127,7 +139,9 @@ def format_trend_table(df: pd.DataFrame, *, title: str | None = None) -> Table:
     caption_bits = [f"judge {pop} / prompt {df.attrs.get('prompt_version')}"] if pop else []
     means = [None if pd.isna(v) else float(v) for v in df["mean"]] if len(df) else []
     if means:
-        caption_bits.append(f"mean trend {sparkline(means, lo=0.0, hi=1.0)}")
+        finite = [m for m in means if m is not None]
+        lo, hi = (max(0.0, min(finite) - 0.1), min(1.0, max(finite) + 0.1)) if finite else (0.0, 1.0)
+        caption_bits.append(f"mean trend {sparkline(means, lo=lo, hi=hi)} ({lo:.2f}–{hi:.2f})")
     table = Table(
         title=title or f"{metric}: last {len(df)} partitions",
         caption="  ·  ".join(caption_bits) or None,
@@ -141,9 +155,9 @@ def format_trend_table(df: pd.DataFrame, *, title: str | None = None) -> Table:
     table.add_column("pass rate", justify="right")
     table.add_column("rows", justify="right")
     table.add_column("failed", justify="right")
-    table.add_column("trend", justify="left")
+    table.add_column("mean bar", justify="left", no_wrap=True)
     table.add_column("alerts")
-    for i, row in enumerate(df.itertuples(index=False)):
+    for row in df.itertuples(index=False):
         if pd.isna(row.mean):
             mean = "—"
         elif pd.isna(row.ci_low):
@@ -151,7 +165,7 @@ def format_trend_table(df: pd.DataFrame, *, title: str | None = None) -> Table:
         else:
             mean = f"{row.mean:.3f} ± {max(row.mean - row.ci_low, row.ci_high - row.mean):.3f}"
         failed = f"{row.rows_failed}" + (f" ({row.failure_rate:.0%})" if row.rows_failed and not pd.isna(row.failure_rate) else "")
-        spark = sparkline(means[: i + 1], lo=0.0, hi=1.0)[-1:] if means else ""
+        spark = _bar(None if pd.isna(row.mean) else float(row.mean))
         alerts = ", ".join(row.alerts) if row.alerts else ""
         style = "red" if row.alerts else None
         table.add_row(

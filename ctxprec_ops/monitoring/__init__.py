@@ -1,0 +1,23 @@
+"""Trend monitoring: per-partition figures, alert rules, delivery sinks and the HTML report.
+
+Entry points: ``check_partition`` (one partition -> ``CheckResult``), ``load_trend`` (recent
+partitions -> DataFrame), ``format_trend_table`` (rich table), ``render_report`` (HTML file).
+"""
+
+from .alerts import Alert, AlertRules, RegressionTest
+from .check import DEFAULT_METRIC, CheckResult, check_partition
+from .history import Population
+from .trend import format_trend_table, load_trend, trend_results
+
+__all__ = [
+    "Alert",
+    "AlertRules",
+    "RegressionTest",
+    "CheckResult",
+    "DEFAULT_METRIC",
+    "Population",
+    "check_partition",
+    "load_trend",
+    "trend_results",
+    "format_trend_table",
+]
