@@ -1,0 +1,172 @@
+"""The scores assets: one daily partition = one ``score_partition`` call, as in ``ctxprec score``.
+
+Each asset reads its log table itself (the table is upstream only for lineage) and writes
+``ctxprec_scores`` / ``ctxprec_failures`` / ``ctxprec_runs``; nothing goes through an IO manager.
+
+Outcome of a partition run:
+- status ``failed`` (nothing could be scored, e.g. the judge was unreachable for every row) or an
+  exception (warehouse down, judge outage): the step fails and the ``RetryPolicy`` retries it;
+- misconfiguration (bad table/column name, unknown judge, invalid URL): fails at once, no retry;
+- ``partial`` (some rows recorded in ``ctxprec_failures``, e.g. bad input) and ``budget_exhausted``
+  (``max_cost`` reached): the materialization succeeds, ``rows_failed``/``status`` say what
+  happened, and a later run picks up the failed rows.
+"""
+
+import traceback
+
+from dagster import (
+    AssetExecutionContext,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    PartitionsDefinition,
+    RetryPolicy,
+    asset,
+)
+
+from ctxprec_ops.errors import (
+    IdentifierError,
+    InvalidTestCaseError,
+    JudgeConfigurationError,
+)
+from ctxprec_ops.pipeline import PipelineConfig, RunSummary, score_partition
+from ctxprec_ops.secrets import redact, register_secret
+
+from .metadata import summary_metadata
+from .partitions import daily_partitions
+from .policies import one_partition_per_run, scoring_retry_policy
+from .progress import RunLogProgress
+from .resources import AlertThresholdsResource, JudgeResource, WarehouseResource
+from .sources import GROUP, SOURCE_FOR_METRIC
+
+__all__ = [
+    "METRICS",
+    "HARD_FAILURE_STATUSES",
+    "build_pipeline_config",
+    "build_scores_asset",
+    "contextual_precision_scores",
+    "turn_contextual_precision_scores",
+]
+
+METRICS = ("contextual_precision", "turn_contextual_precision")
+#: run statuses that fail the step (and so trigger the RetryPolicy)
+HARD_FAILURE_STATUSES = frozenset({"failed"})
+#: errors a retry cannot fix: fail at once
+_NOT_RETRYABLE = (JudgeConfigurationError, IdentifierError, InvalidTestCaseError)
+
+_DESCRIPTIONS = {
+    "contextual_precision": "Contextual precision of every retrieval logged that day (UTC), judged by the LLM judge; "
+    "rows in ctxprec_scores (metric = contextual_precision).",
+    "turn_contextual_precision": "Turn contextual precision of every conversation logged that day (UTC); "
+    "rows in ctxprec_scores (metric = turn_contextual_precision).",
+}
+
+
+def build_pipeline_config(
+    metric: str, warehouse: WarehouseResource, judge: JudgeResource, thresholds: AlertThresholdsResource
+) -> PipelineConfig:
+    """The same ``PipelineConfig`` the CLI builds, from the Dagster resources."""
+    register_secret(judge.api_key)  # redact() now masks it wherever it shows up
+    return PipelineConfig(
+        warehouse=warehouse.url,
+        metric=metric,  # type: ignore[arg-type]
+        judge=judge.model,
+        judge_base_url=judge.base_url,
+        judge_api_key=judge.api_key,
+        judge_timeout=judge.timeout,
+        source_table=warehouse.table_for(metric),
+        threshold=thresholds.threshold,
+        chunk_size=judge.chunk_size,
+        concurrency=judge.concurrency,
+        max_cost=judge.max_cost,
+        max_retries=judge.max_retries,
+    )
+
+
+def _attempt_run_id(context: AssetExecutionContext) -> str:
+    """``ctxprec_runs.run_id``: the Dagster run id, suffixed by the retry number on a retry."""
+    return context.run_id if context.retry_number == 0 else f"{context.run_id}.retry{context.retry_number}"
+
+
+def _failure(exc: BaseException, metric: str, partition_key: str) -> Failure:
+    """A Dagster Failure whose text is redacted; the original exception is not chained (its
+    message could carry a secret), its redacted traceback is kept in the failure metadata."""
+    retryable = not isinstance(exc, _NOT_RETRYABLE)
+    return Failure(
+        description=redact(f"{metric} {partition_key}: {type(exc).__name__}: {exc}"),
+        metadata={
+            "error_type": getattr(exc, "error_type", type(exc).__name__),
+            "retryable": retryable,
+            "traceback": MetadataValue.text(redact(traceback.format_exc())),
+        },
+        allow_retries=retryable,
+    )
+
+
+def build_scores_asset(
+    metric: str,
+    *,
+    partitions_def: PartitionsDefinition = daily_partitions,
+    retry_policy: RetryPolicy | None = None,
+):
+    """The daily-partitioned scores asset of ``metric`` (``<metric>_scores``)."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose from {', '.join(METRICS)}")
+
+    @asset(
+        name=f"{metric}_scores",
+        description=_DESCRIPTIONS[metric],
+        partitions_def=partitions_def,
+        deps=[SOURCE_FOR_METRIC[metric]],
+        retry_policy=retry_policy or scoring_retry_policy(),
+        backfill_policy=one_partition_per_run,
+        pool="ctxprec_judge",
+        group_name=GROUP,
+        kinds={"python", "sql"},
+        metadata={"table": "ctxprec_scores", "metric": metric},
+    )
+    def _scores(
+        context: AssetExecutionContext,
+        warehouse: WarehouseResource,
+        judge: JudgeResource,
+        thresholds: AlertThresholdsResource,
+    ) -> MaterializeResult:
+        partition_key = context.partition_key
+        config = build_pipeline_config(metric, warehouse, judge, thresholds)
+        context.log.info(
+            f"scoring {metric} {partition_key} from {warehouse.display_url()} "
+            f"table {config.source_table} with judge {judge.model} (attempt {context.retry_number + 1})"
+        )
+        try:
+            summary: RunSummary = score_partition(
+                config, partition_key, run_id=_attempt_run_id(context), progress=RunLogProgress(context.log)
+            )
+        except Exception as exc:  # noqa: BLE001 - re-raised as a redacted Failure
+            raise _failure(exc, metric, partition_key) from None
+
+        metadata = summary_metadata(
+            summary, {"warehouse": warehouse.display_url(), "source_table": config.source_table}
+        )
+        if summary.status in HARD_FAILURE_STATUSES:
+            raise Failure(
+                description=f"{metric} {partition_key}: run {summary.status}: "
+                f"{summary.rows_failed} of {summary.rows_total} rows could not be scored",
+                metadata=metadata,
+                allow_retries=True,
+            )
+        if summary.rows_failed:
+            context.log.warning(
+                f"{summary.rows_failed} of {summary.rows_total} rows went to ctxprec_failures "
+                f"(status {summary.status}); a later run retries them"
+            )
+        context.log.info(
+            f"{metric} {partition_key}: {summary.status}, {summary.rows_scored}/{summary.rows_total} scored, "
+            f"mean {summary.mean_score}, pass rate {summary.pass_rate}"
+        )
+        return MaterializeResult(metadata=metadata)
+
+    return _scores
+
+
+contextual_precision_scores = build_scores_asset("contextual_precision")
+turn_contextual_precision_scores = build_scores_asset("turn_contextual_precision")

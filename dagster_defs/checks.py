@@ -1,0 +1,160 @@
+"""Asset checks of every scores partition, from the monitoring rules (``check_partition``).
+
+Per scores asset, three checks run after each partition is materialized:
+
+- ``threshold`` (severity ERROR): mean below ``CTXPREC_MIN_MEAN`` or pass rate below
+  ``CTXPREC_MIN_PASS_RATE``. Blocking unless ``CTXPREC_BLOCKING_CHECKS=0``: a breach fails the run
+  (so run-failure sensors and alerts fire) and stops anything downstream of the scores.
+- ``regression`` (WARN): the mean dropped significantly below the trailing baseline
+  (more than ``min_drop`` and one-sided Welch's t-test p < ``alpha``).
+- ``volume`` (WARN): far fewer rows than the baseline's median, or too many failed rows.
+
+One ``multi_asset_check`` per asset loads the history once and answers all three; each check's
+metadata carries the figures it judged.
+"""
+
+import os
+import warnings
+from typing import Any
+
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetsDefinition,
+    MetadataValue,
+    PartitionsDefinition,
+    multi_asset_check,
+)
+
+from ctxprec_ops.monitoring.check import CheckResult, check_partition
+
+from .assets import contextual_precision_scores, turn_contextual_precision_scores
+from .partitions import daily_partitions
+from .resources import AlertThresholdsResource, WarehouseResource
+
+__all__ = ["BLOCKING_ENV", "CHECK_KINDS", "build_score_checks", "check_metadata", "score_checks"]
+
+BLOCKING_ENV = "CTXPREC_BLOCKING_CHECKS"
+#: check name -> (severity when it fails, what it guards)
+CHECK_KINDS: dict[str, tuple[AssetCheckSeverity, str]] = {
+    "threshold": (AssetCheckSeverity.ERROR, "Partition mean / pass rate at or above CTXPREC_MIN_MEAN / CTXPREC_MIN_PASS_RATE."),
+    "regression": (AssetCheckSeverity.WARN, "No statistically significant drop below the trailing 7-partition baseline."),
+    "volume": (AssetCheckSeverity.WARN, "Rows at least half the baseline's median, failed rows within max_failure_rate."),
+}
+
+
+def _blocking_default() -> bool:
+    return (os.environ.get(BLOCKING_ENV) or "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _num(value: Any) -> MetadataValue:
+    if value is None:
+        return MetadataValue.null()
+    if isinstance(value, bool):
+        return MetadataValue.bool(value)
+    if isinstance(value, int):
+        return MetadataValue.int(value)
+    return MetadataValue.float(float(value))
+
+
+def check_metadata(result: CheckResult, kind: str) -> dict[str, MetadataValue]:
+    """The figures one check judged, typed so Dagster can plot them."""
+    fig, base = result.figures, result.baseline
+    s, b = fig.summary, base.summary
+    md: dict[str, MetadataValue] = {
+        "mean_score": _num(s.mean),
+        "pass_rate": _num(s.pass_rate),
+        "scored_cases": _num(s.n),
+    }
+    if kind == "threshold":
+        md["min_mean"] = _num(result.rules.min_mean)
+        md["min_pass_rate"] = _num(result.rules.min_pass_rate)
+        md["ci_low"] = _num(s.ci_low)
+        md["ci_high"] = _num(s.ci_high)
+    elif kind == "regression":
+        md["baseline_mean"] = _num(b.mean)
+        md["baseline_cases"] = _num(b.n)
+        md["baseline_partitions"] = MetadataValue.text(", ".join(base.partitions) or "none")
+        md["drop"] = _num(result.regression.drop)
+        md["p_value"] = _num(result.regression.p_value)
+        md["min_drop"] = _num(result.rules.min_drop)
+        md["alpha"] = _num(result.rules.alpha)
+        md["verdict"] = MetadataValue.text(result.regression.verdict)
+    elif kind == "volume":
+        md["rows"] = _num(fig.rows)
+        md["rows_failed"] = _num(fig.rows_failed)
+        md["failure_rate"] = _num(fig.failure_rate)
+        md["baseline_median_rows"] = _num(base.median_rows)
+        md["volume_ratio"] = _num(result.rules.volume_ratio)
+        md["max_failure_rate"] = _num(result.rules.max_failure_rate)
+    if result.population is not None:
+        md["judge_model"] = MetadataValue.text(str(result.population.judge_model))
+        md["prompt_version"] = MetadataValue.text(str(result.population.prompt_version))
+    return md
+
+
+def _description(result: CheckResult, kind: str) -> str:
+    fired = result.alerts_of(kind)
+    if fired:
+        return "\n".join(a.message for a in fired)
+    if kind == "threshold" and result.rules.min_mean is None and result.rules.min_pass_rate is None:
+        return "no threshold configured (CTXPREC_MIN_MEAN / CTXPREC_MIN_PASS_RATE unset)"
+    if kind == "regression":
+        return f"{result.regression.verdict}: {result.regression.detail}".rstrip(": ")
+    return result.headline()
+
+
+def build_score_checks(
+    scores_asset: AssetsDefinition,
+    metric: str,
+    *,
+    partitions_def: PartitionsDefinition = daily_partitions,
+    blocking: bool | None = None,
+):
+    """The threshold / regression / volume checks of one scores asset."""
+    blocking = _blocking_default() if blocking is None else blocking
+    with warnings.catch_warnings():  # partitioned check specs are a Dagster "preview" feature
+        warnings.simplefilter("ignore")
+        specs = [
+            AssetCheckSpec(
+                name,
+                asset=scores_asset,
+                description=about,
+                blocking=blocking and severity == AssetCheckSeverity.ERROR,
+                partitions_def=partitions_def,
+            )
+            for name, (severity, about) in CHECK_KINDS.items()
+        ]
+
+    @multi_asset_check(
+        name=f"{metric}_score_checks",
+        specs=specs,
+        can_subset=True,
+        description=f"Threshold, regression and volume rules on each {metric} partition.",
+    )
+    def _checks(
+        context: AssetCheckExecutionContext, warehouse: WarehouseResource, thresholds: AlertThresholdsResource
+    ):
+        partition_key = context.partition_key
+        result = check_partition(warehouse.url, partition_key, metric=metric, **thresholds.rule_kwargs())
+        context.log.info(result.summary())
+        for key in sorted(context.selected_asset_check_keys, key=lambda k: k.name):
+            severity, _ = CHECK_KINDS[key.name]
+            yield AssetCheckResult(
+                asset_key=key.asset_key,
+                check_name=key.name,
+                passed=not result.alerts_of(key.name),
+                severity=severity,
+                metadata=check_metadata(result, key.name),
+                description=_description(result, key.name),
+            )
+
+    return _checks
+
+
+score_checks = [
+    build_score_checks(contextual_precision_scores, "contextual_precision"),
+    build_score_checks(turn_contextual_precision_scores, "turn_contextual_precision"),
+]

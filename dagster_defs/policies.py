@@ -1,0 +1,32 @@
+"""Retry and backfill policies of the scoring assets.
+
+The RetryPolicy covers what the pipeline's own per-request retries could not absorb: a judge
+endpoint or warehouse that stays down for minutes. Each retry re-runs the whole partition, which
+is cheap: rows already scored are upserted again from the judgment cache, never re-judged.
+"""
+
+import os
+
+from dagster import Backoff, BackfillPolicy, Jitter, RetryPolicy
+
+__all__ = ["RETRY_DELAY_ENV", "RETRY_MAX_ENV", "scoring_retry_policy", "one_partition_per_run"]
+
+RETRY_DELAY_ENV = "CTXPREC_DAGSTER_RETRY_DELAY"  # seconds before the first retry (default 30)
+RETRY_MAX_ENV = "CTXPREC_DAGSTER_MAX_RETRIES"  # default 3
+
+
+def scoring_retry_policy(delay: float | None = None, max_retries: int | None = None) -> RetryPolicy:
+    """Exponential backoff with ± jitter: waits ≈ delay, 2·delay, 4·delay between attempts."""
+    if delay is None:
+        delay = float(os.environ.get(RETRY_DELAY_ENV) or 30.0)
+    if max_retries is None:
+        max_retries = int(os.environ.get(RETRY_MAX_ENV) or 3)
+    if delay < 0 or max_retries < 0:
+        raise ValueError(f"{RETRY_DELAY_ENV} and {RETRY_MAX_ENV} must not be negative")
+    return RetryPolicy(
+        max_retries=max_retries, delay=delay, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS
+    )
+
+
+#: a backfill launches one run per partition, so each day succeeds, fails and retries on its own
+one_partition_per_run = BackfillPolicy.multi_run(max_partitions_per_run=1)

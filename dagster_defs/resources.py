@@ -1,0 +1,150 @@
+"""Dagster resources: where the warehouse is, which judge scores, and the alert thresholds.
+
+Secrets (``OPENAI_API_KEY``, a warehouse URL with a password) are passed as ``EnvVar`` so
+Dagster stores the variable's *name* in run config, never its value; the resources below never
+log them and the assets never put them in metadata.
+
+``resources_for(deployment)`` returns the resource set of one deployment (``local`` or
+``production``); ``definitions.py`` picks it from ``CTXPREC_DEPLOYMENT``.
+"""
+
+import os
+from typing import Any
+
+from dagster import ConfigurableResource, EnvVar
+from pydantic import Field
+
+from ctxprec_ops.config import Settings
+from ctxprec_ops.warehouse.engine import display_url
+
+__all__ = [
+    "WarehouseResource",
+    "JudgeResource",
+    "AlertThresholdsResource",
+    "DEPLOYMENTS",
+    "DEPLOYMENT_ENV",
+    "current_deployment",
+    "resources_for",
+]
+
+DEPLOYMENT_ENV = "CTXPREC_DEPLOYMENT"
+DEPLOYMENTS = ("local", "production")
+LOCAL_WAREHOUSE_URL = "sqlite:///ctxprec.db"
+
+
+class WarehouseResource(ConfigurableResource):
+    """The SQLAlchemy warehouse holding the retrieval logs and the ``ctxprec_*`` output tables."""
+
+    url: str = Field(description="SQLAlchemy URL; pass EnvVar('CTXPREC_WAREHOUSE_URL') when it holds a password.")
+    source_table: str = Field(default="retrieval_logs", description="Retrieval-log table (single-turn metric).")
+    conversation_table: str = Field(default="conversation_logs", description="Conversation-log table (turn metric).")
+
+    def table_for(self, metric: str) -> str:
+        """The input table a metric reads."""
+        return self.conversation_table if metric == "turn_contextual_precision" else self.source_table
+
+    def display_url(self) -> str:
+        """The URL with any password masked: safe for logs and metadata."""
+        return display_url(self.url)
+
+
+class JudgeResource(ConfigurableResource):
+    """The LLM judge (any OpenAI-compatible endpoint) or ``lexical``, the offline judge."""
+
+    model: str = Field(default="lexical", description="OpenAI-compatible model name, or 'lexical'.")
+    base_url: str | None = Field(default=None, description="Endpoint; None lets the openai client read OPENAI_BASE_URL.")
+    api_key: str | None = Field(default=None, description="Pass EnvVar('OPENAI_API_KEY'); never logged.")
+    timeout: float = Field(default=60.0, description="Seconds per judge request.")
+    concurrency: int = Field(default=16, description="Judge requests in flight at most.")
+    chunk_size: int = Field(default=500, description="Rows per chunk (one write transaction each).")
+    max_cost: float | None = Field(default=None, description="USD cap on one partition run's judge spend.")
+    max_retries: int = Field(default=6, description="Per-request retries of transient judge errors.")
+
+
+class AlertThresholdsResource(ConfigurableResource):
+    """Per-case pass threshold and the partition alert thresholds used by the asset checks."""
+
+    threshold: float = Field(default=0.5, description="Per-case pass threshold (CTXPREC_THRESHOLD).")
+    min_mean: float | None = Field(default=None, description="Alert when the partition mean is below (CTXPREC_MIN_MEAN).")
+    min_pass_rate: float | None = Field(default=None, description="Alert when the pass rate is below (CTXPREC_MIN_PASS_RATE).")
+    min_drop: float = Field(default=0.05, description="Regression: minimum drop of the mean below the baseline mean.")
+    alpha: float = Field(default=0.01, description="Regression: one-sided Welch t-test significance level.")
+    baseline_partitions: int = Field(default=7, description="Regression/volume: trailing scored partitions pooled as baseline.")
+    volume_ratio: float = Field(default=0.5, description="Volume: warn when rows < ratio x the baseline median rows.")
+    max_failure_rate: float | None = Field(default=0.2, description="Volume: warn when failed rows / rows exceeds this.")
+
+    def rule_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``ctxprec_ops.monitoring.check_partition``."""
+        return {
+            "min_mean": self.min_mean,
+            "min_pass_rate": self.min_pass_rate,
+            "min_drop": self.min_drop,
+            "alpha": self.alpha,
+            "baseline_partitions": self.baseline_partitions,
+            "volume_ratio": self.volume_ratio,
+            "max_failure_rate": self.max_failure_rate,
+        }
+
+
+def _env_or(name: str, default: Any) -> Any:
+    """``EnvVar(name)`` when the variable is set (its value stays out of run config), else ``default``."""
+    return EnvVar(name) if os.environ.get(name) else default
+
+
+def current_deployment() -> str:
+    """The deployment named by ``CTXPREC_DEPLOYMENT`` (default ``local``)."""
+    name = (os.environ.get(DEPLOYMENT_ENV) or "local").strip().lower()
+    if name not in DEPLOYMENTS:
+        raise ValueError(f"{DEPLOYMENT_ENV} must be one of {', '.join(DEPLOYMENTS)}, got {name!r}")
+    return name
+
+
+def _thresholds(settings: Settings) -> AlertThresholdsResource:
+    return AlertThresholdsResource(
+        threshold=settings.threshold, min_mean=settings.min_mean, min_pass_rate=settings.min_pass_rate
+    )
+
+
+def _local(settings: Settings) -> dict[str, Any]:
+    """SQLite (``sqlite:///ctxprec.db`` unless CTXPREC_WAREHOUSE_URL says otherwise), offline judge."""
+    return {
+        "warehouse": WarehouseResource(
+            url=_env_or("CTXPREC_WAREHOUSE_URL", LOCAL_WAREHOUSE_URL),
+            source_table=settings.source_table,
+            conversation_table=settings.conversation_table,
+        ),
+        "judge": JudgeResource(
+            model="lexical", concurrency=settings.concurrency, chunk_size=settings.chunk_size
+        ),
+        "thresholds": _thresholds(settings),
+    }
+
+
+def _production(settings: Settings) -> dict[str, Any]:
+    """Warehouse URL and judge credentials from the environment (required at run launch)."""
+    llm = settings.judge != "lexical"
+    return {
+        "warehouse": WarehouseResource(
+            url=EnvVar("CTXPREC_WAREHOUSE_URL"),
+            source_table=settings.source_table,
+            conversation_table=settings.conversation_table,
+        ),
+        "judge": JudgeResource(
+            model=settings.judge,
+            base_url=_env_or("OPENAI_BASE_URL", None),
+            # an LLM judge needs a key (vLLM/Ollama accept any non-empty value)
+            api_key=EnvVar("OPENAI_API_KEY") if llm else None,
+            concurrency=settings.concurrency,
+            chunk_size=settings.chunk_size,
+        ),
+        "thresholds": _thresholds(settings),
+    }
+
+
+def resources_for(deployment: str | None = None, settings: Settings | None = None) -> dict[str, Any]:
+    """The resource set of ``deployment`` (default: ``CTXPREC_DEPLOYMENT``), from ``Settings.from_env``."""
+    deployment = deployment or current_deployment()
+    if deployment not in DEPLOYMENTS:
+        raise ValueError(f"unknown deployment {deployment!r}; choose from {', '.join(DEPLOYMENTS)}")
+    settings = settings or Settings.from_env()
+    return _local(settings) if deployment == "local" else _production(settings)
