@@ -1,0 +1,146 @@
+"""Turn source rows into test cases, or say precisely why a row cannot be scored.
+
+Every problem raises ``InvalidTestCaseError`` (``error_type`` ``invalid_input``) with a message
+that names the column, before any judge call. Checked:
+
+- ``input`` / ``expected_output`` / ``expected_outcome``: missing, empty or blank;
+- ``retrieval_context``: NULL, not JSON, not a JSON array, empty, a node that is not a string,
+  more than ``MAX_NODES`` nodes;
+- ``turns``: NULL, not JSON, not an array of ``{role, content, retrieval_context}`` objects,
+  more than ``MAX_TURNS`` turns;
+- any text over ``MAX_TEXT_CHARS`` characters, containing a NUL character, or not valid UTF-8.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import InvalidTestCaseError
+from ..test_case import ConversationalTestCase, LLMTestCase, Turn
+
+__all__ = ["MAX_TEXT_CHARS", "MAX_NODES", "MAX_TURNS", "row_to_test_case", "row_to_conversation"]
+
+MAX_TEXT_CHARS = 100_000
+MAX_NODES = 200
+MAX_TURNS = 200
+
+
+def _bad(msg: str) -> InvalidTestCaseError:
+    return InvalidTestCaseError(msg)
+
+
+def _text(value: Any, column: str, *, required: bool) -> str | None:
+    if value is None:
+        if required:
+            raise _bad(f"column {column!r} is NULL")
+        return None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise _bad(f"column {column!r} is not valid UTF-8") from None
+    if not isinstance(value, str):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)
+        else:
+            raise _bad(f"column {column!r} must be text, got {type(value).__name__}")
+    _check_text(value, column)
+    if required and not value.strip():
+        raise _bad(f"column {column!r} is empty")
+    return value
+
+
+def _check_text(value: str, where: str) -> None:
+    if len(value) > MAX_TEXT_CHARS:
+        raise _bad(f"{where} is too long: {len(value):,} characters (limit {MAX_TEXT_CHARS:,})")
+    if "\x00" in value:
+        raise _bad(f"{where} contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _bad(f"{where} is not valid UTF-8") from None
+
+
+def _json(value: Any, column: str) -> Any:
+    if value is None:
+        raise _bad(f"column {column!r} is NULL")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise _bad(f"column {column!r} is not valid UTF-8") from None
+    if isinstance(value, str):
+        if len(value) > MAX_TEXT_CHARS * 4:
+            raise _bad(f"column {column!r} is too long: {len(value):,} characters")
+        if not value.strip():
+            raise _bad(f"column {column!r} is empty")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _bad(f"column {column!r} is not valid UTF-8") from None
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise _bad(f"column {column!r} is not valid JSON ({exc.msg} at position {exc.pos})") from None
+    return value
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "an object", str: "a string", bool: "a boolean", int: "a number", float: "a number",
+            type(None): "null", list: "an array"}.get(type(value), type(value).__name__)
+
+
+def _nodes(value: Any, where: str, *, allow_empty: bool) -> list[str]:
+    if not isinstance(value, list):
+        raise _bad(f"{where} must be a JSON array of strings, got {_json_type(value)}")
+    if not value and not allow_empty:
+        raise _bad(f"{where} is empty (no retrieved nodes to judge)")
+    if len(value) > MAX_NODES:
+        raise _bad(f"{where} has {len(value)} nodes (limit {MAX_NODES})")
+    for i, node in enumerate(value):
+        if not isinstance(node, str):
+            raise _bad(f"{where}[{i}] must be a string, got {_json_type(node)}")
+        _check_text(node, f"{where}[{i}]")
+    return value
+
+
+def row_to_test_case(row: dict[str, Any]) -> LLMTestCase:
+    """A ``retrieval_logs`` row (logical column names) -> ``LLMTestCase(id=str(row id))``."""
+    input_ = _text(row.get("input"), "input", required=True)
+    expected = _text(row.get("expected_output"), "expected_output", required=True)
+    actual = _text(row.get("actual_output"), "actual_output", required=False)
+    nodes = _nodes(_json(row.get("retrieval_context"), "retrieval_context"), "column 'retrieval_context'",
+                   allow_empty=False)
+    return LLMTestCase(
+        input=input_, actual_output=actual, expected_output=expected, retrieval_context=nodes,
+        id=str(row["id"]),
+    )
+
+
+def row_to_conversation(row: dict[str, Any]) -> ConversationalTestCase:
+    """A ``conversation_logs`` row -> ``ConversationalTestCase(id=str(row id))``."""
+    outcome = _text(row.get("expected_outcome"), "expected_outcome", required=True)
+    turns_raw = _json(row.get("turns"), "turns")
+    if not isinstance(turns_raw, list):
+        raise _bad(f"column 'turns' must be a JSON array of turns, got {_json_type(turns_raw)}")
+    if not turns_raw:
+        raise _bad("column 'turns' is empty")
+    if len(turns_raw) > MAX_TURNS:
+        raise _bad(f"column 'turns' has {len(turns_raw)} turns (limit {MAX_TURNS})")
+    turns: list[Turn] = []
+    for i, t in enumerate(turns_raw):
+        where = f"turns[{i}]"
+        if not isinstance(t, dict):
+            raise _bad(f"{where} must be an object with role and content, got {_json_type(t)}")
+        role = t.get("role")
+        if role not in ("user", "assistant"):
+            raise _bad(f"{where}.role must be 'user' or 'assistant', got {role!r}")
+        content = t.get("content")
+        if not isinstance(content, str):
+            raise _bad(f"{where}.content must be a string, got {_json_type(content)}")
+        _check_text(content, f"{where}.content")
+        ctx = t.get("retrieval_context")
+        nodes = None if ctx is None else _nodes(ctx, f"{where}.retrieval_context", allow_empty=True)
+        turns.append(Turn(role=role, content=content, retrieval_context=nodes))
+    return ConversationalTestCase(turns=turns, expected_outcome=outcome, id=str(row["id"]))
