@@ -1,0 +1,234 @@
+"""Alert delivery: python logging, a Slack-compatible webhook, e-mail over SMTP.
+
+Every message is the result's ``summary()`` passed through ``redact``; webhook URLs (Slack
+webhook URLs are credentials) and SMTP passwords are registered as secrets and never printed.
+``deliver`` never raises: a broken sink is reported, it does not hide the alert.
+
+Environment (used by ``sinks_from_env`` and the CLI):
+``CTXPREC_ALERT_WEBHOOK``; ``CTXPREC_ALERT_EMAIL_TO`` (comma-separated), ``CTXPREC_SMTP_HOST``,
+``CTXPREC_SMTP_PORT`` (587), ``CTXPREC_SMTP_USER``, ``CTXPREC_SMTP_PASSWORD``,
+``CTXPREC_SMTP_FROM``, ``CTXPREC_SMTP_STARTTLS`` (``auto``: when the server offers it | ``true`` |
+``false``), ``CTXPREC_SMTP_SSL`` (``true`` for implicit TLS, port 465).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import smtplib
+import ssl
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from typing import Mapping, Protocol, Sequence
+from urllib.parse import urlsplit
+
+import httpx
+
+from ..secrets import redact, register_secret
+from .check import CheckResult
+
+__all__ = [
+    "AlertSink",
+    "LogSink",
+    "WebhookSink",
+    "SmtpSettings",
+    "EmailSink",
+    "DeliveryError",
+    "deliver",
+    "sinks_from_env",
+    "slack_payload",
+]
+
+log = logging.getLogger("ctxprec.alerts")
+
+
+class DeliveryError(RuntimeError):
+    """A sink could not deliver (message already redacted)."""
+
+
+class AlertSink(Protocol):
+    name: str
+
+    def send(self, result: CheckResult) -> None: ...
+
+
+def subject(result: CheckResult) -> str:
+    if result.fired:
+        rules = ", ".join(sorted({a.rule for a in result.alerts}))
+        return redact(f"[ctxprec] ALERT {result.partition_key} {result.metric}: {len(result.alerts)} alert(s) ({rules})")
+    return redact(f"[ctxprec] OK {result.partition_key} {result.metric}")
+
+
+@dataclass
+class LogSink:
+    """Log the summary: ERROR for threshold breaches, WARNING for other alerts, INFO when clean."""
+
+    logger: logging.Logger = field(default_factory=lambda: log)
+    name: str = "log"
+
+    def send(self, result: CheckResult) -> None:
+        level = logging.ERROR if result.errors else logging.WARNING if result.fired else logging.INFO
+        self.logger.log(level, "%s\n%s", subject(result), result.summary())
+
+
+def slack_payload(result: CheckResult) -> dict:
+    """``{"text": ..., "blocks": [...]}``: plain text for any Slack-compatible receiver, plus blocks."""
+    head = subject(result)
+    body = result.summary()
+    text = f"{head}\n{body}"
+    blocks: list[dict] = [
+        {"type": "header", "text": {"type": "plain_text", "text": head[:150]}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": f"*{redact(result.headline())}*"[:3000]}},
+    ]
+    for a in result.alerts[:20]:
+        icon = ":red_circle:" if a.severity == "error" else ":warning:"
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": redact(f"{icon} `{a.rule}` {a.message}")[:3000]}})
+    return {"text": text, "blocks": blocks}
+
+
+def _host_only(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or '?'}" + (f":{parts.port}" if parts.port else "")
+
+
+@dataclass
+class WebhookSink:
+    """POST Slack-compatible JSON to ``url`` (Slack, Mattermost, Teams workflows, any receiver)."""
+
+    url: str
+    timeout: float = 10.0
+    name: str = "webhook"
+
+    def __post_init__(self) -> None:
+        if urlsplit(self.url).scheme not in ("http", "https"):
+            raise ValueError("the alert webhook must be an http(s) URL")
+        register_secret(self.url)  # the URL path is the credential of most webhooks
+
+    def send(self, result: CheckResult) -> None:
+        where = _host_only(self.url)
+        try:
+            resp = httpx.post(self.url, json=slack_payload(result), timeout=self.timeout)
+        except httpx.HTTPError as exc:
+            raise DeliveryError(redact(f"webhook POST to {where} failed: {type(exc).__name__}")) from None
+        if resp.status_code >= 300:
+            raise DeliveryError(f"webhook POST to {where} failed: HTTP {resp.status_code}")
+
+
+def _flag(raw: str | None, default: str) -> str:
+    v = (raw or default).strip().lower()
+    if v in ("1", "true", "yes", "on", "always"):
+        return "true"
+    if v in ("0", "false", "no", "off", "never"):
+        return "false"
+    if v == "auto":
+        return "auto"
+    raise ValueError(f"expected true, false or auto, got {raw!r}")
+
+
+@dataclass
+class SmtpSettings:
+    """Where and how to send alert e-mail. ``starttls``: ``auto`` (if offered), ``true``, ``false``."""
+
+    host: str
+    recipients: Sequence[str]
+    sender: str = "ctxprec@localhost"
+    port: int = 587
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    starttls: str = "auto"
+    use_ssl: bool = False
+    timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not self.host:
+            raise ValueError("SMTP host is required for e-mail alerts")
+        if not self.recipients:
+            raise ValueError("at least one e-mail recipient is required")
+        self.starttls = _flag(self.starttls, "auto")
+        register_secret(self.password)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> "SmtpSettings | None":
+        """Settings from ``CTXPREC_SMTP_*`` / ``CTXPREC_ALERT_EMAIL_TO``; None when no recipient."""
+        env = os.environ if env is None else env
+        to = overrides.pop("recipients", None) or [a.strip() for a in env.get("CTXPREC_ALERT_EMAIL_TO", "").split(",") if a.strip()]
+        if not to:
+            return None
+        port = env.get("CTXPREC_SMTP_PORT")
+        values = dict(
+            host=env.get("CTXPREC_SMTP_HOST", "localhost"),
+            recipients=to,
+            sender=env.get("CTXPREC_SMTP_FROM") or "ctxprec@localhost",
+            port=int(port) if port else 587,
+            user=env.get("CTXPREC_SMTP_USER") or None,
+            password=env.get("CTXPREC_SMTP_PASSWORD") or None,
+            starttls=env.get("CTXPREC_SMTP_STARTTLS") or "auto",
+            use_ssl=_flag(env.get("CTXPREC_SMTP_SSL"), "false") == "true",
+        )
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+@dataclass
+class EmailSink:
+    """Send the summary as a plain-text e-mail."""
+
+    settings: SmtpSettings
+    name: str = "email"
+
+    def message(self, result: CheckResult) -> EmailMessage:
+        msg = EmailMessage()
+        msg["Subject"] = subject(result)
+        msg["From"] = self.settings.sender
+        msg["To"] = ", ".join(self.settings.recipients)
+        msg.set_content(result.summary() + "\n")
+        return msg
+
+    def send(self, result: CheckResult) -> None:
+        s = self.settings
+        where = f"{s.host}:{s.port}"
+        try:
+            if s.use_ssl:
+                client: smtplib.SMTP = smtplib.SMTP_SSL(s.host, s.port, timeout=s.timeout, context=ssl.create_default_context())
+            else:
+                client = smtplib.SMTP(s.host, s.port, timeout=s.timeout)
+            with client:
+                client.ehlo()
+                if not s.use_ssl and (s.starttls == "true" or (s.starttls == "auto" and client.has_extn("starttls"))):
+                    client.starttls(context=ssl.create_default_context())
+                    client.ehlo()
+                if s.user:
+                    client.login(s.user, s.password or "")
+                client.send_message(self.message(result))
+        except (smtplib.SMTPException, OSError) as exc:
+            raise DeliveryError(redact(f"e-mail via {where} failed: {type(exc).__name__}: {exc}")) from None
+
+
+def sinks_from_env(
+    env: Mapping[str, str] | None = None, *, webhook: str | None = None, email_to: Sequence[str] | None = None
+) -> list[AlertSink]:
+    """The log sink plus the webhook / e-mail sinks configured by arguments or environment."""
+    env = os.environ if env is None else env
+    sinks: list[AlertSink] = [LogSink()]
+    url = webhook or env.get("CTXPREC_ALERT_WEBHOOK")
+    if url:
+        sinks.append(WebhookSink(url))
+    smtp = SmtpSettings.from_env(env, recipients=list(email_to) if email_to else None)
+    if smtp is not None:
+        sinks.append(EmailSink(smtp))
+    return sinks
+
+
+def deliver(result: CheckResult, sinks: Sequence[AlertSink], *, only_when_fired: bool = True) -> list[str]:
+    """Send ``result`` to every sink; return the (redacted) errors of the sinks that failed."""
+    if only_when_fired and not result.fired:
+        return []
+    errors = []
+    for sink in sinks:
+        try:
+            sink.send(result)
+        except Exception as exc:  # one broken sink must not stop the others
+            msg = str(exc) if isinstance(exc, DeliveryError) else f"{sink.name} sink failed: {type(exc).__name__}: {exc}"
+            errors.append(redact(msg))
+            log.error("alert delivery failed: %s", redact(msg))
+    return errors
