@@ -1,0 +1,193 @@
+"""Reading source tables: UTC-day partitions on SQLite text and PostgreSQL timestamp/timestamptz
+under non-UTC session time zones, keyset chunks, reflection errors."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import sqlalchemy as sa
+
+from ctxprec_ops.pipeline import PipelineConfig, SourceColumns, plan_chunks
+from ctxprec_ops.warehouse.engine import get_engine, read_connection
+from ctxprec_ops.warehouse.source import (
+    PartitionKeyError,
+    SourceTableError,
+    iter_partition_ids,
+    partition_bounds,
+    read_chunk_rows,
+    reflect_source,
+)
+from tests.fixtures.warehouse_data import create_logs, log_row
+
+COLS = {"id": "id", "event_time": "event_time", "input": "input", "actual_output": "actual_output",
+        "expected_output": "expected_output", "retrieval_context": "retrieval_context"}
+
+# (stored text, UTC day it belongs to or None)
+SQLITE_TIMES = [
+    ("2026-11-27 23:59:59", "2026-11-27"),
+    ("2026-11-27 23:59:59.999999", "2026-11-27"),
+    ("2026-11-28 00:00:00", "2026-11-28"),
+    ("2026-11-28T00:00:00", "2026-11-28"),
+    ("2026-11-28 00:00:00.000000", "2026-11-28"),
+    ("2026-11-28T12:00:00Z", "2026-11-28"),
+    ("2026-11-28T12:00:00+00:00", "2026-11-28"),
+    ("2026-11-28 23:59:59", "2026-11-28"),
+    ("2026-11-28T23:59:59.999", "2026-11-28"),
+    ("2026-11-28T20:00:00-05:00", "2026-11-29"),  # 01:00 UTC next day
+    ("2026-11-29T03:00:00+05:30", "2026-11-28"),  # 21:30 UTC the day before
+    ("2026-11-29 00:00:00", "2026-11-29"),
+    ("not a time", None),
+    (None, None),
+]
+
+
+def test_partition_key_must_be_a_date():
+    for bad in ("2026-11-31", "20261128", "2026-11-28T00:00", "", "yesterday"):
+        with pytest.raises(PartitionKeyError):
+            partition_bounds(bad)
+    start, end = partition_bounds("2026-11-28")
+    assert start == datetime(2026, 11, 28, tzinfo=timezone.utc) and end - start == timedelta(days=1)
+
+
+def test_sqlite_text_forms_land_in_their_utc_day(tmp_path):
+    engine = get_engine(f"sqlite:///{tmp_path / 'wh.db'}")
+    create_logs(engine, [], time_type=sa.Text)  # raw text, exactly as written
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("INSERT INTO retrieval_logs (id, event_time, input) VALUES (:id, :t, 'q')"),
+            [{"id": i, "t": t} for i, (t, _) in enumerate(SQLITE_TIMES)],
+        )
+    src = reflect_source(engine, "retrieval_logs", None, COLS)
+    with read_connection(engine) as conn:
+        for day in ("2026-11-27", "2026-11-28", "2026-11-29"):
+            want = [i for i, (_, d) in enumerate(SQLITE_TIMES) if d == day]
+            assert list(iter_partition_ids(conn, src, day)) == want, day
+            # the chunk read (id-bounded, non-indexable filter) agrees with the plan
+            rows = read_chunk_rows(conn, src, day, None, len(SQLITE_TIMES))
+            assert [r["id"] for r in rows] == want
+
+
+def test_sqlite_datetime_column_written_by_sqlalchemy(tmp_path):
+    engine = get_engine(f"sqlite:///{tmp_path / 'wh.db'}")
+    create_logs(engine, [
+        log_row(1, datetime(2026, 11, 27, 23, 59, 59, 999999)),
+        log_row(2, datetime(2026, 11, 28, 0, 0, 0)),
+        log_row(3, datetime(2026, 11, 28, 23, 59, 59, 999999)),
+        log_row(4, datetime(2026, 11, 29, 0, 0, 0)),
+    ])
+    cfg = PipelineConfig(warehouse=f"sqlite:///{tmp_path / 'wh.db'}", chunk_size=1)
+    chunks = plan_chunks(cfg, "2026-11-28")
+    assert [(c.after_id, c.upto_id, c.rows) for c in chunks] == [(None, 2, 1), (2, 3, 1)]
+
+
+@pytest.mark.parametrize("n,size,expect", [(10, 3, [3, 3, 3, 1]), (9, 3, [3, 3, 3]), (0, 3, []), (2, 500, [2])])
+def test_plan_chunks_keyset_boundaries(tmp_path, n, size, expect):
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    rows = [log_row(i * 10, datetime(2026, 11, 28, i % 24)) for i in range(1, n + 1)]
+    rows.append(log_row(5, datetime(2026, 11, 27, 12)))  # other day, inside the id range
+    create_logs(get_engine(url), rows)
+    chunks = plan_chunks(PipelineConfig(warehouse=url, chunk_size=size), "2026-11-28")
+    assert [c.rows for c in chunks] == expect
+    assert [c.index for c in chunks] == list(range(len(expect)))
+    for prev, nxt in zip(chunks, chunks[1:]):
+        assert nxt.after_id == prev.upto_id
+    engine = get_engine(url)
+    src = reflect_source(engine, "retrieval_logs", None, COLS)
+    seen = []
+    with read_connection(engine) as conn:
+        for c in chunks:
+            got = read_chunk_rows(conn, src, "2026-11-28", c.after_id, c.upto_id)
+            assert len(got) == c.rows
+            seen += [r["id"] for r in got]
+    assert seen == [i * 10 for i in range(1, n + 1)]
+
+
+def test_text_ids_and_json_round_trip_of_chunks(tmp_path):
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    ids = ["b-2", "a-10", "a-9", "C", "c", "z"]
+    create_logs(get_engine(url), [log_row(i, datetime(2026, 11, 28, 5)) for i in ids], id_type=sa.String)
+    chunks = plan_chunks(PipelineConfig(warehouse=url, chunk_size=4), "2026-11-28")
+    assert [c.rows for c in chunks] == [4, 2]
+    assert sorted(ids)[3] == chunks[0].upto_id
+    import json
+
+    from ctxprec_ops.pipeline import Chunk
+
+    assert [Chunk.from_dict(json.loads(json.dumps(c.to_dict()))) for c in chunks] == chunks
+
+
+def test_missing_table_and_column_errors_name_them(tmp_path):
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    engine = get_engine(url)
+    create_logs(engine, [])
+    with pytest.raises(SourceTableError, match="'no_such_logs' does not exist"):
+        plan_chunks(PipelineConfig(warehouse=url, source_table="no_such_logs"), "2026-11-28")
+    with pytest.raises(SourceTableError, match="no column 'expected'.*'expected_output'") as exc:
+        plan_chunks(PipelineConfig(warehouse=url, columns=SourceColumns(expected_output="expected")), "2026-11-28")
+    assert "retrieval_context" in str(exc.value)  # lists the columns it has
+
+
+# -- PostgreSQL: naive timestamps are UTC, timestamptz instants land in their UTC day -----------
+
+UTC = timezone.utc
+PG_CASES = [
+    # (naive UTC value, day)
+    (datetime(2026, 11, 27, 23, 59, 59, 999999), "2026-11-27"),
+    (datetime(2026, 11, 28, 0, 0, 0), "2026-11-28"),
+    (datetime(2026, 11, 28, 3, 30, 0), "2026-11-28"),  # 22:30 the day before in New York
+    (datetime(2026, 11, 28, 20, 0, 0), "2026-11-28"),  # 01:30 the day after in Kolkata
+    (datetime(2026, 11, 28, 23, 59, 59, 999999), "2026-11-28"),
+    (datetime(2026, 11, 29, 0, 0, 0), "2026-11-29"),
+    (datetime(2026, 11, 29, 2, 0, 0), "2026-11-29"),  # 21:00 on the 28th in New York
+]
+
+
+@pytest.mark.parametrize("session_tz", [None, "Asia/Kolkata"])
+@pytest.mark.parametrize("aware", [False, True])
+def test_postgres_partitions_ignore_the_session_time_zone(pg_server, session_tz, aware):
+    db = pg_server.create_database(timezone=session_tz)
+    try:
+        url = pg_server.url(db)
+        engine = get_engine(url)
+        with engine.connect() as conn:
+            shown = conn.exec_driver_sql("SHOW timezone").scalar_one()
+        assert shown == (session_tz or pg_server.timezone) and shown != "UTC"
+        rows = [
+            log_row(i, (t.replace(tzinfo=UTC) if aware else t)) for i, (t, _) in enumerate(PG_CASES)
+        ]
+        create_logs(engine, rows, time_type=sa.DateTime(timezone=aware))
+        with engine.begin() as conn:
+            # a row written as SQL text in the session's own zone (timestamptz only)
+            if aware:
+                conn.exec_driver_sql(
+                    "INSERT INTO retrieval_logs (id, event_time, input) VALUES (100, '2026-11-28 23:30:00+00', 'q')"
+                )
+        src = reflect_source(engine, "retrieval_logs", None, COLS)
+        assert src.time_mode == ("aware" if aware else "naive")
+        with read_connection(engine) as conn:
+            for day in ("2026-11-27", "2026-11-28", "2026-11-29"):
+                want = [i for i, (_, d) in enumerate(PG_CASES) if d == day]
+                if aware and day == "2026-11-28":
+                    want.append(100)
+                assert list(iter_partition_ids(conn, src, day)) == want, (day, session_tz, aware)
+                assert [r["id"] for r in read_chunk_rows(conn, src, day, None, 1000)] == want
+    finally:
+        pg_server.drop_database(db)
+
+
+def test_postgres_text_ids_keyset_and_schema_qualified_table(pg_url):
+    engine = get_engine(pg_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE SCHEMA analytics")
+    ids = [f"log-{i:03d}" for i in range(7)] + ["A", "b"]
+    create_logs(engine, [log_row(i, datetime(2026, 11, 28, 12)) for i in ids], id_type=sa.String, schema="analytics")
+    cfg = PipelineConfig(warehouse=pg_url, source_table="analytics.retrieval_logs", chunk_size=2)
+    chunks = plan_chunks(cfg, "2026-11-28")
+    assert sum(c.rows for c in chunks) == len(ids) and len(chunks) == 5
+    src = reflect_source(engine, "retrieval_logs", "analytics", COLS)
+    got = []
+    with read_connection(engine) as conn:
+        for c in chunks:
+            got += [r["id"] for r in read_chunk_rows(conn, src, "2026-11-28", c.after_id, c.upto_id)]
+    assert sorted(got) == sorted(ids) and len(set(got)) == len(ids)
