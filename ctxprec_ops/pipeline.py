@@ -30,7 +30,7 @@ from sqlalchemy.engine import Engine
 
 from .budget import Budget
 from .cache import DictVerdictCache, judgment_key
-from .errors import BudgetExhaustedError, CtxPrecError, InvalidTestCaseError, NotScorableError
+from .errors import BudgetExhaustedError, InvalidTestCaseError, NotScorableError
 from .judges.base import JudgeModel
 from .secrets import redact, register_secret
 from .warehouse.engine import get_engine, read_connection, write_transaction
@@ -406,16 +406,20 @@ def plan_chunks(config: PipelineConfig, partition_key: str, *, context: Pipeline
 
 def _cache_keys(ctx: PipelineContext, cases: list[Any]) -> list[str]:
     """The judgment-cache keys the metric will look up for ``cases`` (one query preloads them)."""
-    m = ctx.metric
-    keys_of = getattr(m, "cache_keys", None)
+    model, pv = ctx.key.judge_model, ctx.key.prompt_version
     out: list[str] = []
-    for case in cases:
-        if callable(keys_of):
-            out.extend(keys_of(case))
-        elif not ctx.config.is_conversation:
+    if not ctx.config.is_conversation:
+        for case in cases:
             exp = case.expected_output
-            for node in case.retrieval_context:
-                out.append(judgment_key(ctx.key.judge_model, ctx.key.prompt_version, case.input, exp, node))
+            out.extend(judgment_key(model, pv, case.input, exp, node) for node in case.retrieval_context)
+        return out
+    from .metrics.turn_contextual_precision import windows
+
+    for case in cases:
+        for w in windows(case.turns, ctx.metric.window_size):
+            if w.nodes:
+                user = "\n".join(w.user_messages)
+                out.extend(judgment_key(model, pv, user, case.expected_outcome or "", n) for n in w.nodes)
     return out
 
 

@@ -110,7 +110,7 @@ def row_to_test_case(row: dict[str, Any]) -> LLMTestCase:
     input_ = _text(row.get("input"), "input", required=True)
     expected = _text(row.get("expected_output"), "expected_output", required=True)
     actual = _text(row.get("actual_output"), "actual_output", required=False)
-    nodes = _nodes(_json(row.get("retrieval_context"), "retrieval_context"), "column 'retrieval_context'",
+    nodes = _nodes(_json(row.get("retrieval_context"), "retrieval_context"), "retrieval_context",
                    allow_empty=False)
     return LLMTestCase(
         input=input_, actual_output=actual, expected_output=expected, retrieval_context=nodes,
