@@ -374,3 +374,15 @@ def _attach_source(conn: sa.Connection, source_table: str, cases: list[dict[str,
             k = node["node"] - 1
             if 0 <= k < len(texts):
                 node["text"] = str(texts[k])
+
+
+def case_threshold(engine: Engine, metric: str, population: Population | None, partition_key: str) -> float | None:
+    """The per-case pass threshold the partition was scored with (the most common one)."""
+    t = OutputTables(engine).scores
+    where = [t.c.metric == metric, t.c.partition_key == partition_key]
+    if population is not None:
+        where.append(_population_filter(t, population))
+    q = sa.select(t.c.threshold, sa.func.count()).where(*where).group_by(t.c.threshold).order_by(sa.func.count().desc()).limit(1)
+    with engine.connect() as conn:
+        row = conn.execute(q).first()
+    return float(row[0]) if row is not None and row[0] is not None else None

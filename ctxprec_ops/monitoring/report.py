@@ -1,0 +1,186 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no script, no external asset).
+
+``render_report(engine_or_url, out_path)`` checks every day of the window with the alert rules,
+draws the daily mean with its 95% CI band and threshold line, the pass rate and the volume with
+alert markers, and lists the worst-scored cases of the latest scored partition with their node
+verdicts. Node texts and reasons are untrusted: Jinja autoescaping is on for the whole page.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from sqlalchemy.engine import Engine
+
+from ..secrets import redact
+from ..warehouse.engine import display_url
+from .alerts import AlertRules
+from .charts import COLORS, HLine, bar_chart, line_chart
+from .check import DEFAULT_METRIC, CheckResult
+from .history import History, case_threshold, engine_scope, load_worst_cases
+from .trend import trend_results
+
+__all__ = ["render_report", "render_report_html", "report_context"]
+
+_env = Environment(
+    loader=PackageLoader("ctxprec_ops.monitoring", "templates"),
+    autoescape=True,
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def _pct(v: float | None) -> str:
+    return "—" if v is None else f"{v:.1%}"
+
+
+def _num(v: float | None, spec: str = ".3f") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+_env.filters["pct"] = _pct
+_env.filters["num"] = _num
+
+
+def _markers(results: Sequence[CheckResult], kinds: set[str] | None = None) -> dict[int, tuple[str, str]]:
+    out = {}
+    for i, r in enumerate(results):
+        alerts = [a for a in r.alerts if kinds is None or a.kind in kinds]
+        if alerts:
+            severity = "error" if any(a.severity == "error" for a in alerts) else "warn"
+            out[i] = (severity, "\n".join(a.message for a in alerts))
+    return out
+
+
+def report_context(
+    history: History,
+    results: Sequence[CheckResult],
+    rules: AlertRules,
+    *,
+    worst_cases: Sequence[dict[str, Any]] = (),
+    worst_partition: str | None = None,
+    threshold: float | None = None,
+    warehouse: str = "",
+    title: str | None = None,
+) -> dict[str, Any]:
+    """Everything the template needs (pure: charts are rendered here)."""
+    metric = history.metric
+    days = [r.partition_key for r in results]
+    summ = [r.figures.summary for r in results]
+    means = [s.mean for s in summ]
+    hl_mean = []
+    if rules.min_mean is not None:
+        hl_mean.append(HLine(rules.min_mean, "min_mean"))
+    if threshold is not None:
+        hl_mean.append(HLine(threshold, "case threshold", color="#6b7280", dash="2 4"))
+    hl_pass = [HLine(rules.min_pass_rate, "min_pass_rate")] if rules.min_pass_rate is not None else []
+    charts = {
+        "mean": line_chart(
+            days, means, title=f"Daily mean {metric} with 95% CI",
+            band=([s.ci_low for s in summ], [s.ci_high for s in summ]),
+            hlines=hl_mean, markers=_markers(results),
+        ),
+        "pass_rate": line_chart(
+            days, [s.pass_rate for s in summ], title="Daily pass rate", hlines=hl_pass,
+            markers=_markers(results, {"threshold"}), y_range=(0.0, 1.0), pct=True, value_label="pass rate", width=540,
+        ),
+        "volume": bar_chart(
+            days,
+            [
+                ("scored", [float(r.figures.rows - r.figures.rows_failed) for r in results], COLORS["bar"]),
+                ("failed", [float(r.figures.rows_failed) for r in results], COLORS["failed"]),
+            ],
+            title="Rows per partition (scored and failed)",
+            markers=_markers(results, {"volume"}),
+            width=540,
+        ),
+    }  # fmt: skip
+    latest = results[-1] if results else None
+    window_alerts = [(r.partition_key, a) for r in reversed(results) for a in r.alerts]
+    pop = history.population
+    return {
+        "title": title or "Retrieval quality report",
+        "metric": metric,
+        "judge_model": pop.judge_model if pop else None,
+        "prompt_version": pop.prompt_version if pop else None,
+        "warehouse": redact(warehouse),
+        "generated_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "days": days,
+        "results": list(results),
+        "latest": latest,
+        "charts": charts,
+        "window_alerts": window_alerts,
+        "alert_days": [r.partition_key for r in results if r.alerts],
+        "rules": rules,
+        "threshold": threshold,
+        "worst_cases": list(worst_cases),
+        "worst_partition": worst_partition,
+    }
+
+
+def render_report_html(context: dict[str, Any]) -> str:
+    return _env.get_template("report.html.j2").render(**context)
+
+
+def render_report(
+    engine_or_url: Engine | str,
+    out_path: str | os.PathLike[str],
+    *,
+    metric: str = DEFAULT_METRIC,
+    days: int = 30,
+    end: str | None = None,
+    rules: AlertRules | None = None,
+    min_mean: float | None = None,
+    min_pass_rate: float | None = None,
+    worst: int = 10,
+    source_table: str = "retrieval_logs",
+    judge_model: str | None = None,
+    prompt_version: str | None = None,
+    title: str | None = None,
+) -> Path:
+    """Write the report for the last ``days`` partitions to ``out_path``; return its path.
+
+    ``min_mean``/``min_pass_rate`` are shortcuts for the same fields of ``rules``.
+    """
+    rules = rules or AlertRules(min_mean=min_mean, min_pass_rate=min_pass_rate)
+    out = Path(out_path)
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"the report is an HTML file: --out should end in .html, got {out.name!r}")
+    if not out.parent.exists():
+        raise ValueError(f"the directory of {str(out)!r} does not exist")
+    with engine_scope(engine_or_url) as engine:
+        history, results = trend_results(
+            engine, metric=metric, days=days, end=end, rules=rules,
+            judge_model=judge_model, prompt_version=prompt_version,
+        )  # fmt: skip
+        scored = [r.partition_key for r in results if r.figures.summary.n]
+        worst_partition = scored[-1] if scored else None
+        cases: list[dict[str, Any]] = []
+        threshold = None
+        if worst_partition is not None:
+            cases = load_worst_cases(
+                engine, metric, history.population, worst_partition, limit=worst, source_table=source_table
+            )
+            threshold = case_threshold(engine, metric, history.population, worst_partition)
+        ctx = report_context(
+            history, results, rules, worst_cases=cases, worst_partition=worst_partition,
+            threshold=threshold, warehouse=display_url(engine), title=title,
+        )  # fmt: skip
+    html = render_report_html(ctx)
+    # write atomically: a reader (or a browser refresh) never sees half a report
+    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(html)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
