@@ -470,28 +470,35 @@ def _malform(rng: random.Random, row: dict[str, Any], kind: str) -> None:
 
 
 def _conversation(rng: random.Random, dip: bool) -> tuple[list[dict[str, Any]], str]:
+    """A chat about one issue: the first question, follow-ups on it, sometimes a side question on
+    the same topic. The expected outcome is the answer to the main issue, so the side question's
+    passages are (rightly) not useful for it."""
     topic = rng.choice(TOPICS)
+    main = rng.choice(topic.qas)
     units = rng.randint(2, 4)
-    qas = [rng.choice(topic.qas) for _ in range(units)]
+    mix, extra = _DIP if dip else _NORMAL
     turns: list[dict[str, Any]] = []
-    for i, qa in enumerate(qas):
+    for i in range(units):
+        side = i > 0 and len(topic.qas) > 1 and rng.random() < 0.25
+        qa = rng.choice([q for q in topic.qas if q is not main]) if side else main
         if i == 0:
             user = rng.choice(_PREFIXES) + rng.choice(qa.questions)
+        elif side or rng.random() < 0.5:
+            user = rng.choice(qa.questions)
         else:
-            user = rng.choice(_FOLLOW_UPS) if rng.random() < 0.4 else rng.choice(qa.questions)
+            user = rng.choice(_FOLLOW_UPS)
         turns.append({"role": "user", "content": user, "retrieval_context": None})
         if i > 0 and rng.random() < 0.15:  # a chit-chat answer with no retrieval
             turns.append({"role": "assistant", "content": "Happy to help with that.", "retrieval_context": []})
             continue
-        mix, extra = _DIP if dip else _NORMAL
         quality = rng.choices(("good", "mixed", "bad", "none"), weights=mix)[0]
         n = rng.randint(2, 5)
-        relevant = [] if quality == "none" else rng.sample(qa.support, k=min(len(qa.support), rng.randint(1, 2), n - 1))
+        k = min(len(qa.support), rng.randint(1, 2), n - 1)
+        relevant = [] if quality == "none" else rng.sample(qa.support, k=k)
         distractors = _other_topics_passages(rng, topic, max(1, n - len(relevant) + extra))
-        nodes = _rank(rng, relevant, distractors, quality)
-        turns.append({"role": "assistant", "content": qa.answer, "retrieval_context": nodes})
-    outcome = " ".join(dict.fromkeys(qa.answer for qa in qas))
-    return turns, outcome
+        turns.append({"role": "assistant", "content": qa.answer,
+                      "retrieval_context": _rank(rng, relevant, distractors, quality)})
+    return turns, main.answer
 
 
 def _engine(url_or_engine: str | Engine) -> Engine:

@@ -1,0 +1,112 @@
+"""Rich tables the commands print: run summaries, a chunk result, an estimate."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from ..estimate import Estimate
+from ..pipeline import ChunkResult, RunSummary
+
+__all__ = ["runs_table", "chunk_table", "estimate_table", "fmt_cost", "fmt_num", "stdout_console"]
+
+
+def stdout_console() -> Console:
+    """The console for results: the terminal's width, or 140 columns when piped or logged
+    (rich's default of 80 would fold the tables), unless ``COLUMNS`` says otherwise."""
+    from ._common import console
+
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        return console
+    return Console(width=140)
+
+
+def fmt_num(v: float | None, spec: str = ".3f") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return format(v, spec)
+
+
+def fmt_cost(v: float | None) -> str:
+    if v is None:
+        return "unknown"
+    return f"${v:,.4f}" if v < 100 else f"${v:,.2f}"
+
+
+def _ci(s: RunSummary) -> str:
+    if s.ci_low is None or s.ci_high is None:
+        return "—"
+    return f"{s.ci_low:.3f}–{s.ci_high:.3f}"
+
+
+_STATUS_STYLE = {"succeeded": "green", "partial": "yellow", "budget_exhausted": "magenta", "failed": "red"}
+
+
+def runs_table(summaries: Sequence[RunSummary], *, title: str | None = None, show_metric: bool = True) -> Table:
+    """One row per partition run: counts, mean/median, pass rate, 95% CI of the mean, spend."""
+    table = Table(title=title, header_style="bold")
+    table.add_column("partition")
+    if show_metric:
+        table.add_column("metric")
+    table.add_column("status")
+    for name in ("rows", "scored", "cached", "failed", "mean", "median", "pass rate", "95% CI", "tokens", "cost"):
+        table.add_column(name, justify="right")
+    for s in summaries:
+        cells = [s.partition_key]
+        if show_metric:
+            cells.append(s.metric)
+        style = _STATUS_STYLE.get(s.status)
+        cells.append(f"[{style}]{s.status}[/]" if style else s.status)
+        cells += [
+            str(s.rows_total), str(s.rows_scored), str(s.rows_cached), str(s.rows_failed),
+            fmt_num(s.mean_score), fmt_num(s.median_score),
+            fmt_num(s.pass_rate, ".1%") if s.pass_rate is not None else "—",
+            _ci(s), f"{(s.prompt_tokens or 0) + (s.completion_tokens or 0):,}", fmt_cost(s.cost),
+        ]
+        table.add_row(*cells)
+    return table
+
+
+def failures_line(summary: RunSummary) -> str | None:
+    if not summary.failures_by_type:
+        return None
+    parts = ", ".join(f"{t}: {n}" for t, n in sorted(summary.failures_by_type.items()))
+    return f"failures by type ({summary.partition_key}, {summary.metric}): {parts}"
+
+
+def chunk_table(result: ChunkResult, *, run_id: str) -> Table:
+    table = Table(title=f"chunk {result.index} of {result.partition_key} (run {run_id})", header_style="bold")
+    for name in ("rows", "scored", "cached", "failed", "judge calls", "tokens", "cost"):
+        table.add_column(name, justify="right")
+    table.add_row(
+        str(result.rows_total), str(result.rows_scored), str(result.rows_cached), str(result.rows_failed),
+        str(result.judge_calls), f"{result.prompt_tokens + result.completion_tokens:,}", fmt_cost(result.cost),
+    )
+    return table
+
+
+def estimate_table(e: Estimate) -> Table:
+    """One partition's estimate as a two-column table (figure, value)."""
+    table = Table(title=f"estimate for {e.partition_key} · {e.metric} (no judge call was made)",
+                  header_style="bold", show_header=False)
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    judge = e.judge_model + (" (offline)" if e.offline_judge else "")
+    price = (f"${e.price_per_million[0]:g} / ${e.price_per_million[1]:g} per 1M in/out tokens"
+             if e.price_per_million else "unknown")
+    rows = [
+        ("judge", judge), ("prompt version", e.prompt_version), ("price", price),
+        ("rows in partition", f"{e.rows_total:,}"), ("already scored (skipped)", f"{e.rows_already_scored:,}"),
+        ("invalid (no judge call)", f"{e.rows_invalid:,}"), ("rows to score", f"{e.rows_to_score:,}"),
+        ("nodes", f"{e.nodes_total:,}"), ("nodes cached (or repeated)", f"{e.nodes_cached:,}"),
+        ("nodes to judge", f"{e.nodes_to_judge:,}"), ("judge calls", f"{e.judge_calls:,}"),
+        ("prompt tokens", f"{e.prompt_tokens:,}"), ("completion tokens", f"{e.completion_tokens:,}"),
+        ("estimated cost", fmt_cost(e.cost)),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table

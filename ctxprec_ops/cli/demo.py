@@ -1,0 +1,121 @@
+"""``ctxprec demo``: the main job end to end on a generated SQLite warehouse."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..demo import DEFAULT_DEMO_URL, DEFAULT_REPORT, METRICS, run_demo
+from ._args import RAW, UsageError, check_judge, guarded
+from ._common import EXIT_OK
+from ._render import stdout_console, runs_table
+from .progress import ProgressDisplay
+
+EPILOG = f"""\
+examples:
+  ctxprec demo                                  # {DEFAULT_DEMO_URL}, 14 days, offline judge
+  ctxprec demo --days 7 --out /tmp/report.html
+  OPENAI_API_KEY=sk-... ctxprec demo --days 3 --rows-per-day 20 --judge gpt-4o-mini
+
+The warehouse is recreated on every run (a SQLite file is deleted first; any other URL needs
+--force and gets its sample and ctxprec_* tables dropped). The judge defaults to CTXPREC_JUDGE,
+else gpt-4o-mini when OPENAI_API_KEY is set, else the offline lexical judge.
+"""
+
+
+def _range(text: str) -> tuple[int, int]:
+    try:
+        lo, _, hi = text.partition("-")
+        low, high = int(lo), int(hi or lo)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or LOW-HIGH, got {text!r}") from None
+    if not 1 <= low <= high:
+        raise argparse.ArgumentTypeError(f"expected 1 <= LOW <= HIGH, got {text!r}")
+    return low, high
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "demo",
+        help="generate a sample warehouse, score every day, print the trend and alerts, write a report",
+        description="Run the nightly job end to end on a generated sample warehouse: a support bot's "
+                    "retrieval and conversation logs over several days, with a quality dip and a few "
+                    "malformed rows.",
+        epilog=EPILOG,
+        formatter_class=RAW,
+    )
+    p.add_argument("--warehouse", default=DEFAULT_DEMO_URL, metavar="URL",
+                   help=f"where to create the sample (default: {DEFAULT_DEMO_URL}, recreated)")
+    p.add_argument("--days", type=int, default=14, metavar="N", help="days of logs (default: 14)")
+    p.add_argument("--rows-per-day", type=_range, default=(250, 400), metavar="LOW-HIGH",
+                   help="retrieval logs per day (default: 250-400)")
+    p.add_argument("--conversations-per-day", type=_range, default=(20, 40), metavar="LOW-HIGH",
+                   help="conversations per day (default: 20-40)")
+    p.add_argument("--judge", metavar="MODEL", help="'lexical' or an OpenAI-compatible model name")
+    p.add_argument("--out", default=DEFAULT_REPORT, metavar="FILE.html",
+                   help=f"HTML report path (default: {DEFAULT_REPORT})")
+    p.add_argument("--seed", type=int, default=20261128, help="sample seed (same seed, same logs)")
+    p.add_argument("--end-date", metavar="YYYY-MM-DD", help="last day of the sample (default: yesterday, UTC)")
+    p.add_argument("--concurrency", type=int, metavar="N", help="judge requests in flight at most")
+    p.add_argument("--force", action="store_true", help="allow recreating the demo tables on a non-SQLite warehouse")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=guarded("demo", run))
+
+
+def run(args: argparse.Namespace) -> int:
+    console = stdout_console()
+    if args.days < 1 or args.days > 366:
+        raise UsageError("--days must be between 1 and 366")
+    if args.end_date:
+        from ._args import check_partition
+
+        check_partition(args.end_date)
+    from ..config import Settings
+
+    judge = args.judge or Settings.from_env().judge
+    check_judge(judge)
+    runs = args.days * len(METRICS)
+    with ProgressDisplay(enabled=not args.quiet, total_runs=runs, overall_label="partition runs",
+                         compact=True) as display:
+        display.log(f"ctxprec demo: judge {judge}")
+        result = run_demo(
+            args.warehouse, days=args.days, rows_per_day=args.rows_per_day,
+            conversations_per_day=args.conversations_per_day, judge=judge, out=args.out, seed=args.seed,
+            end_date=args.end_date, concurrency=args.concurrency, force=args.force,
+            progress_for=display.callback, log=display.log,
+        )
+
+    info = result.info
+    console.print(
+        f"[bold]Sample warehouse[/] {info.url}: {info.total_retrievals} retrieval logs, "
+        f"{info.total_conversations} conversations, {len(info.partitions)} daily partitions "
+        f"({info.partitions[0]} .. {info.partitions[-1]}); "
+        f"{sum(len(v) for v in info.malformed.values())} malformed retrieval rows; judge [bold]{result.judge}[/]",
+        highlight=False,
+    )
+    titles = {
+        "contextual_precision": "retrieval_logs · contextual precision per day",
+        "turn_contextual_precision": "conversation_logs · turn contextual precision per day",
+    }
+    for metric, _table in METRICS:
+        console.print(runs_table(result.by_metric(metric), title=titles[metric], show_metric=False))
+
+    from ..monitoring import format_trend_table
+
+    for metric, df in result.trends.items():
+        console.print(format_trend_table(df, title=f"trend and alerts · {metric}"))
+    alerts = result.alerts
+    if alerts:
+        console.print(f"[bold red]{len(alerts)} alert(s)[/]:", highlight=False)
+        for _metric, _key, message in alerts:
+            console.print(f"  - {message}", markup=False, highlight=False)
+    else:
+        console.print("no alerts", style="green")
+    if result.report_path is not None:
+        console.print(f"HTML report: {result.report_path}", markup=False, highlight=False)
+    elif result.report_note:
+        console.print(f"HTML report: not written ({result.report_note})", markup=False, highlight=False)
+    console.print(
+        f"done in {result.seconds_total:.1f}s (sample {result.seconds_data:.1f}s, scoring "
+        f"{result.seconds_scoring:.1f}s)", markup=False, highlight=False,
+    )
+    return EXIT_OK

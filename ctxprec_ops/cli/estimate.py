@@ -1,0 +1,62 @@
+"""``ctxprec estimate``: the judge calls, tokens and cost a ``score`` run would spend."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..estimate import estimate_partition
+from ._args import RAW, add_source, add_warehouse, check_partition, config_from_args, guarded
+from ._common import EXIT_OK, err_console
+from ._render import stdout_console, estimate_table
+
+EPILOG = """\
+examples:
+  ctxprec estimate --warehouse sqlite:///ctxprec.db --partition 2026-11-28 --judge gpt-4o-mini
+  ctxprec estimate --partition 2026-11-28 --conversations --json
+
+Reads the partition in keyset chunks like `score`, skips rows already scored for this judge
+and prompt version, and nodes already in the judgment cache (ctxprec_judgments). Prompt tokens
+are the real prompts' characters / 4 (no tokenizer), completion tokens 40 per node; prices
+from ctxprec_ops.pricing (override with CTXPREC_PRICES='{"model": [in_usd_per_1M, out_usd_per_1M]}').
+No judge is called and nothing is written; no API key is needed.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "estimate",
+        help="tokens and cost a score run would spend, without calling the judge",
+        description="Estimate the judge calls, tokens and USD cost of scoring one partition.",
+        epilog=EPILOG,
+        formatter_class=RAW,
+    )
+    add_warehouse(p)
+    add_source(p)
+    p.add_argument("--json", action="store_true", help="print the estimate as JSON on stdout")
+    p.set_defaults(func=guarded("estimate", run))
+
+
+def run(args: argparse.Namespace) -> int:
+    console = stdout_console()
+    partition = check_partition(args.partition)
+    config = config_from_args(args)
+
+    def progress(rows: int, _total: int | None) -> None:
+        if not args.json and err_console.is_terminal:
+            err_console.print(f"estimate: {rows} rows read", end="\r", markup=False, highlight=False)
+
+    est = estimate_partition(config, partition, progress=progress)
+    if args.json:
+        console.print_json(json.dumps(est.to_dict(), default=str))
+        return EXIT_OK
+    console.print(estimate_table(est))
+    if est.cost is None:
+        console.print(f"no price known for {est.judge_model!r}: set CTXPREC_PRICES to get a cost", markup=False)
+    elif est.offline_judge:
+        console.print("offline judge: no network calls and no cost; the figures show what an LLM judge "
+                      "would be sent", markup=False)
+    for example in est.invalid_examples[:3]:
+        console.print(f"invalid row {example}", markup=False, highlight=False)
+    console.print(f"method: {est.method}", markup=False, highlight=False, style="dim")
+    return EXIT_OK

@@ -1,0 +1,148 @@
+"""``ctxprec score``: score one partition of a warehouse table and write the results back."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import uuid
+
+from ..pipeline import INPUT_PROBLEMS, plan_chunks, prepare, score_chunk, score_partition
+from ..secrets import redact
+from ._args import (
+    EXIT_BUDGET,
+    RAW,
+    UsageError,
+    add_source,
+    add_warehouse,
+    check_judge,
+    check_partition,
+    config_from_args,
+    guarded,
+)
+from ._common import EXIT_ERROR, EXIT_OK, err_console
+from ._render import stdout_console, chunk_table, failures_line, fmt_cost, runs_table
+from .progress import ProgressDisplay
+
+EPILOG = """\
+examples:
+  ctxprec score --warehouse sqlite:///ctxprec.db --partition 2026-11-28
+  ctxprec score --warehouse postgresql://etl@db/analytics --partition 2026-11-28 \\
+      --judge gpt-4o-mini --concurrency 32 --max-cost 5
+  ctxprec score --partition 2026-11-28 --conversations            # turn contextual precision
+  ctxprec score --partition 2026-11-28 --chunk 3 --run-id nightly-2026-11-28   # one chunk only
+
+Defaults come from CTXPREC_WAREHOUSE_URL, CTXPREC_JUDGE, CTXPREC_SOURCE_TABLE,
+CTXPREC_CONVERSATION_TABLE, CTXPREC_THRESHOLD, CTXPREC_CONCURRENCY, CTXPREC_CHUNK_SIZE,
+OPENAI_API_KEY and OPENAI_BASE_URL; flags override them. Re-running a partition only judges
+rows that are not scored yet.
+
+exit codes:
+  0  the partition is complete: every row is scored or recorded as bad input
+  1  error (bad warehouse, missing table, judge misconfigured or failing), or rows failed
+     because of the judge: re-run to retry them
+  2  bad arguments (partition format, identifiers, numbers)
+  4  --max-cost reached: the rows it could not afford are recorded as budget_exhausted
+     failures; the next run picks them up
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "score",
+        help="score one partition (UTC day) and write scores back",
+        description="Score the contextual precision of one partition of a warehouse table and upsert "
+                    "the results into ctxprec_scores / ctxprec_failures / ctxprec_runs.",
+        epilog=EPILOG,
+        formatter_class=RAW,
+    )
+    add_warehouse(p)
+    add_source(p)
+    p.add_argument("--concurrency", type=int, metavar="N",
+                   help="judge requests in flight at most (default: CTXPREC_CONCURRENCY or 16)")
+    p.add_argument("--max-cost", type=float, metavar="USD", help="cap the run's judge spend in USD")
+    p.add_argument("--strict", action="store_true", help="strict mode: threshold 1, any score below 1 becomes 0")
+    p.add_argument("--chunk", type=int, metavar="INDEX",
+                   help="score only this chunk (0-based, as planned by --chunk-size); ctxprec_runs is not updated")
+    p.add_argument("--run-id", metavar="ID", help="run id to record (default: a new random id)")
+    p.add_argument("--json", action="store_true", help="print the run summary as JSON on stdout instead of a table")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=guarded("score", run))
+
+
+def run(args: argparse.Namespace) -> int:
+    console = stdout_console()
+    partition = check_partition(args.partition)
+    if args.max_cost is not None and args.max_cost < 0:
+        raise UsageError("--max-cost must be >= 0")
+    if args.concurrency is not None and args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    config = config_from_args(
+        args, concurrency=args.concurrency, max_cost=args.max_cost, strict_mode=True if args.strict else None
+    )
+    check_judge(config.judge)
+    run_id = args.run_id or uuid.uuid4().hex
+    label = f"{partition} {config.metric}"
+
+    if args.chunk is not None:
+        return _one_chunk(args, config, partition, run_id, label)
+
+    with ProgressDisplay(enabled=not args.quiet) as display:
+        summary = score_partition(config, partition, run_id=run_id, progress=display.callback(label))
+
+    if args.json:
+        console.print_json(json.dumps(summary.to_dict(), default=str))
+    else:
+        console.print(runs_table([summary], title=f"{config.table_name} · {summary.metric} · run {run_id}", show_metric=False))
+        line = failures_line(summary)
+        if line:
+            console.print(line, markup=False, highlight=False)
+        console.print(
+            f"judge {summary.judge_model} · prompt {summary.prompt_version} · {summary.judge_calls} judge calls · "
+            f"cost {fmt_cost(summary.cost)}", markup=False, highlight=False,
+        )
+    return _exit_code(summary)
+
+
+def _exit_code(summary) -> int:
+    if summary.completed:
+        return EXIT_OK
+    failed = summary.failures_by_type
+    if summary.status == "budget_exhausted":
+        n = failed.get("budget_exhausted", 0)
+        err_console.print(
+            f"ctxprec score: budget exhausted: {n} row(s) of {summary.partition_key} could not be afforded "
+            "under --max-cost; they are recorded as budget_exhausted failures and the next run picks them up",
+            markup=False, highlight=False, soft_wrap=True,
+        )
+        return EXIT_BUDGET
+    other = {t: n for t, n in failed.items() if t not in INPUT_PROBLEMS}
+    detail = ", ".join(f"{t}: {n}" for t, n in sorted(other.items())) or summary.status
+    message = redact(summary.error_message or "")
+    err_console.print(
+        f"ctxprec score: partition {summary.partition_key} incomplete ({summary.status}; {detail}); "
+        f"re-run to retry the failed rows{': ' + message if message else ''}",
+        markup=False, highlight=False, soft_wrap=True,
+    )
+    return EXIT_ERROR
+
+
+def _one_chunk(args: argparse.Namespace, config, partition: str, run_id: str, label: str) -> int:
+    console = stdout_console()
+    ctx = prepare(config)
+    chunks = plan_chunks(config, partition, context=ctx)
+    if not 0 <= args.chunk < len(chunks):
+        raise UsageError(
+            f"--chunk {args.chunk} is out of range: partition {partition} has {len(chunks)} chunk(s)"
+            + (f" (0-{len(chunks) - 1})" if chunks else "")
+        )
+    with ProgressDisplay(enabled=not args.quiet) as display:
+        result = score_chunk(config, chunks[args.chunk], run_id=run_id, context=ctx,
+                             progress=display.callback(f"{label} chunk {args.chunk}"))
+    if args.json:
+        console.print_json(json.dumps({"run_id": run_id, **result.to_dict()}, default=str))
+    else:
+        console.print(chunk_table(result, run_id=run_id))
+    bad = {t: n for t, n in result.failures_by_type.items() if t not in INPUT_PROBLEMS}
+    if "budget_exhausted" in bad:
+        return EXIT_BUDGET
+    return EXIT_ERROR if bad else EXIT_OK

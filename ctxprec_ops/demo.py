@@ -1,0 +1,163 @@
+"""The demo job behind ``ctxprec demo``: build the sample warehouse, score every partition of
+both tables, then load the trend and alerts and write the HTML report.
+
+Printing is the caller's job (the CLI); this module returns what happened as ``DemoResult``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from .config import Settings
+from .demo_data import SampleInfo, create_sample_warehouse
+from .errors import CtxPrecError
+from .pipeline import PipelineConfig, ProgressCallback, RunSummary, score_partition
+from .secrets import redact_url
+from .warehouse.engine import normalize_url
+from .warehouse.schema import output_tables
+
+__all__ = ["DEFAULT_DEMO_URL", "DEFAULT_REPORT", "DemoResult", "run_demo", "METRICS"]
+
+DEFAULT_DEMO_URL = "sqlite:///ctxprec_demo.db"
+DEFAULT_REPORT = "ctxprec_report.html"
+#: (metric, source table) pairs the demo scores
+METRICS = (("contextual_precision", "retrieval_logs"), ("turn_contextual_precision", "conversation_logs"))
+
+
+@dataclass
+class DemoResult:
+    info: SampleInfo
+    judge: str
+    summaries: list[RunSummary]
+    seconds_data: float
+    seconds_scoring: float
+    seconds_total: float = 0.0
+    trends: dict[str, Any] = field(default_factory=dict)  # metric -> load_trend DataFrame
+    report_path: Path | None = None
+    report_note: str | None = None  # why there is no report, if there is none
+
+    def by_metric(self, metric: str) -> list[RunSummary]:
+        return [s for s in self.summaries if s.metric == metric]
+
+    @property
+    def alerts(self) -> list[tuple[str, str, str]]:
+        """(metric, partition, message) of every alert the trend shows."""
+        out = []
+        for metric, df in self.trends.items():
+            for row in df.itertuples(index=False):
+                for message in row.alert_messages or []:
+                    out.append((metric, str(row.partition_key), message))
+        return out
+
+
+def _sqlite_file(url: str) -> Path | None:
+    u = normalize_url(url)
+    if u.get_backend_name() != "sqlite" or u.database in (None, "", ":memory:") or u.database.startswith("file:"):
+        return None
+    return Path(u.database)
+
+
+def _fresh_engine(url: str, *, force: bool) -> Engine:
+    """A new engine on an emptied demo warehouse.
+
+    A SQLite file is deleted and recreated. Any other warehouse needs ``force``: the two sample
+    tables and the four ctxprec_* output tables are dropped there. The engine is new (not the
+    process-wide cached one) so no cached reflection or "tables exist" knowledge survives.
+    """
+    path = _sqlite_file(url)
+    if path is not None:
+        for p in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))):
+            p.unlink(missing_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # single writer, sequential: the plain pysqlite engine is enough for the demo
+        return sa.create_engine(normalize_url(url), connect_args={"check_same_thread": False})
+    if not force:
+        raise CtxPrecError(
+            f"the demo recreates its warehouse; {redact_url(url)} is not a SQLite file, so pass --force "
+            "to drop and recreate retrieval_logs, conversation_logs and the ctxprec_* tables there"
+        )
+    engine = sa.create_engine(normalize_url(url), pool_pre_ping=True)
+    with engine.begin() as conn:
+        output_tables().metadata.drop_all(conn, checkfirst=True)
+    return engine
+
+
+def run_demo(
+    warehouse: str = DEFAULT_DEMO_URL,
+    *,
+    days: int = 14,
+    rows_per_day: tuple[int, int] = (250, 400),
+    conversations_per_day: tuple[int, int] = (20, 40),
+    judge: str | None = None,
+    out: str | Path | None = DEFAULT_REPORT,
+    seed: int = 20261128,
+    end_date: str | None = None,
+    concurrency: int | None = None,
+    chunk_size: int | None = None,
+    force: bool = False,
+    progress_for: Callable[[str], ProgressCallback] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> DemoResult:
+    """Create the sample warehouse at ``warehouse`` (recreated), score every partition of both
+    tables with ``judge`` (default ``Settings.from_env().judge``: lexical unless
+    OPENAI_API_KEY is set), load the trend and alerts, write the HTML report to ``out``."""
+    started = time.perf_counter()
+    settings = Settings.from_env()
+    judge_name = judge or settings.judge
+    engine = _fresh_engine(warehouse, force=force)
+    try:
+        info = create_sample_warehouse(
+            engine, days=days, rows_per_day=rows_per_day, conversations_per_day=conversations_per_day,
+            seed=seed, end_date=end_date,
+        )
+        info.url = redact_url(warehouse)
+        t_data = time.perf_counter() - started
+        if log:
+            log(
+                f"sample warehouse {info.url}: {info.total_retrievals} retrieval logs and "
+                f"{info.total_conversations} conversations over {days} days "
+                f"({info.partitions[0]} .. {info.partitions[-1]}), built in {t_data:.1f}s"
+            )
+
+        summaries: list[RunSummary] = []
+        run_id = f"demo-{uuid.uuid4().hex[:12]}"
+        t0 = time.perf_counter()
+        for metric, table in METRICS:
+            config = PipelineConfig.from_settings(
+                settings, warehouse=engine, judge=judge_name, metric=metric, source_table=table,
+                concurrency=concurrency, chunk_size=chunk_size,
+            )
+            for key in info.partitions:
+                cb = progress_for(f"{key} {metric}") if progress_for else None
+                summaries.append(score_partition(config, key, run_id=run_id, progress=cb))
+        t_scoring = time.perf_counter() - t0
+
+        result = DemoResult(info, judge_name, summaries, t_data, t_scoring)
+        _monitor(result, engine, days=days, end=info.partitions[-1], out=out)
+        result.seconds_total = time.perf_counter() - started
+        return result
+    finally:
+        engine.dispose()
+
+
+def _monitor(result: DemoResult, engine: Engine, *, days: int, end: str, out: str | Path | None) -> None:
+    """Trend + alerts from the monitoring package, and the HTML report when it is available."""
+    from . import monitoring
+
+    for metric, _table in METRICS:
+        result.trends[metric] = monitoring.load_trend(engine, metric=metric, days=days, end=end)
+    if out is None:
+        result.report_note = "no report requested"
+        return
+    render = getattr(monitoring, "render_report", None)
+    if render is None:
+        result.report_note = "the HTML report is not available in this version"
+        return
+    result.report_path = Path(render(engine, Path(out), metric=METRICS[0][0], days=days))

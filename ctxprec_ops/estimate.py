@@ -1,0 +1,191 @@
+"""What scoring a partition would cost, without calling the judge: ``estimate_partition``.
+
+The partition is streamed in keyset chunks exactly as the pipeline reads it. Per row: rows that
+already have a score for this (metric, judge, prompt version) are skipped, rows that would fail
+validation cost nothing, and nodes already in ``ctxprec_judgments`` (or repeated within a chunk)
+are not judged again. The remaining nodes are grouped by ``max_nodes_per_call`` like the real
+run, each group's prompt is rendered with the real template, and
+
+- prompt tokens ~= prompt characters / 4 + 8 per call (no tokenizer is installed; for English
+  text this is typically within ~15% of the model's count);
+- completion tokens ~= 40 per node + 10 per call (one short JSON verdict per node).
+
+Repairs and retries are not predicted (they add calls only when the judge answers badly), and
+an offline judge (``lexical``) makes these "calls" locally at no cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterator
+
+from sqlalchemy import inspect, select
+from sqlalchemy.engine import Connection
+
+from .cache import judgment_key
+from .errors import CtxPrecError
+from .judges import JudgeModel, make_judge
+from .judging import EST_COMPLETION_TOKENS_PER_NODE
+from .metrics.contextual_precision import ContextualPrecisionMetric
+from .metrics.turn_contextual_precision import TurnContextualPrecisionMetric, windows
+from .pipeline import PipelineConfig
+from .pricing import price_of
+from .warehouse.engine import get_engine, read_connection
+from .warehouse.rows import row_to_conversation, row_to_test_case
+from .warehouse.schema import JUDGMENTS, SCORES, output_tables
+from .warehouse.source import SourceTable, parse_partition_key, read_chunk_rows, reflect_source
+from .warehouse.store import ScoringKey, load_judgments, scored_ids
+
+__all__ = ["Estimate", "estimate_partition", "PROMPT_CHARS_PER_TOKEN", "PROMPT_TOKENS_PER_CALL",
+           "COMPLETION_TOKENS_PER_NODE", "COMPLETION_TOKENS_PER_CALL"]
+
+PROMPT_CHARS_PER_TOKEN = 4
+PROMPT_TOKENS_PER_CALL = 8  # chat message framing
+COMPLETION_TOKENS_PER_NODE = EST_COMPLETION_TOKENS_PER_NODE
+COMPLETION_TOKENS_PER_CALL = 10
+
+EstimateProgress = Callable[[int, int | None], None]  # (rows read, rows total or None)
+
+
+@dataclass
+class Estimate:
+    """Figures a run of one partition would produce (before any judge call)."""
+
+    partition_key: str
+    metric: str
+    judge_model: str
+    prompt_version: str
+    offline_judge: bool
+    rows_total: int = 0
+    rows_already_scored: int = 0
+    rows_invalid: int = 0
+    rows_to_score: int = 0
+    nodes_total: int = 0
+    nodes_cached: int = 0
+    nodes_to_judge: int = 0
+    judge_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = 0.0  # None when the judge's price is unknown
+    price_per_million: tuple[float, float] | None = None
+    invalid_examples: list[str] = field(default_factory=list)  # up to 5 messages
+    method: str = (
+        "prompt tokens = rendered prompt chars/4 + 8 per call; completion tokens = "
+        f"{COMPLETION_TOKENS_PER_NODE}/node + {COMPLETION_TOKENS_PER_CALL}/call; "
+        "excludes rows already scored and nodes in the judgment cache; repairs/retries not included"
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _keyset_chunks(conn: Connection, src: SourceTable, partition_key: str, size: int) -> Iterator[list[dict[str, Any]]]:
+    """The partition's rows, ``size`` at a time, paged by id (never OFFSET)."""
+    last: Any = None
+    while True:
+        conds = [src.partition_filter(partition_key), src.id.is_not(None)]
+        if last is not None:
+            conds.append(src.id > src.coerce_id(last))
+        ids = [r[0] for r in conn.execute(select(src.id).where(*conds).order_by(src.id).limit(size))]
+        if not ids:
+            return
+        yield read_chunk_rows(conn, src, partition_key, last, ids[-1])
+        last = ids[-1]
+
+
+def _price(judge: JudgeModel) -> tuple[float, float] | None:
+    return judge.price_per_million or price_of(judge.get_model_name())
+
+
+def estimate_partition(
+    config: PipelineConfig,
+    partition_key: str,
+    *,
+    progress: EstimateProgress | None = None,
+) -> Estimate:
+    """Count what scoring ``partition_key`` with ``config`` would send to the judge. Read-only:
+    no judge call, nothing written (output tables that do not exist yet are treated as empty)."""
+    parse_partition_key(partition_key)
+    judge = make_judge(config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key,
+                       timeout=config.judge_timeout)
+    turn = config.is_conversation
+    metric_cls = TurnContextualPrecisionMetric if turn else ContextualPrecisionMetric
+    extra = {"window_size": config.window_size} if turn else {}
+    metric = metric_cls(threshold=config.threshold, model=judge, max_nodes_per_call=config.max_nodes_per_call,
+                        **extra)
+    template = metric.evaluation_template
+    model, version = metric.evaluation_model, metric.prompt_version
+    price = _price(judge)
+    est = Estimate(partition_key, metric.metric_name, model, version, bool(getattr(judge, "offline", False)),
+                   price_per_million=price)
+    group = config.max_nodes_per_call
+    engine = get_engine(config.warehouse)
+    src = reflect_source(engine, config.table_name, config.source_schema, asdict(config.source_columns))
+    existing = set(inspect(engine).get_table_names(schema=config.output_schema))
+    tables = output_tables(config.output_schema)
+    key = ScoringKey(metric.metric_name, model, version)
+    chars = 0
+
+    with read_connection(engine) as conn:
+        for rows in _keyset_chunks(conn, src, partition_key, config.chunk_size):
+            est.rows_total += len(rows)
+            ids = [str(r["id"]) for r in rows]
+            done = scored_ids(conn, tables, key, ids) if SCORES in existing else set()
+            est.rows_already_scored += len(done)
+            # (input, expected, [(rank, node)]) per judge request of every case still to score
+            requests: list[tuple[str, str, list[tuple[int, str]]]] = []
+            for row, log_id in zip(rows, ids):
+                if log_id in done:
+                    continue
+                try:
+                    if turn:
+                        case = row_to_conversation(row)
+                        metric._validate(case)
+                        wins = [w for w in windows(case.turns, config.window_size) if w.nodes]
+                        if not wins:
+                            raise CtxPrecError("not scorable: no window has any retrieval context")
+                        for w in wins:
+                            requests.append(("\n".join(w.user_messages), case.expected_outcome or "",
+                                             list(enumerate(w.nodes, start=1))))
+                    else:
+                        case = row_to_test_case(row)
+                        metric._validate(case)
+                        requests.append((case.input, case.expected_output or "",
+                                         list(enumerate(case.retrieval_context or [], start=1))))
+                except CtxPrecError as exc:
+                    est.rows_invalid += 1
+                    if len(est.invalid_examples) < 5:
+                        est.invalid_examples.append(f"{log_id}: {exc}")
+                    continue
+                est.rows_to_score += 1
+            keyed = [[judgment_key(model, version, q, a, text) for _, text in nodes] for q, a, nodes in requests]
+            cached = (
+                set(load_judgments(conn, tables, [k for ks in keyed for k in ks]))
+                if JUDGMENTS in existing else set()
+            )
+            for (q, a, nodes), keys in zip(requests, keyed):
+                est.nodes_total += len(nodes)
+                todo = []
+                for (rank, text), k in zip(nodes, keys):
+                    if k in cached:
+                        est.nodes_cached += 1
+                    else:
+                        cached.add(k)  # judged once in this chunk, a cache hit afterwards
+                        todo.append((rank, text))
+                est.nodes_to_judge += len(todo)
+                for i in range(0, len(todo), group):
+                    part = todo[i : i + group]
+                    prompt = template.generate_verdicts(q, a, [t for _, t in part], [r for r, _ in part])
+                    chars += len(prompt)
+                    est.judge_calls += 1
+                    est.prompt_tokens += PROMPT_TOKENS_PER_CALL
+                    est.completion_tokens += COMPLETION_TOKENS_PER_CALL + COMPLETION_TOKENS_PER_NODE * len(part)
+            if progress is not None:
+                progress(est.rows_total, None)
+
+    est.prompt_tokens += -(-chars // PROMPT_CHARS_PER_TOKEN)
+    if price is None:
+        est.cost = None
+    else:
+        est.cost = (est.prompt_tokens * price[0] + est.completion_tokens * price[1]) / 1_000_000
+    return est
