@@ -3,13 +3,16 @@
 Each asset reads its log table itself (the table is upstream only for lineage) and writes
 ``ctxprec_scores`` / ``ctxprec_failures`` / ``ctxprec_runs``; nothing goes through an IO manager.
 
-Outcome of a partition run:
-- status ``failed`` (nothing could be scored, e.g. the judge was unreachable for every row) or an
-  exception (warehouse down, judge outage): the step fails and the ``RetryPolicy`` retries it;
+Outcome of a partition run (``RunSummary.status``):
+- ``failed`` (rows exist but the judge scored none of them) or an exception (warehouse down,
+  judge outage): the step fails and the ``RetryPolicy`` retries it; a retry only pays for rows
+  not yet scored (upserts + judgment cache);
 - misconfiguration (bad table/column name, unknown judge, invalid URL): fails at once, no retry;
-- ``partial`` (some rows recorded in ``ctxprec_failures``, e.g. bad input) and ``budget_exhausted``
-  (``max_cost`` reached): the materialization succeeds, ``rows_failed``/``status`` say what
-  happened, and a later run picks up the failed rows.
+- ``succeeded``; ``partial`` (some rows in ``ctxprec_failures``: bad input, or judge errors left
+  after the per-request retries) and ``budget_exhausted`` (``max_cost`` reached): the
+  materialization succeeds; ``status``, ``completed``, ``rows_failed`` and ``failures_by_type``
+  say what happened, the ``volume`` check warns when too many rows failed, and the next run of
+  the partition picks the failed rows up again.
 """
 
 import traceback
@@ -24,13 +27,9 @@ from dagster import (
     asset,
 )
 
-from ctxprec_ops.errors import (
-    IdentifierError,
-    InvalidTestCaseError,
-    JudgeConfigurationError,
-)
 from ctxprec_ops.pipeline import PipelineConfig, RunSummary, score_partition
 from ctxprec_ops.secrets import redact, register_secret
+from ctxprec_ops.warehouse.source import SourceTableError
 
 from .metadata import summary_metadata
 from .partitions import daily_partitions
@@ -51,8 +50,8 @@ __all__ = [
 METRICS = ("contextual_precision", "turn_contextual_precision")
 #: run statuses that fail the step (and so trigger the RetryPolicy)
 HARD_FAILURE_STATUSES = frozenset({"failed"})
-#: errors a retry cannot fix: fail at once
-_NOT_RETRYABLE = (JudgeConfigurationError, IdentifierError, InvalidTestCaseError)
+#: errors a retry cannot fix (bad identifiers, judge or URL settings, a missing source table): fail at once
+_NOT_RETRYABLE = (ValueError, TypeError, SourceTableError)
 
 _DESCRIPTIONS = {
     "contextual_precision": "Contextual precision of every retrieval logged that day (UTC), judged by the LLM judge; "

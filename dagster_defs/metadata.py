@@ -13,12 +13,14 @@ from ctxprec_ops.pipeline import RunSummary
 
 __all__ = ["INT_FIELDS", "FLOAT_FIELDS", "TEXT_FIELDS", "summary_metadata"]
 
-INT_FIELDS = ("rows_total", "rows_scored", "rows_cached", "rows_failed", "prompt_tokens", "completion_tokens")
+INT_FIELDS = (
+    "rows_total", "rows_scored", "rows_cached", "rows_failed", "prompt_tokens", "completion_tokens", "judge_calls",
+)
 FLOAT_FIELDS = ("mean_score", "median_score", "pass_rate", "ci_low", "ci_high", "cost")
 TEXT_FIELDS = ("status", "judge_model", "prompt_version", "run_id")
 
 
-def _number(value: Any, kind: type) -> MetadataValue:
+def _number(value: Any, kind: type) -> MetadataValue:  # None -> null: Dagster plots skip it
     if value is None:
         return MetadataValue.null()
     return MetadataValue.int(int(value)) if kind is int else MetadataValue.float(float(value))
@@ -34,6 +36,11 @@ def summary_metadata(summary: RunSummary, extra: Mapping[str, Any] | None = None
     for name in TEXT_FIELDS:
         value = getattr(summary, name)
         md[name] = MetadataValue.text(str(value)) if value is not None else MetadataValue.null()
+    md["completed"] = MetadataValue.bool(summary.completed)
+    if summary.failures_by_type:
+        md["failures_by_type"] = MetadataValue.json(dict(summary.failures_by_type))
+    if summary.error_message:
+        md["error_message"] = MetadataValue.text(summary.error_message)
     if summary.started_at and summary.finished_at:
         md["duration_seconds"] = MetadataValue.float((summary.finished_at - summary.started_at).total_seconds())
     for key, value in (extra or {}).items():

@@ -16,7 +16,7 @@ RETRY_MAX_ENV = "CTXPREC_DAGSTER_MAX_RETRIES"  # default 3
 
 
 def scoring_retry_policy(delay: float | None = None, max_retries: int | None = None) -> RetryPolicy:
-    """Exponential backoff with ± jitter: waits ≈ delay, 2·delay, 4·delay between attempts."""
+    """Exponential backoff with ± jitter: retry n waits (2ⁿ-1)·delay ± delay, i.e. ~1, 3, 7 × delay."""
     if delay is None:
         delay = float(os.environ.get(RETRY_DELAY_ENV) or 30.0)
     if max_retries is None:
