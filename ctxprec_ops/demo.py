@@ -19,11 +19,12 @@ from .config import Settings
 from .demo_data import SampleInfo, create_sample_warehouse
 from .errors import CtxPrecError
 from .pipeline import PipelineConfig, ProgressCallback, RunSummary, score_partition
-from .secrets import redact_url
+from .secrets import redact, redact_url
 from .warehouse.engine import normalize_url
 from .warehouse.schema import output_tables
 
-__all__ = ["DEFAULT_DEMO_URL", "DEFAULT_REPORT", "DemoResult", "run_demo", "METRICS"]
+__all__ = ["DEFAULT_DEMO_URL", "DEFAULT_REPORT", "DemoResult", "run_demo", "METRICS", "check_demo_warehouse",
+           "check_report_path"]
 
 DEFAULT_DEMO_URL = "sqlite:///ctxprec_demo.db"
 DEFAULT_REPORT = "ctxprec_report.html"
@@ -40,7 +41,8 @@ class DemoResult:
     seconds_scoring: float
     seconds_total: float = 0.0
     trends: dict[str, Any] = field(default_factory=dict)  # metric -> load_trend DataFrame
-    report_path: Path | None = None
+    report_path: Path | None = None  # the retrieval report
+    reports: dict[str, Path] = field(default_factory=dict)  # metric -> report file
     report_note: str | None = None  # why there is no report, if there is none
 
     def by_metric(self, metric: str) -> list[RunSummary]:
@@ -64,6 +66,15 @@ def _sqlite_file(url: str) -> Path | None:
     return Path(u.database)
 
 
+def check_demo_warehouse(url: str, *, force: bool) -> None:
+    """Refuse to wipe a non-SQLite-file warehouse unless ``force`` is given."""
+    if _sqlite_file(url) is None and not force:
+        raise CtxPrecError(
+            f"the demo recreates its warehouse; {redact_url(url)} is not a SQLite file, so pass --force "
+            "to drop and recreate retrieval_logs, conversation_logs and the ctxprec_* tables there"
+        )
+
+
 def _fresh_engine(url: str, *, force: bool) -> Engine:
     """A new engine on an emptied demo warehouse.
 
@@ -78,11 +89,7 @@ def _fresh_engine(url: str, *, force: bool) -> Engine:
         path.parent.mkdir(parents=True, exist_ok=True)
         # single writer, sequential: the plain pysqlite engine is enough for the demo
         return sa.create_engine(normalize_url(url), connect_args={"check_same_thread": False})
-    if not force:
-        raise CtxPrecError(
-            f"the demo recreates its warehouse; {redact_url(url)} is not a SQLite file, so pass --force "
-            "to drop and recreate retrieval_logs, conversation_logs and the ctxprec_* tables there"
-        )
+    check_demo_warehouse(url, force=force)
     engine = sa.create_engine(normalize_url(url), pool_pre_ping=True)
     with engine.begin() as conn:
         output_tables().metadata.drop_all(conn, checkfirst=True)
@@ -109,6 +116,8 @@ def run_demo(
     tables with ``judge`` (default ``Settings.from_env().judge``: lexical unless
     OPENAI_API_KEY is set), load the trend and alerts, write the HTML report to ``out``."""
     started = time.perf_counter()
+    if out is not None:
+        check_report_path(out)
     settings = Settings.from_env()
     judge_name = judge or settings.judge
     engine = _fresh_engine(warehouse, force=force)
@@ -147,8 +156,19 @@ def run_demo(
         engine.dispose()
 
 
+def check_report_path(out: str | Path) -> Path:
+    """The report path, refused up front (before minutes of work) if it cannot be written."""
+    path = Path(out)
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"the report is an HTML file: --out should end in .html, got {path.name!r}")
+    if not path.parent.exists():
+        raise ValueError(f"the directory of {str(path)!r} does not exist")
+    return path
+
+
 def _monitor(result: DemoResult, engine: Engine, *, days: int, end: str, out: str | Path | None) -> None:
-    """Trend + alerts from the monitoring package, and the HTML report when it is available."""
+    """Trend + alerts of both metrics; the HTML reports (retrievals at ``out``, conversations
+    next to it as ``<name>_conversations.html``)."""
     from . import monitoring
 
     for metric, _table in METRICS:
@@ -156,8 +176,14 @@ def _monitor(result: DemoResult, engine: Engine, *, days: int, end: str, out: st
     if out is None:
         result.report_note = "no report requested"
         return
-    render = getattr(monitoring, "render_report", None)
-    if render is None:
-        result.report_note = "the HTML report is not available in this version"
-        return
-    result.report_path = Path(render(engine, Path(out), metric=METRICS[0][0], days=days))
+    path = check_report_path(out)
+    (metric, table), (conv_metric, conv_table) = METRICS
+    result.report_path = Path(monitoring.render_report(engine, path, metric=metric, days=days, end=end,
+                                                       source_table=table))
+    result.reports[metric] = result.report_path
+    conv_path = path.with_name(f"{path.stem}_conversations{path.suffix}")
+    try:  # the conversation report is a bonus: its failure must not fail the demo
+        result.reports[conv_metric] = Path(monitoring.render_report(
+            engine, conv_path, metric=conv_metric, days=days, end=end, source_table=conv_table))
+    except Exception as exc:
+        result.report_note = f"conversation report not written: {type(exc).__name__}: {redact(str(exc))[:200]}"

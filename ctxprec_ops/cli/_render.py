@@ -91,7 +91,7 @@ def chunk_table(result: ChunkResult, *, run_id: str) -> Table:
 
 def estimate_table(e: Estimate) -> Table:
     """One partition's estimate as a two-column table (figure, value)."""
-    table = Table(title=f"estimate for {e.partition_key} · {e.metric} (no judge call was made)",
+    table = Table(title=f"estimate · {e.partition_key} · {e.metric}",
                   header_style="bold", show_header=False)
     table.add_column("figure")
     table.add_column("value", justify="right")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..demo import DEFAULT_DEMO_URL, DEFAULT_REPORT, METRICS, run_demo
+from ..demo import DEFAULT_DEMO_URL, DEFAULT_REPORT, METRICS, check_demo_warehouse, check_report_path, run_demo
 from ._args import RAW, UsageError, check_judge, guarded
 from ._common import EXIT_OK
 from ._render import stdout_console, runs_table
@@ -73,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
 
     judge = args.judge or Settings.from_env().judge
     check_judge(judge)
+    check_demo_warehouse(args.warehouse, force=args.force)
+    check_report_path(args.out)
     runs = args.days * len(METRICS)
     with ProgressDisplay(enabled=not args.quiet, total_runs=runs, overall_label="partition runs",
                          compact=True) as display:
@@ -110,10 +112,11 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"  - {message}", markup=False, highlight=False)
     else:
         console.print("no alerts", style="green")
-    if result.report_path is not None:
-        console.print(f"HTML report: {result.report_path}", markup=False, highlight=False)
-    elif result.report_note:
-        console.print(f"HTML report: not written ({result.report_note})", markup=False, highlight=False)
+    if result.reports:
+        for metric, path in result.reports.items():
+            console.print(f"HTML report ({metric}): {path}", markup=False, highlight=False)
+    if result.report_note:
+        console.print(f"note: {result.report_note}", markup=False, highlight=False)
     console.print(
         f"done in {result.seconds_total:.1f}s (sample {result.seconds_data:.1f}s, scoring "
         f"{result.seconds_scoring:.1f}s)", markup=False, highlight=False,

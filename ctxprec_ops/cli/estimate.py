@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         console.print_json(json.dumps(est.to_dict(), default=str))
         return EXIT_OK
     console.print(estimate_table(est))
+    console.print("no judge call was made and nothing was written", markup=False, highlight=False)
     if est.cost is None:
         console.print(f"no price known for {est.judge_model!r}: set CTXPREC_PRICES to get a cost", markup=False)
     elif est.offline_judge:

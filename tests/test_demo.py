@@ -1,0 +1,96 @@
+"""`ctxprec demo` end to end on a small sample (fewer days and rows than the real demo)."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from ctxprec_ops.cli import main
+from ctxprec_ops.demo import run_demo
+
+END = "2026-11-28"
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    for var in ("CTXPREC_JUDGE", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CTXPREC_WAREHOUSE_URL", "CTXPREC_CHUNK_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def _count(url: str, sql: str) -> int:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.text(sql)).scalar_one())
+    finally:
+        engine.dispose()
+
+
+def test_demo_command_end_to_end(tmp_path, capsys):
+    db, report = tmp_path / "demo.db", tmp_path / "report.html"
+    url = f"sqlite:///{db}"
+    args = ["demo", "--warehouse", url, "--days", "4", "--rows-per-day", "40-60", "--conversations-per-day", "6-8",
+            "--end-date", END, "--out", str(report)]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "contextual precision per day" in out and "turn contextual precision per day" in out
+    assert "trend and alerts" in out and "2026-11-25" in out and END in out
+    assert "judge lexical" in out
+    assert report.exists() and "<html" in report.read_text().lower()
+    assert "[8/8]" in captured.err  # non-interactive progress: one line per partition run
+
+    rows = _count(url, "SELECT count(*) FROM retrieval_logs")
+    convs = _count(url, "SELECT count(*) FROM conversation_logs")
+    # every input row ends in exactly one of scores or failures
+    assert _count(url, "SELECT count(*) FROM ctxprec_scores WHERE metric = 'contextual_precision'") + _count(
+        url, "SELECT count(*) FROM ctxprec_failures WHERE metric = 'contextual_precision'") == rows
+    assert _count(url, "SELECT count(*) FROM ctxprec_scores WHERE metric = 'turn_contextual_precision'") + _count(
+        url, "SELECT count(*) FROM ctxprec_failures WHERE metric = 'turn_contextual_precision'") == convs
+    assert _count(url, "SELECT count(*) FROM ctxprec_failures WHERE error_type = 'invalid_input'") >= 5
+    assert _count(url, "SELECT count(*) FROM ctxprec_runs") == 8
+
+    # a second run recreates the warehouse instead of piling up rows
+    assert main(args + ["--quiet"]) == 0
+    capsys.readouterr()
+    assert _count(url, "SELECT count(*) FROM retrieval_logs") == rows
+    assert _count(url, "SELECT count(*) FROM ctxprec_runs") == 8
+
+
+def test_demo_shows_the_dip_as_alerts(tmp_path):
+    """With a baseline week before the dip, the regression rule fires on the dip days only."""
+    result = run_demo(f"sqlite:///{tmp_path / 'd.db'}", days=10, rows_per_day=(30, 40),
+                      conversations_per_day=(2, 3), end_date=END, out=str(tmp_path / "r.html"))
+    dips = set(result.info.dip_days)
+    assert len(dips) == 3
+    flagged = {key for metric, key, _msg in result.alerts if metric == "contextual_precision"}
+    assert flagged and flagged <= dips
+    by_day = {s.partition_key: s.mean_score for s in result.by_metric("contextual_precision")}
+    normal = [m for k, m in by_day.items() if k not in dips]
+    assert max(by_day[k] for k in dips) < min(normal)
+    assert result.report_path is not None and result.report_path.exists()
+
+
+def test_demo_refuses_to_wipe_a_non_sqlite_warehouse_without_force(capsys):
+    assert main(["demo", "--warehouse", "postgresql://u:pw-secret-1@127.0.0.1:9/prod", "--days", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "--force" in err and "pw-secret-1" not in err and err.count("\n") == 1
+
+
+def test_demo_bad_report_path_fails_before_work(tmp_path, capsys):
+    db = tmp_path / "x.db"
+    assert main(["demo", "--warehouse", f"sqlite:///{db}", "--out", str(tmp_path / "report.pdf")]) == 1
+    assert ".html" in capsys.readouterr().err
+    assert not db.exists()
+
+
+def test_demo_on_postgres_with_force(pg_url, tmp_path, capsys):
+    args = ["demo", "--warehouse", pg_url, "--force", "--days", "2", "--rows-per-day", "20-25",
+            "--conversations-per-day", "3-4", "--end-date", END, "--out", str(tmp_path / "pg.html"), "--quiet"]
+    assert main(args) == 0
+    assert main(args) == 0  # recreated: the output tables were dropped too
+    capsys.readouterr()
+    rows = _count(pg_url, "SELECT count(*) FROM retrieval_logs")
+    assert _count(pg_url, "SELECT count(*) FROM ctxprec_scores WHERE metric = 'contextual_precision'") + _count(
+        pg_url, "SELECT count(*) FROM ctxprec_failures WHERE metric = 'contextual_precision'") == rows
+    assert _count(pg_url, "SELECT count(*) FROM ctxprec_runs") == 4
