@@ -12,6 +12,7 @@ pytest_plugins = [
     for name in (
         "tests.fixtures.judge_server",
         "tests.fixtures.postgres",
+        "tests.fixtures.airflow_env",
     )
     if importlib.util.find_spec(name) is not None
 ]

@@ -1,0 +1,164 @@
+"""``nightly_dag``: the nightly scoring DAG (plan -> mapped chunk scoring -> aggregate -> alert).
+
+The files in ``dags/`` call this with a DAG id and a metric; everything they wire is here so the
+retrieval-log DAG and the conversation-log DAG stay identical in shape.
+
+Airflow-only knobs (the ``CTXPREC_*`` variables of ``ctxprec_ops.config`` configure the rest):
+
+| variable | meaning | default |
+|---|---|---|
+| ``CTXPREC_AIRFLOW_MAX_ACTIVE_CHUNKS`` | chunk tasks running at once, per DAG, all runs | 4 |
+| ``CTXPREC_AIRFLOW_POOL`` | pool for the chunk tasks (share one judge budget across DAGs) | unset |
+| ``CTXPREC_AIRFLOW_RETRIES`` | retries of every task (alerts are never retried) | 3 |
+| ``CTXPREC_AIRFLOW_RETRY_DELAY`` | first retry delay, seconds (doubles each retry) | 60 |
+| ``CTXPREC_AIRFLOW_MAX_RETRY_DELAY`` | retry delay cap, seconds | 1800 |
+| ``CTXPREC_AIRFLOW_ON_FAILURE`` | extra failure callbacks, ``module:attr`` comma-separated | unset |
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+
+from airflow.sdk import DAG, CronDataIntervalTimetable, Param
+
+from ..config import Settings
+from .callbacks import failure_callbacks
+from .operators import (
+    ContextualPrecisionAlertOperator,
+    ContextualPrecisionFinalizeOperator,
+    ContextualPrecisionOperator,
+    ContextualPrecisionPlanOperator,
+)
+
+__all__ = ["nightly_dag", "nightly_timetable", "airflow_settings", "AirflowSettings"]
+
+
+def nightly_timetable() -> CronDataIntervalTimetable:
+    """Daily data intervals in UTC: the run for day D starts at D+1 00:00 and ``{{ ds }}`` is D."""
+    return CronDataIntervalTimetable("0 0 * * *", timezone="UTC")
+
+
+def _env_number(name: str, default: float, *, minimum: float = 0) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {raw!r}") from None
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {raw!r}")
+    return value
+
+
+class AirflowSettings:
+    """The ``CTXPREC_AIRFLOW_*`` variables, read when a DAG file is parsed."""
+
+    def __init__(self) -> None:
+        self.max_active_chunks = int(_env_number("CTXPREC_AIRFLOW_MAX_ACTIVE_CHUNKS", 4, minimum=1))
+        self.pool = os.environ.get("CTXPREC_AIRFLOW_POOL") or None
+        self.retries = int(_env_number("CTXPREC_AIRFLOW_RETRIES", 3))
+        self.retry_delay = timedelta(seconds=_env_number("CTXPREC_AIRFLOW_RETRY_DELAY", 60))
+        self.max_retry_delay = timedelta(seconds=_env_number("CTXPREC_AIRFLOW_MAX_RETRY_DELAY", 1800))
+
+
+def airflow_settings() -> AirflowSettings:
+    return AirflowSettings()
+
+
+def _start_date(value: str) -> datetime:
+    try:
+        d = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"CTXPREC_START_DATE must be a date YYYY-MM-DD, got {value!r}") from None
+    return d.replace(tzinfo=timezone.utc) if d.tzinfo is None else d
+
+
+def _number_param(default: float | None, description: str, *, integer: bool = False,
+                  lo: float | None = 0, hi: float | None = 1) -> Param:
+    kind = "integer" if integer else "number"
+    bounds = {k: v for k, v in (("minimum", lo), ("maximum", hi)) if v is not None}
+    return Param(default, type=[kind, "null"], description=description, **bounds)
+
+
+def nightly_dag(
+    dag_id: str,
+    *,
+    metric: str = "contextual_precision",
+    source_table: str | None = None,
+    warehouse_conn_id: str = "ctxprec_warehouse",
+    start_date: datetime | None = None,
+    on_failure_callback: list[Callable[[Any], None]] | None = None,
+    tags: list[str] | None = None,
+    doc_md: str | None = None,
+) -> DAG:
+    """Build the nightly DAG for ``metric``: ``plan_chunks`` -> ``score_chunk`` (mapped, one
+    task per chunk, capped and retried with exponential backoff) -> ``aggregate`` ->
+    ``alert`` (fails, unretried, when an alert fires). Params override the defaults on a
+    manual trigger; ``partition_key`` scores a chosen day instead of ``{{ ds }}``."""
+    settings = Settings.from_env()
+    af = airflow_settings()
+    callbacks = failure_callbacks(on_failure_callback)
+    params = {
+        "partition_key": Param(None, type=["null", "string"], pattern=r"^\d{4}-\d{2}-\d{2}$",
+                               description="Day to score (YYYY-MM-DD); empty = the run's data interval day"),
+        "threshold": _number_param(settings.threshold, "Per-case pass threshold"),
+        "min_mean": _number_param(settings.min_mean, "Alert when the partition mean is below this"),
+        "min_pass_rate": _number_param(settings.min_pass_rate, "Alert when the pass rate is below this"),
+        "min_drop": _number_param(0.05, "Regression alert: drop below the 7-partition baseline mean"),
+        "chunk_size": _number_param(settings.chunk_size, "Rows per mapped chunk task", integer=True,
+                                    lo=1, hi=None),
+        "concurrency": _number_param(settings.concurrency, "Judge calls in flight per chunk task",
+                                     integer=True, lo=1, hi=None),
+        "judge_max_retries": _number_param(None, "Judge retries inside a task (empty = library default)",
+                                           integer=True, lo=0, hi=None),
+    }
+    common: dict[str, Any] = dict(
+        partition_key="{{ params.partition_key or ds }}",
+        metric=metric,
+        warehouse_conn_id=warehouse_conn_id,
+        source_table=source_table,
+        threshold="{{ params.threshold }}",
+        chunk_size="{{ params.chunk_size }}",
+        concurrency="{{ params.concurrency }}",
+        judge_max_retries="{{ params.judge_max_retries }}",
+    )
+    retry_args: dict[str, Any] = dict(
+        retries=af.retries,
+        retry_delay=af.retry_delay,
+        retry_exponential_backoff=2.0,
+        max_retry_delay=af.max_retry_delay,
+    )
+    with DAG(
+        dag_id=dag_id,
+        schedule=nightly_timetable(),
+        start_date=start_date or _start_date(settings.start_date),
+        catchup=False,
+        params=params,
+        default_args={"owner": "ctxprec", "on_failure_callback": callbacks, **retry_args},
+        tags=tags or ["ctxprec", metric],
+        doc_md=doc_md or __doc__,
+        max_active_runs=1,
+    ) as dag:
+        plan = ContextualPrecisionPlanOperator(task_id="plan_chunks", **common)
+        score = ContextualPrecisionOperator.partial(
+            task_id="score_chunk",
+            max_active_tis_per_dag=af.max_active_chunks,
+            **({"pool": af.pool} if af.pool else {}),
+            **common,
+        ).expand(chunk=plan.output)
+        aggregate = ContextualPrecisionFinalizeOperator(
+            task_id="aggregate", chunk_results=score.output, trigger_rule="none_failed", **common,
+        )
+        alert = ContextualPrecisionAlertOperator(
+            task_id="alert",
+            min_mean="{{ params.min_mean }}",
+            min_pass_rate="{{ params.min_pass_rate }}",
+            min_drop="{{ params.min_drop }}",
+            retries=0,
+            **common,
+        )
+        aggregate >> alert
+    return dag

@@ -1,0 +1,454 @@
+"""Airflow operators over ``ctxprec_ops.pipeline`` and ``ctxprec_ops.monitoring``.
+
+- ``ContextualPrecisionPlanOperator``: cut a partition into chunks (XCom: list of chunk dicts).
+- ``ContextualPrecisionOperator``: score one chunk (mapped: ``.partial(...).expand(chunk=...)``)
+  or, without ``chunk``, the whole partition. XCom: a few counts, never rows, never secrets.
+- ``ContextualPrecisionFinalizeOperator``: the partition's ``ctxprec_runs`` row (RunSummary dict).
+- ``ContextualPrecisionAlertOperator``: ``check_partition``; raises ``AirflowFailException``
+  (not retried) when an alert fires, so failure callbacks and notifiers run.
+
+Every numeric argument is templated and accepts the string Jinja renders (``"{{ params.x }}"``).
+The judge API key never is a template field: it comes from the Airflow connection
+``judge_conn_id`` (password; host or extra ``base_url`` = endpoint) or ``OPENAI_API_KEY``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import traceback
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, Literal, Sequence
+
+from airflow.sdk import BaseHook, BaseOperator
+from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+
+from ..config import Settings
+from ..errors import (
+    CtxPrecError,
+    IdentifierError,
+    JudgeConfigurationError,
+    JudgeUnavailableError,
+)
+from ..secrets import redact, register_secret
+from .hooks import DEFAULT_WAREHOUSE_CONN_ID, CtxPrecWarehouseHook
+
+__all__ = [
+    "ContextualPrecisionPlanOperator",
+    "ContextualPrecisionOperator",
+    "ContextualPrecisionFinalizeOperator",
+    "ContextualPrecisionAlertOperator",
+    "JudgeOutageError",
+    "CtxPrecTaskError",
+    "DEFAULT_JUDGE_CONN_ID",
+]
+
+DEFAULT_JUDGE_CONN_ID = "ctxprec_judge"
+METRICS = ("contextual_precision", "turn_contextual_precision")
+#: ``ctxprec_failures.error_type`` values worth an Airflow retry (the judge, not the row, failed)
+TRANSIENT_ERROR_TYPES = frozenset({JudgeUnavailableError.error_type, "judge_answer_invalid"})
+#: configuration problems: the task fails at once (no Airflow retry)
+PERMANENT_ERROR_TYPES = frozenset({
+    JudgeConfigurationError.error_type, IdentifierError.error_type, "source_table", "invalid_partition",
+})
+_PARTITION = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_NONE_STRINGS = ("", "none", "null")
+
+
+class CtxPrecTaskError(CtxPrecError):
+    """A redacted library error re-raised in a task (Airflow retries it)."""
+
+
+class JudgeOutageError(CtxPrecError):
+    """Rows of a chunk failed because the judge was unavailable: Airflow retries the task,
+    and the retry judges only the rows not yet scored (scores are upserted, verdicts cached)."""
+
+    error_type = "judge_unavailable"
+
+
+# -- coercion of rendered template values --------------------------------------------------
+def _opt_float(value: Any, name: str, *, lo: float | None = None, hi: float | None = None) -> float | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in _NONE_STRINGS):
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise AirflowFailException(f"{name} must be a number, got {value!r}") from None
+    if math.isnan(v) or (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise AirflowFailException(f"{name} must be between {lo} and {hi}, got {value!r}")
+    return v
+
+
+def _opt_int(value: Any, name: str, *, lo: int = 1) -> int | None:
+    v = _opt_float(value, name)
+    if v is None:
+        return None
+    if v != int(v) or v < lo:
+        raise AirflowFailException(f"{name} must be an integer >= {lo}, got {value!r}")
+    return int(v)
+
+
+def _partition(value: Any) -> str:
+    key = "" if value is None else str(value).strip()
+    if key.lower() in _NONE_STRINGS:
+        raise AirflowFailException(
+            "no partition to score: this run has no logical date; trigger it with the "
+            "partition_key param (YYYY-MM-DD) or with a logical date"
+        )
+    if not _PARTITION.match(key):
+        raise AirflowFailException(f"partition_key must be a UTC date YYYY-MM-DD, got {value!r}")
+    try:
+        date.fromisoformat(key)
+    except ValueError:
+        raise AirflowFailException(f"partition_key is not a valid date: {key!r}") from None
+    return key
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    model: str
+    base_url: str | None
+    api_key: str | None  # never logged, never in XCom
+
+    def __repr__(self) -> str:
+        return f"JudgeSettings(model={self.model!r}, base_url={self.base_url!r})"
+
+
+class CtxPrecBaseOperator(BaseOperator):
+    """Shared arguments: partition, metric, warehouse (connection or URL) and judge settings."""
+
+    template_fields: Sequence[str] = (
+        "partition_key", "metric", "warehouse_conn_id", "warehouse_url", "source_table",
+        "judge", "judge_base_url", "judge_conn_id", "threshold", "chunk_size", "concurrency",
+        "max_cost", "judge_max_retries",
+    )
+    ui_color = "#e8f4f8"
+
+    def __init__(
+        self,
+        *,
+        partition_key: str = "{{ ds }}",
+        metric: str = "contextual_precision",
+        warehouse_conn_id: str | None = DEFAULT_WAREHOUSE_CONN_ID,
+        warehouse_url: str | None = None,
+        source_table: str | None = None,
+        judge: str | None = None,
+        judge_base_url: str | None = None,
+        judge_conn_id: str | None = DEFAULT_JUDGE_CONN_ID,
+        threshold: float | str | None = None,
+        chunk_size: int | str | None = None,
+        concurrency: int | str | None = None,
+        max_cost: float | str | None = None,
+        judge_max_retries: int | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.partition_key = partition_key
+        self.metric = metric
+        self.warehouse_conn_id = warehouse_conn_id
+        self.warehouse_url = warehouse_url
+        self.source_table = source_table
+        self.judge = judge
+        self.judge_base_url = judge_base_url
+        self.judge_conn_id = judge_conn_id
+        self.threshold = threshold
+        self.chunk_size = chunk_size
+        self.concurrency = concurrency
+        self.max_cost = max_cost
+        self.judge_max_retries = judge_max_retries
+
+    # -- resolution (at execute time, after rendering) -------------------------------------
+    def _metric(self) -> str:
+        if self.metric not in METRICS:
+            raise AirflowFailException(f"metric must be one of {', '.join(METRICS)}, got {self.metric!r}")
+        return self.metric
+
+    def _warehouse_hook(self) -> CtxPrecWarehouseHook:
+        return CtxPrecWarehouseHook(warehouse_conn_id=self.warehouse_conn_id, warehouse_url=self.warehouse_url)
+
+    def _judge_settings(self, settings: Settings) -> JudgeSettings:
+        model, base_url, api_key = self.judge, self.judge_base_url, None
+        if self.judge_conn_id:
+            try:
+                conn = BaseHook.get_connection(self.judge_conn_id)
+            except AirflowNotFoundException:
+                conn = None
+            if conn is not None:
+                extra = conn.extra_dejson or {}
+                api_key = conn.password or None
+                host = conn.host or ""
+                base_url = base_url or extra.get("base_url") or (host if "://" in host else None)
+                model = model or extra.get("model")
+        if api_key:
+            register_secret(api_key)
+        return JudgeSettings(model=model or settings.judge, base_url=base_url or None, api_key=api_key)
+
+    def pipeline_config(self) -> Any:
+        """The ``PipelineConfig`` for this task (rendered fields, then ``CTXPREC_*`` defaults)."""
+        from ..pipeline import PipelineConfig
+
+        settings = Settings.from_env()
+        metric = self._metric()
+        hook = self._warehouse_hook()
+        try:
+            engine = hook.get_engine()
+        except ValueError as exc:
+            raise AirflowFailException(redact(str(exc))) from None
+        self.log.info("warehouse: %s", hook.describe())
+        judge = self._judge_settings(settings)
+        default_table = settings.source_table if metric == "contextual_precision" else settings.conversation_table
+        threshold = _opt_float(self.threshold, "threshold", lo=0.0, hi=1.0)
+        kwargs: dict[str, Any] = dict(
+            warehouse=engine,
+            metric=metric,
+            judge=judge.model,
+            judge_base_url=judge.base_url,
+            judge_api_key=judge.api_key,
+            source_table=self.source_table or default_table,
+            threshold=settings.threshold if threshold is None else threshold,
+            chunk_size=_opt_int(self.chunk_size, "chunk_size") or settings.chunk_size,
+            concurrency=_opt_int(self.concurrency, "concurrency") or settings.concurrency,
+            max_cost=_opt_float(self.max_cost, "max_cost", lo=0.0),
+        )
+        retries = _opt_int(self.judge_max_retries, "judge_max_retries", lo=0)
+        if retries is not None:
+            kwargs["max_retries"] = retries
+        self.log.info(
+            "metric %s, judge %s%s, source table %s, threshold %s, chunk size %s, concurrency %s",
+            metric, judge.model, f" at {judge.base_url}" if judge.base_url else "",
+            kwargs["source_table"], kwargs["threshold"], kwargs["chunk_size"], kwargs["concurrency"],
+        )
+        try:
+            return PipelineConfig(**kwargs)
+        except (TypeError, ValueError) as exc:  # bad names or numbers: retrying cannot help
+            raise AirflowFailException(f"invalid ctxprec settings: {redact(str(exc))}") from None
+
+    @staticmethod
+    def ctxprec_run_id(context: Any) -> str:
+        """One ctxprec run id per Airflow DAG run, shared by every chunk task of that run."""
+        ti = context["ti"]
+        return f"airflow:{ti.dag_id}:{context['run_id']}"
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call the library. Configuration errors fail the task at once; anything else is
+        re-raised redacted (its traceback logged redacted) so Airflow retries it."""
+        try:
+            return fn(*args, **kwargs)
+        except AirflowFailException:
+            raise
+        except Exception as exc:
+            message = f"{type(exc).__name__}: {redact(str(exc))}"[:2000]
+            if isinstance(exc, CtxPrecError) and exc.error_type in PERMANENT_ERROR_TYPES:
+                raise AirflowFailException(message) from None
+            self.log.error("%s", redact(traceback.format_exc()))
+            cls = JudgeOutageError if isinstance(exc, JudgeUnavailableError) else CtxPrecTaskError
+            raise cls(message) from None
+
+
+class ContextualPrecisionPlanOperator(CtxPrecBaseOperator):
+    """Cut the partition into keyset chunks; returns ``[chunk.to_dict(), ...]`` for mapping.
+
+    At most ``max_chunks`` chunks (default: Airflow's ``[core] max_map_length``): a larger
+    partition gets proportionally larger chunks instead of failing the mapping.
+    """
+
+    template_fields: Sequence[str] = (*CtxPrecBaseOperator.template_fields, "max_chunks")
+
+    def __init__(self, *, max_chunks: int | str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.max_chunks = max_chunks
+
+    def _max_chunks(self) -> int:
+        explicit = _opt_int(self.max_chunks, "max_chunks")
+        if explicit:
+            return explicit
+        from airflow.sdk import conf
+
+        return conf.getint("core", "max_map_length", fallback=1024)
+
+    def execute(self, context: Any) -> list[dict[str, Any]]:
+        from ..pipeline import plan_chunks
+
+        key = _partition(self.partition_key)
+        config = self.pipeline_config()
+        chunks = self._call(plan_chunks, config, key)
+        limit = self._max_chunks()
+        if len(chunks) > limit:
+            rows = sum(c.rows for c in chunks)
+            config.chunk_size = math.ceil(rows / limit)
+            self.log.info("%d chunks exceed max_chunks=%d: re-planning with chunk size %d",
+                          len(chunks), limit, config.chunk_size)
+            chunks = self._call(plan_chunks, config, key)
+        rows = sum(c.rows for c in chunks)
+        self.log.info("partition %s (%s): %d rows in %d chunk(s) of at most %d",
+                      key, config.metric, rows, len(chunks), config.chunk_size)
+        return [c.to_dict() for c in chunks]
+
+
+class ContextualPrecisionOperator(CtxPrecBaseOperator):
+    """Score one planned ``chunk`` (a dict from the plan task), or the whole partition.
+
+    Mapped over the plan: ``ContextualPrecisionOperator.partial(task_id=..., ...)
+    .expand(chunk=plan.output)``. Returns a small summary (counts, tokens, cost; the mean
+    too when scoring a whole partition). Rows whose judge calls kept failing raise
+    ``JudgeOutageError`` so Airflow retries the task (``fail_on_judge_errors``); the retry
+    re-judges only what is still missing.
+    """
+
+    template_fields: Sequence[str] = (*CtxPrecBaseOperator.template_fields, "chunk")
+
+    def __init__(
+        self,
+        *,
+        chunk: dict[str, Any] | None = None,
+        fail_on_judge_errors: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.chunk = chunk
+        self.fail_on_judge_errors = fail_on_judge_errors
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from ..pipeline import Chunk, score_chunk, score_partition
+
+        config = self.pipeline_config()
+        run_id = self.ctxprec_run_id(context)
+        if self.chunk:
+            try:
+                chunk = Chunk.from_dict(dict(self.chunk))
+            except TypeError as exc:
+                raise AirflowFailException(f"chunk is not a planned chunk: {exc}") from None
+            self.log.info("scoring chunk %d of %s: %d row(s), ids (%r, %r]",
+                          chunk.index, chunk.partition_key, chunk.rows, chunk.after_id, chunk.upto_id)
+            result = self._call(score_chunk, config, chunk, run_id=run_id)
+            out = _public(result.to_dict())
+        else:
+            key = _partition(self.partition_key)
+            self.log.info("scoring the whole partition %s", key)
+            summary = self._call(score_partition, config, key, run_id=run_id)
+            out = _public(summary.to_dict())
+            result = summary
+        self.log.info("result: %s", out)
+        transient = _transient_failures(result)
+        if self.fail_on_judge_errors and transient:
+            raise JudgeOutageError(
+                f"{transient} row(s) failed because the judge was unavailable "
+                f"(try {context['ti'].try_number}); retrying scores only the rows still missing"
+            )
+        return out
+
+
+class ContextualPrecisionFinalizeOperator(CtxPrecBaseOperator):
+    """Aggregate the partition into its ``ctxprec_runs`` row; returns the RunSummary dict.
+
+    ``chunk_results``: the mapped scoring task's output (``score.output``), optional.
+    """
+
+    template_fields: Sequence[str] = (*CtxPrecBaseOperator.template_fields, "chunk_results")
+
+    def __init__(self, *, chunk_results: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.chunk_results = chunk_results
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from ..pipeline import ChunkResult, finalize_run
+
+        key = _partition(self.partition_key)
+        config = self.pipeline_config()
+        results = [ChunkResult.from_dict(dict(r)) for r in (self.chunk_results or []) if r]
+        dag_run = context.get("dag_run")
+        started = getattr(dag_run, "start_date", None)
+        summary = self._call(
+            finalize_run, config, key, run_id=self.ctxprec_run_id(context), chunk_results=results,
+            started_at=started if isinstance(started, datetime) else None,
+        )
+        out = _public(summary.to_dict())
+        self.log.info("partition %s %s: status %s, %s/%s scored, %s failed, mean %s, pass rate %s",
+                      key, config.metric, out.get("status"), out.get("rows_scored"), out.get("rows_total"),
+                      out.get("rows_failed"), out.get("mean_score"), out.get("pass_rate"))
+        return out
+
+
+class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
+    """Check the partition (thresholds, regression vs. the trailing baseline, volume).
+
+    Raises ``AirflowFailException`` — failed at once, never retried — when an alert fires
+    (``fail_on="any"``) or when an ``error``-severity alert fires (``fail_on="error"``), so
+    ``on_failure_callback`` and notifiers run. Otherwise returns ``CheckResult.to_dict()``.
+    """
+
+    template_fields: Sequence[str] = (
+        *CtxPrecBaseOperator.template_fields, "min_mean", "min_pass_rate", "min_drop", "max_failure_rate",
+    )
+
+    def __init__(
+        self,
+        *,
+        min_mean: float | str | None = None,
+        min_pass_rate: float | str | None = None,
+        min_drop: float | str | None = 0.05,
+        max_failure_rate: float | str | None = 0.2,
+        fail_on: Literal["any", "error"] = "any",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.min_mean = min_mean
+        self.min_pass_rate = min_pass_rate
+        self.min_drop = min_drop
+        self.max_failure_rate = max_failure_rate
+        self.fail_on = fail_on
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from ..monitoring import check_partition
+
+        key = _partition(self.partition_key)
+        metric = self._metric()
+        settings = Settings.from_env()
+        hook = self._warehouse_hook()
+        try:
+            engine = hook.get_engine()
+        except ValueError as exc:
+            raise AirflowFailException(redact(str(exc))) from None
+        min_mean = _opt_float(self.min_mean, "min_mean", lo=0.0, hi=1.0)
+        min_pass_rate = _opt_float(self.min_pass_rate, "min_pass_rate", lo=0.0, hi=1.0)
+        min_drop = _opt_float(self.min_drop, "min_drop", lo=0.0, hi=1.0)
+        result = self._call(
+            check_partition, engine, key, metric=metric,
+            min_mean=settings.min_mean if min_mean is None else min_mean,
+            min_pass_rate=settings.min_pass_rate if min_pass_rate is None else min_pass_rate,
+            min_drop=0.05 if min_drop is None else min_drop,
+            max_failure_rate=_opt_float(self.max_failure_rate, "max_failure_rate", lo=0.0, hi=1.0),
+        )
+        summary = redact(result.summary())
+        for line in summary.splitlines():
+            self.log.info("%s", line)
+        failing = result.alerts if self.fail_on == "any" else result.errors
+        if failing:
+            rules = ", ".join(sorted({a.rule for a in failing}))
+            messages = "; ".join(redact(a.message) for a in failing)
+            raise AirflowFailException(f"ctxprec alert on {key} ({metric}): {rules}: {messages}")
+        return result.to_dict()
+
+
+def _public(d: dict[str, Any]) -> dict[str, Any]:
+    """Only JSON scalars, rounded for display; nothing that could carry a row or a secret."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, float):
+            out[k] = None if math.isnan(v) else round(v, 6)
+        elif v is None or isinstance(v, (int, bool)):
+            out[k] = v
+        elif isinstance(v, str):
+            out[k] = redact(v)
+        elif isinstance(v, dict) and all(isinstance(x, (int, float)) for x in v.values()):
+            out[k] = dict(v)
+    return out
+
+
+def _transient_failures(result: Any) -> int:
+    """Rows that failed on the judge (not on their own content), from the pipeline's result."""
+    by_type = getattr(result, "failures_by_type", None) or getattr(result, "rows_failed_by_type", None)
+    if isinstance(by_type, dict):
+        return sum(int(n) for t, n in by_type.items() if t in TRANSIENT_ERROR_TYPES)
+    return 0
