@@ -44,6 +44,7 @@ class DemoResult:
     report_path: Path | None = None  # the retrieval report
     reports: dict[str, Path] = field(default_factory=dict)  # metric -> report file
     report_note: str | None = None  # why there is no report, if there is none
+    estimate: tuple[int, float | None] | None = None  # (judge calls, USD) predicted for an LLM judge
 
     def by_metric(self, metric: str) -> list[RunSummary]:
         return [s for s in self.summaries if s.metric == metric]
@@ -137,23 +138,51 @@ def run_demo(
 
         summaries: list[RunSummary] = []
         run_id = f"demo-{uuid.uuid4().hex[:12]}"
-        t0 = time.perf_counter()
-        for metric, table in METRICS:
-            config = PipelineConfig.from_settings(
+        configs = [
+            PipelineConfig.from_settings(
                 settings, warehouse=engine, judge=judge_name, metric=metric, source_table=table,
                 concurrency=concurrency, chunk_size=chunk_size,
             )
+            for metric, table in METRICS
+        ]
+        result_estimate = None
+        if judge_name.strip().lower() != "lexical":
+            result_estimate = _estimate(configs, info.partitions)
+            if log:
+                calls, cost = result_estimate
+                log(f"LLM judge {judge_name}: about {calls:,} judge calls, estimated cost "
+                    f"{'unknown' if cost is None else f'${cost:.2f}'} (use --judge lexical for the offline judge)")
+        t0 = time.perf_counter()
+        for config in configs:
+            metric = config.metric
             for key in info.partitions:
                 cb = progress_for(f"{key} {metric}") if progress_for else None
                 summaries.append(score_partition(config, key, run_id=run_id, progress=cb))
         t_scoring = time.perf_counter() - t0
 
-        result = DemoResult(info, judge_name, summaries, t_data, t_scoring)
+        result = DemoResult(info, judge_name, summaries, t_data, t_scoring, estimate=result_estimate)
         _monitor(result, engine, days=days, end=info.partitions[-1], out=out)
         result.seconds_total = time.perf_counter() - started
         return result
     finally:
         engine.dispose()
+
+
+def _estimate(configs: list[PipelineConfig], partitions: list[str]) -> tuple[int, float | None]:
+    """Judge calls and cost the scoring is about to spend (``estimate_partition``, no call)."""
+    from .estimate import estimate_partition
+
+    calls, cost = 0, 0.0
+    unknown = False
+    for config in configs:
+        for key in partitions:
+            est = estimate_partition(config, key)
+            calls += est.judge_calls
+            if est.cost is None:
+                unknown = True
+            else:
+                cost += est.cost
+    return calls, None if unknown else cost
 
 
 def check_report_path(out: str | Path) -> Path:

@@ -94,3 +94,17 @@ def test_demo_on_postgres_with_force(pg_url, tmp_path, capsys):
     assert _count(pg_url, "SELECT count(*) FROM ctxprec_scores WHERE metric = 'contextual_precision'") + _count(
         pg_url, "SELECT count(*) FROM ctxprec_failures WHERE metric = 'contextual_precision'") == rows
     assert _count(pg_url, "SELECT count(*) FROM ctxprec_runs") == 4
+
+
+def test_demo_with_an_llm_judge_over_http(tmp_path, openai_env, capsys):
+    """OPENAI_API_KEY set: the default judge is the LLM judge; the demo announces its estimate."""
+    server = openai_env
+    args = ["demo", "--warehouse", f"sqlite:///{tmp_path / 'llm.db'}", "--days", "2", "--rows-per-day", "8-10",
+            "--conversations-per-day", "2-3", "--end-date", END, "--out", str(tmp_path / "llm.html"),
+            "--concurrency", "8"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "LLM judge gpt-4o-mini: about" in captured.err and "estimated cost $" in captured.err
+    assert "judge gpt-4o-mini" in captured.out
+    assert server.calls > 0
+    assert "test-key" not in captured.out + captured.err
