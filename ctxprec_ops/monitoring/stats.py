@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
-from scipy import stats as _sp
 
 __all__ = ["ScoreSummary", "summarize", "mean_ci", "welch_less", "sparkline", "finite_or_none"]
 
@@ -65,6 +64,8 @@ def mean_ci(scores: Sequence[float] | np.ndarray, confidence: float = 0.95) -> t
     s = float(arr.std(ddof=1))
     if s == 0.0:
         return (m, m)
+    from scipy import stats as _sp  # imported when needed: scipy.stats is slow to import
+
     half = float(_sp.t.ppf(0.5 + confidence / 2.0, n - 1)) * s / math.sqrt(n)
     return (max(0.0, m - half), min(1.0, m + half))
 
@@ -116,6 +117,8 @@ def welch_less(sample: Sequence[float] | np.ndarray, baseline: Sequence[float] |
         return None
     if a.std() == 0.0 and b.std() == 0.0:
         return 0.0 if a.mean() < b.mean() else 1.0
+    from scipy import stats as _sp
+
     p = float(_sp.ttest_ind(a, b, equal_var=False, alternative="less").pvalue)
     return p if math.isfinite(p) else 1.0
 

@@ -1,0 +1,272 @@
+"""``ctxprec trend``, ``ctxprec check``, ``ctxprec report``: monitoring over the output tables."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+from rich.text import Text
+
+from ..config import Settings
+from ..warehouse.engine import display_url
+from ._args import RAW, UsageError, check_partition as check_partition_key, check_warehouse, guarded
+from ._common import EXIT_ALERT, EXIT_OK, err_console
+from ._render import stdout_console
+
+if TYPE_CHECKING:  # the monitoring stack (pandas, scipy) is imported by the commands that use it
+    from ..monitoring import AlertRules, CheckResult
+
+DEFAULT_METRIC = "contextual_precision"
+METRICS = ("contextual_precision", "turn_contextual_precision")
+
+RULES_HELP = """\
+alert rules:
+  threshold   mean < --min-mean, pass rate < --min-pass-rate           (severity error)
+  regression  mean more than --min-drop below the pooled per-case scores of the previous
+              --baseline-partitions scored partitions AND one-sided Welch t-test p < --alpha;
+              no verdict with fewer than 2 baseline partitions / 20 cases  (warn)
+  volume      rows < --volume-ratio x the baseline median rows per partition; a partition
+              with no rows at all is checked too                            (warn)
+  failure     failed rows / rows > --max-failure-rate                       (warn)
+Figures use one judge model / prompt version (default: the most recent), so a judge change
+never mixes populations. Defaults: CTXPREC_WAREHOUSE_URL, CTXPREC_MIN_MEAN, CTXPREC_MIN_PASS_RATE.
+"""
+
+TREND_EPILOG = """\
+examples:
+  ctxprec trend --warehouse sqlite:///ctxprec.db
+  ctxprec trend --days 30 --metric turn_contextual_precision --min-mean 0.6
+"""
+
+CHECK_EPILOG = (
+    """\
+examples:
+  ctxprec check --warehouse sqlite:///ctxprec.db --partition 2026-11-28
+  ctxprec check --partition 2026-11-28 --min-mean 0.6 --min-pass-rate 0.7 --webhook https://hooks.slack.com/services/...
+  ctxprec check --partition 2026-11-28 --json > check.json
+
+exit codes:
+  0  no alert    1  error (warehouse, tables)    2  bad arguments    3  an alert fired
+
+"""
+    + RULES_HELP
+    + """Delivery (only when an alert fires): --webhook or CTXPREC_ALERT_WEBHOOK (Slack-compatible JSON);
+--email-to or CTXPREC_ALERT_EMAIL_TO with CTXPREC_SMTP_HOST/PORT/USER/PASSWORD/FROM/STARTTLS.
+"""
+)
+
+REPORT_EPILOG = """\
+examples:
+  ctxprec report --warehouse sqlite:///ctxprec.db --out report.html
+  ctxprec report --out /srv/reports/ctxprec.html --days 60 --min-mean 0.6
+
+The file is self-contained (inline CSS and SVG, no scripts, no network): open it offline or
+attach it to a ticket.
+"""
+
+
+def _unit(name: str):
+    def parse(raw: str) -> float:
+        try:
+            v = float(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {raw!r}") from None
+        if not 0.0 <= v <= 1.0:
+            raise argparse.ArgumentTypeError(f"{name} must be between 0 and 1, got {raw}")
+        return v
+
+    return parse
+
+
+def _positive(raw: str) -> int:
+    try:
+        v = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {raw!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def _common(p: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
+    p.add_argument("--warehouse", metavar="URL", help="SQLAlchemy URL of the warehouse (default: CTXPREC_WAREHOUSE_URL or sqlite:///ctxprec.db)")
+    p.add_argument("--metric", choices=METRICS, default=DEFAULT_METRIC, help="metric to monitor (default: %(default)s)")
+    p.add_argument("--judge-model", metavar="NAME", help="compare scores of this judge model (default: the most recent)")
+    p.add_argument("--prompt-version", metavar="V", help="compare scores of this prompt version (default: the most recent)")
+    if thresholds:
+        p.add_argument("--min-mean", type=_unit("--min-mean"), metavar="X", help="alert when the mean is below X (default: CTXPREC_MIN_MEAN)")
+        p.add_argument("--min-pass-rate", type=_unit("--min-pass-rate"), metavar="X", help="alert when the pass rate is below X (default: CTXPREC_MIN_PASS_RATE)")
+        p.add_argument("--min-drop", type=_unit("--min-drop"), default=0.05, metavar="X", help="regression: smallest drop of the mean that alerts (default: %(default)s)")
+        p.add_argument("--alpha", type=_unit("--alpha"), default=0.01, metavar="P", help="regression: significance level of the Welch t-test (default: %(default)s)")
+        p.add_argument("--baseline-partitions", type=_positive, default=7, metavar="N", help="trailing baseline size in scored partitions (default: %(default)s)")
+        p.add_argument("--volume-ratio", type=_unit("--volume-ratio"), default=0.5, metavar="X", help="volume: alert below X times the baseline median rows (default: %(default)s)")
+        p.add_argument("--max-failure-rate", type=_unit("--max-failure-rate"), default=0.2, metavar="X", help="alert when more than X of the rows failed (default: %(default)s)")
+
+
+def _settings(args: argparse.Namespace) -> tuple[str, "AlertRules"]:
+    from ..monitoring import AlertRules
+
+    try:
+        settings = Settings.from_env()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    url = args.warehouse or settings.warehouse_url
+    check_warehouse(url)
+    try:
+        rules = AlertRules(
+            min_mean=args.min_mean if args.min_mean is not None else settings.min_mean,
+            min_pass_rate=args.min_pass_rate if args.min_pass_rate is not None else settings.min_pass_rate,
+            min_drop=args.min_drop,
+            alpha=args.alpha,
+            baseline_partitions=args.baseline_partitions,
+            volume_ratio=args.volume_ratio,
+            max_failure_rate=args.max_failure_rate,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return url, rules
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "trend", help="recent partitions with their figures, alerts and a compact trend",
+        description="Show the last partitions (UTC days) with n, mean ± 95%% CI, median, pass rate, volume and "
+                    "the alerts each day would raise.",
+        epilog=TREND_EPILOG + "\n" + RULES_HELP, formatter_class=RAW,
+    )  # fmt: skip
+    _common(p)
+    p.add_argument("--days", type=_positive, default=14, metavar="N", help="calendar days ending at the latest partition (default: %(default)s)")
+    p.add_argument("--end", metavar="YYYY-MM-DD", help="last partition of the window (default: the latest with data)")
+    p.set_defaults(func=guarded("trend", run_trend))
+
+    p = subparsers.add_parser(
+        "check", help="check one partition; exit 3 when an alert fires",
+        description="Check one partition against threshold, regression, volume and failure-rate rules. "
+                    "Prints the figures and alerts; exits 3 when an alert fires.",
+        epilog=CHECK_EPILOG, formatter_class=RAW,
+    )  # fmt: skip
+    _common(p)
+    p.add_argument("--partition", required=True, metavar="YYYY-MM-DD", help="the partition (UTC day) to check")
+    p.add_argument("--webhook", metavar="URL", help="POST alerts to this Slack-compatible webhook (default: CTXPREC_ALERT_WEBHOOK)")
+    p.add_argument("--email-to", metavar="ADDR", action="append", help="e-mail alerts to ADDR (repeatable; SMTP from CTXPREC_SMTP_*)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    p.set_defaults(func=guarded("check", run_check))
+
+    p = subparsers.add_parser(
+        "report", help="write a self-contained HTML report",
+        description="Write one self-contained HTML file: daily mean with its 95%% CI and thresholds, pass rate, "
+                    "volume, alert markers and the worst cases of the latest partition with their node verdicts.",
+        epilog=REPORT_EPILOG + "\n" + RULES_HELP, formatter_class=RAW,
+    )  # fmt: skip
+    _common(p)
+    p.add_argument("--out", required=True, metavar="FILE.html", help="where to write the report")
+    p.add_argument("--days", type=_positive, default=30, metavar="N", help="calendar days ending at the latest partition (default: %(default)s)")
+    p.add_argument("--end", metavar="YYYY-MM-DD", help="last partition of the window (default: the latest with data)")
+    p.add_argument("--worst", type=_positive, default=10, metavar="N", help="worst cases to show (default: %(default)s)")
+    p.add_argument("--source-table", metavar="NAME", help="table with the query and node texts (default: CTXPREC_SOURCE_TABLE or retrieval_logs)")
+    p.set_defaults(func=guarded("report", run_report))
+
+
+def run_trend(args: argparse.Namespace) -> int:
+    from ..monitoring import format_trend_table, load_trend
+
+    url, rules = _settings(args)
+    if args.end:
+        check_partition_key(args.end)
+    df = load_trend(url, metric=args.metric, days=args.days, end=args.end, rules=rules,
+                    judge_model=args.judge_model, prompt_version=args.prompt_version)  # fmt: skip
+    console = stdout_console()
+    if df.empty:
+        console.print(f"no {args.metric} partitions in {display_url(url)} yet", markup=False)
+        return EXIT_OK
+    console.print(format_trend_table(df))
+    for messages in df["alert_messages"]:
+        for m in messages:
+            console.print("[bold red]ALERT[/bold red] ", end="")
+            console.print(m, markup=False, highlight=False)
+    return EXIT_OK
+
+
+def _figures_table(result: "CheckResult") -> Table:
+    s, b = result.figures.summary, result.baseline.summary
+    t = Table(title=f"{result.metric} · {result.partition_key}", header_style="bold")
+    t.add_column("")
+    t.add_column("partition", justify="right")
+    t.add_column(f"baseline ({len(result.baseline.partitions)} partitions)", justify="right")
+
+    def f3(v):
+        return "—" if v is None else f"{v:.3f}"
+
+    def pc(v):
+        return "—" if v is None else f"{v:.1%}"
+
+    ci = "—" if s.ci_low is None else f"{s.ci_low:.3f}–{s.ci_high:.3f}"
+    bci = "—" if b.ci_low is None else f"{b.ci_low:.3f}–{b.ci_high:.3f}"
+    t.add_row("n (scored cases)", str(s.n), str(b.n))
+    t.add_row("mean", f3(s.mean), f3(b.mean))
+    t.add_row("95% CI", ci, bci)
+    t.add_row("median", f3(s.median), f3(b.median))
+    t.add_row("pass rate", pc(s.pass_rate), pc(b.pass_rate))
+    med = result.baseline.median_rows
+    t.add_row("rows (failed)", f"{result.figures.rows} ({result.figures.rows_failed})",
+              "—" if med is None else f"median {med:g}")  # fmt: skip
+    reg = result.regression
+    p = "" if reg.p_value is None else f", p={reg.p_value:.3g}"
+    t.add_row("regression test", f"{reg.verdict}{p}", "" if reg.drop is None else f"drop {reg.drop:+.3f}")
+    return t
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from ..monitoring import check_partition, deliver, sinks_from_env
+
+    url, rules = _settings(args)
+    partition = check_partition_key(args.partition)
+    result = check_partition(
+        url, partition, metric=args.metric, min_mean=rules.min_mean, min_pass_rate=rules.min_pass_rate,
+        min_drop=rules.min_drop, alpha=rules.alpha, baseline_partitions=rules.baseline_partitions,
+        volume_ratio=rules.volume_ratio, max_failure_rate=rules.max_failure_rate,
+        judge_model=args.judge_model, prompt_version=args.prompt_version,
+    )  # fmt: skip
+    try:
+        sinks = sinks_from_env(webhook=args.webhook, email_to=args.email_to)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    console = stdout_console()
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+    else:
+        console.print(_figures_table(result))
+        if result.population:
+            console.print(f"population: {result.population.label()}", markup=False, highlight=False)
+        for a in result.alerts:
+            style = "bold red" if a.severity == "error" else "bold yellow"
+            console.print(Text.assemble(("ALERT", style), f" [{a.severity}] {a.rule}: {a.message}"))
+        for n in result.notes:
+            console.print(f"note: {n}", markup=False, highlight=False)
+        if not result.fired:
+            console.print("[green]no alerts[/green]")
+    # the log sink is for schedulers' logs; the console already shows everything
+    extra = [s for s in sinks if s.name != "log"]
+    for err in deliver(result, extra):
+        err_console.print(f"ctxprec check: alert delivery failed: {err}", markup=False, highlight=False)
+    return EXIT_ALERT if result.fired else EXIT_OK
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from ..monitoring import render_report
+
+    url, rules = _settings(args)
+    if args.end:
+        check_partition_key(args.end)
+    out = Path(args.out)
+    source = args.source_table or os.environ.get("CTXPREC_SOURCE_TABLE") or "retrieval_logs"
+    path = render_report(
+        url, out, metric=args.metric, days=args.days, end=args.end, rules=rules, worst=args.worst,
+        source_table=source, judge_model=args.judge_model, prompt_version=args.prompt_version,
+    )  # fmt: skip
+    stdout_console().print(f"wrote {path}", markup=False, highlight=False)
+    return EXIT_OK
