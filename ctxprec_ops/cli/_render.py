@@ -6,13 +6,14 @@ import math
 import os
 from typing import Sequence
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from ..estimate import Estimate
 from ..pipeline import ChunkResult, RunSummary
 
-__all__ = ["runs_table", "chunk_table", "estimate_table", "fmt_cost", "fmt_num", "stdout_console"]
+__all__ = ["runs_table", "run_table", "chunk_table", "estimate_table", "fmt_cost", "fmt_num", "stdout_console"]
 
 
 def stdout_console() -> Console:
@@ -48,8 +49,8 @@ _STATUS_STYLE = {"succeeded": "green", "partial": "yellow", "budget_exhausted": 
 
 def runs_table(summaries: Sequence[RunSummary], *, title: str | None = None, show_metric: bool = True) -> Table:
     """One row per partition run: counts, mean/median, pass rate, 95% CI of the mean, spend."""
-    table = Table(title=title, header_style="bold")
-    table.add_column("partition")
+    table = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("partition", no_wrap=True)
     if show_metric:
         table.add_column("metric")
     table.add_column("status")
@@ -68,6 +69,31 @@ def runs_table(summaries: Sequence[RunSummary], *, title: str | None = None, sho
             _ci(s), f"{(s.prompt_tokens or 0) + (s.completion_tokens or 0):,}", fmt_cost(s.cost),
         ]
         table.add_row(*cells)
+    return table
+
+
+def run_table(s: RunSummary, *, title: str | None = None) -> Table:
+    """One run as a two-column table (fits an 80-column terminal)."""
+    table = Table(title=title, show_header=False, box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("figure", style="bold")
+    table.add_column("value", justify="right")
+    style = _STATUS_STYLE.get(s.status)
+    failures = ", ".join(f"{t} {n}" for t, n in sorted(s.failures_by_type.items()))
+    rows = [
+        ("partition", s.partition_key), ("metric", s.metric),
+        ("status", f"[{style}]{s.status}[/]" if style else s.status),
+        ("rows", f"{s.rows_total:,}"), ("scored", f"{s.rows_scored:,}"),
+        ("  of which cached / already scored", f"{s.rows_cached:,}"),
+        ("failed", f"{s.rows_failed:,}" + (f" ({failures})" if failures else "")),
+        ("mean score", fmt_num(s.mean_score)), ("median score", fmt_num(s.median_score)),
+        ("pass rate", fmt_num(s.pass_rate, ".1%") + (f" (threshold {s.threshold:g})" if s.threshold is not None else "")),
+        ("95% CI of the mean", _ci(s)),
+        ("judge", f"{s.judge_model} · prompt {s.prompt_version}"), ("judge calls", f"{s.judge_calls:,}"),
+        ("tokens (prompt / completion)", f"{s.prompt_tokens or 0:,} / {s.completion_tokens or 0:,}"),
+        ("cost", fmt_cost(s.cost)),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
     return table
 
 

@@ -20,7 +20,7 @@ from ._args import (
     guarded,
 )
 from ._common import EXIT_ERROR, EXIT_OK, err_console
-from ._render import stdout_console, chunk_table, failures_line, fmt_cost, runs_table
+from ._render import chunk_table, run_table, stdout_console
 from .progress import ProgressDisplay
 
 EPILOG = """\
@@ -92,14 +92,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         console.print_json(json.dumps(summary.to_dict(), default=str))
     else:
-        console.print(runs_table([summary], title=f"{config.table_name} · {summary.metric} · run {run_id}", show_metric=False))
-        line = failures_line(summary)
-        if line:
-            console.print(line, markup=False, highlight=False)
-        console.print(
-            f"judge {summary.judge_model} · prompt {summary.prompt_version} · {summary.judge_calls} judge calls · "
-            f"cost {fmt_cost(summary.cost)}", markup=False, highlight=False,
-        )
+        console.print(run_table(summary, title=f"{config.table_name} · run {run_id}"))
     return _exit_code(summary)
 
 
