@@ -198,3 +198,17 @@ def test_renders_in_headless_chromium(report, tmp_path):
     png = screenshot(out, tmp_path / "report.png", width=1280, height=1600)
     w, h, varied = _png_pixels_vary(png.read_bytes())
     assert (w, h) == (1280, 1600) and varied
+
+
+def test_turn_metric_windows_render_separately(tmp_path):
+    """Turn-metric verdicts are window lists back to back (ids restart): one table per window."""
+    eng = sa.create_engine(f"sqlite:///{tmp_path / 't.db'}")
+    v = [{"node": 2, "relevant": True, "reason": "w1 n2"}, {"node": 1, "relevant": False, "reason": "w1 n1"},
+         {"node": 1, "relevant": True, "reason": "w2 n1"}]  # fmt: skip
+    write_history(eng, [Day(LAST, [0.25, 0.9], verdicts=[v, v[:1]])], metric="turn_contextual_precision")
+    out = render_report(eng, tmp_path / "t.html", metric="turn_contextual_precision", worst=1)
+    [case] = parse(out.read_text()).find_all("div", "case")
+    tables = case.find_all("table", "nodes")
+    assert len(tables) == 2
+    assert [td.all_text() for td in tables[0].find_all("td", "rank")] == ["#1", "#2"]
+    assert "w2 n1" in tables[1].all_text() and "window 2 of 2" in case.all_text()

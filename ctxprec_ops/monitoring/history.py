@@ -335,12 +335,33 @@ def load_worst_cases(
                     nodes.append(
                         {"node": int(v.get("node") or i + 1), "relevant": bool(v.get("relevant")), "reason": v.get("reason")}
                     )
-            nodes.sort(key=lambda n: n["node"])
+            groups = _split_windows(nodes)
             cases.append(
-                {"log_id": log_id, "score": float(score), "success": bool(success), "reason": reason, "verdicts": nodes}
+                {
+                    "log_id": log_id,
+                    "score": float(score),
+                    "success": bool(success),
+                    "reason": reason,
+                    "verdicts": [n for g in groups for n in g],
+                    "groups": groups,
+                }
             )
         _attach_source(conn, source_table, cases)
     return cases
+
+
+def _split_windows(nodes: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Turn-metric verdicts are the windows' lists one after the other (ids restart at 1):
+    split where an id repeats, and order each window by rank."""
+    groups: list[list[dict[str, Any]]] = []
+    seen: set[int] = set()
+    for n in nodes:
+        if not groups or n["node"] in seen:
+            groups.append([])
+            seen = set()
+        groups[-1].append(n)
+        seen.add(n["node"])
+    return [sorted(g, key=lambda n: n["node"]) for g in groups]
 
 
 def _attach_source(conn: sa.Connection, source_table: str, cases: list[dict[str, Any]]) -> None:
@@ -369,7 +390,7 @@ def _attach_source(conn: sa.Connection, source_table: str, cases: list[dict[str,
         if row is None:
             continue
         case["input"] = row[1]
-        texts = _json_list(row[2]) if len(row) > 2 else []
+        texts = _json_list(row[2]) if len(row) > 2 and len(case["groups"]) == 1 else []
         for node in case["verdicts"]:
             k = node["node"] - 1
             if 0 <= k < len(texts):
