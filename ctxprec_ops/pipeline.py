@@ -20,6 +20,7 @@ retries, budget exhausted). Re-running a partition is idempotent and only judges
 
 from __future__ import annotations
 
+import math
 import time as _time
 import uuid
 from dataclasses import asdict, dataclass, field, fields
@@ -536,7 +537,7 @@ def score_chunk(
                 "score": float(r.score),
                 "success": bool(r.success),
                 "threshold": float(r.threshold),
-                "verdicts": [v.model_dump() for v in r.verdicts],
+                "verdicts": [{"node": v.node, "relevant": v.relevant, "reason": v.reason} for v in r.verdicts],
                 "reason": r.reason,
                 "judge_model": r.judge_model or key.judge_model,
                 "prompt_version": r.prompt_version or key.prompt_version,
@@ -604,22 +605,28 @@ def _status(scored: int, failed_by_type: dict[str, int]) -> str:
 
 
 def _summary_figures(scores: list[float], passed: int) -> dict[str, float | None]:
-    """Mean, median, pass rate and the 95% Student-t interval of the mean (clipped to [0, 1];
-    None below 2 scores) — the same interval the monitoring reports use."""
-    import pandas as pd
+    """Mean, median, pass rate and the 95% Student-t interval of the mean,
+    ``mean ± t(0.975, n-1)·s/√n`` clipped to [0, 1] (None below 2 scores; ``(m, m)`` when all
+    scores are equal) — the interval the monitoring reports use too."""
+    import numpy as np
+    from scipy.special import stdtrit
 
-    from .monitoring.stats import mean_ci
-
-    s = pd.Series(scores, dtype="float64")
-    if s.empty:
+    arr = np.asarray(scores, dtype=np.float64)
+    n = int(arr.size)
+    if n == 0:
         return {"mean_score": None, "median_score": None, "pass_rate": None, "ci_low": None, "ci_high": None}
-    ci = mean_ci(s.to_numpy())
+    mean = float(arr.mean())
+    ci_low = ci_high = None
+    if n >= 2:
+        sd = float(arr.std(ddof=1))
+        half = float(stdtrit(n - 1, 0.975)) * sd / math.sqrt(n)
+        ci_low, ci_high = max(0.0, mean - half), min(1.0, mean + half)
     return {
-        "mean_score": float(s.mean()),
-        "median_score": float(s.median()),
-        "pass_rate": passed / len(s),
-        "ci_low": ci[0] if ci else None,
-        "ci_high": ci[1] if ci else None,
+        "mean_score": mean,
+        "median_score": float(np.median(arr)),
+        "pass_rate": passed / n,
+        "ci_low": ci_low,
+        "ci_high": ci_high,
     }
 
 

@@ -42,7 +42,11 @@ def normalize_url(url: str | URL) -> URL:
     try:
         u = make_url(url)
     except Exception as exc:  # sqlalchemy.exc.ArgumentError; never echo a password
-        raise ValueError(f"invalid warehouse URL {redact_url(str(url))!r}: {type(exc).__name__}") from None
+        shown = redact_url(str(url)) if "://" in str(url) else "(not shown)"
+        raise ValueError(
+            f"invalid warehouse URL {shown}: expected a SQLAlchemy URL such as sqlite:///ctxprec.db "
+            "or postgresql://user:password@host/db"
+        ) from None
     if u.drivername in ("postgresql", "postgres"):
         u = u.set(drivername="postgresql+psycopg")
     return u

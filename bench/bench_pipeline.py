@@ -1,0 +1,180 @@
+"""Pipeline throughput and memory on SQLite: rows/s and peak RSS of ``score_partition``.
+
+Run from the repository root:  .venv/bin/python bench/bench_pipeline.py
+
+For each size (default 100,000 and 1,000,000 rows) a fresh SQLite warehouse is built (bulk
+insert through ``sqlite3.executemany`` in a separate process), then ``score_partition`` scores
+**every row, all in one partition** (one UTC day: the worst case for a partition's memory) with
+chunk size 500, in another fresh process whose peak RSS (``ru_maxrss``) is reported. Each row has
+a ~60-character question, a ~90-character expected output and 5 distinct nodes of ~200
+characters (no two rows share a node, so the judgment cache cannot shortcut anything).
+
+Judges (``--judge``):
+
+- ``instant``: a ``JudgeModel`` subclass that answers at once through the full LLM path (prompt
+  rendering, JSON answer, parsing, coverage check, judgment cache reads and writes);
+- ``lexical``: the offline default judge (no prompt, no cache).
+
+Targets: >= 5,000 rows/s, peak RSS <= 300 MB and not growing with the table size.
+Exit status 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DAY = "2026-11-28"
+TARGET_ROWS_S = 5_000
+TARGET_RSS_MB = 300
+
+TOPICS = ["billing", "refunds", "shipping", "passwords", "invoices", "API keys", "webhooks", "exports"]
+
+
+def build(path: str, rows: int) -> float:
+    """Create ``retrieval_logs`` with ``rows`` rows in one UTC day; returns seconds."""
+    t0 = time.perf_counter()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode = OFF")
+    conn.execute("PRAGMA synchronous = OFF")
+    conn.execute(
+        "CREATE TABLE retrieval_logs (id INTEGER PRIMARY KEY, event_time TEXT NOT NULL, input TEXT, "
+        "actual_output TEXT, expected_output TEXT, retrieval_context TEXT)"
+    )
+    conn.execute("CREATE INDEX ix_logs_time ON retrieval_logs (event_time)")
+
+    def gen():
+        for i in range(1, rows + 1):
+            topic = TOPICS[i % len(TOPICS)]
+            secs = i * 86_399 // max(rows, 1)
+            ts = f"{DAY} {secs // 3600:02d}:{secs % 3600 // 60:02d}:{secs % 60:02d}"
+            nodes = [
+                f"Doc {i}-{k}: how {topic} work for account {i}. Step {k} explains the {topic} settings page, "
+                f"the limits that apply, and who to contact when the {topic} process fails (ref {i * 7 + k})."
+                for k in range(5)
+            ]
+            yield (
+                i,
+                ts,
+                f"How do I change my {topic} settings for account {i}?",
+                f"Open settings, then {topic}.",
+                f"Go to the {topic} settings page and follow the steps for account {i}; support helps if it fails.",
+                json.dumps(nodes),
+            )
+
+    conn.executemany("INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)", gen())
+    conn.commit()
+    conn.close()
+    return time.perf_counter() - t0
+
+
+def _instant_judge():
+    from ctxprec_ops.judges.base import JudgeModel
+
+    block = re.compile(r'<node id="(\d+)">')
+
+    class InstantJudge(JudgeModel):
+        """Answers immediately: even-numbered nodes are relevant."""
+
+        def get_model_name(self) -> str:
+            return "instant-bench-judge"
+
+        def generate(self, prompt, schema=None):
+            ids = [int(k) for k in block.findall(prompt)]
+            return json.dumps({"verdicts": [{"node": k, "relevant": k % 2 == 0, "reason": "bench"} for k in ids]})
+
+        async def a_generate(self, prompt, schema=None):
+            return self.generate(prompt, schema)
+
+    return InstantJudge()
+
+
+def score(path: str, judge: str, chunk_size: int, concurrency: int) -> dict:
+    """Runs in a fresh process: score the partition, report rows/s and peak RSS."""
+    from ctxprec_ops.pipeline import PipelineConfig, score_partition
+
+    j = _instant_judge() if judge == "instant" else "lexical"
+    cfg = PipelineConfig(warehouse=f"sqlite:///{path}", judge=j, chunk_size=chunk_size, concurrency=concurrency)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t0 = time.perf_counter()
+    summary = score_partition(cfg, DAY)
+    seconds = time.perf_counter() - t0
+    return {
+        "rows": summary.rows_total,
+        "scored": summary.rows_scored,
+        "failed": summary.rows_failed,
+        "status": summary.status,
+        "seconds": seconds,
+        "rows_per_s": summary.rows_total / seconds if seconds else 0.0,
+        "rss_before_mb": rss_before,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def _child(args: list[str]) -> dict:
+    out = subprocess.run([sys.executable, __file__, *args], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
+    p.add_argument("--judge", choices=["instant", "lexical"], nargs="+", default=["instant", "lexical"])
+    p.add_argument("--chunk-size", type=int, default=500)
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--dir", default=None, help="where to build the warehouses (default: a temp dir)")
+    p.add_argument("--_build", nargs=2, help=argparse.SUPPRESS)
+    p.add_argument("--_score", nargs=2, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a._build:
+        print(json.dumps({"seconds": build(a._build[0], int(a._build[1]))}))
+        return 0
+    if a._score:
+        print(json.dumps(score(a._score[0], a._score[1], a.chunk_size, a.concurrency)))
+        return 0
+
+    ok = True
+    results = []
+    with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
+        for n in a.rows:
+            for judge in a.judge:
+                db = os.path.join(tmp, f"bench_{n}_{judge}.db")
+                built = _child(["--_build", db, str(n)])
+                print(f"built {n:,} rows in {built['seconds']:.1f}s ({os.path.getsize(db) / 1e6:.0f} MB)", flush=True)
+                r = _child(["--_score", db, judge, "--chunk-size", str(a.chunk_size),
+                            "--concurrency", str(a.concurrency)])
+                r.update(judge=judge, table_rows=n)
+                results.append(r)
+                print(
+                    f"judge={judge:8s} rows={n:>9,}  scored={r['scored']:>9,}  failed={r['failed']}  "
+                    f"time={r['seconds']:7.1f}s  rows/s={r['rows_per_s']:8,.0f}  "
+                    f"peak RSS={r['peak_rss_mb']:6.1f} MB (after imports {r['rss_before_mb']:.1f} MB)",
+                    flush=True,
+                )
+                os.remove(db)
+                if r["scored"] != n or r["rows_per_s"] < TARGET_ROWS_S or r["peak_rss_mb"] > TARGET_RSS_MB:
+                    ok = False
+    for judge in a.judge:
+        mine = [r for r in results if r["judge"] == judge]
+        if len(mine) > 1:
+            growth = mine[-1]["peak_rss_mb"] - mine[0]["peak_rss_mb"]
+            print(f"judge={judge}: peak RSS grows {growth:+.1f} MB from {mine[0]['table_rows']:,} "
+                  f"to {mine[-1]['table_rows']:,} rows")
+    print(f"targets: >= {TARGET_ROWS_S:,} rows/s, peak RSS <= {TARGET_RSS_MB} MB -> {'met' if ok else 'MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
