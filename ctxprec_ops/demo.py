@@ -161,6 +161,8 @@ def run_demo(
         t_scoring = time.perf_counter() - t0
 
         result = DemoResult(info, judge_name, summaries, t_data, t_scoring, estimate=result_estimate)
+        if log:
+            log(f"scored {len(summaries)} partition runs in {t_scoring:.1f}s; loading the trend and writing the reports")
         _monitor(result, engine, days=days, end=info.partitions[-1], out=out)
         result.seconds_total = time.perf_counter() - started
         return result

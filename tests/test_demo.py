@@ -38,6 +38,7 @@ def test_demo_command_end_to_end(tmp_path, capsys):
     assert "trend and alerts" in out and "2026-11-25" in out and END in out
     assert "judge lexical" in out
     assert report.exists() and "<html" in report.read_text().lower()
+    assert (tmp_path / "report_conversations.html").exists()  # the turn metric's report
     assert "[8/8]" in captured.err  # non-interactive progress: one line per partition run
 
     rows = _count(url, "SELECT count(*) FROM retrieval_logs")
