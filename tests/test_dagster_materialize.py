@@ -57,7 +57,7 @@ def seed(url: str, day: str, contexts: list[list[str]], *, prefix: str | None = 
     t0 = datetime.fromisoformat(day)
     prefix = prefix or day
     rows = [
-        {"id": f"{prefix}-{i}", "event_time": t0 + timedelta(minutes=7 * i), "input": f"How long is the refund window? ({i})",
+        {"id": f"{prefix}-{i}", "event_time": t0 + timedelta(minutes=7 * i), "input": f"How long is the refund window? ({prefix} #{i})",
          "actual_output": "30 days.", "expected_output": "Refunds are accepted within 30 days.", "retrieval_context": ctx}
         for i, ctx in enumerate(contexts)
     ]
@@ -281,3 +281,47 @@ def test_checks_pass_on_good_data_and_fail_with_the_right_severity(sqlite_url, j
     assert not thin["volume"].passed and thin["volume"].severity == AssetCheckSeverity.WARN
     assert thin["volume"].metadata["rows"].value == 2
     assert thin["volume"].metadata["baseline_median_rows"].value == 12
+
+
+def test_backfill_partitions_are_independent(sqlite_url, judge_server):
+    """A backfill runs one partition per run (BackfillPolicy), in any order: a day whose judge
+    is down fails alone, its neighbours are scored, and re-running it later completes it."""
+    days = ["2026-11-01", "2026-11-02", "2026-11-03"]
+    for d in days:
+        seed(sqlite_url, d, GOOD)
+    asset = build_scores_asset("contextual_precision", retry_policy=scoring_retry_policy(delay=0.1, max_retries=0))
+    res = resources(sqlite_url, judge_server)
+    res["judge"] = JudgeResource(model="judge-test-model", base_url=judge_server.base_url, api_key="test-key",
+                                 timeout=5.0, max_retries=0)
+
+    def one(day: str, instance):
+        return materialize([retrieval_logs, asset], instance=instance, partition_key=day, resources=res,
+                           raise_on_error=False)
+
+    with DagsterInstance.ephemeral() as instance:
+        ok3 = one(days[2], instance)
+        judge_server.script(["500"] * len(GOOD))
+        down = one(days[1], instance)
+        ok1 = one(days[0], instance)
+        per_day = dict(query(sqlite_url, "SELECT partition_key, count(*) FROM ctxprec_scores GROUP BY partition_key"))
+        again = one(days[1], instance)
+        assert instance.get_latest_materialization_event(asset.key) is not None
+    assert ok3.success and ok1.success and not down.success and again.success
+    assert per_day == {days[0]: 4, days[2]: 4}
+    assert dict(query(sqlite_url, "SELECT partition_key, count(*) FROM ctxprec_scores GROUP BY partition_key")) == {
+        d: 4 for d in days}
+
+
+def test_api_key_never_reaches_events_or_metadata(sqlite_url, judge_server):
+    secret = "sk-proj-Secret0123456789abcdef"
+    judge_server.api_key = secret  # the server rejects any other key
+    seed(sqlite_url, "2026-11-20", GOOD)
+    res = resources(sqlite_url, judge_server)
+    res["judge"] = JudgeResource(model="judge-test-model", base_url=judge_server.base_url, api_key=secret, timeout=5.0)
+    with DagsterInstance.ephemeral() as instance:
+        result = materialize([retrieval_logs, contextual_precision_scores], instance=instance,
+                             partition_key="2026-11-20", resources=res)
+        logs = instance.all_logs(result.run_id)
+    assert result.success and judge_server.auth_headers[0] == f"Bearer {secret}"
+    assert logs and not [e for e in logs if secret in str(e)]
+    assert query(sqlite_url, "SELECT count(*) FROM ctxprec_scores") == [(4,)]
