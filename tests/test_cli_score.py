@@ -84,7 +84,7 @@ def test_conversations(warehouse, capsys):
 
 
 def test_single_chunk(warehouse, capsys):
-    url, _ = warehouse
+    url, info = warehouse
     args = ["score", "--warehouse", url, "--partition", DAY, "--chunk-size", "10", "--run-id", "r1", "--quiet"]
     assert main(args + ["--chunk", "1", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
@@ -93,6 +93,15 @@ def test_single_chunk(warehouse, capsys):
     assert done == 10
     assert main(args + ["--chunk", "99"]) == 2
     assert "out of range" in _one_error_line(capsys.readouterr().err)
+    for index in [i for i in range(-(-info.retrieval_rows[DAY] // 10)) if i != 1]:  # the other chunks
+        assert main(args + ["--chunk", str(index)]) == 0
+    capsys.readouterr()
+    assert main(["score", "--warehouse", url, "--partition", DAY, "--run-id", "r1", "--finalize", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["run_id"] == "r1" and summary["rows_total"] == summary["rows_scored"] + summary["rows_failed"]
+    assert _query(url, "SELECT count(*) FROM ctxprec_runs WHERE run_id = 'r1'")[0][0] == 1
+    assert main(["score", "--warehouse", url, "--partition", DAY, "--finalize"]) == 2
+    assert "--run-id" in _one_error_line(capsys.readouterr().err)
 
 
 def test_progress_lines_when_not_interactive(warehouse, capsys):

@@ -6,7 +6,7 @@ import argparse
 import json
 import uuid
 
-from ..pipeline import INPUT_PROBLEMS, plan_chunks, prepare, score_chunk, score_partition
+from ..pipeline import INPUT_PROBLEMS, finalize_run, plan_chunks, prepare, score_chunk, score_partition
 from ..secrets import redact
 from ._args import (
     EXIT_BUDGET,
@@ -30,6 +30,7 @@ examples:
       --judge gpt-4o-mini --concurrency 32 --max-cost 5
   ctxprec score --partition 2026-11-28 --conversations            # turn contextual precision
   ctxprec score --partition 2026-11-28 --chunk 3 --run-id nightly-2026-11-28   # one chunk only
+  ctxprec score --partition 2026-11-28 --finalize --run-id nightly-2026-11-28   # then summarise
 
 Defaults come from CTXPREC_WAREHOUSE_URL, CTXPREC_JUDGE, CTXPREC_SOURCE_TABLE,
 CTXPREC_CONVERSATION_TABLE, CTXPREC_THRESHOLD, CTXPREC_CONCURRENCY, CTXPREC_CHUNK_SIZE,
@@ -64,6 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--chunk", type=int, metavar="INDEX",
                    help="score only this chunk (0-based, as planned by --chunk-size); ctxprec_runs is not updated")
     p.add_argument("--run-id", metavar="ID", help="run id to record (default: a new random id)")
+    p.add_argument("--finalize", action="store_true",
+                   help="only summarise the partition into ctxprec_runs (after scoring its chunks with --chunk)")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON on stdout instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=guarded("score", run))
@@ -83,11 +86,18 @@ def run(args: argparse.Namespace) -> int:
     run_id = args.run_id or uuid.uuid4().hex
     label = f"{partition} {config.metric}"
 
+    if args.chunk is not None and args.finalize:
+        raise UsageError("--chunk and --finalize are separate steps: score chunks first, then finalize")
     if args.chunk is not None:
         return _one_chunk(args, config, partition, run_id, label)
 
-    with ProgressDisplay(enabled=not args.quiet) as display:
-        summary = score_partition(config, partition, run_id=run_id, progress=display.callback(label))
+    if args.finalize:
+        if not args.run_id:
+            raise UsageError("--finalize needs the --run-id the chunks were scored with")
+        summary = finalize_run(config, partition, run_id=run_id)
+    else:
+        with ProgressDisplay(enabled=not args.quiet) as display:
+            summary = score_partition(config, partition, run_id=run_id, progress=display.callback(label))
 
     if args.json:
         console.print_json(json.dumps(summary.to_dict(), default=str))
