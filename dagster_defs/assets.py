@@ -131,12 +131,12 @@ def build_scores_asset(
         thresholds: AlertThresholdsResource,
     ) -> MaterializeResult:
         partition_key = context.partition_key
-        config = build_pipeline_config(metric, warehouse, judge, thresholds)
-        context.log.info(
-            f"scoring {metric} {partition_key} from {warehouse.display_url()} "
-            f"table {config.source_table} with judge {judge.model} (attempt {context.retry_number + 1})"
-        )
         try:
+            config = build_pipeline_config(metric, warehouse, judge, thresholds)
+            context.log.info(
+                f"scoring {metric} {partition_key} from {warehouse.display_url()} table {config.table_name} "
+                f"with judge {judge.model} (attempt {context.retry_number + 1})"
+            )
             summary: RunSummary = score_partition(
                 config, partition_key, run_id=_attempt_run_id(context), progress=RunLogProgress(context.log)
             )
@@ -144,7 +144,7 @@ def build_scores_asset(
             raise _failure(exc, metric, partition_key) from None
 
         metadata = summary_metadata(
-            summary, {"warehouse": warehouse.display_url(), "source_table": config.source_table}
+            summary, {"warehouse": warehouse.display_url(), "source_table": config.table_name}
         )
         if summary.status in HARD_FAILURE_STATUSES:
             raise Failure(
@@ -154,13 +154,16 @@ def build_scores_asset(
                 allow_retries=True,
             )
         if summary.rows_failed:
+            by_type = ", ".join(f"{k}: {v}" for k, v in sorted(summary.failures_by_type.items()))
             context.log.warning(
-                f"{summary.rows_failed} of {summary.rows_total} rows went to ctxprec_failures "
-                f"(status {summary.status}); a later run retries them"
+                f"{summary.rows_failed} of {summary.rows_total} rows went to ctxprec_failures ({by_type}); "
+                + ("bad input is fixed at the source" if summary.completed else "re-materialize to retry them")
             )
+        mean = f"{summary.mean_score:.3f}" if summary.mean_score is not None else "n/a"
+        rate = f"{summary.pass_rate:.1%}" if summary.pass_rate is not None else "n/a"
         context.log.info(
             f"{metric} {partition_key}: {summary.status}, {summary.rows_scored}/{summary.rows_total} scored, "
-            f"mean {summary.mean_score}, pass rate {summary.pass_rate}"
+            f"mean {mean}, pass rate {rate}"
         )
         return MaterializeResult(metadata=metadata)
 
