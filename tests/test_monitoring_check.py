@@ -191,10 +191,7 @@ def test_check_on_postgresql(request):
         pytest.skip("PostgreSQL fixture (tests/fixtures/postgres.py) not available")
     from ctxprec_ops.warehouse.engine import get_engine
 
-    eng = get_engine(pg_url)
-    with eng.begin() as conn:
-        for t in ("ctxprec_scores", "ctxprec_failures", "ctxprec_runs"):
-            conn.execute(sa.text(f"DROP TABLE IF EXISTS {t}"))
+    eng = get_engine(pg_url)  # a fresh database per test
     rng = np.random.default_rng(29)
     write_history(eng, _baseline() + [Day(P, beta_scores(rng, 60, 0.55), failed=2)])
     r = check_partition(pg_url, P)

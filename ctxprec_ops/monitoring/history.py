@@ -8,8 +8,13 @@ pipeline declares them. ``ctxprec_failures`` and ``ctxprec_runs`` are optional.
 pooling them would turn a judge change into a fake regression. Every figure is therefore computed
 for one ``(judge_model, prompt_version)`` pair: by default the pair of the most recently scored
 row (for ``check``: the most recent in the checked partition, falling back to the most recent
-before it). **Volume** (rows seen by a partition) is population-independent: distinct ``log_id``
-scored for the metric by any judge, plus the rows in ``ctxprec_failures``.
+before it). **Volume** (rows seen by a partition) is population-independent: the distinct
+``log_id`` scored for the metric by any judge or recorded in ``ctxprec_failures``; failed rows
+count whatever judge failed on them (a new judge that fails everything is a failure spike, not a
+missing population).
+
+Only grouped index scans touch the whole history (which partitions have data); per-case scores
+are read for the checked partitions and their baselines only.
 """
 
 from __future__ import annotations
@@ -174,12 +179,29 @@ def _scored_keys(conn: sa.Connection, tables: OutputTables, metric: str, pop: Po
     return sorted(str(k) for (k,) in conn.execute(q) if k is not None)
 
 
-def _volumes(conn: sa.Connection, tables: OutputTables, metric: str) -> tuple[dict[str, int], dict[str, int]]:
-    """Rows seen and rows failed per partition (all history, one grouped query each)."""
+def _seen_keys(conn: sa.Connection, tables: OutputTables, metric: str) -> list[str]:
+    """Partitions with any row (scored by any judge, or failed): grouped index scans only."""
+    keys: set[str] = set()
+    for t in (tables.scores, tables.failures):
+        if t is not None:
+            q = sa.select(t.c.partition_key).where(t.c.metric == metric).group_by(t.c.partition_key)
+            keys.update(str(k) for (k,) in conn.execute(q) if k is not None)
+    return sorted(keys)
+
+
+def _volumes(
+    conn: sa.Connection, tables: OutputTables, metric: str, keys: Sequence[str]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Rows seen (distinct log_id, scored by any judge or failed) and rows failed, for ``keys``."""
+    if not keys:
+        return {}, {}
     s, f = tables.scores, tables.failures
-    parts: list[sa.Select] = [sa.select(s.c.partition_key, s.c.log_id).where(s.c.metric == metric)]
+    wanted = list(keys)
+    parts: list[sa.Select] = [
+        sa.select(s.c.partition_key, s.c.log_id).where(s.c.metric == metric, s.c.partition_key.in_(wanted))
+    ]
     if f is not None:
-        parts.append(sa.select(f.c.partition_key, f.c.log_id).where(f.c.metric == metric))
+        parts.append(sa.select(f.c.partition_key, f.c.log_id).where(f.c.metric == metric, f.c.partition_key.in_(wanted)))
     u = sa.union(*parts).subquery() if len(parts) > 1 else parts[0].distinct().subquery()
     rows = {
         str(k): int(n)
@@ -190,7 +212,7 @@ def _volumes(conn: sa.Connection, tables: OutputTables, metric: str) -> tuple[di
     if f is not None:
         q = (
             sa.select(f.c.partition_key, sa.func.count(sa.distinct(f.c.log_id)))
-            .where(f.c.metric == metric)
+            .where(f.c.metric == metric, f.c.partition_key.in_(wanted))
             .group_by(f.c.partition_key)
         )
         failed = {str(k): int(n) for k, n in conn.execute(q) if k is not None}
@@ -219,15 +241,15 @@ def _case_scores(
     if pop is None or not keys:
         return {}
     t = tables.scores
-    q = sa.select(t.c.partition_key, t.c.score, t.c.success).where(
-        t.c.metric == metric, _population_filter(t, pop), t.c.partition_key.in_(list(keys)), t.c.score.is_not(None)
-    )
-    acc: dict[str, tuple[list[float], list[bool]]] = {}
-    for key, score, success in conn.execute(q):
-        s, p = acc.setdefault(str(key), ([], []))
-        s.append(float(score))
-        p.append(bool(success))
-    return {k: (np.asarray(s, dtype=float), np.asarray(p, dtype=bool)) for k, (s, p) in acc.items()}
+    q = sa.select(t.c.score, t.c.success).where(t.c.metric == metric, _population_filter(t, pop), t.c.score.is_not(None))
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for key in keys:  # one query per partition: uses the (partition_key, metric) index
+        rows = conn.execute(q.where(t.c.partition_key == key)).all()
+        if rows:
+            scores = np.fromiter((r[0] for r in rows), dtype=float, count=len(rows))
+            passed = np.fromiter((bool(r[1]) for r in rows), dtype=bool, count=len(rows))
+            out[str(key)] = (scores, passed)
+    return out
 
 
 def partition_range(end: str, days: int, *, start: str | None = None) -> list[str]:
@@ -276,14 +298,13 @@ def load_history(
             prompt_version=prompt_version,
         )
         scored_keys = _scored_keys(conn, tables, metric, pop)
-        rows, failed = _volumes(conn, tables, metric)
-        seen_keys = sorted(k for k, n in rows.items() if n > 0)
-        hist = History(metric, pop, {}, scored_keys, seen_keys)
+        hist = History(metric, pop, {}, scored_keys, _seen_keys(conn, tables, metric))
         wanted = set(keys or ())
         for key in baseline_for:
             wanted.update(hist.scored_before(key, baseline_partitions))
             wanted.update(hist.seen_before(key, baseline_partitions))
         ordered = sorted(wanted)
+        rows, failed = _volumes(conn, tables, metric, ordered)
         cases = _case_scores(conn, tables, metric, pop, ordered)
         runs = _latest_runs(conn, tables, metric, ordered)
     for key in ordered:
