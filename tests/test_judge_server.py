@@ -159,11 +159,16 @@ def test_script_takes_precedence_then_seeded_faults_are_deterministic(judge_serv
     def draws(seed: int) -> list[str]:
         judge_server.reset(seed)
         judge_server.p_429, judge_server.p_malformed = 0.3, 0.3
-        for _ in range(20):
-            try:
-                ask(judge_server)
-            except openai.APIStatusError:
-                pass
+
+        async def sequential() -> None:  # one after another: arrival order is fixed
+            async with _client(judge_server) as client:
+                for _ in range(20):
+                    try:
+                        await _a_ask(client)
+                    except openai.APIStatusError:
+                        pass
+
+        asyncio.run(sequential())
         return [r["outcome"] for r in judge_server.requests]
 
     first = draws(7)
