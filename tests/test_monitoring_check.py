@@ -197,3 +197,14 @@ def test_check_on_postgresql(request):
     r = check_partition(pg_url, P)
     assert "regression" in _rules(r) and r.figures.rows == 62 and r.figures.rows_failed == 2
     assert r.baseline.summary.n == 420
+
+
+def test_staleness_note():
+    import datetime as dt
+
+    from ctxprec_ops.monitoring.trend import staleness_note
+
+    today = dt.date(2026, 12, 1)
+    assert staleness_note("2026-11-30", today=today) is None
+    assert "3 day(s) before yesterday" in staleness_note("2026-11-27", today=today)
+    assert staleness_note(None) is None

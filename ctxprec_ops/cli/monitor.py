@@ -173,6 +173,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_trend(args: argparse.Namespace) -> int:
     from ..monitoring import format_trend_table, load_trend
+    from ..monitoring.trend import staleness_note
 
     url, rules = _settings(args)
     if args.end:
@@ -188,6 +189,10 @@ def run_trend(args: argparse.Namespace) -> int:
         for m in messages:
             console.print("[bold red]ALERT[/bold red] ", end="")
             console.print(m, markup=False, highlight=False)
+    note = None if args.end else staleness_note(str(df["partition_key"].iloc[-1]))
+    if note:
+        console.print("[bold yellow]note[/bold yellow] ", end="")
+        console.print(note, markup=False, highlight=False)
     return EXIT_OK
 
 

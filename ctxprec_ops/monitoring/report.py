@@ -23,7 +23,7 @@ from .alerts import AlertRules
 from .charts import COLORS, HLine, bar_chart, line_chart
 from .check import DEFAULT_METRIC, CheckResult
 from .history import History, case_threshold, engine_scope, load_worst_cases
-from .trend import trend_results
+from .trend import staleness_note, trend_results
 
 __all__ = ["render_report", "render_report_html", "report_context"]
 
@@ -68,6 +68,7 @@ def report_context(
     threshold: float | None = None,
     warehouse: str = "",
     title: str | None = None,
+    explicit_end: bool = False,
 ) -> dict[str, Any]:
     """Everything the template needs (pure: charts are rendered here)."""
     metric = history.metric
@@ -102,6 +103,7 @@ def report_context(
         ),
     }  # fmt: skip
     latest = results[-1] if results else None
+    stale = staleness_note(latest.partition_key) if latest is not None and not explicit_end else None
     window_alerts = [(r.partition_key, a) for r in reversed(results) for a in r.alerts]
     pop = history.population
     return {
@@ -121,6 +123,7 @@ def report_context(
         "threshold": threshold,
         "worst_cases": list(worst_cases),
         "worst_partition": worst_partition,
+        "stale": stale,
     }
 
 
@@ -170,7 +173,7 @@ def render_report(
             threshold = case_threshold(engine, metric, history.population, worst_partition)
         ctx = report_context(
             history, results, rules, worst_cases=cases, worst_partition=worst_partition,
-            threshold=threshold, warehouse=display_url(engine), title=title,
+            threshold=threshold, warehouse=display_url(engine), title=title, explicit_end=end is not None,
         )  # fmt: skip
     html = render_report_html(ctx)
     # write atomically: a reader (or a browser refresh) never sees half a report

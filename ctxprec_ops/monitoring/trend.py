@@ -8,6 +8,7 @@ silent day shows up, and every day is checked with the same rules as ``ctxprec c
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Sequence
 
 import pandas as pd
@@ -19,7 +20,7 @@ from .check import DEFAULT_METRIC, CheckResult, check_history
 from .history import History, engine_scope, load_history, parse_partition_key, partition_range
 from .stats import sparkline
 
-__all__ = ["trend_results", "load_trend", "results_frame", "format_trend_table", "TREND_COLUMNS"]
+__all__ = ["trend_results", "load_trend", "results_frame", "format_trend_table", "staleness_note", "TREND_COLUMNS"]
 
 TREND_COLUMNS = [
     "partition_key", "n", "mean", "median", "ci_low", "ci_high", "pass_rate", "rows", "rows_failed",
@@ -114,6 +115,24 @@ def load_trend(
         prompt_version=pop.prompt_version if pop else None,
     )
     return df
+
+
+def staleness_note(latest_key: str | None, *, today: dt.date | None = None) -> str | None:
+    """A warning when the newest partition with data is older than yesterday (UTC), else None.
+
+    The trend window ends at the latest partition with data, so a pipeline that stopped would
+    otherwise look healthy; ``ctxprec check --partition <yesterday>`` raises the volume alert.
+    """
+    if not latest_key:
+        return None
+    today = today or dt.datetime.now(dt.timezone.utc).date()
+    lag = (today - dt.timedelta(days=1) - parse_partition_key(latest_key)).days
+    if lag <= 0:
+        return None
+    return (
+        f"the latest partition with data is {latest_key}, {lag} day(s) before yesterday (UTC): "
+        "no rows since then; is the pipeline running?"
+    )
 
 
 def _fmt(v: float | None, spec: str, missing: str = "—") -> str:
