@@ -14,7 +14,7 @@ Rules (each an ``Alert`` with a one-line message naming the partition, the figur
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
