@@ -20,6 +20,7 @@ retries, budget exhausted). Re-running a partition is idempotent and only judges
 
 from __future__ import annotations
 
+import logging
 import math
 import time as _time
 import uuid
@@ -34,7 +35,7 @@ from .cache import DictVerdictCache, judgment_key
 from .errors import BudgetExhaustedError, InvalidTestCaseError, NotScorableError
 from .judges.base import JudgeModel
 from .secrets import redact, register_secret
-from .warehouse.engine import get_engine, read_connection, write_transaction
+from .warehouse.engine import display_url, get_engine, read_connection, write_transaction
 from .warehouse.identifiers import split_table_name, validate_identifier
 from .warehouse.rows import row_to_conversation, row_to_test_case
 from .warehouse.schema import OutputTables, ensure_output_tables
@@ -75,6 +76,8 @@ __all__ = [
     "score_partition",
     "INPUT_PROBLEMS",
 ]
+
+log = logging.getLogger("ctxprec_ops.pipeline")
 
 MetricName = Literal["contextual_precision", "turn_contextual_precision"]
 _METRICS = ("contextual_precision", "turn_contextual_precision")
@@ -721,9 +724,12 @@ def score_partition(
                       judge_model=ctx.key.judge_model, prompt_version=ctx.key.prompt_version,
                       started_at=started, threshold=ctx.metric.threshold)
     _write_run(ctx, base)
+    log.info("scoring %s partition %s of %s in %s (judge %s, prompt %s, run %s)", ctx.key.metric, partition_key,
+             ctx.source.name, display_url(ctx.engine), ctx.key.judge_model, ctx.key.prompt_version, run_id)
     try:
         chunks = plan_chunks(config, partition_key, context=ctx)
         total = sum(c.rows for c in chunks)
+        log.info("partition %s: %d rows in %d chunks of up to %d", partition_key, total, len(chunks), config.chunk_size)
         if progress is not None:
             progress(ProgressEvent("planned", partition_key, 0, total, f"{total} rows in {len(chunks)} chunks"))
         budget = Budget(config.max_cost) if config.max_cost is not None else None
@@ -739,11 +745,15 @@ def score_partition(
         base.status = "failed"
         base.finished_at = _now()
         base.error_message = redact(f"{type(exc).__name__}: {exc}")[:4000]
+        log.error("partition %s run %s aborted: %s", partition_key, run_id, base.error_message)
         try:
             _write_run(ctx, base)
         except Exception:  # the original error matters more
             pass
         raise
+    log.info("partition %s: %s; %d scored (%d cached), %d failed; mean %s", partition_key, summary.status,
+             summary.rows_scored, summary.rows_cached, summary.rows_failed,
+             "n/a" if summary.mean_score is None else f"{summary.mean_score:.4f}")
     if progress is not None:
         progress(ProgressEvent("finished", partition_key, summary.rows_total, summary.rows_total, summary.status))
     return summary

@@ -343,3 +343,25 @@ def test_postgres_end_to_end(pg_url, id_type, context_type, aware):
         verdicts = conn.exec_driver_sql("SELECT verdicts FROM ctxprec_scores LIMIT 1").scalar_one()
         kind = conn.exec_driver_sql("SELECT jsonb_typeof(verdicts) FROM ctxprec_scores LIMIT 1").scalar_one()
     assert kind == "array" and len(verdicts) == 3
+
+
+def test_warehouse_password_never_reaches_logs_or_tables(pg_server, caplog):
+    import logging
+
+    db = pg_server.create_database()
+    try:
+        # the test server trusts local connections, so any password is accepted (and must be hidden)
+        url = pg_server.url(db).replace("postgres@", "postgres:pg-s3cret-pw@")
+        engine = get_engine(url)
+        create_logs(engine, day_rows(2))
+        with caplog.at_level(logging.DEBUG, logger="ctxprec_ops"):
+            summary = score_partition(PipelineConfig(warehouse=url), DAY)
+        assert summary.rows_scored == 2
+        assert "scoring contextual_precision partition" in caplog.text
+        assert "pg-s3cret-pw" not in caplog.text and "***" in caplog.text
+        with engine.connect() as conn:
+            dump = " ".join(str(v) for t in ("ctxprec_runs", "ctxprec_scores")
+                            for row in conn.exec_driver_sql(f"SELECT * FROM {t}") for v in row)
+        assert "pg-s3cret-pw" not in dump
+    finally:
+        pg_server.drop_database(db)

@@ -41,9 +41,10 @@ def _batches(rows: Sequence[dict[str, Any]]) -> Iterable[Sequence[dict[str, Any]
 
 
 def _dedupe(rows: Sequence[dict[str, Any]], keys: list[str]) -> list[dict[str, Any]]:
-    """Last row wins per key (PostgreSQL refuses to touch one row twice in one statement)."""
+    """Last row wins per key (PostgreSQL refuses to touch one row twice in one statement), in
+    key order: concurrent writers then lock rows in the same order and cannot deadlock."""
     by_key = {tuple(r[k] for k in keys): r for r in rows}
-    return list(by_key.values()) if len(by_key) != len(rows) else list(rows)
+    return [by_key[k] for k in sorted(by_key)]
 
 
 def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, native: bool | None = None) -> int:
