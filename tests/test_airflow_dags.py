@@ -4,6 +4,7 @@ against real SQLite / PostgreSQL warehouses and the local OpenAI-compatible judg
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,10 @@ import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.scoring import contextual_precision
-from tests.fixtures.airflow_env import MARKER_ENV, AirflowEnv
+from tests.fixtures.airflow_env import MARKER_ENV, AirflowEnv, DagRunResult
 
 DAY = "2026-11-28"
+LOW_DAY = "2026-11-20"  # far from DAY: the neighbour-day logs of each stay apart
 DAG_ID = "contextual_precision_nightly"
 TURN_DAG_ID = "turn_contextual_precision_nightly"
 JUDGE_KEY = "sk-airflowtest-0123456789abcdef"
@@ -131,67 +133,148 @@ def test_dagbag_imports_both_dags_on_a_data_interval_timetable(airflow_env: Airf
                 "threshold", "chunk_size", "concurrency", "metric"} <= set(d["template_fields"])
 
 
-def test_nightly_scores_sqlite_in_mapped_chunks_and_rerun_is_idempotent(
-    airflow_env: AirflowEnv, judge_server: Any, sqlite_db: Path
-) -> None:
-    expected = seed_day(f"sqlite:///{sqlite_db}", DAY, 30, GOOD)
-    url = f"sqlite:///{sqlite_db}"
-    env = sqlite_env(sqlite_db, judge_server)
-
-    # the nightly run, then a manual re-run for the same day (no logical date, the day given
-    # as a param): nothing is judged again, nothing duplicated, one more ctxprec_runs row
-    first, second = airflow_env.dag_tests(
-        [(DAG_ID, DAY, {"chunk_size": 8}), (DAG_ID, None, {"chunk_size": 8, "partition_key": DAY})], env
+def seed_conversations(url: str, day: str, n: int) -> None:
+    engine = sa.create_engine(url)
+    table = sa.Table(
+        "conversation_logs", sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("event_time", sa.DateTime()),
+        sa.Column("turns", sa.Text),
+        sa.Column("expected_outcome", sa.Text),
     )
-    assert first.state == "success", first.output[-4000:]
-    chunks = first.tis("score_chunk")
-    assert [t["map_index"] for t in chunks] == [0, 1, 2, 3]  # 30 rows / 8 per chunk
-    assert all(t["state"] == "success" for t in chunks)
-    assert [c["rows"] for c in first.xcom("plan_chunks")] == [8, 8, 8, 6]
-    assert set(judge_server.auth_headers) == {f"Bearer {JUDGE_KEY}"}  # the key of the connection
-
-    rows = query(url, "SELECT log_id, score FROM ctxprec_scores WHERE partition_key = :p", p=DAY)
-    assert len(rows) == 30 and {int(r[0]) for r in rows} == set(range(1, 31))  # neighbours untouched
-    mean = sum(r[1] for r in rows) / 30
-    assert mean == pytest.approx(sum(expected) / 30)
-    summary = first.xcom("aggregate")
-    assert summary["status"] == "succeeded" and summary["rows_scored"] == 30
-    assert summary["mean_score"] == pytest.approx(sum(expected) / 30, abs=1e-6)
-    assert first.xcom("alert")["fired"] is False
-    assert_no_secrets(first, JUDGE_KEY)
-
-    assert first.xcom("aggregate")["judge_calls"] == 30  # one call per row (3 nodes each)
-    assert second.state == "success", second.output[-4000:]
-    assert second.logical_date is None
-    assert judge_server.calls == 30  # both runs together
-    assert query(url, "SELECT count(*), count(DISTINCT log_id) FROM ctxprec_scores")[0] == (30, 30)
-    runs = query(url, "SELECT run_id, status, rows_scored FROM ctxprec_runs WHERE partition_key = :p", p=DAY)
-    assert len(runs) == 2 and all(r[1:] == ("succeeded", 30) for r in runs)
-    assert second.xcom("aggregate")["judge_calls"] == 0
+    table.metadata.create_all(engine)
+    start = datetime.fromisoformat(day)
+    convs = []
+    for i in range(n):
+        turns = [
+            {"role": "user", "content": f"Where is order {i}?", "retrieval_context": None},
+            {"role": "assistant", "content": "It is on its way.",
+             "retrieval_context": [_node(i, 0, i % 2 == 0), _node(i, 1, True)]},
+            {"role": "user", "content": "When will it arrive?", "retrieval_context": None},
+            {"role": "assistant", "content": "Tomorrow.", "retrieval_context": [_node(i, 2, True)]},
+        ]
+        convs.append({"id": i + 1, "event_time": start + timedelta(hours=3 * i), "turns": json.dumps(turns),
+                      "expected_outcome": f"The user learns when order {i} arrives."})
+    with engine.begin() as conn:
+        conn.execute(table.insert(), convs)
+    engine.dispose()
 
 
-def test_low_scores_fail_the_alert_task_once_and_fire_the_failure_callbacks(
-    airflow_env: AirflowEnv, judge_server: Any, sqlite_db: Path, tmp_path: Path
-) -> None:
-    expected = seed_day(f"sqlite:///{sqlite_db}", DAY, 24, LOW)
-    assert sum(expected) / len(expected) < 0.5
-    marker = tmp_path / "failures.jsonl"
-    env = sqlite_env(sqlite_db, judge_server, **{
+@dataclass
+class SqliteRuns:
+    """One child process, four DAG runs on one SQLite warehouse (see ``sqlite_runs``)."""
+
+    url: str
+    expected_good: list[float]
+    expected_low: list[float]
+    nightly: DagRunResult
+    rerun: DagRunResult
+    turn: DagRunResult
+    low: DagRunResult
+    judge_calls: int
+    auth_headers: set[str | None]
+    marker: Path
+
+
+@pytest.fixture(scope="module")
+def sqlite_runs(airflow_env: AirflowEnv, judge_server_session: Any,
+                tmp_path_factory: pytest.TempPathFactory) -> SqliteRuns:
+    """Seed a SQLite warehouse with a good day (30 logs + 6 conversations) and a low-scoring
+    day (24 logs), then run in one child: the nightly DAG for the good day, a manual re-run of
+    it (no logical date, the day as a param), the conversation DAG, and the nightly DAG for the
+    low day with ``min_mean=0.6``. A marker callback records every task failure."""
+    server = judge_server_session
+    server.reset()
+    tmp = tmp_path_factory.mktemp("airflow_sqlite")
+    db = tmp / "warehouse.db"
+    url = f"sqlite:///{db}"
+    expected_good = seed_day(url, DAY, 30, GOOD)
+    expected_low = seed_day(url, LOW_DAY, 24, LOW, first_id=1001)
+    seed_conversations(url, DAY, 6)
+    marker = tmp / "failures.jsonl"
+    env = sqlite_env(db, server, **{
         "CTXPREC_AIRFLOW_ON_FAILURE": "tests.fixtures.airflow_env:marker_callback",
         MARKER_ENV: str(marker),
     })
+    try:
+        nightly, rerun, turn, low = airflow_env.dag_tests([
+            (DAG_ID, DAY, {"chunk_size": 8}),
+            (DAG_ID, None, {"chunk_size": 8, "partition_key": DAY}),
+            (TURN_DAG_ID, DAY, {"chunk_size": 4}),
+            (DAG_ID, LOW_DAY, {"min_mean": 0.6}),
+        ], env)
+        return SqliteRuns(url, expected_good, expected_low, nightly, rerun, turn, low,
+                          server.calls, set(server.auth_headers), marker)
+    finally:
+        server.reset()
 
-    result = airflow_env.dag_test(DAG_ID, DAY, {"min_mean": 0.6}, env)
 
+def test_nightly_scores_sqlite_in_mapped_chunks(sqlite_runs: SqliteRuns) -> None:
+    first = sqlite_runs.nightly
+    assert first.state == "success", first.output[-4000:]
+    chunks = first.tis("score_chunk")
+    assert [t["map_index"] for t in chunks] == [0, 1, 2, 3]  # 30 rows / 8 per chunk
+    assert all(t["state"] == "success" and t["try_number"] == 1 for t in chunks)
+    assert [c["rows"] for c in first.xcom("plan_chunks")] == [8, 8, 8, 6]
+    assert sum(first.xcom("score_chunk", i)["rows_scored"] for i in range(4)) == 30
+    assert sqlite_runs.auth_headers == {f"Bearer {JUDGE_KEY}"}  # the key of the judge connection
+
+    expected = sqlite_runs.expected_good
+    rows = query(sqlite_runs.url, "SELECT log_id, score FROM ctxprec_scores "
+                 "WHERE partition_key = :p AND metric = 'contextual_precision'", p=DAY)
+    assert {int(r[0]) for r in rows} == set(range(1, 31))  # the neighbouring days' logs untouched
+    assert sum(r[1] for r in rows) / 30 == pytest.approx(sum(expected) / 30)
+    summary = first.xcom("aggregate")
+    assert summary["status"] == "succeeded" and summary["rows_scored"] == 30
+    assert summary["mean_score"] == pytest.approx(sum(expected) / 30, abs=1e-6)
+    assert summary["judge_calls"] == 30  # one call per row (3 nodes each)
+    assert first.xcom("alert")["fired"] is False
+    assert_no_secrets(first, JUDGE_KEY)
+
+
+def test_manual_rerun_of_a_day_is_idempotent(sqlite_runs: SqliteRuns) -> None:
+    second = sqlite_runs.rerun
+    assert second.state == "success", second.output[-4000:]
+    assert second.logical_date is None and second.xcom("plan_chunks")[0]["partition_key"] == DAY
+    assert second.xcom("aggregate")["judge_calls"] == 0  # every row already scored
+    assert sqlite_runs.judge_calls == sum(
+        r.xcom("aggregate")["judge_calls"] for r in (sqlite_runs.nightly, second, sqlite_runs.turn, sqlite_runs.low)
+    )
+    assert query(sqlite_runs.url, "SELECT count(*), count(DISTINCT log_id) FROM ctxprec_scores "
+                 "WHERE partition_key = :p AND metric = 'contextual_precision'", p=DAY)[0] == (30, 30)
+    runs = query(sqlite_runs.url, "SELECT run_id, status, rows_scored FROM ctxprec_runs "
+                 "WHERE partition_key = :p AND metric = 'contextual_precision'", p=DAY)
+    assert len({r[0] for r in runs}) == 2 and all(r[1:] == ("succeeded", 30) for r in runs)
+
+
+def test_turn_dag_scores_conversation_logs(sqlite_runs: SqliteRuns) -> None:
+    result = sqlite_runs.turn
+    assert result.state == "success", result.output[-4000:]
+    assert len(result.tis("score_chunk")) == 2  # 6 conversations / 4 per chunk
+    rows = query(sqlite_runs.url, "SELECT log_id, score FROM ctxprec_scores "
+                 "WHERE partition_key = :p AND metric = 'turn_contextual_precision'", p=DAY)
+    assert sorted(int(r[0]) for r in rows) == [1, 2, 3, 4, 5, 6]
+    assert all(0.0 <= r[1] <= 1.0 for r in rows)
+    summary = result.xcom("aggregate")
+    assert summary["metric"] == "turn_contextual_precision" and summary["judge_calls"] > 0
+
+
+def test_low_scores_fail_the_alert_task_once_and_fire_the_failure_callbacks(sqlite_runs: SqliteRuns) -> None:
+    assert sum(sqlite_runs.expected_low) / len(sqlite_runs.expected_low) < 0.5
+    result = sqlite_runs.low
     assert result.state == "failed"
     assert result.state_of("aggregate") == "success"
+    assert result.xcom("aggregate")["mean_score"] == pytest.approx(
+        sum(sqlite_runs.expected_low) / len(sqlite_runs.expected_low), abs=1e-6)
     (alert,) = result.tis("alert")
     assert alert["state"] == "failed" and alert["try_number"] == 1  # AirflowFailException: no retry
-    calls = [json.loads(line) for line in marker.read_text().splitlines()]
-    assert [(c["task_id"], c["exception"]) for c in calls] == [("alert", "AirflowFailException")]
-    assert "min_mean" in calls[0]["message"] and DAY in calls[0]["message"]
-    # the default callback logged its one redacted line too
-    assert f"ctxprec task failed: dag={DAG_ID} task=alert partition={DAY}" in result.output
+    # the marker callback saw exactly one failure in the four runs: this alert
+    calls = [json.loads(line) for line in sqlite_runs.marker.read_text().splitlines()]
+    assert [(c["dag_id"], c["task_id"], c["exception"]) for c in calls] == [
+        (DAG_ID, "alert", "AirflowFailException")]
+    assert "min_mean" in calls[0]["message"] and LOW_DAY in calls[0]["message"]
+    # and the default callback logged its one redacted line
+    assert f"ctxprec task failed: dag={DAG_ID} task=alert partition={LOW_DAY}" in result.output
     assert_no_secrets(result, JUDGE_KEY)
 
 
@@ -242,40 +325,3 @@ def test_nightly_on_postgres_through_a_postgres_connection(
     assert sum(r[0] for r in rows) / 30 == pytest.approx(sum(expected) / 30)
     assert "postgresql+psycopg://postgres:***@" in result.output  # the hook's masked URL
     assert_no_secrets(result, JUDGE_KEY, PG_PASSWORD)
-
-
-def test_turn_dag_scores_conversation_logs(airflow_env: AirflowEnv, judge_server: Any, sqlite_db: Path) -> None:
-    url = f"sqlite:///{sqlite_db}"
-    engine = sa.create_engine(url)
-    table = sa.Table(
-        "conversation_logs", sa.MetaData(),
-        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
-        sa.Column("event_time", sa.DateTime()),
-        sa.Column("turns", sa.Text),
-        sa.Column("expected_outcome", sa.Text),
-    )
-    table.metadata.create_all(engine)
-    start = datetime.fromisoformat(DAY)
-    convs = []
-    for i in range(6):
-        turns = [
-            {"role": "user", "content": f"Where is order {i}?", "retrieval_context": None},
-            {"role": "assistant", "content": "It is on its way.",
-             "retrieval_context": [_node(i, 0, i % 2 == 0), _node(i, 1, True)]},
-            {"role": "user", "content": "When will it arrive?", "retrieval_context": None},
-            {"role": "assistant", "content": "Tomorrow.", "retrieval_context": [_node(i, 2, True)]},
-        ]
-        convs.append({"id": i + 1, "event_time": start + timedelta(hours=3 * i), "turns": json.dumps(turns),
-                      "expected_outcome": f"The user learns when order {i} arrives."})
-    with engine.begin() as conn:
-        conn.execute(table.insert(), convs)
-    engine.dispose()
-
-    result = airflow_env.dag_test(TURN_DAG_ID, DAY, {"chunk_size": 4}, sqlite_env(sqlite_db, judge_server))
-
-    assert result.state == "success", result.output[-4000:]
-    assert len(result.tis("score_chunk")) == 2
-    rows = query(url, "SELECT metric, score FROM ctxprec_scores WHERE partition_key = :p", p=DAY)
-    assert len(rows) == 6 and {r[0] for r in rows} == {"turn_contextual_precision"}
-    assert judge_server.calls > 0
-    assert result.xcom("aggregate")["metric"] == "turn_contextual_precision"

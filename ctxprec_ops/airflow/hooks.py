@@ -129,8 +129,11 @@ def _url_from_connection(conn: Any) -> URL:
             for key in sorted(_LIBPQ_EXTRAS & set(extra)):
                 query.setdefault(key, str(extra[key]))
             return url.set(query=query)
-        hook = conn.get_hook()
-        url = getattr(hook, "sqlalchemy_url", None)
+        try:
+            hook = conn.get_hook()
+            url = hook.sqlalchemy_url
+        except Exception:  # no provider for the type, or its hook builds no SQLAlchemy URL
+            url = None
         if url is None:
             raise ValueError(
                 f"connection {conn.conn_id!r} of type {conn_type!r} cannot be turned into a SQLAlchemy "
