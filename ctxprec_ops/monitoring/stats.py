@@ -7,6 +7,7 @@ with synthetic samples.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
@@ -119,7 +120,9 @@ def welch_less(sample: Sequence[float] | np.ndarray, baseline: Sequence[float] |
         return 0.0 if a.mean() < b.mean() else 1.0
     from scipy import stats as _sp
 
-    p = float(_sp.ttest_ind(a, b, equal_var=False, alternative="less").pvalue)
+    with warnings.catch_warnings():  # near-constant samples: scipy warns, the p-value stays usable
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p = float(_sp.ttest_ind(a, b, equal_var=False, alternative="less").pvalue)
     return p if math.isfinite(p) else 1.0
 
 
