@@ -134,7 +134,7 @@ def _settings(args: argparse.Namespace) -> tuple[str, "AlertRules"]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "trend", help="recent partitions with their figures, alerts and a compact trend",
-        description="Show the last partitions (UTC days) with n, mean ± 95%% CI, median, pass rate, volume and "
+        description="Show the last partitions (UTC days) with n, mean ± 95% CI, median, pass rate, volume and "
                     "the alerts each day would raise.",
         epilog=TREND_EPILOG + "\n" + RULES_HELP, formatter_class=RAW,
     )  # fmt: skip
@@ -158,7 +158,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "report", help="write a self-contained HTML report",
-        description="Write one self-contained HTML file: daily mean with its 95%% CI and thresholds, pass rate, "
+        description="Write one self-contained HTML file: daily mean with its 95% CI and thresholds, pass rate, "
                     "volume, alert markers and the worst cases of the latest partition with their node verdicts.",
         epilog=REPORT_EPILOG + "\n" + RULES_HELP, formatter_class=RAW,
     )  # fmt: skip
