@@ -31,4 +31,4 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/bench_pipeline.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache ctxprec.db ctxprec_report.html
+	rm -rf $(VENV) .pytest_cache ctxprec.db ctxprec_demo.db ctxprec_report.html ctxprec_report_conversations.html
