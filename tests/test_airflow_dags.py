@@ -16,6 +16,7 @@ from ctxprec_ops.scoring import contextual_precision
 from tests.fixtures.airflow_env import MARKER_ENV, AirflowEnv, DagRunResult
 
 DAY = "2026-11-28"
+EMPTY_DAY = "2026-11-25"  # no logs at all
 LOW_DAY = "2026-11-20"  # far from DAY: the neighbour-day logs of each stay apart
 DAG_ID = "contextual_precision_nightly"
 TURN_DAG_ID = "turn_contextual_precision_nightly"
@@ -171,6 +172,7 @@ class SqliteRuns:
     rerun: DagRunResult
     turn: DagRunResult
     low: DagRunResult
+    empty: DagRunResult
     judge_calls: int
     auth_headers: set[str | None]
     marker: Path
@@ -182,7 +184,8 @@ def sqlite_runs(airflow_env: AirflowEnv, judge_server_session: Any,
     """Seed a SQLite warehouse with a good day (30 logs + 6 conversations) and a low-scoring
     day (24 logs), then run in one child: the nightly DAG for the good day, a manual re-run of
     it (no logical date, the day as a param), the conversation DAG, and the nightly DAG for the
-    low day with ``min_mean=0.6``. A marker callback records every task failure."""
+    low day with ``min_mean=0.6``, and the nightly DAG for a day without logs. A marker callback
+    records every task failure."""
     server = judge_server_session
     server.reset()
     tmp = tmp_path_factory.mktemp("airflow_sqlite")
@@ -197,13 +200,14 @@ def sqlite_runs(airflow_env: AirflowEnv, judge_server_session: Any,
         MARKER_ENV: str(marker),
     })
     try:
-        nightly, rerun, turn, low = airflow_env.dag_tests([
+        nightly, rerun, turn, low, empty = airflow_env.dag_tests([
             (DAG_ID, DAY, {"chunk_size": 8}),
             (DAG_ID, None, {"chunk_size": 8, "partition_key": DAY}),
             (TURN_DAG_ID, DAY, {"chunk_size": 4}),
             (DAG_ID, LOW_DAY, {"min_mean": 0.6}),
+            (DAG_ID, EMPTY_DAY, {}),
         ], env)
-        return SqliteRuns(url, expected_good, expected_low, nightly, rerun, turn, low,
+        return SqliteRuns(url, expected_good, expected_low, nightly, rerun, turn, low, empty,
                           server.calls, set(server.auth_headers), marker)
     finally:
         server.reset()
@@ -268,14 +272,29 @@ def test_low_scores_fail_the_alert_task_once_and_fire_the_failure_callbacks(sqli
         sum(sqlite_runs.expected_low) / len(sqlite_runs.expected_low), abs=1e-6)
     (alert,) = result.tis("alert")
     assert alert["state"] == "failed" and alert["try_number"] == 1  # AirflowFailException: no retry
-    # the marker callback saw exactly one failure in the four runs: this alert
+    # the marker callback saw exactly one failure in the other runs: this alert
     calls = [json.loads(line) for line in sqlite_runs.marker.read_text().splitlines()]
-    assert [(c["dag_id"], c["task_id"], c["exception"]) for c in calls] == [
-        (DAG_ID, "alert", "AirflowFailException")]
+    calls = [c for c in calls if c["run_id"] != sqlite_runs.empty.run_id]
+    assert [(c["dag_id"], c["run_id"], c["task_id"], c["exception"]) for c in calls] == [
+        (DAG_ID, result.run_id, "alert", "AirflowFailException")]
     assert "min_mean" in calls[0]["message"] and LOW_DAY in calls[0]["message"]
     # and the default callback logged its one redacted line
     assert f"ctxprec task failed: dag={DAG_ID} task=alert partition={LOW_DAY}" in result.output
     assert_no_secrets(result, JUDGE_KEY)
+
+
+def test_a_day_without_logs_maps_no_chunk_and_fails_on_volume(sqlite_runs: SqliteRuns) -> None:
+    result = sqlite_runs.empty
+    assert result.xcom("plan_chunks") == []
+    assert [t["state"] for t in result.tis("score_chunk")] == ["skipped"]  # mapped over nothing
+    assert result.state_of("aggregate") == "success"  # none_failed: a skipped upstream is fine
+    assert result.xcom("aggregate")["rows_total"] == 0
+    # a silent pipeline is an incident: zero rows against the scored baseline day fires the
+    # volume rule, and the alert fails the run
+    assert result.state == "failed" and result.state_of("alert") == "failed"
+    calls = [json.loads(line) for line in sqlite_runs.marker.read_text().splitlines()]
+    (call,) = [c for c in calls if c["run_id"] == result.run_id]
+    assert call["task_id"] == "alert" and "volume" in call["message"] and EMPTY_DAY in call["message"]
 
 
 def test_transient_judge_outage_is_survived_through_task_retries(
