@@ -120,6 +120,10 @@ for bad in ("None", "2026-13-01", "yesterday"):
         errors[bad] = str(exc)
 out["errors"] = errors
 out["templates"] = list(ContextualPrecisionOperator.template_fields)
+# a literal warehouse URL's password is handed to Airflow's own masker (logs, rendered fields)
+from airflow.sdk.execution_time.secrets_masker import redact as airflow_redact
+ContextualPrecisionOperator(task_id="literal", warehouse_url="postgresql://u:Lit3ral-Secret-99@h/db")
+out["airflow_masked"] = airflow_redact("rendered: postgresql://u:Lit3ral-Secret-99@h/db")
 emit({"hook": hook_out, "operator": out})
 '''
 
@@ -143,3 +147,4 @@ def test_operator_settings_come_from_templates_connections_and_env(probes: dict[
     assert "partition_key" in errors["None"] and "no logical date" in errors["None"]
     assert errors["2026-13-01"] is not None and errors["yesterday"] is not None
     assert "api_key" not in " ".join(out["templates"]) and "judge_api_key" not in out["templates"]
+    assert "Lit3ral-Secret-99" not in out["airflow_masked"] and "***" in out["airflow_masked"]

@@ -26,7 +26,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 
 from ..secrets import redact, redact_url, register_secret
 
-__all__ = ["CtxPrecWarehouseHook", "DEFAULT_WAREHOUSE_CONN_ID", "DEFAULT_WAREHOUSE_URL"]
+__all__ = ["CtxPrecWarehouseHook", "DEFAULT_WAREHOUSE_CONN_ID", "DEFAULT_WAREHOUSE_URL", "mask"]
 
 DEFAULT_WAREHOUSE_CONN_ID = "ctxprec_warehouse"
 DEFAULT_WAREHOUSE_URL = "sqlite:///ctxprec.db"
@@ -37,6 +37,30 @@ _LIBPQ_EXTRAS = frozenset({
     "application_name", "options", "target_session_attrs", "keepalives", "keepalives_idle",
     "keepalives_interval", "keepalives_count", "gssencmode", "channel_binding",
 })
+
+
+def mask(secret: str | None) -> None:
+    """Hide ``secret`` from ctxprec's ``redact`` and from Airflow's own masker (task logs,
+    rendered template fields)."""
+    if not secret:
+        return
+    register_secret(secret)
+    try:
+        from airflow.sdk.log import mask_secret
+
+        mask_secret(secret)
+    except Exception:  # pragma: no cover - masking is best effort outside a task
+        pass
+
+
+def mask_url_password(url: str | None) -> None:
+    """Mask the password of a literal SQLAlchemy URL (templated or unparsable values are skipped)."""
+    if not url or "{{" in url:
+        return
+    try:
+        mask(make_url(url).password)  # type: ignore[arg-type]
+    except Exception:
+        pass
 
 
 class CtxPrecWarehouseHook(BaseHook):
@@ -65,7 +89,7 @@ class CtxPrecWarehouseHook(BaseHook):
         if self._url is None:
             self._url, self.source = self._resolve()
             if self._url.password:
-                register_secret(str(self._url.password))
+                mask(str(self._url.password))
         return self._url
 
     def _resolve(self) -> tuple[URL, str]:
@@ -111,8 +135,7 @@ def _parse(url: str, what: str) -> URL:
 def _url_from_connection(conn: Any) -> URL:
     """Build the SQLAlchemy URL through the connection type's provider hook."""
     conn_type = (conn.conn_type or "").lower()
-    if conn.password:
-        register_secret(conn.password)
+    mask(conn.password)
     try:
         if conn_type == "sqlite":
             from airflow.providers.sqlite.hooks.sqlite import SqliteHook

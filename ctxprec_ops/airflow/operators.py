@@ -31,8 +31,8 @@ from ..errors import (
     JudgeConfigurationError,
     JudgeUnavailableError,
 )
-from ..secrets import redact, register_secret
-from .hooks import DEFAULT_WAREHOUSE_CONN_ID, CtxPrecWarehouseHook
+from ..secrets import redact
+from .hooks import DEFAULT_WAREHOUSE_CONN_ID, CtxPrecWarehouseHook, mask, mask_url_password
 
 __all__ = [
     "ContextualPrecisionPlanOperator",
@@ -144,6 +144,7 @@ class CtxPrecBaseOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        mask_url_password(warehouse_url)  # a literal URL's password stays out of rendered fields
         self.partition_key = partition_key
         self.metric = metric
         self.warehouse_conn_id = warehouse_conn_id
@@ -180,8 +181,7 @@ class CtxPrecBaseOperator(BaseOperator):
                 host = conn.host or ""
                 base_url = base_url or extra.get("base_url") or (host if "://" in host else None)
                 model = model or extra.get("model")
-        if api_key:
-            register_secret(api_key)
+        mask(api_key)
         return JudgeSettings(model=model or settings.judge, base_url=base_url or None, api_key=api_key)
 
     def pipeline_config(self) -> Any:
