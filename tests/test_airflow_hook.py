@@ -124,6 +124,28 @@ out["templates"] = list(ContextualPrecisionOperator.template_fields)
 from airflow.sdk.execution_time.secrets_masker import redact as airflow_redact
 ContextualPrecisionOperator(task_id="literal", warehouse_url="postgresql://u:Lit3ral-Secret-99@h/db")
 out["airflow_masked"] = airflow_redact("rendered: postgresql://u:Lit3ral-Secret-99@h/db")
+
+# unmapped: one task scores the whole partition (offline lexical judge, real SQLite file)
+import json, types, datetime as dt
+import sqlalchemy as sa
+engine = sa.create_engine(URL)
+md = sa.MetaData()
+logs = sa.Table("retrieval_logs", md, sa.Column("id", sa.Integer, primary_key=True),
+                sa.Column("event_time", sa.DateTime), sa.Column("input", sa.Text),
+                sa.Column("actual_output", sa.Text), sa.Column("expected_output", sa.Text),
+                sa.Column("retrieval_context", sa.Text))
+md.create_all(engine)
+with engine.begin() as c:
+    c.execute(logs.insert(), [
+        {"id": i, "event_time": dt.datetime(2026, 11, 28, i), "input": "What is the capital of France?",
+         "actual_output": "Paris", "expected_output": "Paris is the capital of France.",
+         "retrieval_context": json.dumps(["Paris is the capital of France.", "Berlin is in Germany."])
+         if i != 3 else "[]"}
+        for i in range(1, 6)])
+whole = ContextualPrecisionOperator(task_id="whole", partition_key="2026-11-28", judge="lexical",
+                                    warehouse_url=URL, judge_conn_id=None)
+ctx = {"ti": types.SimpleNamespace(dag_id="probe", try_number=1), "run_id": "manual__probe"}
+out["whole"] = whole.execute(ctx)
 emit({"hook": hook_out, "operator": out})
 '''
 
@@ -148,3 +170,16 @@ def test_operator_settings_come_from_templates_connections_and_env(probes: dict[
     assert errors["2026-13-01"] is not None and errors["yesterday"] is not None
     assert "api_key" not in " ".join(out["templates"]) and "judge_api_key" not in out["templates"]
     assert "Lit3ral-Secret-99" not in out["airflow_masked"] and "***" in out["airflow_masked"]
+
+
+def test_unmapped_operator_scores_a_whole_partition(probes: dict[str, Any]) -> None:
+    whole = probes["operator"]["whole"]
+    assert (whole["rows_total"], whole["rows_scored"], whole["rows_failed"]) == (5, 4, 1)
+    assert whole["failures_by_type"] == {"invalid_input": 1}  # the empty context: bad input, no retry
+    assert whole["status"] == "partial" and whole["run_id"] == "airflow:probe:manual__probe"
+    assert 0.0 <= whole["mean_score"] <= 1.0
+    assert set(whole) <= {"run_id", "partition_key", "metric", "status", "rows_total", "rows_scored",
+                          "rows_cached", "rows_failed", "mean_score", "median_score", "pass_rate", "ci_low",
+                          "ci_high", "prompt_tokens", "completion_tokens", "cost", "judge_model",
+                          "prompt_version", "started_at", "finished_at", "threshold", "judge_calls",
+                          "failures_by_type", "error_message"}  # counts and figures, never rows
