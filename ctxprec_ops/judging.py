@@ -177,9 +177,14 @@ async def judge_nodes(
     run: JudgeRun,
     *,
     max_nodes_per_call: int = 20,
+    usage: Usage | None = None,
 ) -> tuple[list[NodeVerdict], Usage]:
-    """Verdicts for ``nodes`` (rank 1 first), in rank order, and what they cost."""
-    usage = Usage()
+    """Verdicts for ``nodes`` (rank 1 first), in rank order, and what they cost.
+
+    Spend is added to ``usage`` when given, so the caller still knows what was paid for when
+    judging fails part-way (e.g. a repair call exhausted its retries).
+    """
+    usage = usage if usage is not None else Usage()
     model = judge.get_model_name()
     verdicts: dict[int, NodeVerdict] = {}
     todo: list[tuple[int, str]] = []

@@ -15,7 +15,7 @@ from ..results import MetricResult
 from ..secrets import redact
 from ..template import prompt_version as _prompt_version
 
-__all__ = ["BaseRetrievalMetric"]
+__all__ = ["BaseRetrievalMetric", "record_usage"]
 
 
 class BaseRetrievalMetric:
@@ -139,6 +139,16 @@ class BaseRetrievalMetric:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(threshold={self.threshold}, model={self.evaluation_model!r})"
+
+
+def record_usage(result: MetricResult, usage: Any) -> None:
+    """Copy a ``judging.Usage`` (calls, tokens, cost, attempts, cache hits) onto ``result``."""
+    result.judge_calls = usage.calls
+    result.prompt_tokens = usage.prompt_tokens
+    result.completion_tokens = usage.completion_tokens
+    result.cost = usage.cost
+    result.attempts = usage.attempts
+    result.cached_nodes = usage.cached_nodes
 
 
 def _error_type(exc: Exception) -> str:

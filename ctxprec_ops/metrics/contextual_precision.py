@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidTestCaseError
-from ..judging import JudgeRun, judge_nodes
+from ..judging import JudgeRun, Usage, judge_nodes
 from ..results import MetricResult
 from ..scoring import apply_strict, contextual_precision
 from ..template import ContextualPrecisionTemplate
 from ..test_case import LLMTestCase
-from .base import BaseRetrievalMetric
+from .base import BaseRetrievalMetric, record_usage
 from .reasons import compose_reason, verbose_logs
 
 __all__ = ["ContextualPrecisionMetric"]
@@ -51,25 +51,24 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
 
     async def _evaluate(self, test_case: LLMTestCase, run: JudgeRun, result: MetricResult) -> None:
         assert test_case.retrieval_context is not None and test_case.expected_output is not None
-        verdicts, usage = await judge_nodes(
-            self.model,
-            self.evaluation_template,
-            self.prompt_version,
-            test_case.input,
-            test_case.expected_output,
-            test_case.retrieval_context,
-            run,
-            max_nodes_per_call=self.max_nodes_per_call,
-        )
+        usage = Usage()
+        try:
+            verdicts, _ = await judge_nodes(
+                self.model,
+                self.evaluation_template,
+                self.prompt_version,
+                test_case.input,
+                test_case.expected_output,
+                test_case.retrieval_context,
+                run,
+                max_nodes_per_call=self.max_nodes_per_call,
+                usage=usage,
+            )
+        finally:  # a failed case still reports the calls it paid for
+            record_usage(result, usage)
         raw = contextual_precision([v.relevant for v in verdicts])
         score = apply_strict(raw, self.strict_mode)
         result.score = score
         result.verdicts = verdicts
-        result.judge_calls = usage.calls
-        result.prompt_tokens = usage.prompt_tokens
-        result.completion_tokens = usage.completion_tokens
-        result.cost = usage.cost
-        result.attempts = usage.attempts
-        result.cached_nodes = usage.cached_nodes
         result.reason = compose_reason(score, verdicts, strict_mode=self.strict_mode, raw_score=raw)
         result.verbose_logs = verbose_logs(verdicts, raw)

@@ -20,7 +20,7 @@ from ..results import MetricResult, WindowResult
 from ..scoring import apply_strict, contextual_precision
 from ..template import TurnContextualPrecisionTemplate
 from ..test_case import ConversationalTestCase, Turn
-from .base import BaseRetrievalMetric
+from .base import BaseRetrievalMetric, record_usage
 from .reasons import _short
 
 __all__ = ["TurnContextualPrecisionMetric", "interaction_units", "windows"]
@@ -126,20 +126,25 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
                 "(no judge call was made)"
             )
 
-        async def judge(w: Window):
+        async def judge(w: Window, usage: Usage):
             if not w.nodes:
-                return [], Usage(attempts=1)
+                return [], usage
             return await judge_nodes(
                 self.model, self.evaluation_template, self.prompt_version,
                 "\n".join(w.user_messages), case.expected_outcome, w.nodes, run,
-                max_nodes_per_call=self.max_nodes_per_call,
+                max_nodes_per_call=self.max_nodes_per_call, usage=usage,
             )
 
-        answers = await asyncio.gather(*(judge(w) for w in wins))
+        usages = [Usage() for _ in wins]
         total = Usage()
+        try:
+            answers = await asyncio.gather(*(judge(w, u) for w, u in zip(wins, usages)))
+        finally:  # a failed conversation still reports the calls it paid for
+            for u in usages:
+                total.merge(u)
+            record_usage(result, total)
         results: list[WindowResult] = []
         for w, (verdicts, usage) in zip(wins, answers):
-            total.merge(usage)
             score = 1.0 if not w.nodes else apply_strict(contextual_precision([v.relevant for v in verdicts]), self.strict_mode)
             results.append(WindowResult(w.index, w.turn_indices, w.node_sources, verdicts, score, usage.calls))
         score = sum(r.score for r in results) / len(results)
@@ -147,12 +152,6 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
         result.windows = results
         # the per-node verdicts of the last window cover the most recent context
         result.verdicts = [v for r in results for v in r.verdicts]
-        result.judge_calls = total.calls
-        result.prompt_tokens = total.prompt_tokens
-        result.completion_tokens = total.completion_tokens
-        result.cost = total.cost
-        result.attempts = total.attempts
-        result.cached_nodes = total.cached_nodes
         result.reason = _turn_reason(score, results, case.turns)
         result.verbose_logs = _turn_logs(results, case.turns)
 

@@ -1,0 +1,189 @@
+"""Reliability: a partition of 520 rows scored through the OpenAI judge over real HTTP while the
+judge server injects every fault it knows (429 with and without Retry-After, 500, client
+timeouts, connection resets, malformed JSON, too few / duplicated verdicts, verdicts for node ids
+that were never shown).
+
+What must hold: every input row ends in exactly one of ``ctxprec_scores`` (with exactly the
+score its planted relevance gives) or ``ctxprec_failures`` (once retries are exhausted); nothing
+is dropped, nothing is scored from a bad answer, and the run ledger adds up.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from ctxprec_ops.pipeline import PipelineConfig, score_partition
+from ctxprec_ops.warehouse.engine import get_engine
+from tests.fixtures.warehouse_data import create_logs, log_row
+
+DAY = "2026-11-28"
+N_ROWS = 520
+#: HTTP outcomes that carried a completion (the client got an answer it could parse or repair)
+ANSWERED = ("ok", "malformed", "drop", "duplicate", "unknown_id")
+
+
+def expected_score(relevance: list[bool]) -> float:
+    """The metric, written out independently of ``ctxprec_ops.scoring``."""
+    hits, total = 0, 0.0
+    for k, rel in enumerate(relevance, start=1):
+        if rel:
+            hits += 1
+            total += hits / k
+    return total / hits if hits else 0.0
+
+
+def planted_rows(n: int = N_ROWS, seed: int = 42) -> tuple[list[dict], dict[str, list[bool]]]:
+    """``n`` rows of 3-6 nodes each; a node is relevant iff its text holds the word RELEVANT."""
+    rng = random.Random(seed)
+    rows, truth = [], {}
+    start = datetime(2026, 11, 28)
+    for i in range(1, n + 1):
+        rel = [rng.random() < 0.45 for _ in range(rng.randint(3, 6))]
+        nodes = [f"row {i} passage {k}: " + ("a RELEVANT fact about the answer" if r else "IRRELEVANT filler text")
+                 for k, r in enumerate(rel, start=1)]
+        rows.append(log_row(i, start + timedelta(seconds=i * 157 % 86_400), input=f"question {i}?",
+                            expected=f"answer {i}", context=nodes))
+        truth[str(i)] = rel
+    return rows, truth
+
+
+def all_faults(server, *, timeouts: bool = True) -> None:
+    server.p_429 = 0.05  # with Retry-After (0.05 s)
+    server.p_429_no_retry_after = 0.05
+    server.p_500 = 0.05
+    server.p_malformed = 0.05
+    server.p_wrong_count = 0.05  # half "drop" (a verdict missing), half "duplicate"
+    server.p_unknown_id = 0.03
+    server.p_reset = 0.03
+    server.p_timeout = 0.02 if timeouts else 0.0
+
+
+def table_state(engine) -> tuple[dict[str, sa.Row], dict[str, sa.Row], list[sa.Row]]:
+    with engine.connect() as conn:
+        scores = {r.log_id: r for r in conn.execute(sa.text("SELECT * FROM ctxprec_scores"))}
+        failures = {r.log_id: r for r in conn.execute(sa.text("SELECT * FROM ctxprec_failures"))}
+        runs = list(conn.execute(sa.text("SELECT * FROM ctxprec_runs")))
+    return scores, failures, runs
+
+
+def assert_every_row_accounted(engine, truth: dict[str, list[bool]], summary) -> tuple[dict, dict]:
+    """Each row in exactly one table; each score exact; the ledger equals the tables."""
+    scores, failures, runs = table_state(engine)
+    assert not set(scores) & set(failures), "a row is both scored and failed"
+    assert set(scores) | set(failures) == set(truth), "rows were dropped (or invented)"
+    for log_id, row in scores.items():
+        rel = truth[log_id]
+        verdicts = row.verdicts if isinstance(row.verdicts, list) else json.loads(row.verdicts)
+        # never scored from a bad answer: one verdict per node, by id, with the planted relevance
+        assert [v["node"] for v in verdicts] == list(range(1, len(rel) + 1)), log_id
+        assert [v["relevant"] for v in verdicts] == rel, log_id
+        assert row.score == pytest.approx(expected_score(rel), abs=1e-12), log_id
+        assert row.success == (row.score >= 0.5)
+    for f in failures.values():
+        assert f.error_type in ("judge_unavailable", "judge_answer_invalid"), f.error_type
+        assert f.error_message and f.run_id == summary.run_id
+    # the summary and the ctxprec_runs row agree with the tables
+    assert summary.rows_total == N_ROWS == summary.rows_scored + summary.rows_failed
+    assert (summary.rows_scored, summary.rows_failed) == (len(scores), len(failures))
+    by_type: dict[str, int] = {}
+    for f in failures.values():
+        by_type[f.error_type] = by_type.get(f.error_type, 0) + 1
+    assert summary.failures_by_type == by_type
+    (ledger,) = [r for r in runs if r.run_id == summary.run_id]
+    assert (ledger.rows_total, ledger.rows_scored, ledger.rows_failed) == (
+        summary.rows_total, summary.rows_scored, summary.rows_failed)
+    assert ledger.status == summary.status == ("succeeded" if not failures else "partial")
+    assert ledger.finished_at is not None
+    if scores:
+        mean = sum(r.score for r in scores.values()) / len(scores)
+        assert ledger.mean_score == pytest.approx(mean, abs=1e-12)
+    return scores, failures
+
+
+@pytest.fixture
+def warehouse(tmp_path):
+    url = f"sqlite:///{tmp_path / 'faults.db'}"
+    rows, truth = planted_rows()
+    create_logs(get_engine(url), rows)
+    return url, truth
+
+
+def test_partition_under_every_judge_fault_scores_each_row_exactly(judge_server, warehouse):
+    url, truth = warehouse
+    all_faults(judge_server)
+    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
+                         judge_api_key="test-key", judge_timeout=0.5, chunk_size=200, concurrency=16)
+    summary = score_partition(cfg, DAY)
+
+    # every fault kind really happened, many times
+    seen = judge_server.outcomes
+    for outcome in ("429", "429_no_retry_after", "500", "malformed", "drop", "duplicate", "unknown_id",
+                    "reset", "timeout"):
+        assert seen[outcome] >= 3, (outcome, dict(seen))
+    scores, failures = assert_every_row_accounted(get_engine(url), truth, summary)
+    # with 6 retries per call, losing a row takes 7 faults in a row on one call: (almost) never
+    assert len(failures) <= N_ROWS // 100, failures
+    # spend accounting: every answered HTTP request is one judge call in the ledger
+    answered = sum(seen[o] for o in ANSWERED)
+    assert summary.judge_calls == answered
+
+
+def test_exhausted_retries_become_failures_and_a_rerun_completes(judge_server, warehouse):
+    url, truth = warehouse
+    engine = get_engine(url)
+    all_faults(judge_server, timeouts=False)
+    judge_server.p_500 = 0.15  # with no retry at all, ~1 call in 3 fails for good
+    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
+                         judge_api_key="test-key", judge_timeout=2.0, chunk_size=128, concurrency=16,
+                         max_retries=0)
+    first = score_partition(cfg, DAY)
+    scores, failures = assert_every_row_accounted(engine, truth, first)
+    assert first.status == "partial" and not first.completed
+    assert len(failures) > N_ROWS // 10 and len(scores) > N_ROWS // 3
+    unavailable = [f for f in failures.values() if f.error_type == "judge_unavailable"]
+    assert unavailable
+    for f in unavailable:
+        assert "after 1 attempts" in f.error_message and f.attempts == 1
+    answered = sum(judge_server.outcomes[o] for o in ANSWERED)
+    assert first.judge_calls == answered  # calls spent on rows that then failed are counted too
+
+    # the judge recovers: only the failed rows are judged again, and they all score exactly
+    judge_server.reset()
+    second = score_partition(cfg, DAY)
+    assert judge_server.calls == len(failures)  # one call per failed row (3-6 nodes each)
+    scores2, failures2 = assert_every_row_accounted(engine, truth, second)
+    assert not failures2 and second.status == "succeeded" and second.completed
+    assert second.rows_cached >= len(scores)
+    for log_id, row in scores.items():  # rows scored by the first run were left alone
+        assert scores2[log_id].run_id == first.run_id and scores2[log_id].score == row.score
+    assert {scores2[i].run_id for i in failures} == {second.run_id}
+
+
+def test_a_failed_case_still_reports_the_calls_it_paid_for(judge_server):
+    """Spend on a case that then fails is counted (ledger cost/tokens, failure ``attempts``)."""
+    from ctxprec_ops import ContextualPrecisionMetric, ConversationalTestCase, LLMTestCase, Turn, evaluate
+    from ctxprec_ops.judges.openai_judge import OpenAIJudge
+    from ctxprec_ops.metrics.turn_contextual_precision import TurnContextualPrecisionMetric
+
+    judge = OpenAIJudge("judge-test-model", base_url=judge_server.base_url, api_key="test-key",
+                        price_per_million=(1.0, 1.0))
+    case = LLMTestCase(input="q", expected_output="a", retrieval_context=["a RELEVANT fact", "IRRELEVANT"], id="c")
+    # an unusable answer (paid for), then the repair call fails for good
+    judge_server.script(["malformed", "500", "500", "500"])
+    (r,) = evaluate([case], [ContextualPrecisionMetric(model=judge)], max_retries=2, concurrency=1).results
+    assert r.error_type == "judge_unavailable" and r.score is None
+    assert (r.judge_calls, r.attempts) == (1, 3) and r.prompt_tokens > 0 and r.cost > 0
+
+    judge_server.reset()
+    turns = [Turn("user", "hi"), Turn("assistant", "x", ["one RELEVANT"]),
+             Turn("user", "more"), Turn("assistant", "y", ["two IRRELEVANT"])]
+    conv = ConversationalTestCase(turns=turns, expected_outcome="done", id="t")
+    judge_server.script(["ok", "500"])  # window 1 answered, window 2 fails
+    (t,) = evaluate([conv], [TurnContextualPrecisionMetric(model=judge)], max_retries=0, concurrency=1).results
+    assert t.error_type == "judge_unavailable"
+    assert t.judge_calls == 1 and t.prompt_tokens > 0
