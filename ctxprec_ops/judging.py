@@ -24,7 +24,7 @@ from .verdicts import AnswerProblem, JudgeAnswer, NodeVerdict, check_coverage, p
 
 log = logging.getLogger("ctxprec_ops.judging")
 
-__all__ = ["JudgeRun", "Usage", "judge_nodes"]
+__all__ = ["JudgeRun", "Usage", "judge_nodes", "gather_settled"]
 
 #: completion tokens assumed per node when estimating a call's cost before making it
 EST_COMPLETION_TOKENS_PER_NODE = 40
@@ -67,6 +67,17 @@ class Usage:
         self.attempts = max(self.attempts, other.attempts)
         self.repairs += other.repairs
         self.cached_nodes += other.cached_nodes
+
+
+async def gather_settled(*aws):
+    """Like ``asyncio.gather`` but, when one awaitable fails, wait for the others to finish
+    before raising the first error: no sibling judge call keeps running (and spending) unseen
+    after its case is reported as failed, and every call's spend is counted."""
+    results = await asyncio.gather(*aws, return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results
 
 
 def _estimate_cost(judge: JudgeModel, prompt: str, n_nodes: int) -> float | None:
@@ -160,7 +171,7 @@ async def _judge_group(
             f"the judge's answer for node {ids[0]} was unusable even after re-asking: {second_problem}"
         )
     mid = len(group) // 2
-    left, right = await asyncio.gather(
+    left, right = await gather_settled(
         _judge_group(judge, template, input, expected, group[:mid], run, usage),
         _judge_group(judge, template, input, expected, group[mid:], run, usage),
     )
@@ -206,7 +217,7 @@ async def judge_nodes(
             fresh = fast(input, expected, todo)
         else:
             groups = [todo[i : i + max_nodes_per_call] for i in range(0, len(todo), max_nodes_per_call)]
-            parts = await asyncio.gather(
+            parts = await gather_settled(
                 *(_judge_group(judge, template, input, expected, g, run, usage) for g in groups)
             )
             fresh = {k: v for part in parts for k, v in part.items()}

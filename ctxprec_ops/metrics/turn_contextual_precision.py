@@ -10,12 +10,11 @@ not scorable (an error, zero judge calls) rather than a silent pass.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidTestCaseError, NotScorableError
-from ..judging import JudgeRun, Usage, judge_nodes
+from ..judging import JudgeRun, Usage, gather_settled, judge_nodes
 from ..results import MetricResult, WindowResult
 from ..scoring import apply_strict, contextual_precision
 from ..template import TurnContextualPrecisionTemplate
@@ -138,7 +137,7 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
         usages = [Usage() for _ in wins]
         total = Usage()
         try:
-            answers = await asyncio.gather(*(judge(w, u) for w, u in zip(wins, usages)))
+            answers = await gather_settled(*(judge(w, u) for w, u in zip(wins, usages)))
         finally:  # a failed conversation still reports the calls it paid for
             for u in usages:
                 total.merge(u)
