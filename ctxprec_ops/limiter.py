@@ -1,6 +1,7 @@
 """An adaptive concurrency limiter for judge calls.
 
-At most ``limit`` calls are in flight. A 429 halves the limit (at most once per cool-down) and,
+At most ``limit`` calls are in flight. A 429 cuts the limit by a quarter (at most once per
+cool-down) and,
 when the server sent ``Retry-After``, pauses new calls until then; sustained success raises the
 limit again by one step at a time up to the configured maximum (AIMD, as TCP does).
 """
@@ -19,7 +20,7 @@ class AdaptiveLimiter:
         max_concurrency: int,
         *,
         min_concurrency: int = 1,
-        increase_after: int = 8,
+        increase_after: int = 4,
         decrease_cooldown: float = 1.0,
     ) -> None:
         if max_concurrency < 1:
@@ -56,6 +57,8 @@ class AdaptiveLimiter:
                 if self.in_flight < self.limit:
                     self.in_flight += 1
                     self.max_in_flight = max(self.max_in_flight, self.in_flight)
+                    if self.in_flight < self.limit:  # pass free slots on (e.g. after a pause)
+                        cond.notify(self.limit - self.in_flight)
                     return
                 await cond.wait()
 
@@ -63,7 +66,8 @@ class AdaptiveLimiter:
         cond = self._condition()
         async with cond:
             self.in_flight -= 1
-            cond.notify_all()
+            # wake only as many waiters as there are free slots (the limit may have grown)
+            cond.notify(max(1, self.limit - self.in_flight))
 
     async def __aenter__(self) -> "AdaptiveLimiter":
         await self.acquire()
@@ -83,7 +87,7 @@ class AdaptiveLimiter:
         self._successes = 0
         now = time.monotonic()
         if now - self._last_decrease >= self.decrease_cooldown:
-            self.limit = max(self.min_concurrency, self.limit // 2)
+            self.limit = max(self.min_concurrency, (self.limit * 3) // 4)
             self._last_decrease = now
         if retry_after is not None and retry_after > 0:
             self._pause_until = max(self._pause_until, now + min(retry_after, 120.0))

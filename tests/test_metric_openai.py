@@ -257,3 +257,41 @@ def test_model_name_and_env_point_at_endpoint(openai_env):
     m = ContextualPrecisionMetric(model="judge-test-model")
     assert m.measure(case([N, R])) == 0.5
     assert openai_env.requests[0]["json"]["model"] == "judge-test-model"
+
+
+def test_concurrent_rejections_step_down_only_once(judge_server):
+    judge_server.reject_json_schema = True
+    judge_server.latency = 0.05
+    judge = judge_for(judge_server)
+    res = evaluate([case([N, R], id=str(i)) for i in range(16)], ContextualPrecisionMetric(model=judge), concurrency=16)
+    assert all(r.score == 0.5 for r in res)
+    assert judge.mode == "json_object"  # JSON mode works here: never fall back to plain text
+
+
+def test_limiter_bounds_in_flight_and_recovers():
+    from ctxprec_ops.limiter import AdaptiveLimiter
+
+    async def scenario():
+        lim = AdaptiveLimiter(8, increase_after=2)
+        active = 0
+        peak = 0
+
+        async def work(i):
+            nonlocal active, peak
+            await lim.acquire()
+            active += 1
+            peak = max(peak, active)
+            await asyncio.sleep(0.005)
+            active -= 1
+            if i == 5:
+                lim.on_rate_limited(0.02)
+            else:
+                lim.on_success()
+            await lim.release()
+
+        await asyncio.gather(*(work(i) for i in range(80)))
+        return lim, peak
+
+    lim, peak = asyncio.run(scenario())
+    assert peak <= 8 and lim.rate_limited == 1
+    assert lim.limit == 8  # cut after the 429, grown back by the successes that followed

@@ -185,7 +185,11 @@ class OpenAIJudge(JudgeModel):
             except openai.BadRequestError as exc:
                 # endpoint capabilities: step down and ask again (not a retry of a fault)
                 if fmt is not None and _mentions(exc, "response_format", "json_schema", "json_object", "structured"):
-                    self.mode = "json_object" if self.mode == "json_schema" else "none"
+                    # step down from the format that was rejected; concurrent calls that were
+                    # rejected for the same format must not step down twice
+                    rejected = "json_schema" if fmt["type"] == "json_schema" else "json_object"
+                    if self.mode == rejected:
+                        self.mode = "json_object" if rejected == "json_schema" else "none"
                     continue
                 if self.temperature is not None and _mentions(exc, "temperature"):
                     self.temperature = None
