@@ -52,6 +52,7 @@ from .warehouse.store import (
     load_judgments,
     partition_counts,
     partition_scores,
+    mark_interrupted_runs,
     run_spend,
     scored_ids,
     write_chunk,
@@ -261,7 +262,9 @@ class RunSummary:
     ``status``: ``succeeded`` (no failure records), ``partial`` (some rows in failures),
     ``budget_exhausted`` (some rows could not be afforded under ``max_cost``), ``failed`` (rows
     exist but none could be scored because of judge errors, or the run aborted), ``running``
-    (written when a run starts; replaced when it ends).
+    (written when a run starts; replaced when it ends), ``interrupted`` (a ``running`` row that a
+    later run of the same partition and configuration found when it finished: the process was
+    killed before it could record its end; ``finished_at`` stays NULL).
     """
 
     run_id: str
@@ -690,7 +693,21 @@ def finalize_run(
         **_summary_figures(scores, counts["passed"]),
     )
     _write_run(ctx, summary)
+    _mark_interrupted(ctx, summary)
     return summary
+
+
+def _mark_interrupted(ctx: PipelineContext, summary: RunSummary) -> None:
+    """Earlier runs of this partition still marked ``running`` were killed (or are about to
+    overwrite this mark with their own end): say so instead of leaving them ``running``."""
+    message = (f"interrupted: this run recorded no end (its process was killed or died); run "
+               f"{summary.run_id} finished the partition at {summary.finished_at:%Y-%m-%d %H:%M:%S} UTC")
+    with write_transaction(ctx.engine) as conn:
+        n = mark_interrupted_runs(conn, ctx.tables, ctx.key, summary.partition_key, summary.run_id,
+                                  summary.started_at or summary.finished_at, message)
+    if n:
+        log.warning("partition %s: %d earlier run(s) never recorded an end; marked interrupted",
+                    summary.partition_key, n)
 
 
 def _write_run(ctx: PipelineContext, summary: RunSummary) -> None:

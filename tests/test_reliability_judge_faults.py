@@ -10,46 +10,17 @@ is dropped, nothing is scored from a bad answer, and the run ledger adds up.
 
 from __future__ import annotations
 
-import json
-import random
-from datetime import datetime, timedelta
-
 import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
 from ctxprec_ops.warehouse.engine import get_engine
-from tests.fixtures.warehouse_data import create_logs, log_row
+from tests.fixtures.warehouse_data import create_logs
+from tests.helpers.planted import DAY, expected_score, planted_rows, verdict_list
 
-DAY = "2026-11-28"
 N_ROWS = 520
 #: HTTP outcomes that carried a completion (the client got an answer it could parse or repair)
 ANSWERED = ("ok", "malformed", "drop", "duplicate", "unknown_id")
-
-
-def expected_score(relevance: list[bool]) -> float:
-    """The metric, written out independently of ``ctxprec_ops.scoring``."""
-    hits, total = 0, 0.0
-    for k, rel in enumerate(relevance, start=1):
-        if rel:
-            hits += 1
-            total += hits / k
-    return total / hits if hits else 0.0
-
-
-def planted_rows(n: int = N_ROWS, seed: int = 42) -> tuple[list[dict], dict[str, list[bool]]]:
-    """``n`` rows of 3-6 nodes each; a node is relevant iff its text holds the word RELEVANT."""
-    rng = random.Random(seed)
-    rows, truth = [], {}
-    start = datetime(2026, 11, 28)
-    for i in range(1, n + 1):
-        rel = [rng.random() < 0.45 for _ in range(rng.randint(3, 6))]
-        nodes = [f"row {i} passage {k}: " + ("a RELEVANT fact about the answer" if r else "IRRELEVANT filler text")
-                 for k, r in enumerate(rel, start=1)]
-        rows.append(log_row(i, start + timedelta(seconds=i * 157 % 86_400), input=f"question {i}?",
-                            expected=f"answer {i}", context=nodes))
-        truth[str(i)] = rel
-    return rows, truth
 
 
 def all_faults(server, *, timeouts: bool = True) -> None:
@@ -78,7 +49,7 @@ def assert_every_row_accounted(engine, truth: dict[str, list[bool]], summary) ->
     assert set(scores) | set(failures) == set(truth), "rows were dropped (or invented)"
     for log_id, row in scores.items():
         rel = truth[log_id]
-        verdicts = row.verdicts if isinstance(row.verdicts, list) else json.loads(row.verdicts)
+        verdicts = verdict_list(row.verdicts)
         # never scored from a bad answer: one verdict per node, by id, with the planted relevance
         assert [v["node"] for v in verdicts] == list(range(1, len(rel) + 1)), log_id
         assert [v["relevant"] for v in verdicts] == rel, log_id
@@ -108,7 +79,7 @@ def assert_every_row_accounted(engine, truth: dict[str, list[bool]], summary) ->
 @pytest.fixture
 def warehouse(tmp_path):
     url = f"sqlite:///{tmp_path / 'faults.db'}"
-    rows, truth = planted_rows()
+    rows, truth = planted_rows(N_ROWS)
     create_logs(get_engine(url), rows)
     return url, truth
 

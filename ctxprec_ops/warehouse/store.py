@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from sqlalchemy import and_, case, delete, exists, func, select
+from sqlalchemy import and_, case, delete, exists, func, select, update
 from sqlalchemy.engine import Connection
 
 from ..verdicts import NodeVerdict
@@ -21,6 +21,7 @@ __all__ = [
     "partition_counts",
     "failure_counts",
     "run_spend",
+    "mark_interrupted_runs",
     "IN_BATCH",
 ]
 
@@ -153,3 +154,23 @@ def run_spend(conn: Connection, t: OutputTables, key: ScoringKey, run_id: str, p
         "cost": None if (n_unknown or 0) > 0 else float(cost or 0.0),
         "judge_calls": int(calls or 0),
     }
+
+
+def mark_interrupted_runs(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str,
+                          run_id: str, started_before: Any, message: str) -> int:
+    """Mark this configuration's runs of the partition that are still ``running`` and started
+    before ``started_before`` as ``interrupted`` (``finished_at`` stays NULL: they never ended).
+
+    Called when a later run finishes: a run that was killed (SIGKILL, OOM, lost node) never
+    updates its own row. A run that is in fact still alive overwrites the mark when it ends.
+    Returns the number of rows marked.
+    """
+    r = t.runs.c
+    stmt = (
+        update(t.runs)
+        .where(r.partition_key == partition_key, r.metric == key.metric, r.judge_model == key.judge_model,
+               r.prompt_version == key.prompt_version, r.status == "running", r.run_id != run_id,
+               r.started_at < started_before)
+        .values(status="interrupted", error_message=message)
+    )
+    return int(conn.execute(stmt).rowcount or 0)

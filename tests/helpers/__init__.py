@@ -1,0 +1,1 @@
+"""Helpers of the reliability suite (planted data, subprocess workers)."""
