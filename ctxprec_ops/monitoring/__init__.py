@@ -3,31 +3,47 @@
 Entry points: ``check_partition`` (one partition -> ``CheckResult``), ``load_trend`` (recent
 partitions -> DataFrame), ``format_trend_table`` (rich table), ``render_report`` (HTML file),
 ``deliver`` with the sinks of ``sinks`` (log, webhook, e-mail).
+
+Names are imported lazily (PEP 562): an orchestrator step that only runs a check does not pay
+for the report's or the trend's imports.
 """
 
-from .alerts import Alert, AlertRules, RegressionTest
-from .check import DEFAULT_METRIC, CheckResult, check_partition
-from .history import Population
-from .report import render_report
-from .sinks import EmailSink, LogSink, SmtpSettings, WebhookSink, deliver, sinks_from_env
-from .trend import format_trend_table, load_trend, trend_results
+from __future__ import annotations
 
-__all__ = [
-    "Alert",
-    "AlertRules",
-    "RegressionTest",
-    "CheckResult",
-    "DEFAULT_METRIC",
-    "Population",
-    "check_partition",
-    "load_trend",
-    "trend_results",
-    "format_trend_table",
-    "render_report",
-    "deliver",
-    "sinks_from_env",
-    "LogSink",
-    "WebhookSink",
-    "EmailSink",
-    "SmtpSettings",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Alert": "alerts",
+    "AlertRules": "alerts",
+    "RegressionTest": "alerts",
+    "CheckResult": "check",
+    "DEFAULT_METRIC": "check",
+    "check_partition": "check",
+    "Population": "history",
+    "render_report": "report",
+    "deliver": "sinks",
+    "sinks_from_env": "sinks",
+    "LogSink": "sinks",
+    "WebhookSink": "sinks",
+    "EmailSink": "sinks",
+    "SmtpSettings": "sinks",
+    "load_trend": "trend",
+    "trend_results": "trend",
+    "format_trend_table": "trend",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)
