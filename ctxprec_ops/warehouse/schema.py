@@ -40,6 +40,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
+from .engine import write_transaction
 from .identifiers import validate_identifier
 
 __all__ = [
@@ -179,6 +180,14 @@ def output_tables(schema: str | None = None) -> OutputTables:
         return t
 
 
+def _create_all(engine: Engine, tables: OutputTables) -> None:
+    # in a write transaction: on SQLite that is BEGIN IMMEDIATE, so a second process waits for
+    # the write lock (busy timeout) instead of failing with "database is locked" when its
+    # check-then-CREATE would upgrade a read transaction another writer has overtaken
+    with write_transaction(engine) as conn:
+        tables.metadata.create_all(conn, checkfirst=True)
+
+
 def ensure_output_tables(engine: Engine, schema: str | None = None) -> OutputTables:
     """Create the output tables (and indexes) that do not exist yet; once per engine."""
     tables = output_tables(schema)
@@ -186,9 +195,9 @@ def ensure_output_tables(engine: Engine, schema: str | None = None) -> OutputTab
     if schema in done:
         return tables
     try:
-        tables.metadata.create_all(engine, checkfirst=True)
+        _create_all(engine, tables)
     except DBAPIError:
         # another worker created them between our check and our CREATE: check again
-        tables.metadata.create_all(engine, checkfirst=True)
+        _create_all(engine, tables)
     done.add(schema)
     return tables
