@@ -610,7 +610,7 @@ def _status(scored: int, failed_by_type: dict[str, int]) -> str:
     return "partial"
 
 
-def _summary_figures(scores: list[float], passed: int) -> dict[str, float | None]:
+def _summary_figures(scores: Any, passed: int) -> dict[str, float | None]:
     """Mean, median, pass rate and the 95% Student-t interval of the mean,
     ``mean ± t(0.975, n-1)·s/√n`` clipped to [0, 1] (None below 2 scores; ``(m, m)`` when all
     scores are equal) — the interval the monitoring reports use too."""

@@ -101,11 +101,15 @@ def write_chunk(
         conn.execute(delete(f).where(key.where(f), f.c.log_id.in_(list(part)), scored))
 
 
-def partition_scores(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str) -> list[float]:
-    """Every score of the partition (floats only, so a million rows stay a few MB)."""
+def partition_scores(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str):
+    """Every score of the partition as a float64 numpy array, streamed from the cursor
+    (8 bytes a row: a million scores are 8 MB, no Python float objects)."""
+    import numpy as np
+
     c = t.scores.c
     stmt = select(c.score).where(key.where(t.scores), c.partition_key == partition_key)
-    return [r[0] for r in conn.execute(stmt)]
+    result = conn.execution_options(stream_results=True, yield_per=20_000).execute(stmt)
+    return np.fromiter((r[0] for r in result), dtype=np.float64)
 
 
 def partition_counts(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str, run_id: str) -> dict[str, Any]:
