@@ -82,28 +82,31 @@ def build(path: str, rows: int) -> float:
     return time.perf_counter() - t0
 
 
-def _instant_judge():
-    from ctxprec_ops.judges.base import JudgeModel
+from ctxprec_ops.judges.base import JudgeModel  # noqa: E402  (after the sys.path tweak)
 
-    block = re.compile(r'<node id="(\d+)">')
+_BLOCK = re.compile(r'<node id="(\d+)">')
 
-    class InstantJudge(JudgeModel):
-        """Answers immediately: even-numbered nodes are relevant."""
 
-        def get_model_name(self) -> str:
-            return "instant-bench-judge"
+class InstantJudge(JudgeModel):
+    """Answers immediately through the LLM path: even-numbered nodes are relevant.
+    Defined at module level so worker processes can unpickle it."""
 
-        def generate(self, prompt, schema=None):
-            ids = [int(k) for k in block.findall(prompt)]
-            return json.dumps({"verdicts": [{"node": k, "relevant": k % 2 == 0, "reason": "bench"} for k in ids]})
+    def get_model_name(self) -> str:
+        return "instant-bench-judge"
 
-        async def a_generate(self, prompt, schema=None):
-            return self.generate(prompt, schema)
+    def generate(self, prompt, schema=None):
+        ids = [int(k) for k in _BLOCK.findall(prompt)]
+        return json.dumps({"verdicts": [{"node": k, "relevant": k % 2 == 0, "reason": "bench"} for k in ids]})
 
+    async def a_generate(self, prompt, schema=None):
+        return self.generate(prompt, schema)
+
+
+def _instant_judge() -> InstantJudge:
     return InstantJudge()
 
 
-def score(path: str, judge: str, chunk_size: int, concurrency: int) -> dict:
+def score(path: str, judge: str, chunk_size: int, concurrency: int, workers: int = 1) -> dict:
     """Runs in a fresh process: score the partition, report rows/s and peak RSS."""
     from ctxprec_ops.pipeline import PipelineConfig, score_partition
 
@@ -111,8 +114,10 @@ def score(path: str, judge: str, chunk_size: int, concurrency: int) -> dict:
     cfg = PipelineConfig(warehouse=f"sqlite:///{path}", judge=j, chunk_size=chunk_size, concurrency=concurrency)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t0, c0 = time.perf_counter(), time.process_time()
-    summary = score_partition(cfg, DAY)
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    summary = score_partition(cfg, DAY, workers=workers)
+    seconds = time.perf_counter() - t0
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = time.process_time() - c0 + children.ru_utime + children.ru_stime
     return {
         "rows": summary.rows_total,
         "scored": summary.rows_scored,
@@ -125,6 +130,8 @@ def score(path: str, judge: str, chunk_size: int, concurrency: int) -> dict:
         "load_avg": os.getloadavg()[0],
         "rss_before_mb": rss_before,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "worker_peak_rss_mb": children.ru_maxrss / 1024,
+        "workers": workers,
     }
 
 
@@ -139,6 +146,9 @@ def main() -> int:
     p.add_argument("--judge", choices=["instant", "lexical"], nargs="+", default=["instant", "lexical"])
     p.add_argument("--chunk-size", type=int, default=500)
     p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--workers", type=int, nargs="+", default=[1],
+                   help="worker processes for score_partition (e.g. --workers 1 2); the lexical judge "
+                        "is picklable, the instant judge is defined here so it is too")
     p.add_argument("--dir", default=None, help="where to build the warehouses (default: a temp dir)")
     p.add_argument("--_build", nargs=2, help=argparse.SUPPRESS)
     p.add_argument("--_score", nargs=2, help=argparse.SUPPRESS)
@@ -147,7 +157,7 @@ def main() -> int:
         print(json.dumps({"seconds": build(a._build[0], int(a._build[1]))}))
         return 0
     if a._score:
-        print(json.dumps(score(a._score[0], a._score[1], a.chunk_size, a.concurrency)))
+        print(json.dumps(score(a._score[0], a._score[1], a.chunk_size, a.concurrency, a.workers[0])))
         return 0
 
     ok = True
@@ -155,28 +165,31 @@ def main() -> int:
     with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
         for n in a.rows:
             for judge in a.judge:
+              for workers in a.workers:
                 db = os.path.join(tmp, f"bench_{n}_{judge}.db")
                 built = _child(["--_build", db, str(n)])
                 print(f"built {n:,} rows in {built['seconds']:.1f}s ({os.path.getsize(db) / 1e6:.0f} MB)", flush=True)
                 r = _child(["--_score", db, judge, "--chunk-size", str(a.chunk_size),
-                            "--concurrency", str(a.concurrency)])
+                            "--concurrency", str(a.concurrency), "--workers", str(workers)])
                 r.update(judge=judge, table_rows=n)
                 results.append(r)
+                peak = max(r["peak_rss_mb"], r.get("worker_peak_rss_mb", 0.0))
                 print(
-                    f"judge={judge:8s} rows={n:>9,}  scored={r['scored']:>9,}  failed={r['failed']}  "
+                    f"judge={judge:8s} workers={workers} rows={n:>9,}  scored={r['scored']:>9,}  failed={r['failed']}  "
                     f"time={r['seconds']:7.1f}s  rows/s={r['rows_per_s']:8,.0f}  "
                     f"rows/CPU-s={r['rows_per_cpu_s']:8,.0f}  load={r['load_avg']:.1f}  "
-                    f"peak RSS={r['peak_rss_mb']:6.1f} MB (after imports {r['rss_before_mb']:.1f} MB)",
+                    f"peak RSS={r['peak_rss_mb']:6.1f} MB (after imports {r['rss_before_mb']:.1f} MB"
+                    + (f"; each worker <= {r['worker_peak_rss_mb']:.1f} MB)" if workers > 1 else ")"),
                     flush=True,
                 )
                 os.remove(db)
-                if r["scored"] != n or r["rows_per_s"] < TARGET_ROWS_S or r["peak_rss_mb"] > TARGET_RSS_MB:
+                if r["scored"] != n or r["rows_per_s"] < TARGET_ROWS_S or peak > TARGET_RSS_MB:
                     ok = False
-    for judge in a.judge:
-        mine = [r for r in results if r["judge"] == judge]
+    for judge, workers in {(r["judge"], r["workers"]) for r in results}:
+        mine = [r for r in results if r["judge"] == judge and r["workers"] == workers]
         if len(mine) > 1:
             growth = mine[-1]["peak_rss_mb"] - mine[0]["peak_rss_mb"]
-            print(f"judge={judge}: peak RSS grows {growth:+.1f} MB from {mine[0]['table_rows']:,} "
+            print(f"judge={judge} workers={workers}: peak RSS grows {growth:+.1f} MB from {mine[0]['table_rows']:,} "
                   f"to {mine[-1]['table_rows']:,} rows")
     print(f"targets: >= {TARGET_ROWS_S:,} rows/s, peak RSS <= {TARGET_RSS_MB} MB -> {'met' if ok else 'MISSED'}")
     return 0 if ok else 1

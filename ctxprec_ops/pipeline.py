@@ -725,13 +725,19 @@ def score_partition(
     *,
     run_id: str | None = None,
     progress: ProgressCallback | None = None,
+    workers: int = 1,
 ) -> RunSummary:
-    """Score one partition: plan, score every chunk in order, finalize. Returns the run row.
+    """Score one partition: plan, score every chunk, finalize. Returns the run row.
 
     Idempotent and resumable: rows already scored are skipped, failures of rows that now score
     are removed. With ``config.max_cost`` one budget spans all chunks. An exception aborts the
     run, records it as ``failed`` in ``ctxprec_runs`` (with a secret-free message) and is
     re-raised; chunks written before it stay written.
+
+    ``workers > 1`` scores chunks in that many worker processes (spawned, so safe inside
+    threaded hosts) for CPU-bound judges on a multi-core machine; it needs a picklable config
+    with a URL (not an ``Engine``) and no ``max_cost`` (a budget cannot span processes),
+    otherwise chunks are scored in this process, in order.
     """
     parse_partition_key(partition_key)
     run_id = run_id or uuid.uuid4().hex
@@ -749,13 +755,16 @@ def score_partition(
         log.info("partition %s: %d rows in %d chunks of up to %d", partition_key, total, len(chunks), config.chunk_size)
         if progress is not None:
             progress(ProgressEvent("planned", partition_key, 0, total, f"{total} rows in {len(chunks)} chunks"))
-        budget = Budget(config.max_cost) if config.max_cost is not None else None
-        results: list[ChunkResult] = []
-        done = 0
-        for chunk in chunks:
-            results.append(score_chunk(config, chunk, run_id=run_id, budget=budget, context=ctx,
-                                       progress=_offset(progress, done, total)))
-            done += chunk.rows
+        if workers > 1 and len(chunks) > 1 and _can_fork_out(config):
+            results = _score_in_processes(config, chunks, run_id, workers, progress, total)
+        else:
+            budget = Budget(config.max_cost) if config.max_cost is not None else None
+            results = []
+            done = 0
+            for chunk in chunks:
+                results.append(score_chunk(config, chunk, run_id=run_id, budget=budget, context=ctx,
+                                           progress=_offset(progress, done, total)))
+                done += chunk.rows
         summary = finalize_run(config, partition_key, run_id=run_id, chunk_results=results,
                                started_at=started, context=ctx)
     except BaseException as exc:
@@ -785,3 +794,60 @@ def _offset(progress: ProgressCallback | None, base: int, total: int) -> Progres
         progress(ProgressEvent(ev.kind, ev.partition_key, base + ev.done, total, ev.message))
 
     return forward
+
+
+# -- worker processes -----------------------------------------------------------------------
+
+_worker_ctx: PipelineContext | None = None
+
+
+def _can_fork_out(config: PipelineConfig) -> bool:
+    import pickle
+
+    if not isinstance(config.warehouse, str) or config.max_cost is not None:
+        return False
+    if config.warehouse.startswith("sqlite") and (":memory:" in config.warehouse or config.warehouse == "sqlite://"):
+        return False  # each process would see its own empty in-memory database
+    try:
+        pickle.dumps(config)
+    except Exception:
+        log.info("config is not picklable (custom judge?): scoring chunks in this process")
+        return False
+    return True
+
+
+def _worker_init(config: PipelineConfig) -> None:
+    global _worker_ctx
+    _worker_ctx = prepare(config)
+
+
+def _worker_score(chunk: dict[str, Any], run_id: str) -> dict[str, Any]:
+    assert _worker_ctx is not None
+    return score_chunk(_worker_ctx.config, Chunk.from_dict(chunk), run_id=run_id, context=_worker_ctx).to_dict()
+
+
+def _score_in_processes(config: PipelineConfig, chunks: list[Chunk], run_id: str, workers: int,
+                        progress: ProgressCallback | None, total: int) -> list[ChunkResult]:
+    """Score ``chunks`` in a pool of spawned processes; chunk writes are independent upserts."""
+    import multiprocessing
+    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+
+    pk = chunks[0].partition_key
+    results: list[ChunkResult] = []
+    done = 0
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_worker_init, initargs=(config,))
+    try:
+        pending = {pool.submit(_worker_score, c.to_dict(), run_id) for c in chunks}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            for fut in finished:
+                r = ChunkResult.from_dict(fut.result())  # re-raises a worker's exception
+                results.append(r)
+                done += r.rows_total
+                if progress is not None:
+                    progress(ProgressEvent("chunk_done", pk, done, total,
+                                           f"chunk {r.index}: {r.rows_scored} scored, {r.rows_failed} failed"))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return sorted(results, key=lambda r: r.index)

@@ -365,3 +365,23 @@ def test_warehouse_password_never_reaches_logs_or_tables(pg_server, caplog):
         assert "pg-s3cret-pw" not in dump
     finally:
         pg_server.drop_database(db)
+
+
+def test_worker_processes_score_every_chunk_once(url):
+    from ctxprec_ops.pipeline import _can_fork_out
+
+    engine = get_engine(url)
+    rows = day_rows(40)
+    create_logs(engine, rows)
+    cfg = PipelineConfig(warehouse=url, judge="lexical", chunk_size=5)
+    assert _can_fork_out(cfg)
+    assert not _can_fork_out(PipelineConfig(warehouse=url, judge=CountingJudge()))  # holds a lock: not picklable
+    assert not _can_fork_out(PipelineConfig(warehouse=url, max_cost=1.0))
+    events: list[ProgressEvent] = []
+    summary = score_partition(cfg, DAY, workers=2, progress=events.append)
+    assert (summary.rows_total, summary.rows_scored, summary.status) == (40, 40, "succeeded")
+    assert ids_in(engine, "ctxprec_scores") == all_ids(rows)
+    done = [e.done for e in events if e.kind == "chunk_done"]
+    assert len(done) == 8 and done[-1] == 40
+    sequential = score_partition(PipelineConfig(warehouse=url, judge="lexical", chunk_size=5), DAY)
+    assert sequential.mean_score == summary.mean_score and sequential.rows_cached == 40
