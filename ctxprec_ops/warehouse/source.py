@@ -31,11 +31,13 @@ from sqlalchemy import (
     Date,
     DateTime,
     Integer,
+    JSON,
     MetaData,
     String,
     Table,
     Text,
     and_,
+    cast,
     literal,
     func,
     inspect,
@@ -265,7 +267,11 @@ def read_chunk_rows(
     for logical, col in src.columns.items():
         if logical == "event_time":
             continue
-        expr = type_coerce(col, Text()) if logical in _JSON_FIELDS else col
+        expr = col
+        if logical in _JSON_FIELDS:
+            # a JSON/JSONB column is cast to its JSON text in SQL, so a JSON *string* stays a
+            # string ('"x"') instead of coming back decoded as text that looks like bad JSON
+            expr = cast(col, Text()) if isinstance(col.type, JSON) else type_coerce(col, Text())
         cols.append(expr.label(logical))
     conds = [src.partition_filter(partition_key, indexable=False), src.id <= src.coerce_id(upto_id)]
     if after_id is not None:
