@@ -24,6 +24,7 @@ import logging
 import math
 import time as _time
 import uuid
+from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any, Callable, Literal
@@ -490,9 +491,17 @@ def score_chunk(
     failures: list[dict[str, Any]] = []
     cases: list[Any] = []
     to_case = row_to_conversation if config.is_conversation else row_to_test_case
+    id_counts = Counter(str(r["id"]) for r in rows)
+    for log_id, n in id_counts.items():
+        if n > 1 and log_id not in done_ids:
+            # which of the rows is the real one is unknowable: score none, say why (once per id)
+            msg = (f"column 'id' value {log_id[:100]!r} is not unique: {n} rows of partition {pk} share it; "
+                   "none of them is scored until the duplicates are removed")
+            failures.append(_failure(log_id, pk, key, InvalidTestCaseError.error_type, msg, 0, run_id, now,
+                                     chunk.index))
     for row in rows:
         log_id = str(row["id"])
-        if log_id in done_ids:
+        if log_id in done_ids or id_counts[log_id] > 1:
             continue
         try:
             cases.append(to_case(row))

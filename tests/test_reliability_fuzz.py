@@ -134,8 +134,6 @@ def test_bad_rows_fail_clearly_and_good_rows_of_the_same_chunk_score(data, chunk
     check_partition(data, chunk_size)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: rows sharing an id are all scored and upserted onto one "
-                   "score row (one silently overwrites the other); fix pending in pipeline.score_chunk")
 @settings(FUZZ, max_examples=15)
 @given(data=rows(duplicates=True), chunk_size=st.integers(1, 4))
 def test_duplicate_ids_fail_clearly_and_nothing_is_silently_overwritten(data, chunk_size):
