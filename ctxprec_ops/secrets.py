@@ -8,7 +8,11 @@ import re
 __all__ = ["redact", "redact_url", "register_secret"]
 
 _extra_secrets: set[str] = set()
-_URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@")
+# the password runs to the *last* "@" of the token, so one containing "/", ":" or an unencoded
+# "@" is masked whole
+_URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>\S+?)@(?!\S*@)")
+# "user:password@host/db" typed without a scheme (an unparseable URL, echoed in its error)
+_BARE_CREDENTIALS = re.compile(r"^(?P<user>[^:/@\s]+):(?P<pw>\S+?)@(?!\S*@)")
 _BEARER = re.compile(r"(?i)(bearer\s+|api[_-]?key[\"']?\s*[:=]\s*[\"']?)([A-Za-z0-9_\-\.]{8,})")
 _OPENAI_KEY = re.compile(r"sk-[A-Za-z0-9_\-]{8,}")
 
@@ -29,8 +33,11 @@ def _known_secrets() -> set[str]:
 
 
 def redact_url(url: str) -> str:
-    """``postgresql://u:pw@h/db`` -> ``postgresql://u:***@h/db``."""
-    return _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:***@", url)
+    """``postgresql://u:pw@h/db`` -> ``postgresql://u:***@h/db`` (also ``u:pw@h/db``)."""
+    url = _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:***@", url)
+    if "://" not in url:
+        url = _BARE_CREDENTIALS.sub(lambda m: f"{m.group('user')}:***@", url)
+    return url
 
 
 def redact(text: str) -> str:
