@@ -47,6 +47,13 @@ def normalize_url(url: str | URL) -> URL:
             f"invalid warehouse URL {shown}: expected a SQLAlchemy URL such as sqlite:///ctxprec.db "
             "or postgresql://user:password@host/db"
         ) from None
+    if u.host and "@" in u.host:
+        # an unencoded "@" in the password: the rest of the password would be taken for the
+        # host name and echoed by the driver's "cannot resolve host" error
+        raise ValueError(
+            f"invalid warehouse URL {redact_url(str(url))}: a '@' in the user name or password "
+            "must be written %40"
+        )
     if u.drivername in ("postgresql", "postgres"):
         u = u.set(drivername="postgresql+psycopg")
     return u
