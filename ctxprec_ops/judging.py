@@ -14,7 +14,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from .budget import Budget
 from .cache import VerdictCache, judgment_key
-from .errors import JudgeAnswerError, JudgeUnavailableError
+from .errors import JudgeAnswerError, JudgeConfigurationError, JudgeUnavailableError
 from .judges.base import Generation, JudgeModel
 from .limiter import AdaptiveLimiter
 from .pricing import price_of
@@ -94,7 +94,12 @@ async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usa
     reserved = 0.0
     if run.budget is not None:
         est = _estimate_cost(judge, prompt, n_nodes)
-        reserved = run.budget.reserve(est if est is not None else 0.0)
+        if est is None:  # a cap that cannot be checked must not be silently ignored
+            raise JudgeConfigurationError(
+                f"cannot keep to the run's max_cost: no price is known for judge "
+                f"{judge.get_model_name()!r}; set CTXPREC_PRICES (or the judge's price_per_million)"
+            )
+        reserved = run.budget.reserve(est)
     gen: Generation | None = None
     try:
         def _wait(state) -> float:

@@ -42,7 +42,8 @@ def table_state(engine) -> tuple[dict[str, sa.Row], dict[str, sa.Row], list[sa.R
     return scores, failures, runs
 
 
-def assert_every_row_accounted(engine, truth: dict[str, list[bool]], summary) -> tuple[dict, dict]:
+def assert_every_row_accounted(engine, truth: dict[str, list[bool]], summary, *, budget: bool = False
+                               ) -> tuple[dict, dict]:
     """Each row in exactly one table; each score exact; the ledger equals the tables."""
     scores, failures, runs = table_state(engine)
     assert not set(scores) & set(failures), "a row is both scored and failed"
@@ -56,7 +57,8 @@ def assert_every_row_accounted(engine, truth: dict[str, list[bool]], summary) ->
         assert row.score == pytest.approx(expected_score(rel), abs=1e-12), log_id
         assert row.success == (row.score >= 0.5)
     for f in failures.values():
-        assert f.error_type in ("judge_unavailable", "judge_answer_invalid"), f.error_type
+        allowed = ("judge_unavailable", "judge_answer_invalid") + (("budget_exhausted",) if budget else ())
+        assert f.error_type in allowed, f.error_type
         assert f.error_message and f.run_id == summary.run_id
     # the summary and the ctxprec_runs row agree with the tables
     assert summary.rows_total == N_ROWS == summary.rows_scored + summary.rows_failed
@@ -68,7 +70,8 @@ def assert_every_row_accounted(engine, truth: dict[str, list[bool]], summary) ->
     (ledger,) = [r for r in runs if r.run_id == summary.run_id]
     assert (ledger.rows_total, ledger.rows_scored, ledger.rows_failed) == (
         summary.rows_total, summary.rows_scored, summary.rows_failed)
-    assert ledger.status == summary.status == ("succeeded" if not failures else "partial")
+    want = "succeeded" if not failures else "budget_exhausted" if budget else "partial"
+    assert ledger.status == summary.status == want
     assert ledger.finished_at is not None
     if scores:
         mean = sum(r.score for r in scores.values()) / len(scores)
@@ -158,3 +161,38 @@ def test_a_failed_case_still_reports_the_calls_it_paid_for(judge_server):
     (t,) = evaluate([conv], [TurnContextualPrecisionMetric(model=judge)], max_retries=0, concurrency=1).results
     assert t.error_type == "judge_unavailable"
     assert t.judge_calls == 1 and t.prompt_tokens > 0
+
+
+def test_budget_holds_under_concurrency_and_faults(judge_server, warehouse, monkeypatch):
+    """16 calls in flight, retries and repairs: the run never spends more than ``max_cost``;
+    rows it cannot afford are ``budget_exhausted`` failures that the next run picks up."""
+    url, truth = warehouse
+    monkeypatch.setenv("CTXPREC_PRICES", '{"judge-test-model": [100.0, 400.0]}')  # ~$0.06 a call
+    all_faults(judge_server, timeouts=False)
+    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
+                         judge_api_key="test-key", chunk_size=128, concurrency=16, max_cost=3.0)
+    capped = score_partition(cfg, DAY)
+    assert capped.status == "budget_exhausted" and not capped.completed
+    assert 0 < capped.cost <= 3.0
+    scores, failures = assert_every_row_accounted(get_engine(url), truth, capped, budget=True)
+    assert capped.failures_by_type.get("budget_exhausted", 0) > N_ROWS // 2 and len(scores) > 10
+
+    judge_server.reset()
+    rest = score_partition(PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
+                                          judge_api_key="test-key", chunk_size=128, concurrency=16), DAY)
+    assert rest.status == "succeeded" and judge_server.calls == len(failures)
+    assert_every_row_accounted(get_engine(url), truth, rest)
+
+
+def test_a_cap_without_a_known_price_refuses_to_spend(judge_server, warehouse):
+    """``max_cost`` with a judge whose price is unknown: no call is made (the cap could not be
+    checked), every row says why, and the run is not complete."""
+    url, truth = warehouse
+    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
+                         judge_api_key="test-key", max_cost=0.01)
+    summary = score_partition(cfg, DAY)
+    assert judge_server.calls == 0
+    assert summary.status == "failed" and summary.failures_by_type == {"judge_configuration": N_ROWS}
+    with get_engine(url).connect() as conn:
+        message = conn.exec_driver_sql("SELECT error_message FROM ctxprec_failures LIMIT 1").scalar_one()
+    assert "max_cost" in message and "CTXPREC_PRICES" in message
