@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -52,9 +53,10 @@ def run_pair(server, url: str, tmp_path: Path, workers: list[tuple[str, str]]) -
     procs = [subprocess.Popen([sys.executable, WORKER, mode, url, DAY, run_id, str(go), "25"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for mode, run_id in workers]
-    import time
-
-    time.sleep(2.5)  # both have imported the library and wait on the go file
+    deadline = time.monotonic() + 90
+    while len(list(tmp_path.glob("go.*.ready"))) < len(procs):  # all imported, all waiting
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "a worker did not start"
+        time.sleep(0.01)
     go.touch()
     out = []
     for p in procs:

@@ -5,7 +5,8 @@
 MODE ``partition`` calls ``score_partition`` (as the Dagster asset does); MODE ``chunks`` plans,
 scores every chunk with ``score_chunk`` and then ``finalize_run`` (as the Airflow DAG's mapped
 tasks do). The judge is the OpenAI judge at ``OPENAI_BASE_URL``. The worker waits until
-``GO_FILE`` exists, so several workers start at the same instant. It prints one JSON line: the
+``GO_FILE`` exists (after creating ``GO_FILE.<pid>.ready``), so several workers start at the
+same instant. It prints one JSON line: the
 run summary, or the error.
 """
 
@@ -24,6 +25,9 @@ def main() -> int:
 
     config = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=os.environ["OPENAI_BASE_URL"],
                             judge_api_key=os.environ["OPENAI_API_KEY"], chunk_size=chunk_size, concurrency=8)
+    from ctxprec_ops.judges.openai_judge import OpenAIJudge  # noqa: F401  (imported before the start)
+
+    open(f"{go_file}.{os.getpid()}.ready", "w").close()
     deadline = time.monotonic() + 60
     while not os.path.exists(go_file):
         if time.monotonic() > deadline:
