@@ -42,6 +42,7 @@ from .warehouse.rows import row_to_conversation, row_to_test_case
 from .warehouse.schema import OutputTables, ensure_output_tables
 from .warehouse.source import (
     SourceTable,
+    count_null_ids,
     iter_partition_ids,
     parse_partition_key,
     read_chunk_rows,
@@ -404,6 +405,10 @@ def plan_chunks(config: PipelineConfig, partition_key: str, *, context: Pipeline
             if n == size:
                 chunks.append(Chunk(partition_key, len(chunks), after, last, n))
                 after, n = last, 0
+        nulls = count_null_ids(conn, ctx.source, partition_key)
+    if nulls:  # no log_id to record them under: say so rather than drop them silently
+        log.warning("partition %s of %s: %d row(s) have a NULL %s and cannot be scored or recorded as "
+                    "failures; give them ids", partition_key, ctx.source.name, nulls, ctx.source.id.name)
     if n:
         chunks.append(Chunk(partition_key, len(chunks), after, last, n))
     return chunks

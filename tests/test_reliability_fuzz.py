@@ -207,3 +207,19 @@ def test_wrong_json_types_in_a_postgres_jsonb_column(pg_url, value, words):
     assert error_type == "invalid_input"
     for w in words:
         assert w in message, message
+
+
+def test_rows_without_an_id_are_reported_not_silently_dropped(tmp_path, caplog):
+    """A NULL id cannot be paged or recorded under a log_id: the run scores the other rows and
+    says how many rows it had to leave out."""
+    import logging
+
+    path = tmp_path / "wh.db"
+    data = [{"id": Cell(i, True), "input": Cell("q", True), "actual_output": Cell(None, True),
+             "expected_output": Cell("a", True), "retrieval_context": Cell('["a node"]', True)} for i in (1, 2)]
+    data += [dict(data[0], id=Cell(None, False)) for _ in range(3)]
+    store(path, data)
+    with caplog.at_level(logging.WARNING, logger="ctxprec_ops"):
+        summary = score_partition(PipelineConfig(warehouse=f"sqlite:///{path}", judge=CountingJudge()), DAY)
+    assert summary.rows_scored == 2 and summary.rows_total == 2
+    assert "3 row(s) have a NULL id" in caplog.text

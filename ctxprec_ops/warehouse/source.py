@@ -61,6 +61,7 @@ __all__ = [
     "iter_partition_ids",
     "read_chunk_rows",
     "count_partition_rows",
+    "count_null_ids",
 ]
 
 TimeMode = Literal["sqlite_text", "naive", "aware", "date", "text"]
@@ -254,6 +255,12 @@ def iter_partition_ids(conn: Connection, src: SourceTable, partition_key: str, b
 
 def count_partition_rows(conn: Connection, src: SourceTable, partition_key: str) -> int:
     stmt = select(func.count()).select_from(src.table).where(src.partition_filter(partition_key), src.id.is_not(None))
+    return int(conn.execute(stmt).scalar_one())
+
+
+def count_null_ids(conn: Connection, src: SourceTable, partition_key: str) -> int:
+    """Rows of the partition whose id is NULL (they cannot be paged, scored or recorded)."""
+    stmt = select(func.count()).select_from(src.table).where(src.partition_filter(partition_key), src.id.is_(None))
     return int(conn.execute(stmt).scalar_one())
 
 
