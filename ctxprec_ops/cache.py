@@ -8,23 +8,43 @@ from ``ctxprec_judgments`` and writes back what was added.
 from __future__ import annotations
 
 import hashlib
-from typing import Protocol
+from functools import lru_cache
+from typing import Protocol, Sequence
 
 from .verdicts import NodeVerdict
 
-__all__ = ["judgment_key", "VerdictCache", "DictVerdictCache"]
+__all__ = ["judgment_key", "judgment_keys", "VerdictCache", "DictVerdictCache"]
 
 
+@lru_cache(maxsize=16384)
 def judgment_key(
     judge_model: str, prompt_version: str, input: str, expected_output: str, node_text: str
 ) -> str:
     """A stable hex key. Fields are length-prefixed so no two tuples collide by concatenation."""
-    h = hashlib.sha256()
+    buf = bytearray()
     for part in (judge_model, prompt_version, input, expected_output, node_text):
         data = part.encode("utf-8", "surrogatepass")
-        h.update(len(data).to_bytes(8, "big"))
-        h.update(data)
-    return h.hexdigest()
+        buf += len(data).to_bytes(8, "big")
+        buf += data
+    return hashlib.sha256(buf).hexdigest()
+
+
+def judgment_keys(
+    judge_model: str, prompt_version: str, input: str, expected_output: str, nodes: Sequence[str]
+) -> list[str]:
+    """``judgment_key`` for every node of one case, hashing the shared prefix once."""
+    prefix = hashlib.sha256()
+    for part in (judge_model, prompt_version, input, expected_output):
+        data = part.encode("utf-8", "surrogatepass")
+        prefix.update(len(data).to_bytes(8, "big"))
+        prefix.update(data)
+    out = []
+    for node in nodes:
+        h = prefix.copy()
+        data = node.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "big") + data)
+        out.append(h.hexdigest())
+    return out
 
 
 class VerdictCache(Protocol):

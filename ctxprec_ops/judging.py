@@ -13,7 +13,7 @@ from typing import Sequence
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from .budget import Budget
-from .cache import VerdictCache, judgment_key
+from .cache import VerdictCache, judgment_keys
 from .errors import JudgeAnswerError, JudgeConfigurationError, JudgeUnavailableError
 from .judges.base import Generation, JudgeModel
 from .limiter import AdaptiveLimiter
@@ -89,6 +89,36 @@ def _estimate_cost(judge: JudgeModel, prompt: str, n_nodes: int) -> float | None
     return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
 
 
+async def _retry(attempt_once, first: Exception, run: JudgeRun) -> Generation:
+    """Attempts 2 .. max_retries+1 with tenacity: exponential backoff with jitter, or the
+    server's ``Retry-After`` when it sent one."""
+    last = {"exc": first}
+
+    def _wait(state) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        return backoff_seconds(state.attempt_number + 1, exc or last["exc"])
+
+    def _before_sleep(state) -> None:
+        run.stats["retries"] += 1
+        exc = state.outcome.exception()
+        log.debug("judge call failed (%s), retry %d", redact(str(exc))[:200], state.attempt_number + 1)
+
+    run.stats["retries"] += 1
+    log.debug("judge call failed (%s), retry 1", redact(str(first))[:200])
+    await asyncio.sleep(backoff_seconds(1, first))
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(run.max_retries),
+        wait=_wait,
+        retry=retry_if_exception(is_transient),
+        before_sleep=_before_sleep,
+        reraise=True,
+    )
+    async for attempt in retrying:
+        with attempt:
+            return await attempt_once(attempt.retry_state.attempt_number + 1)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage) -> object:
     """One judge call with retries; returns the raw answer."""
     reserved = 0.0
@@ -101,44 +131,37 @@ async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usa
             )
         reserved = run.budget.reserve(est)
     gen: Generation | None = None
-    try:
-        def _wait(state) -> float:
-            exc = state.outcome.exception() if state.outcome else None
-            return backoff_seconds(state.attempt_number, exc)
 
-        def _before_sleep(state) -> None:
-            run.stats["retries"] += 1
-            exc = state.outcome.exception()
-            log.debug("judge call failed (%s), retry %d", redact(str(exc))[:200], state.attempt_number)
-
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(run.max_retries + 1),
-            wait=_wait,
-            retry=retry_if_exception(is_transient),
-            before_sleep=_before_sleep,
-            reraise=True,
-        )
+    async def attempt_once(number: int) -> Generation:
+        usage.attempts = max(usage.attempts, number)
+        await run.limiter.acquire()
         try:
-            async for attempt in retrying:
-                with attempt:
-                    usage.attempts = max(usage.attempts, attempt.retry_state.attempt_number)
-                    await run.limiter.acquire()
-                    try:
-                        gen = await judge.a_generate_with_usage(prompt, JudgeAnswer)
-                    except BaseException as exc:
-                        if isinstance(exc, Exception) and is_rate_limit(exc):
-                            run.limiter.on_rate_limited(retry_after_seconds(exc))
-                        raise
-                    finally:
-                        await run.limiter.release()
-                    run.limiter.on_success()
-        except Exception as exc:
-            if is_transient(exc):
-                raise JudgeUnavailableError(
-                    f"judge {judge.get_model_name()!r} still failing after {run.max_retries + 1} "
-                    f"attempts: {type(exc).__name__}: {redact(str(exc))[:300]}"
-                ) from None
+            out = await judge.a_generate_with_usage(prompt, JudgeAnswer)
+        except BaseException as exc:
+            if isinstance(exc, Exception) and is_rate_limit(exc):
+                run.limiter.on_rate_limited(retry_after_seconds(exc))
             raise
+        finally:
+            await run.limiter.release()
+        run.limiter.on_success()
+        return out
+
+    try:
+        try:
+            # first attempt outside tenacity: most calls succeed, and building a retry loop
+            # per call is a measurable share of a fast judge's time
+            gen = await attempt_once(1)
+        except Exception as first:
+            if not is_transient(first) or run.max_retries < 1:
+                raise
+            gen = await _retry(attempt_once, first, run)
+    except Exception as exc:
+        if is_transient(exc):
+            raise JudgeUnavailableError(
+                f"judge {judge.get_model_name()!r} still failing after {run.max_retries + 1} "
+                f"attempts: {type(exc).__name__}: {redact(str(exc))[:300]}"
+            ) from None
+        raise
     finally:
         if run.budget is not None:
             run.budget.settle(reserved, gen.cost if gen is not None else 0.0)
@@ -205,9 +228,10 @@ async def judge_nodes(
     verdicts: dict[int, NodeVerdict] = {}
     todo: list[tuple[int, str]] = []
     keys: dict[int, str] = {}
+    all_keys = judgment_keys(model, prompt_version, input, expected, nodes) if run.cache is not None else None
     for rank, text in enumerate(nodes, start=1):
-        if run.cache is not None:
-            key = judgment_key(model, prompt_version, input, expected, text)
+        if all_keys is not None:
+            key = all_keys[rank - 1]
             keys[rank] = key
             hit = run.cache.get(key)
             if hit is not None:
@@ -222,10 +246,13 @@ async def judge_nodes(
             fresh = fast(input, expected, todo)
         else:
             groups = [todo[i : i + max_nodes_per_call] for i in range(0, len(todo), max_nodes_per_call)]
-            parts = await gather_settled(
-                *(_judge_group(judge, template, input, expected, g, run, usage) for g in groups)
-            )
-            fresh = {k: v for part in parts for k, v in part.items()}
+            if len(groups) == 1:  # the common case: one call, no task to schedule
+                fresh = await _judge_group(judge, template, input, expected, groups[0], run, usage)
+            else:
+                parts = await gather_settled(
+                    *(_judge_group(judge, template, input, expected, g, run, usage) for g in groups)
+                )
+                fresh = {k: v for part in parts for k, v in part.items()}
         for rank, _ in todo:
             v = fresh[rank]
             verdicts[rank] = v

@@ -37,6 +37,7 @@ class AdaptiveLimiter:
         self._last_decrease = -1e9
         self._pause_until = 0.0
         self._cond: asyncio.Condition | None = None
+        self._waiting = 0
 
     def _condition(self) -> asyncio.Condition:
         if self._cond is None:
@@ -44,7 +45,21 @@ class AdaptiveLimiter:
         return self._cond
 
     async def acquire(self) -> None:
+        # fast path: a free slot and no pause; nothing awaits between the check and the
+        # increment, so on one event loop this cannot race
+        if (self._waiting == 0 and self.in_flight < self.limit
+                and self._pause_until <= time.monotonic()):
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            return
         cond = self._condition()
+        self._waiting += 1
+        try:
+            await self._acquire_slow(cond)
+        finally:
+            self._waiting -= 1
+
+    async def _acquire_slow(self, cond: asyncio.Condition) -> None:
         async with cond:
             while True:
                 wait = self._pause_until - time.monotonic()
@@ -63,6 +78,9 @@ class AdaptiveLimiter:
                 await cond.wait()
 
     async def release(self) -> None:
+        if self._waiting == 0:  # nobody to wake
+            self.in_flight -= 1
+            return
         cond = self._condition()
         async with cond:
             self.in_flight -= 1

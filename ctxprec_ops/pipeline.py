@@ -32,7 +32,7 @@ from typing import Any, Callable, Literal
 from sqlalchemy.engine import Engine
 
 from .budget import Budget
-from .cache import DictVerdictCache, judgment_key
+from .cache import DictVerdictCache, judgment_keys
 from .errors import BudgetExhaustedError, InvalidTestCaseError, NotScorableError
 from .judges.base import JudgeModel
 from .secrets import redact, register_secret
@@ -424,7 +424,7 @@ def _cache_keys(ctx: PipelineContext, cases: list[Any]) -> list[str]:
     if not ctx.config.is_conversation:
         for case in cases:
             exp = case.expected_output
-            out.extend(judgment_key(model, pv, case.input, exp, node) for node in case.retrieval_context)
+            out.extend(judgment_keys(model, pv, case.input, exp, case.retrieval_context))
         return out
     from .metrics.turn_contextual_precision import windows
 
@@ -432,7 +432,7 @@ def _cache_keys(ctx: PipelineContext, cases: list[Any]) -> list[str]:
         for w in windows(case.turns, ctx.metric.window_size):
             if w.nodes:
                 user = "\n".join(w.user_messages)
-                out.extend(judgment_key(model, pv, user, case.expected_outcome or "", n) for n in w.nodes)
+                out.extend(judgment_keys(model, pv, user, case.expected_outcome or "", w.nodes))
     return out
 
 

@@ -46,9 +46,22 @@ class MetricResult:
     attempts: int = 1
     judge_model: str | None = None
     prompt_version: str | None = None
-    verbose_logs: str | None = None
+    #: the verbose log text, or a function rendering it on first access (most batch results
+    #: are never read, so the text is not built for them)
+    _verbose: Any = field(default=None, repr=False, compare=False)
     windows: list[WindowResult] | None = None
     case_index: int = 0
+
+    @property
+    def verbose_logs(self) -> str | None:
+        if callable(self._verbose):
+            self._verbose = self._verbose()
+        return self._verbose
+
+    @verbose_logs.setter
+    def verbose_logs(self, value: Any) -> None:
+        """A string, or a zero-argument function that renders it when first read."""
+        self._verbose = value
 
     @property
     def ok(self) -> bool:
@@ -80,6 +93,9 @@ class EvaluationResult:
     """Results of ``evaluate()``, in input order (case-major, then metric order)."""
 
     results: list[MetricResult]
+
+    def __repr__(self) -> str:  # short: a batch can hold millions of verdicts
+        return f"EvaluationResult({len(self.results)} results, {len(self.errors)} errors)"
 
     def __iter__(self) -> Iterator[MetricResult]:
         return iter(self.results)

@@ -33,6 +33,7 @@ _STOP = frozenset(
 )
 
 
+@lru_cache(maxsize=131072)
 def _stem(word: str) -> str:
     for suffix in ("ing", "ies", "es", "ed", "s"):
         if len(word) > len(suffix) + 3 and word.endswith(suffix):
@@ -40,20 +41,19 @@ def _stem(word: str) -> str:
     return word
 
 
-@lru_cache(maxsize=65536)
-def content_terms(text: str) -> frozenset[str]:
-    """Lower-cased, stemmed content words of at least 3 characters, stop words removed."""
-    return frozenset(
-        _stem(w) for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOP
-    )
-
-
-def _surface_words(text: str) -> dict[str, str]:
-    """stem -> the first word in ``text`` that has it (for readable reasons)."""
+@lru_cache(maxsize=4096)
+def _terms(text: str) -> dict[str, str]:
+    """stem -> the first surface word with that stem (for readable reasons)."""
     out: dict[str, str] = {}
     for w in _WORD.findall(text.lower()):
-        out.setdefault(_stem(w), w)
+        if len(w) >= 3 and w not in _STOP:
+            out.setdefault(_stem(w), w)
     return out
+
+
+def content_terms(text: str) -> frozenset[str]:
+    """Lower-cased, stemmed content words of at least 3 characters, stop words removed."""
+    return frozenset(_terms(text))
 
 
 _BLOCK = re.compile(r'<node id="(\d+)">\n?(.*?)\n?</node>', re.DOTALL)
@@ -81,9 +81,10 @@ class LexicalJudge(JudgeModel):
         return "lexical"
 
     def judge_node(self, input: str, expected_output: str, node: str) -> tuple[bool, str]:
-        expected = content_terms(expected_output)
-        question = content_terms(input)
-        terms = content_terms(node)
+        expected = _terms(expected_output).keys()
+        question = _terms(input).keys()
+        node_terms = _terms(node)
+        terms = node_terms.keys()
         shared = sorted(terms & expected)
         shared_q = terms & question - expected
         weight = len(shared) + 0.5 * len(shared_q)
@@ -92,8 +93,7 @@ class LexicalJudge(JudgeModel):
         need = min(self.min_shared, len(expected)) if expected else 1
         relevant = bool(expected) and len(shared) >= need and overlap >= self.min_overlap
         if shared:
-            surface = _surface_words(node)
-            shown = ", ".join(repr(surface.get(t, t)) for t in shared[:5])
+            shown = ", ".join(repr(node_terms[t]) for t in shared[:5])
             more = f" and {len(shared) - 5} more" if len(shared) > 5 else ""
             reason = (
                 f"shares {shown}{more} with the expected output "

@@ -71,4 +71,4 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
         result.score = score
         result.verdicts = verdicts
         result.reason = compose_reason(score, verdicts, strict_mode=self.strict_mode, raw_score=raw)
-        result.verbose_logs = verbose_logs(verdicts, raw)
+        result.verbose_logs = lambda: verbose_logs(verdicts, raw)

@@ -152,7 +152,7 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
         # the per-node verdicts of the last window cover the most recent context
         result.verdicts = [v for r in results for v in r.verdicts]
         result.reason = _turn_reason(score, results, case.turns)
-        result.verbose_logs = _turn_logs(results, case.turns)
+        result.verbose_logs = lambda: _turn_logs(results, case.turns)
 
 
 def _misranked(r: WindowResult) -> list[int]:

@@ -40,10 +40,17 @@ def _batches(rows: Sequence[dict[str, Any]]) -> Iterable[Sequence[dict[str, Any]
         yield rows[i : i + BATCH]
 
 
-def _dedupe(rows: Sequence[dict[str, Any]], keys: list[str]) -> list[dict[str, Any]]:
+def _dedupe(rows: Sequence[dict[str, Any]], keys: list[str], *, ordered: bool = True) -> list[dict[str, Any]]:
     """Last row wins per key (PostgreSQL refuses to touch one row twice in one statement), in
-    key order: concurrent writers then lock rows in the same order and cannot deadlock."""
-    by_key = {tuple(r[k] for k in keys): r for r in rows}
+    key order: concurrent writers then lock rows in the same order and cannot deadlock.
+    (SQLite locks the whole database per write transaction: ``ordered=False`` skips the sort.)"""
+    if len(keys) == 1:
+        k0 = keys[0]
+        by_key = {r[k0]: r for r in rows}
+    else:
+        by_key = {tuple(r[k] for k in keys): r for r in rows}
+    if not ordered:
+        return list(by_key.values())
     return [by_key[k] for k in sorted(by_key)]
 
 
@@ -61,7 +68,7 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
     if missing:
         raise ValueError(f"upsert into {table.name}: rows lack key column(s) {missing}")
     others = [c for c in cols if c not in keys]
-    rows = _dedupe(rows, keys)
+    rows = _dedupe(rows, keys, ordered=conn.dialect.name != "sqlite")
     use_native = native_upsert_supported(conn) if native is None else native
     if use_native:
         ins = _dialect_insert(conn)(table)
@@ -97,7 +104,7 @@ def insert_ignore(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]
     if not rows:
         return 0
     keys = _key_columns(table)
-    rows = _dedupe(rows, keys)
+    rows = _dedupe(rows, keys, ordered=conn.dialect.name != "sqlite")
     use_native = native_upsert_supported(conn) if native is None else native
     if use_native:
         stmt = _dialect_insert(conn)(table).on_conflict_do_nothing(index_elements=keys)
