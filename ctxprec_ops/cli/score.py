@@ -62,6 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="judge requests in flight at most (default: CTXPREC_CONCURRENCY or 16)")
     p.add_argument("--max-cost", type=float, metavar="USD", help="cap the run's judge spend in USD")
     p.add_argument("--strict", action="store_true", help="strict mode: threshold 1, any score below 1 becomes 0")
+    p.add_argument("--workers", type=int, metavar="N", default=1,
+                   help="score chunks in N worker processes (default 1; use the machine's cores for "
+                        "large partitions with a fast judge)")
     p.add_argument("--chunk", type=int, metavar="INDEX",
                    help="score only this chunk (0-based, as planned by --chunk-size); ctxprec_runs is not updated")
     p.add_argument("--run-id", metavar="ID", help="run id to record (default: a new random id)")
@@ -77,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     partition = check_partition(args.partition)
     if args.max_cost is not None and args.max_cost < 0:
         raise UsageError("--max-cost must be >= 0")
+    if args.workers < 1:
+        raise UsageError("--workers must be at least 1")
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     config = config_from_args(
@@ -97,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         summary = finalize_run(config, partition, run_id=run_id)
     else:
         with ProgressDisplay(enabled=not args.quiet) as display:
-            summary = score_partition(config, partition, run_id=run_id, progress=display.callback(label))
+            summary = score_partition(config, partition, run_id=run_id, progress=display.callback(label),
+                                      workers=args.workers)
 
     if args.json:
         console.print_json(json.dumps(summary.to_dict(), default=str))
