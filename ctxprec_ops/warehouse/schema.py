@@ -160,6 +160,9 @@ def _build(schema: str | None) -> OutputTables:
         Column("reason", Text),
         Column("created_at", _TS, nullable=False),
         PrimaryKeyConstraint("key", name=f"{JUDGMENTS}_pk"),
+        # SQLite: one B-tree keyed by the hash instead of a rowid table plus a unique index
+        # (half the writes per judged node; the rows are small)
+        sqlite_with_rowid=False,
     )
     return OutputTables(md, scores, failures, runs, judgments)
 
