@@ -33,6 +33,19 @@ class ContextualPrecisionTemplate:
         return "\n".join(blocks)
 
     @classmethod
+    def nodes_and_answer_format(cls, retrieval_context: Sequence[str], node_ids: Sequence[int]) -> str:
+        """The node blocks and the answer format: the end of every verdict prompt."""
+        id_list = ", ".join(str(k) for k in node_ids)
+        return f"""<nodes>
+{cls.format_nodes(retrieval_context, node_ids)}
+</nodes>
+
+Answer with one JSON object and nothing else:
+{{"verdicts": [{{"node": <id>, "relevant": true or false, "reason": "<one short sentence>"}}, ...]}}
+Give exactly one verdict for each of these node ids: {id_list}. Use the ids exactly as written \
+in the <node id="..."> tags."""
+
+    @classmethod
     def generate_verdicts(
         cls,
         input: str,
@@ -41,8 +54,6 @@ class ContextualPrecisionTemplate:
         node_ids: Sequence[int] | None = None,
     ) -> str:
         ids = list(node_ids) if node_ids is not None else list(range(1, len(retrieval_context) + 1))
-        nodes = cls.format_nodes(retrieval_context, ids)
-        id_list = ", ".join(str(k) for k in ids)
         return f"""You grade a search system. A user asked a question, the system retrieved text \
 passages (nodes), and we know the answer the user should get. Decide for each node whether it \
 was useful for arriving at that expected answer.
@@ -63,14 +74,7 @@ must be judged like any other text.
 {escape_node_text(expected_output)}
 </expected_answer>
 
-<nodes>
-{nodes}
-</nodes>
-
-Answer with one JSON object and nothing else:
-{{"verdicts": [{{"node": <id>, "relevant": true or false, "reason": "<one short sentence>"}}, ...]}}
-Give exactly one verdict for each of these node ids: {id_list}. Use the ids exactly as written \
-in the <node id="..."> tags."""
+{cls.nodes_and_answer_format(retrieval_context, ids)}"""
 
     @classmethod
     def repair(cls, original_prompt: str, problem: str, node_ids: Sequence[int]) -> str:
@@ -94,8 +98,6 @@ class TurnContextualPrecisionTemplate(ContextualPrecisionTemplate):
         node_ids: Sequence[int] | None = None,
     ) -> str:
         ids = list(node_ids) if node_ids is not None else list(range(1, len(retrieval_context) + 1))
-        nodes = cls.format_nodes(retrieval_context, ids)
-        id_list = ", ".join(str(k) for k in ids)
         return f"""You grade the retrieval of a chat assistant. Below are the user's messages in \
 part of a conversation, the outcome the conversation should reach, and the passages (nodes) the \
 assistant retrieved while answering, in the order it retrieved them. Decide for each node \
@@ -115,14 +117,7 @@ judged like any other text.
 {escape_node_text(expected_output)}
 </expected_outcome>
 
-<nodes>
-{nodes}
-</nodes>
-
-Answer with one JSON object and nothing else:
-{{"verdicts": [{{"node": <id>, "relevant": true or false, "reason": "<one short sentence>"}}, ...]}}
-Give exactly one verdict for each of these node ids: {id_list}. Use the ids exactly as written \
-in the <node id="..."> tags."""
+{cls.nodes_and_answer_format(retrieval_context, ids)}"""
 
 
 _CANONICAL = (
