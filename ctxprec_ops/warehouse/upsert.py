@@ -70,6 +70,9 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
     others = [c for c in cols if c not in keys]
     rows = _dedupe(rows, keys, ordered=conn.dialect.name != "sqlite")
     use_native = native_upsert_supported(conn) if native is None else native
+    if use_native and conn.dialect.name == "sqlite":
+        _sqlite_executemany(conn, table, cols, keys, others, rows)
+        return len(rows)
     if use_native:
         ins = _dialect_insert(conn)(table)
         if others:
@@ -80,6 +83,23 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
             conn.execute(stmt, list(batch))
         return len(rows)
     return _generic_upsert(conn, table, rows, keys, others)
+
+
+def _sqlite_executemany(conn: Connection, table: Table, cols: list[str], keys: list[str], others: list[str],
+                        rows: Sequence[dict[str, Any]]) -> None:
+    """SQLite's ``INSERT ... ON CONFLICT`` as one driver-level executemany: the columns' own bind
+    processors (the values SQLAlchemy would store) applied once per value, without the per-row
+    statement machinery of ``Connection.execute`` (a third of a chunk's write time, spent while
+    the database write lock is held)."""
+    dialect = conn.dialect
+    q = dialect.identifier_preparer
+    procs = [table.c[c].type.dialect_impl(dialect).bind_processor(dialect) for c in cols]
+    conflict = ", ".join(q.quote(k) for k in keys)
+    action = ("DO UPDATE SET " + ", ".join(f"{q.quote(c)} = excluded.{q.quote(c)}" for c in others)) if others else "DO NOTHING"
+    sql = (f"INSERT INTO {q.format_table(table)} ({', '.join(q.quote(c) for c in cols)}) "
+           f"VALUES ({', '.join('?' for _ in cols)}) ON CONFLICT ({conflict}) {action}")
+    params = [tuple(r[c] if p is None else p(r[c]) for c, p in zip(cols, procs)) for r in rows]
+    conn.exec_driver_sql(sql, params)
 
 
 def _generic_upsert(conn: Connection, table: Table, rows, keys: list[str], others: list[str]) -> int:
@@ -106,6 +126,9 @@ def insert_ignore(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]
     keys = _key_columns(table)
     rows = _dedupe(rows, keys, ordered=conn.dialect.name != "sqlite")
     use_native = native_upsert_supported(conn) if native is None else native
+    if use_native and conn.dialect.name == "sqlite":
+        _sqlite_executemany(conn, table, list(rows[0].keys()), keys, [], rows)
+        return len(rows)
     if use_native:
         stmt = _dialect_insert(conn)(table).on_conflict_do_nothing(index_elements=keys)
         for batch in _batches(rows):
