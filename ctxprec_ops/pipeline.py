@@ -631,7 +631,8 @@ def _summary_figures(scores: Any, passed: int) -> dict[str, float | None]:
     import numpy as np
     from scipy.special import stdtrit
 
-    arr = np.asarray(scores, dtype=np.float64)
+    # sorted: floating-point sums then do not depend on the order the database returns rows
+    arr = np.sort(np.asarray(scores, dtype=np.float64))
     n = int(arr.size)
     if n == 0:
         return {"mean_score": None, "median_score": None, "pass_rate": None, "ci_low": None, "ci_high": None}
