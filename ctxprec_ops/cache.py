@@ -8,7 +8,6 @@ from ``ctxprec_judgments`` and writes back what was added.
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
 from typing import Protocol, Sequence
 
 from .verdicts import NodeVerdict
@@ -16,7 +15,6 @@ from .verdicts import NodeVerdict
 __all__ = ["judgment_key", "judgment_keys", "VerdictCache", "DictVerdictCache"]
 
 
-@lru_cache(maxsize=16384)
 def judgment_key(
     judge_model: str, prompt_version: str, input: str, expected_output: str, node_text: str
 ) -> str:

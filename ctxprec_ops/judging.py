@@ -41,6 +41,10 @@ class JudgeRun:
     stats: dict[str, int] = field(default_factory=lambda: {"retries": 0, "repairs": 0, "calls": 0})
 
 
+def _plus(a, b):
+    return None if a is None or b is None else a + b
+
+
 @dataclass
 class Usage:
     """What judging one case cost."""
@@ -55,15 +59,17 @@ class Usage:
 
     def add(self, gen: Generation) -> None:
         self.calls += 1
-        self.prompt_tokens = None if self.prompt_tokens is None or gen.prompt_tokens is None else self.prompt_tokens + gen.prompt_tokens
-        self.completion_tokens = None if self.completion_tokens is None or gen.completion_tokens is None else self.completion_tokens + gen.completion_tokens
-        self.cost = None if self.cost is None or gen.cost is None else self.cost + gen.cost
+        self._add_spend(gen.prompt_tokens, gen.completion_tokens, gen.cost)
+
+    def _add_spend(self, prompt_tokens, completion_tokens, cost) -> None:
+        """Add what one more call (or case) spent; an unknown part makes the total unknown."""
+        self.prompt_tokens = _plus(self.prompt_tokens, prompt_tokens)
+        self.completion_tokens = _plus(self.completion_tokens, completion_tokens)
+        self.cost = _plus(self.cost, cost)
 
     def merge(self, other: "Usage") -> None:
         self.calls += other.calls
-        self.prompt_tokens = None if self.prompt_tokens is None or other.prompt_tokens is None else self.prompt_tokens + other.prompt_tokens
-        self.completion_tokens = None if self.completion_tokens is None or other.completion_tokens is None else self.completion_tokens + other.completion_tokens
-        self.cost = None if self.cost is None or other.cost is None else self.cost + other.cost
+        self._add_spend(other.prompt_tokens, other.completion_tokens, other.cost)
         self.attempts = max(self.attempts, other.attempts)
         self.repairs += other.repairs
         self.cached_nodes += other.cached_nodes

@@ -32,7 +32,7 @@ from typing import Any, Callable, Literal
 from sqlalchemy.engine import Engine
 
 from .budget import Budget
-from .cache import DictVerdictCache, judgment_keys
+from .cache import DictVerdictCache
 from .errors import BudgetExhaustedError, InvalidTestCaseError, NotScorableError
 from .judges.base import JudgeModel
 from .secrets import redact, register_secret
@@ -417,25 +417,6 @@ def plan_chunks(config: PipelineConfig, partition_key: str, *, context: Pipeline
 # -- score one chunk ------------------------------------------------------------------------
 
 
-def _cache_keys(ctx: PipelineContext, cases: list[Any]) -> list[str]:
-    """The judgment-cache keys the metric will look up for ``cases`` (one query preloads them)."""
-    model, pv = ctx.key.judge_model, ctx.key.prompt_version
-    out: list[str] = []
-    if not ctx.config.is_conversation:
-        for case in cases:
-            exp = case.expected_output
-            out.extend(judgment_keys(model, pv, case.input, exp, case.retrieval_context))
-        return out
-    from .metrics.turn_contextual_precision import windows
-
-    for case in cases:
-        for w in windows(case.turns, ctx.metric.window_size):
-            if w.nodes:
-                user = "\n".join(w.user_messages)
-                out.extend(judgment_keys(model, pv, user, case.expected_outcome or "", w.nodes))
-    return out
-
-
 class _Throttle:
     """Forward ``rows_done`` progress at most every ``interval`` seconds (and at the end)."""
 
@@ -520,7 +501,8 @@ def score_chunk(
         if not ctx.judge_is_offline:
             # offline judges are free and instant: nothing worth caching
             with read_connection(ctx.engine) as conn:
-                cache = DictVerdictCache(load_judgments(conn, ctx.tables, _cache_keys(ctx, cases)))
+                keys = [k for case in cases for k in ctx.metric.judgment_keys(case)]
+                cache = DictVerdictCache(load_judgments(conn, ctx.tables, keys))
         if budget is None:
             budget = _remaining_budget(ctx, run_id)
         from .evaluate import evaluate

@@ -73,6 +73,10 @@ class BaseRetrievalMetric:
     def _validate(self, test_case: Any) -> None:
         raise NotImplementedError
 
+    def judgment_keys(self, test_case: Any) -> list[str]:
+        """The judgment-cache keys scoring ``test_case`` looks up (to preload them in one query)."""
+        raise NotImplementedError
+
     async def _evaluate(self, test_case: Any, run: JudgeRun, result: MetricResult) -> None:
         """Fill ``result`` (score, verdicts, usage...). Raise on failure."""
         raise NotImplementedError

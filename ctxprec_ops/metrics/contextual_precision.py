@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..cache import judgment_keys
 from ..errors import InvalidTestCaseError
 from ..judging import JudgeRun, Usage, judge_nodes
 from ..results import MetricResult
@@ -48,6 +49,10 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
                 f"cannot score contextual precision: empty or missing {', '.join(missing)} "
                 "(no judge call was made)"
             )
+
+    def judgment_keys(self, test_case: LLMTestCase) -> list[str]:
+        return judgment_keys(self.evaluation_model, self.prompt_version, test_case.input,
+                             test_case.expected_output or "", test_case.retrieval_context or [])
 
     async def _evaluate(self, test_case: LLMTestCase, run: JudgeRun, result: MetricResult) -> None:
         assert test_case.retrieval_context is not None and test_case.expected_output is not None

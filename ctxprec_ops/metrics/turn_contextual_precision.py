@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..cache import judgment_keys
 from ..errors import InvalidTestCaseError, NotScorableError
 from ..judging import JudgeRun, Usage, gather_settled, judge_nodes
 from ..results import MetricResult, WindowResult
@@ -111,6 +112,14 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
             )
         if not test_case.turns:
             raise InvalidTestCaseError("cannot score turn contextual precision: the conversation has no turns")
+
+    def judgment_keys(self, case: ConversationalTestCase) -> list[str]:
+        keys: list[str] = []
+        for w in windows(case.turns, self.window_size):
+            if w.nodes:
+                keys += judgment_keys(self.evaluation_model, self.prompt_version, "\n".join(w.user_messages),
+                                      case.expected_outcome or "", w.nodes)
+        return keys
 
     async def _evaluate(self, case: ConversationalTestCase, run: JudgeRun, result: MetricResult) -> None:
         assert case.expected_outcome is not None
