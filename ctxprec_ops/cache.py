@@ -8,40 +8,49 @@ from ``ctxprec_judgments`` and writes back what was added.
 from __future__ import annotations
 
 import hashlib
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 from .verdicts import NodeVerdict
 
 __all__ = ["judgment_key", "judgment_keys", "VerdictCache", "DictVerdictCache"]
 
 
+def _field_hash(parts: Sequence[str]) -> Any:
+    """sha256 over length-prefixed fields (no two tuples collide by concatenation)."""
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "big"))
+        h.update(data)
+    return h
+
+
 def judgment_key(
     judge_model: str, prompt_version: str, input: str, expected_output: str, node_text: str
 ) -> str:
-    """A stable hex key. Fields are length-prefixed so no two tuples collide by concatenation."""
-    buf = bytearray()
-    for part in (judge_model, prompt_version, input, expected_output, node_text):
-        data = part.encode("utf-8", "surrogatepass")
-        buf += len(data).to_bytes(8, "big")
-        buf += data
-    return hashlib.sha256(buf).hexdigest()
+    """A stable 64-hex-digit key: 32 digits hashing (judge model, prompt version, input, expected
+    output), then 32 hashing all five fields.
+
+    The shared first half keeps the nodes of one question next to each other in the
+    ``ctxprec_judgments`` index, so a case's cache entries are read and written on one page
+    instead of one random page each (at millions of entries that is most of a chunk's I/O).
+    The second half alone identifies the full tuple (128 bits of sha256).
+    """
+    return judgment_keys(judge_model, prompt_version, input, expected_output, [node_text])[0]
 
 
 def judgment_keys(
     judge_model: str, prompt_version: str, input: str, expected_output: str, nodes: Sequence[str]
 ) -> list[str]:
-    """``judgment_key`` for every node of one case, hashing the shared prefix once."""
-    prefix = hashlib.sha256()
-    for part in (judge_model, prompt_version, input, expected_output):
-        data = part.encode("utf-8", "surrogatepass")
-        prefix.update(len(data).to_bytes(8, "big"))
-        prefix.update(data)
+    """``judgment_key`` for every node of one case, hashing the shared fields once."""
+    shared = _field_hash((judge_model, prompt_version, input, expected_output))
+    head = shared.hexdigest()[:32]
     out = []
     for node in nodes:
-        h = prefix.copy()
+        h = shared.copy()
         data = node.encode("utf-8", "surrogatepass")
         h.update(len(data).to_bytes(8, "big") + data)
-        out.append(h.hexdigest())
+        out.append(head + h.hexdigest()[:32])
     return out
 
 

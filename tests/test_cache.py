@@ -1,0 +1,62 @@
+"""Judgment-cache keys and the in-memory cache."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxprec_ops.cache import DictVerdictCache, judgment_key, judgment_keys
+from ctxprec_ops.verdicts import NodeVerdict
+
+HEX64 = re.compile(r"[0-9a-f]{64}")
+text = st.text(max_size=40)
+
+
+@given(text, text, text, text, st.lists(text, min_size=1, max_size=6))
+def test_batch_keys_equal_single_keys(model, version, q, a, nodes):
+    keys = judgment_keys(model, version, q, a, nodes)
+    assert keys == [judgment_key(model, version, q, a, n) for n in nodes]
+    assert all(HEX64.fullmatch(k) for k in keys)
+
+
+@given(st.tuples(text, text, text, text, text), st.tuples(text, text, text, text, text))
+def test_distinct_tuples_get_distinct_keys(t1, t2):
+    assert (judgment_key(*t1) == judgment_key(*t2)) == (t1 == t2)
+
+
+def test_fields_are_not_confused_by_concatenation():
+    assert judgment_key("m", "v", "ab", "c", "n") != judgment_key("m", "v", "a", "bc", "n")
+    assert judgment_key("m", "v", "q", "a", "n") != judgment_key("m", "vq", "", "a", "n")
+
+
+def test_keys_of_one_question_sort_together():
+    """The nodes of one (judge, prompt, input, expected output) are adjacent in key order, so
+    the judgments index stores a case's entries side by side (one page per case, not per node)."""
+    cases = [(f"question {i}", f"answer {i}", [f"node {i}-{k}" for k in range(5)]) for i in range(300)]
+    owner = {}
+    for i, (q, a, nodes) in enumerate(cases):
+        for key in judgment_keys("gpt-4.1-mini", "v1-abc", q, a, nodes):
+            owner[key] = i
+    assert len(owner) == 1500
+    in_order = [owner[k] for k in sorted(owner)]
+    runs = [in_order[0]] + [b for a, b in zip(in_order, in_order[1:]) if a != b]
+    assert len(runs) == len(cases)  # each case is one contiguous run of keys
+
+
+def test_a_changed_judge_or_prompt_changes_every_key():
+    base = judgment_keys("m1", "v1", "q", "a", ["x", "y"])
+    assert set(base).isdisjoint(judgment_keys("m2", "v1", "q", "a", ["x", "y"]))
+    assert set(base).isdisjoint(judgment_keys("m1", "v2", "q", "a", ["x", "y"]))
+
+
+def test_dict_cache_records_only_new_entries():
+    seen = NodeVerdict(node=0, relevant=True, reason="old")
+    cache = DictVerdictCache({"k1": seen})
+    assert cache.get("k1") is seen and cache.get("k2") is None
+    assert cache.hits == 1
+    cache.put("k1", NodeVerdict(node=0, relevant=False, reason="again"))
+    cache.put("k2", NodeVerdict(node=1, relevant=False, reason="new"))
+    assert set(cache.added) == {"k2"}
+    assert len(cache) == 2
