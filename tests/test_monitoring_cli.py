@@ -91,6 +91,10 @@ def test_trend_and_report(url, tmp_path, capsys):
     assert main(["report", "--warehouse", url, "--out", str(target), "--days", "7"]) == 0
     assert target.exists() and "alert-marker" in target.read_text()
     assert main(["report", "--warehouse", url, "--out", str(tmp_path / "nodir" / "r.html")]) == 1
+    capsys.readouterr()
+    bad = tmp_path / "bad.html"
+    assert main(["report", "--warehouse", url, "--out", str(bad), "--source-table", "logs; DROP TABLE x"]) == 1
+    assert "not a valid identifier" in capsys.readouterr().err and not bad.exists()
 
 
 def test_console_script(url):

@@ -32,6 +32,7 @@ from sqlalchemy.engine import Engine
 
 from ..secrets import redact_url
 from ..warehouse.engine import get_engine
+from ..warehouse.identifiers import split_table_name
 
 __all__ = [
     "Population",
@@ -337,8 +338,9 @@ def load_worst_cases(
 ) -> list[dict[str, Any]]:
     """The lowest-scoring cases of a partition with their node verdicts (best rank first).
 
-    When the source table exists (default ``retrieval_logs``, columns ``id``, ``input``,
-    ``retrieval_context``) the query and node texts are attached; otherwise only the verdicts.
+    When the source table exists (default ``retrieval_logs``, may be ``schema.table``; columns
+    ``id``, ``input``, ``retrieval_context``) the query and node texts are attached; otherwise
+    only the verdicts. A source table name that is not an identifier raises ``IdentifierError``.
     """
     tables = OutputTables(engine)
     t = tables.scores
@@ -389,11 +391,12 @@ def _attach_source(conn: sa.Connection, source_table: str, cases: list[dict[str,
     """Best effort: add ``input`` and node texts from the source table (never fails the caller)."""
     if not cases:
         return
+    schema, name = split_table_name(source_table, None, "source table name")
     try:
         insp = sa.inspect(conn)
-        if source_table not in insp.get_table_names():
+        if name not in insp.get_table_names(schema=schema):
             return
-        src = sa.Table(source_table, sa.MetaData(), autoload_with=conn)
+        src = sa.Table(name, sa.MetaData(schema=schema), autoload_with=conn)
         if not {"id", "input"} <= set(src.c.keys()):
             return
         ids: list[Any] = [c["log_id"] for c in cases]

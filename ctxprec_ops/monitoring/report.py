@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine
 
 from ..secrets import redact
 from ..warehouse.engine import display_url
+from ..warehouse.identifiers import split_table_name
 from .alerts import AlertRules
 from .charts import COLORS, HLine, bar_chart, line_chart
 from .check import DEFAULT_METRIC, CheckResult
@@ -157,6 +158,7 @@ def render_report(
         raise ValueError(f"the report is an HTML file: --out should end in .html, got {out.name!r}")
     if not out.parent.exists():
         raise ValueError(f"the directory of {str(out)!r} does not exist")
+    split_table_name(source_table, None, "source table name")  # IdentifierError, before any work
     with engine_scope(engine_or_url) as engine:
         history, results = trend_results(
             engine, metric=metric, days=days, end=end, rules=rules,
