@@ -7,7 +7,14 @@ import threading
 import pytest
 import sqlalchemy as sa
 
-from ctxprec_ops.warehouse.engine import display_url, get_engine, normalize_url, write_transaction
+from ctxprec_ops.warehouse.engine import (
+    SQLITE_CACHE_KIB,
+    SQLITE_WAL_AUTOCHECKPOINT_PAGES,
+    display_url,
+    get_engine,
+    normalize_url,
+    write_transaction,
+)
 
 
 def test_postgres_urls_use_psycopg3_and_passwords_never_show():
@@ -28,6 +35,9 @@ def test_sqlite_engine_settings_and_cache(tmp_path):
     with engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one() >= 10_000
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar_one() == 1  # NORMAL
+        assert conn.exec_driver_sql("PRAGMA cache_size").scalar_one() == -SQLITE_CACHE_KIB
+        assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar_one() == SQLITE_WAL_AUTOCHECKPOINT_PAGES
 
 
 def test_concurrent_sqlite_writers_queue_instead_of_failing(tmp_path):

@@ -100,3 +100,22 @@ def test_failed_transaction_writes_nothing(engine):
             raise RuntimeError("crash mid-chunk")
     with engine.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(t.scores)).scalar_one() == 0
+
+
+def test_each_row_keeps_its_own_value_when_values_are_equal_but_not_identical(engine):
+    """Bind values are processed per row unless every row holds the very same object:
+    ``1 == True == 1.0`` must not make a JSON column store one of them for all."""
+    t = ensure_output_tables(engine)
+    shared = [{"node": 1, "relevant": True, "reason": "same list object in every row"}]
+    verdicts = {"a": [1], "b": [True], "c": [1.0]}
+    rows = [dict(score_row(k, 0.5), verdicts=v) for k, v in verdicts.items()]
+    rows += [dict(score_row(f"s{i}", 0.5), verdicts=shared) for i in range(3)]
+    with write_transaction(engine) as conn:
+        upsert(conn, t.scores, rows)
+    with engine.connect() as conn:
+        raw = dict(conn.execute(sa.select(t.scores.c.log_id, sa.cast(t.scores.c.verdicts, sa.Text))).all())
+        when = set(conn.execute(sa.select(t.scores.c.scored_at)).scalars())
+    assert [raw[k].replace(" ", "") for k in "abc"] == ["[1]", "[true]", "[1.0]"]
+    assert all('"same list object in every row"' in raw[f"s{i}"] for i in range(3))
+    [stored] = when
+    assert (stored if stored.tzinfo else stored.replace(tzinfo=timezone.utc)) == NOW

@@ -284,4 +284,6 @@ def read_chunk_rows(
     if after_id is not None:
         conds.append(src.id > src.coerce_id(after_id))
     stmt = select(*cols).where(*conds).order_by(src.id)
-    return [dict(r._mapping) for r in conn.execute(stmt)]
+    result = conn.execute(stmt)
+    names = list(result.keys())
+    return [dict(zip(names, r)) for r in result]

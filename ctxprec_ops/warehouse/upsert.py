@@ -98,8 +98,20 @@ def _sqlite_executemany(conn: Connection, table: Table, cols: list[str], keys: l
     action = ("DO UPDATE SET " + ", ".join(f"{q.quote(c)} = excluded.{q.quote(c)}" for c in others)) if others else "DO NOTHING"
     sql = (f"INSERT INTO {q.format_table(table)} ({', '.join(q.quote(c) for c in cols)}) "
            f"VALUES ({', '.join('?' for _ in cols)}) ON CONFLICT ({conflict}) {action}")
-    params = [tuple(r[c] if p is None else p(r[c]) for c, p in zip(cols, procs)) for r in rows]
-    conn.exec_driver_sql(sql, params)
+    columns = [_bind_values([r[c] for r in rows], p) for c, p in zip(cols, procs)]
+    conn.exec_driver_sql(sql, list(zip(*columns)))
+
+
+def _bind_values(values: list[Any], process: Any) -> list[Any]:
+    """One column's values through its bind processor; a column holding the same object in
+    every row (a chunk's timestamp) is processed once. Identity, not equality: ``1 == True``
+    but a JSON column stores them differently."""
+    if process is None or not values:
+        return values
+    first = values[0]
+    if all(v is first for v in values):
+        return [process(first)] * len(values)
+    return list(map(process, values))
 
 
 def _generic_upsert(conn: Connection, table: Table, rows, keys: list[str], others: list[str]) -> int:
