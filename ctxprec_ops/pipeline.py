@@ -21,7 +21,6 @@ retries, budget exhausted). Re-running a partition is idempotent and only judges
 from __future__ import annotations
 
 import logging
-import math
 import time as _time
 import uuid
 from collections import Counter
@@ -35,6 +34,7 @@ from .budget import Budget
 from .cache import DictVerdictCache
 from .errors import BudgetExhaustedError, InvalidTestCaseError, NotScorableError
 from .judges.base import JudgeModel
+from .run_figures import run_figures
 from .secrets import redact, register_secret
 from .warehouse.engine import display_url, get_engine, read_connection, write_transaction
 from .warehouse.identifiers import split_table_name, validate_identifier
@@ -606,33 +606,6 @@ def _status(scored: int, failed_by_type: dict[str, int]) -> str:
     return "partial"
 
 
-def _summary_figures(scores: Any, passed: int) -> dict[str, float | None]:
-    """Mean, median, pass rate and the 95% Student-t interval of the mean,
-    ``mean ± t(0.975, n-1)·s/√n`` clipped to [0, 1] (None below 2 scores; ``(m, m)`` when all
-    scores are equal) — the interval the monitoring reports use too."""
-    import numpy as np
-    from scipy.special import stdtrit
-
-    # sorted: floating-point sums then do not depend on the order the database returns rows
-    arr = np.sort(np.asarray(scores, dtype=np.float64))
-    n = int(arr.size)
-    if n == 0:
-        return {"mean_score": None, "median_score": None, "pass_rate": None, "ci_low": None, "ci_high": None}
-    mean = float(arr.mean())
-    ci_low = ci_high = None
-    if n >= 2:
-        sd = float(arr.std(ddof=1))
-        half = float(stdtrit(n - 1, 0.975)) * sd / math.sqrt(n)
-        ci_low, ci_high = max(0.0, mean - half), min(1.0, mean + half)
-    return {
-        "mean_score": mean,
-        "median_score": float(np.median(arr)),
-        "pass_rate": passed / n,
-        "ci_low": ci_low,
-        "ci_high": ci_high,
-    }
-
-
 def finalize_run(
     config: PipelineConfig,
     partition_key: str,
@@ -653,10 +626,12 @@ def finalize_run(
     ctx = context or prepare(config)
     key = ctx.key
     chunk_results = [ChunkResult.from_dict(c) if isinstance(c, dict) else c for c in (chunk_results or [])]
-    with read_connection(ctx.engine) as conn:
+    # one snapshot: the counts and the streamed scores must describe the same rows
+    with read_connection(ctx.engine, snapshot=True) as conn:
         counts = partition_counts(conn, ctx.tables, key, partition_key, run_id)
         failed = failure_counts(conn, ctx.tables, key, partition_key)
-        scores = partition_scores(conn, ctx.tables, key, partition_key)
+        figures = run_figures(partition_scores(conn, ctx.tables, key, partition_key), counts["scored"],
+                              counts["passed"])
         spend = run_spend(conn, ctx.tables, key, run_id, partition_key) if not chunk_results else None
     if chunk_results:
         costs = [c.cost for c in chunk_results]
@@ -687,7 +662,7 @@ def finalize_run(
         threshold=ctx.metric.threshold,
         judge_calls=spend["judge_calls"],
         failures_by_type=failed,
-        **_summary_figures(scores, counts["passed"]),
+        **figures,
     )
     _write_run(ctx, summary)
     _mark_interrupted(ctx, summary)

@@ -385,3 +385,36 @@ def test_worker_processes_score_every_chunk_once(url):
     assert len(done) == 8 and done[-1] == 40
     sequential = score_partition(PipelineConfig(warehouse=url, judge="lexical", chunk_size=5), DAY)
     assert sequential.mean_score == summary.mean_score and sequential.rows_cached == 40
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_run_figures_are_those_of_the_stored_scores(request, tmp_path, backend):
+    """finalize_run streams the partition's scores in sorted batches: its figures equal numpy's on
+    the whole sample, and the stream holds every score once, ascending, in batches of the size asked."""
+    import numpy as np
+    from scipy import stats
+
+    from ctxprec_ops.warehouse.schema import output_tables
+    from ctxprec_ops.warehouse.store import ScoringKey, partition_scores
+
+    url = f"sqlite:///{tmp_path / 'wh.db'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    engine = get_engine(url)
+    from tests.helpers.planted import planted_rows
+
+    create_logs(engine, planted_rows(23)[0])
+    summary = score_partition(PipelineConfig(warehouse=url, chunk_size=4), DAY)
+    with engine.connect() as conn:
+        stored = conn.execute(sa.text("SELECT score, success FROM ctxprec_scores WHERE partition_key = :p"),
+                              {"p": DAY}).all()
+        key = ScoringKey("contextual_precision", summary.judge_model, summary.prompt_version)
+        streamed = list(partition_scores(conn, output_tables(), key, DAY, batch=5))
+    arr = np.array([r.score for r in stored])
+    assert len(stored) == 23 and len(set(arr.tolist())) > 2  # varied scores
+    assert [b.size for b in streamed] == [5, 5, 5, 5, 3]
+    assert np.concatenate(streamed).tolist() == sorted(arr.tolist())
+    assert summary.mean_score == pytest.approx(arr.mean(), abs=1e-12)
+    assert summary.median_score == np.median(arr)
+    assert summary.pass_rate == sum(r.success for r in stored) / 23
+    half = stats.t.ppf(0.975, 22) * arr.std(ddof=1) / np.sqrt(23)
+    assert summary.ci_low == pytest.approx(max(0.0, arr.mean() - half), abs=1e-9)
+    assert summary.ci_high == pytest.approx(min(1.0, arr.mean() + half), abs=1e-9)

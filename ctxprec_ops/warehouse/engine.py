@@ -155,8 +155,14 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
 
 
 @contextmanager
-def read_connection(engine: Engine) -> Iterator[Connection]:
-    """A connection for reads inside one (read) transaction."""
+def read_connection(engine: Engine, *, snapshot: bool = False) -> Iterator[Connection]:
+    """A connection for reads inside one (read) transaction.
+
+    ``snapshot=True``: every statement sees the same committed state (PostgreSQL runs the
+    transaction at REPEATABLE READ; a SQLite read transaction in WAL mode is a snapshot already).
+    """
     with engine.connect() as conn:
+        if snapshot and engine.dialect.name == "postgresql":
+            conn = conn.execution_options(isolation_level="REPEATABLE READ")
         with conn.begin():
             yield conn

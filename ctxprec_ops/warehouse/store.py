@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from sqlalchemy import and_, case, delete, exists, func, select, update
 from sqlalchemy.engine import Connection
@@ -101,15 +101,18 @@ def write_chunk(
         conn.execute(delete(f).where(key.where(f), f.c.log_id.in_(list(part)), scored))
 
 
-def partition_scores(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str):
-    """Every score of the partition as a float64 numpy array, streamed from the cursor
-    (8 bytes a row: a million scores are 8 MB, no Python float objects)."""
+def partition_scores(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str,
+                     batch: int = 20_000) -> Iterator[Any]:
+    """The partition's scores in ascending order, streamed from the cursor as float64 numpy
+    arrays of up to ``batch`` values (memory: one batch, however many rows the partition has).
+    Consume it while ``conn`` is open."""
     import numpy as np
 
     c = t.scores.c
-    stmt = select(c.score).where(key.where(t.scores), c.partition_key == partition_key)
-    result = conn.execution_options(stream_results=True, yield_per=20_000).execute(stmt)
-    return np.fromiter((r[0] for r in result), dtype=np.float64)
+    stmt = select(c.score).where(key.where(t.scores), c.partition_key == partition_key).order_by(c.score)
+    result = conn.execution_options(stream_results=True, yield_per=batch).execute(stmt)
+    for part in result.partitions():
+        yield np.fromiter((r[0] for r in part), dtype=np.float64, count=len(part))
 
 
 def partition_counts(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str, run_id: str) -> dict[str, Any]:
