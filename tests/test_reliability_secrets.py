@@ -181,3 +181,17 @@ def test_urls_with_awkward_passwords_are_masked_everywhere_they_are_echoed(url, 
         assert main(argv) != 0
         out = capsys.readouterr()
         assert_clean(out.out + out.err, f"ctxprec {argv[0]}")
+
+
+def test_a_password_the_url_patterns_cannot_see_is_masked_once_the_url_was_parsed():
+    """An unencoded space ends a "user:password@" token, so only knowing the password helps:
+    parsing a warehouse URL registers its password for redact()."""
+    from ctxprec_ops.secrets import redact
+    from ctxprec_ops.warehouse.engine import normalize_url
+
+    spaced = "only here 7Qx2"  # used by no other test: nothing else registered it
+    message = f"FATAL: password authentication failed (tried {spaced!r} for etl)"
+    assert spaced in redact(message)  # invisible to the patterns
+    normalize_url(f"postgresql://etl:{spaced}@db/wh")
+    masked = redact(message)
+    assert "7Qx2" not in masked and "***" in masked

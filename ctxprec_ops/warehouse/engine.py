@@ -19,7 +19,7 @@ from sqlalchemy.engine.url import URL
 from sqlalchemy.pool import StaticPool
 from sqlalchemy import create_engine
 
-from ..secrets import redact_url
+from ..secrets import redact_url, register_secret
 
 __all__ = [
     "normalize_url",
@@ -54,6 +54,10 @@ def normalize_url(url: str | URL) -> URL:
             f"invalid warehouse URL {redact_url(str(url))}: a '@' in the user name or password "
             "must be written %40"
         )
+    if u.password:
+        # redact() then masks it wherever it shows up, even in a form its URL patterns miss
+        # (an unencoded space, a driver quoting it in an error)
+        register_secret(str(u.password))
     if u.drivername in ("postgresql", "postgres"):
         u = u.set(drivername="postgresql+psycopg")
     return u
