@@ -5,7 +5,8 @@ Run from the repository root:  .venv/bin/python bench/bench_pipeline.py
 For each size (default 100,000 and 1,000,000 rows) a fresh SQLite warehouse is built (bulk
 insert through ``sqlite3.executemany`` in a separate process), then ``score_partition`` scores
 **every row, all in one partition** (one UTC day: the worst case for a partition's memory) with
-chunk size 500, in another fresh process whose peak RSS (``ru_maxrss``) is reported. Each row has
+chunk size 500, in another fresh process whose peak RSS (``ru_maxrss``; for worker processes their
+``VmHWM``, see ``ChildPeaks``) is reported. Each row has
 a ~60-character question, a ~90-character expected output and 5 distinct nodes of ~200
 characters (no two rows share a node, so the judgment cache cannot shortcut anything).
 
@@ -32,6 +33,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -106,6 +108,44 @@ def _instant_judge() -> InstantJudge:
     return InstantJudge()
 
 
+class ChildPeaks:
+    """The high-water RSS (``VmHWM``) of each child process, polled from ``/proc`` (Linux).
+
+    ``RUSAGE_CHILDREN.ru_maxrss`` cannot be used for spawned workers: Linux keeps ``ru_maxrss``
+    across ``execve``, so a worker inherits the size of the parent at the moment it was forked
+    (here: the coordinator right after planning), not its own peak.
+    """
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self.interval, self.peaks, self._stop = interval, {}, threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> "ChildPeaks":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _poll(self) -> None:
+        me = str(os.getpid())
+        while not self._stop.wait(self.interval):
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{pid}/status") as f:
+                        status = dict(line.split(":", 1) for line in f if ":" in line)
+                except OSError:
+                    continue
+                if status.get("PPid", "").strip() == me and "VmHWM" in status:
+                    hwm = int(status["VmHWM"].split()[0]) / 1024
+                    self.peaks[pid] = max(self.peaks.get(pid, 0.0), hwm)
+
+    @property
+    def max_mb(self) -> float:
+        return max(self.peaks.values(), default=0.0)
+
+
 def score(path: str, judge: str, chunk_size: int, concurrency: int, workers: int = 1) -> dict:
     """Runs in a fresh process: score the partition, report rows/s and peak RSS."""
     from ctxprec_ops.pipeline import PipelineConfig, score_partition
@@ -114,7 +154,8 @@ def score(path: str, judge: str, chunk_size: int, concurrency: int, workers: int
     cfg = PipelineConfig(warehouse=f"sqlite:///{path}", judge=j, chunk_size=chunk_size, concurrency=concurrency)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t0, c0 = time.perf_counter(), time.process_time()
-    summary = score_partition(cfg, DAY, workers=workers)
+    with ChildPeaks() as child_peaks:
+        summary = score_partition(cfg, DAY, workers=workers)
     seconds = time.perf_counter() - t0
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = time.process_time() - c0 + children.ru_utime + children.ru_stime
@@ -130,7 +171,7 @@ def score(path: str, judge: str, chunk_size: int, concurrency: int, workers: int
         "load_avg": os.getloadavg()[0],
         "rss_before_mb": rss_before,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "worker_peak_rss_mb": children.ru_maxrss / 1024,
+        "worker_peak_rss_mb": child_peaks.max_mb,
         "workers": workers,
     }
 
@@ -187,10 +228,11 @@ def main() -> int:
                     ok = False
     for judge, workers in {(r["judge"], r["workers"]) for r in results}:
         mine = [r for r in results if r["judge"] == judge and r["workers"] == workers]
-        if len(mine) > 1:
-            growth = mine[-1]["peak_rss_mb"] - mine[0]["peak_rss_mb"]
-            print(f"judge={judge} workers={workers}: peak RSS grows {growth:+.1f} MB from {mine[0]['table_rows']:,} "
-                  f"to {mine[-1]['table_rows']:,} rows")
+        for a, b in zip(mine, mine[1:]):  # SQLite's page cache fills up to 32 MiB, then RSS is flat
+            grew = b["peak_rss_mb"] - a["peak_rss_mb"]
+            grew_w = b["worker_peak_rss_mb"] - a["worker_peak_rss_mb"] if workers > 1 else None
+            print(f"judge={judge} workers={workers}: {a['table_rows']:,} -> {b['table_rows']:,} rows: peak RSS "
+                  f"{grew:+.1f} MB" + (f", per worker {grew_w:+.1f} MB" if grew_w is not None else ""))
     print(f"targets: >= {TARGET_ROWS_S:,} rows/s, peak RSS <= {TARGET_RSS_MB} MB -> {'met' if ok else 'MISSED'}")
     return 0 if ok else 1
 
