@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 from sqlalchemy import inspect, select
 from sqlalchemy.engine import Connection
 
-from .cache import judgment_key
+from .cache import judgment_keys
 from .errors import CtxPrecError
 from .judges import JudgeModel, make_judge
 from .judging import EST_COMPLETION_TOKENS_PER_NODE
@@ -158,7 +158,7 @@ def estimate_partition(
                         est.invalid_examples.append(f"{log_id}: {exc}")
                     continue
                 est.rows_to_score += 1
-            keyed = [[judgment_key(model, version, q, a, text) for _, text in nodes] for q, a, nodes in requests]
+            keyed = [judgment_keys(model, version, q, a, [text for _, text in nodes]) for q, a, nodes in requests]
             cached = (
                 set(load_judgments(conn, tables, [k for ks in keyed for k in ks]))
                 if JUDGMENTS in existing else set()
