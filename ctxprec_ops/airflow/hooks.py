@@ -53,6 +53,14 @@ def mask(secret: str | None) -> None:
         pass
 
 
+def optional_connection(conn_id: str) -> Any:
+    """The Airflow connection ``conn_id``, or None when it is not defined anywhere."""
+    try:
+        return BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return None
+
+
 def mask_url_password(url: str | None) -> None:
     """Mask the password of a literal SQLAlchemy URL (templated or unparsable values are skipped)."""
     if not url or "{{" in url:
@@ -96,10 +104,7 @@ class CtxPrecWarehouseHook(BaseHook):
         if self.warehouse_url:
             return _parse(self.warehouse_url, "warehouse_url"), "warehouse_url"
         if self.warehouse_conn_id:
-            try:
-                conn = self.get_connection(self.warehouse_conn_id)
-            except AirflowNotFoundException:
-                conn = None
+            conn = optional_connection(self.warehouse_conn_id)
             if conn is not None:
                 return _url_from_connection(conn), f"connection {self.warehouse_conn_id!r}"
         env = os.environ.get("CTXPREC_WAREHOUSE_URL")

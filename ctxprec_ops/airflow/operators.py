@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Literal, Sequence
 
-from airflow.sdk import BaseHook, BaseOperator
-from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
 
 from ..config import Settings
 from ..errors import (
@@ -32,7 +32,13 @@ from ..errors import (
     JudgeUnavailableError,
 )
 from ..secrets import redact
-from .hooks import DEFAULT_WAREHOUSE_CONN_ID, CtxPrecWarehouseHook, mask, mask_url_password
+from .hooks import (
+    DEFAULT_WAREHOUSE_CONN_ID,
+    CtxPrecWarehouseHook,
+    mask,
+    mask_url_password,
+    optional_connection,
+)
 
 __all__ = [
     "ContextualPrecisionPlanOperator",
@@ -171,10 +177,7 @@ class CtxPrecBaseOperator(BaseOperator):
     def _judge_settings(self, settings: Settings) -> JudgeSettings:
         model, base_url, api_key = self.judge, self.judge_base_url, None
         if self.judge_conn_id:
-            try:
-                conn = BaseHook.get_connection(self.judge_conn_id)
-            except AirflowNotFoundException:
-                conn = None
+            conn = optional_connection(self.judge_conn_id)
             if conn is not None:
                 extra = conn.extra_dejson or {}
                 api_key = conn.password or None
