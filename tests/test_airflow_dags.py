@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from ctxprec_ops.scoring import contextual_precision
 from tests.fixtures.airflow_env import MARKER_ENV, AirflowEnv, DagRunResult
+from tests.fixtures.warehouse_data import query
 
 DAY = "2026-11-28"
 EMPTY_DAY = "2026-11-25"  # no logs at all
@@ -70,15 +71,6 @@ def seed_day(url: str, day: str, n: int, patterns: list[tuple[bool, ...]], *, fi
         conn.execute(table.insert(), rows)
     engine.dispose()
     return expected
-
-
-def query(url: str, sql: str, **params: Any) -> list[tuple]:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(sa.text(sql), params)]
-    finally:
-        engine.dispose()
 
 
 def judge_conn(server: Any) -> str:

@@ -21,6 +21,7 @@ from dagster_defs.checks import score_checks
 from dagster_defs.policies import scoring_retry_policy
 from dagster_defs.resources import AlertThresholdsResource, JudgeResource, WarehouseResource
 from dagster_defs.sources import conversation_logs, retrieval_logs
+from tests.fixtures.warehouse_data import query
 
 R, N = "RELEVANT: the refund window is 30 days.", "unrelated text about the weather"
 GOOD = [[R, N, N], [R, R, N], [R, N, R], [N, R, N]]  # scores 1, 1, 0.833, 0.5
@@ -69,15 +70,6 @@ def seed(url: str, day: str, contexts: list[list[str]], *, prefix: str | None = 
     with engine.begin() as conn:
         conn.execute(LOGS.insert(), rows)
     engine.dispose()
-
-
-def query(url: str, sql: str, **params) -> list[tuple]:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(sa.text(sql), params)]
-    finally:
-        engine.dispose()
 
 
 def resources(url: str, judge_server, **thresholds) -> dict:
