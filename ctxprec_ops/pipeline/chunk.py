@@ -1,4 +1,8 @@
-"""Score one chunk: intake (rows -> cases or failures), judging, and one write transaction."""
+"""One chunk's stages: intake (rows -> cases or failures, judgment cache preloaded), collect
+(judged cases -> score and failure rows) and the write (one transaction); ``score_chunk``.
+
+The judging between intake and collect is ``stream``'s: it keeps one judging queue across chunks.
+"""
 
 from __future__ import annotations
 
@@ -18,30 +22,13 @@ from ..warehouse.source import parse_partition_key, read_chunk_rows
 from ..warehouse.store import ScoringKey, load_judgments, run_spend, scored_ids, write_chunk
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
-from .records import Chunk, ChunkResult, ProgressCallback, ProgressEvent
+from .records import Chunk, ChunkResult, ProgressCallback
 
-__all__ = ["score_chunk"]
+__all__ = ["score_chunk", "read_intake", "finish_chunk", "remaining_budget"]
 
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
-
-
-class _Throttle:
-    """Forward ``rows_done`` progress at most every ``interval`` seconds (and at the end)."""
-
-    def __init__(self, progress: ProgressCallback | None, partition_key: str, base: int, total: int,
-                 interval: float = 0.25) -> None:
-        self.progress, self.pk, self.base, self.total, self.interval = progress, partition_key, base, total, interval
-        self.last = 0.0
-
-    def __call__(self, done: int, _total: int) -> None:
-        if self.progress is None:
-            return
-        now = _time.monotonic()
-        if done >= _total or now - self.last >= self.interval:
-            self.last = now
-            self.progress(ProgressEvent("rows_done", self.pk, self.base + done, self.total))
 
 
 @dataclass
@@ -52,6 +39,8 @@ class _Intake:
     done_ids: set[str]
     cases: list[Any] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
+    #: the judgment cache preloaded for ``cases`` (None for offline judges)
+    cache: DictVerdictCache | None = None
 
 
 def _failure(log_id: str, pk: str, key: ScoringKey, error_type: str, message: str, attempts: int,
@@ -92,7 +81,7 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
     return intake
 
 
-def _remaining_budget(ctx: PipelineContext, run_id: str) -> Budget | None:
+def remaining_budget(ctx: PipelineContext, run_id: str) -> Budget | None:
     """``max_cost`` minus what this run already spent (chunks scored on other workers)."""
     if ctx.config.max_cost is None:
         return None
@@ -101,25 +90,14 @@ def _remaining_budget(ctx: PipelineContext, run_id: str) -> Budget | None:
     return Budget(max(0.0, ctx.config.max_cost - spent))
 
 
-def _judge(ctx: PipelineContext, intake: _Intake, budget: Budget | None, run_id: str,
-           progress: ProgressCallback | None, pk: str) -> tuple[list[MetricResult], DictVerdictCache | None]:
-    """Judge the intake's cases through ``evaluate`` with the judgment cache preloaded."""
-    cache: DictVerdictCache | None = None
-    if not ctx.judge_is_offline:  # offline judges are free and instant: nothing worth caching
+def read_intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
+    """Intake plus the judgment cache preloaded for its cases (the read side of a chunk)."""
+    intake = _intake(ctx, chunk, run_id)
+    if intake.cases and not ctx.judge_is_offline:  # offline judges are free and instant: nothing to cache
+        keys = [k for case in intake.cases for k in ctx.metric.judgment_keys(case)]
         with read_connection(ctx.engine) as conn:
-            keys = [k for case in intake.cases for k in ctx.metric.judgment_keys(case)]
-            cache = DictVerdictCache(load_judgments(conn, ctx.tables, keys))
-    if budget is None:
-        budget = _remaining_budget(ctx, run_id)
-    from ..evaluate import evaluate
-
-    base = len(intake.rows) - len(intake.cases)
-    evaluation = evaluate(
-        intake.cases, [ctx.metric], concurrency=ctx.config.concurrency, max_retries=ctx.config.max_retries,
-        show_progress=False, cache=cache, budget=budget,
-        progress_callback=_Throttle(progress, pk, base, len(intake.rows)),
-    )
-    return list(evaluation.results), cache
+            intake.cache = DictVerdictCache(load_judgments(conn, ctx.tables, keys))
+    return intake
 
 
 def _score_row(r: MetricResult, log_id: str, pk: str, key: ScoringKey, run_id: str, at: datetime,
@@ -174,6 +152,20 @@ def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]],
                     scores=scores, failures=intake.failures, judgments=judgments)
 
 
+def finish_chunk(ctx: PipelineContext, chunk: Chunk, intake: _Intake, results: list[MetricResult], run_id: str,
+                 started: float) -> ChunkResult:
+    """Collect the judged cases and write the chunk in one transaction (the write side)."""
+    result = ChunkResult(chunk.partition_key, chunk.index, rows_total=len(intake.rows))
+    scores = _collect(ctx, chunk, intake, results, run_id, result) if intake.cases else []
+    _write(ctx, intake, scores, intake.cache)
+    result.rows_scored = len(intake.done_ids) + len(scores)
+    result.rows_cached += len(intake.done_ids)
+    result.rows_failed = len(intake.failures)
+    result.failures_by_type = dict(Counter(f["error_type"] for f in intake.failures))
+    result.seconds = _time.perf_counter() - started
+    return result
+
+
 def score_chunk(
     config: PipelineConfig,
     chunk: Chunk | dict[str, Any],
@@ -191,28 +183,10 @@ def score_chunk(
     a row that is now scored is deleted. ``budget`` defaults to ``config.max_cost`` minus what
     ``run_id`` has already spent.
     """
+    from .stream import score_chunks
+
     if isinstance(chunk, dict):
         chunk = Chunk.from_dict(chunk)
     parse_partition_key(chunk.partition_key)
-    started = _time.perf_counter()
     ctx = context or prepare(config)
-    pk = chunk.partition_key
-    if progress is not None:
-        progress(ProgressEvent("chunk_started", pk, 0, chunk.rows, f"chunk {chunk.index}"))
-    intake = _intake(ctx, chunk, run_id)
-    result = ChunkResult(pk, chunk.index, rows_total=len(intake.rows))
-    scores: list[dict[str, Any]] = []
-    cache = None
-    if intake.cases:
-        results, cache = _judge(ctx, intake, budget, run_id, progress, pk)
-        scores = _collect(ctx, chunk, intake, results, run_id, result)
-    _write(ctx, intake, scores, cache)
-    result.rows_scored = len(intake.done_ids) + len(scores)
-    result.rows_cached += len(intake.done_ids)
-    result.rows_failed = len(intake.failures)
-    result.failures_by_type = dict(Counter(f["error_type"] for f in intake.failures))
-    result.seconds = _time.perf_counter() - started
-    if progress is not None:
-        progress(ProgressEvent("chunk_done", pk, len(intake.rows), len(intake.rows),
-                               f"chunk {chunk.index}: {result.rows_scored} scored, {result.rows_failed} failed"))
-    return result
+    return score_chunks(ctx, [chunk], run_id=run_id, budget=budget, progress=progress)[0]

@@ -10,11 +10,11 @@ from ..budget import Budget
 from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.source import parse_partition_key
-from .chunk import score_chunk
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .finalize import finalize_run, write_run
 from .plan import plan_chunks
+from .stream import score_chunks
 from .records import Chunk, ChunkResult, ProgressCallback, ProgressEvent, RunStatus, RunSummary
 from .workers import can_fork_out, score_in_processes
 
@@ -27,33 +27,16 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _offset(progress: ProgressCallback | None, base: int, total: int) -> ProgressCallback | None:
-    """Translate a chunk's events (counted within the chunk) to partition-wide counts."""
-    if progress is None:
-        return None
-
-    def forward(ev: ProgressEvent) -> None:
-        progress(ProgressEvent(ev.kind, ev.partition_key, base + ev.done, total, ev.message))
-
-    return forward
-
-
 def _score_chunks(ctx: PipelineContext, chunks: list[Chunk], run_id: str, progress: ProgressCallback | None,
                   workers: int) -> list[ChunkResult]:
-    """Score the planned chunks: in worker processes when asked and possible, else in order here
-    (one budget spans them all)."""
+    """Score the planned chunks: in worker processes when asked and possible, else here as one
+    stream (one judging queue and one budget span them all)."""
     config = ctx.config
     total = sum(c.rows for c in chunks)
     if workers > 1 and len(chunks) > 1 and can_fork_out(config):
         return score_in_processes(config, chunks, run_id, workers, progress, total)
     budget = Budget(config.max_cost) if config.max_cost is not None else None
-    results = []
-    done = 0
-    for chunk in chunks:
-        results.append(score_chunk(config, chunk, run_id=run_id, budget=budget, context=ctx,
-                                   progress=_offset(progress, done, total)))
-        done += chunk.rows
-    return results
+    return score_chunks(ctx, chunks, run_id=run_id, budget=budget, progress=progress, total=total)
 
 
 def score_partition(
