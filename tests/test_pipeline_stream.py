@@ -1,0 +1,55 @@
+"""The partition's chunks stream through one judging queue (``pipeline/stream.py``): a chunk's slow
+request no longer holds back the next chunks, each chunk is still written whole, in one
+transaction, as soon as its own last case is judged."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from ctxprec_ops.pipeline import PipelineConfig, ProgressEvent, score_partition
+from ctxprec_ops.pipeline.workers import batches
+from ctxprec_ops.pipeline.records import Chunk
+from ctxprec_ops.warehouse.engine import get_engine
+from tests.fixtures.warehouse_data import create_logs, log_row
+
+DAY = "2026-11-28"
+SLOW = "row 1 passage:"
+
+
+def _rows(n: int) -> list[dict]:
+    return [log_row(i, datetime(2026, 11, 28, i % 24), input=f"question {i}?", expected=f"answer {i}",
+                    context=[f"row {i} passage: a RELEVANT fact", f"row {i} other: IRRELEVANT filler"])
+            for i in range(1, n + 1)]
+
+
+def test_a_slow_request_does_not_hold_back_the_next_chunks(judge_server, tmp_path):
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    engine = get_engine(url)
+    create_logs(engine, _rows(15))
+    # row 1 (chunk 0) takes 1.5 s; every other request 10 ms
+    judge_server.latency = lambda record: 1.5 if SLOW in str(record["json"]) else 0.01
+    events: list[ProgressEvent] = []
+    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
+                         judge_api_key="test-key", chunk_size=5, concurrency=4)
+    summary = score_partition(cfg, DAY, progress=events.append)
+
+    assert (summary.rows_total, summary.rows_scored, summary.status) == (15, 15, "succeeded")
+    written = [e.message.split(":")[0] for e in events if e.kind == "chunk_done"]
+    # chunks 1 and 2 were judged and written while chunk 0 waited on its slow request
+    assert written == ["chunk 1", "chunk 2", "chunk 0"]
+    done = [e.done for e in events if e.kind in ("rows_done", "chunk_done")]
+    assert done == sorted(done) and done[-1] == 15
+    with engine.connect() as conn:
+        n_scores, n_judgments = conn.execute(sa.text(
+            "SELECT (SELECT count(*) FROM ctxprec_scores), (SELECT count(*) FROM ctxprec_judgments)")).one()
+    assert (n_scores, n_judgments) == (15, 30) and judge_server.calls == 15
+
+
+def test_worker_batches_are_contiguous_and_cover_every_chunk_once():
+    chunks = [Chunk(DAY, i, i, i + 1, 1) for i in range(10)]
+    got = batches(chunks, workers=2)
+    assert [c for b in got for c in b] == chunks
+    assert len(got) == 8 and {len(b) for b in got} == {1, 2}
+    assert batches(chunks[:3], workers=4) == [[c] for c in chunks[:3]]
