@@ -30,6 +30,7 @@ from .metrics.contextual_precision import ContextualPrecisionMetric
 from .metrics.turn_contextual_precision import TurnContextualPrecisionMetric, windows
 from .pipeline import PipelineConfig
 from .pricing import price_of
+from .template import answer_format
 from .warehouse.engine import get_engine, read_connection
 from .warehouse.rows import row_to_conversation, row_to_test_case
 from .warehouse.schema import JUDGMENTS, SCORES, output_tables
@@ -175,7 +176,7 @@ def estimate_partition(
                 est.nodes_to_judge += len(todo)
                 for i in range(0, len(todo), group):
                     part = todo[i : i + group]
-                    prompt = template.generate_verdicts(q, a, [t for _, t in part], [r for r, _ in part])
+                    prompt = answer_format(template).prompt(q, a, [t for _, t in part], [r for r, _ in part])
                     chars += len(prompt)
                     est.judge_calls += 1
                     est.prompt_tokens += PROMPT_TOKENS_PER_CALL
