@@ -135,7 +135,8 @@ def test_conversation_fields_aliases_and_round_trip():
         expectedOutcome="issue resolved", chatbotRole="agent", additionalMetadata={"k": 1}, comments="c",
         tags=["x"],
     )
-    assert (conv.user_description, conv.expected_outcome, conv.chatbot_role) == ("premium user", "issue resolved", "agent")
+    assert (conv.user_description, conv.expected_outcome, conv.chatbot_role) == (
+        "premium user", "issue resolved", "agent")
     assert conv.additional_metadata == {"k": 1} and isinstance(conv.turns[1], Turn)
     assert conv.turns[1].retrieval_context == ["n"] and conv.multimodal is False and conv.voice is False
     assert ConversationalTestCase(**conv.model_dump()) == conv
