@@ -217,6 +217,10 @@ class LLMTestCase(_CaseModel):
     mcp_resources_called: list[Any] | None = _alias("mcpResourcesCalled", "mcp_resources_called")
     mcp_prompts_called: list[Any] | None = _alias("mcpPromptsCalled", "mcp_prompts_called")
     custom_column_key_values: dict[str, str] | None = _alias("customColumnKeyValues", "custom_column_key_values")
+    input_token_count: int | None = _alias("inputTokenCount", "input_token_count")
+    output_token_count: int | None = _alias("outputTokenCount", "output_token_count")
+    expected_labels: dict[str, str] | None = _alias("expectedLabels", "expected_labels")
+    expectations: Any = None
 
     _positional = ("input", "actual_output", "expected_output", "retrieval_context", "id", "metadata")
     _aliases = {
@@ -226,6 +230,8 @@ class LLMTestCase(_CaseModel):
         "tokenCost": "token_cost", "completionTime": "completion_time", "mcpServers": "mcp_servers",
         "mcpToolsCalled": "mcp_tools_called", "mcpResourcesCalled": "mcp_resources_called",
         "mcpPromptsCalled": "mcp_prompts_called", "customColumnKeyValues": "custom_column_key_values",
+        "inputTokenCount": "input_token_count", "outputTokenCount": "output_token_count",
+        "expectedLabels": "expected_labels",
     }
 
     def __init__(self, input: Any = _MISSING, actual_output: Any = _MISSING, expected_output: Any = _MISSING,
@@ -280,11 +286,14 @@ class Turn(_CaseModel):
     mcp_tools_called: list[Any] | None = None
     mcp_resources_called: list[Any] | None = None
     mcp_prompts_called: list[Any] | None = None
+    provider_transcript: str | None = Field(
+        default=None, validation_alias=AliasChoices("providerTranscript", "provider_transcript"))
 
     _positional = ("role", "content", "retrieval_context")
     _aliases = {
         "retrievalContext": "retrieval_context", "userId": "user_id", "toolsCalled": "tools_called",
         "additionalMetadata": "metadata", "additional_metadata": "metadata", "latencyMs": "latency_ms",
+        "providerTranscript": "provider_transcript",
     }
 
     def __init__(self, role: Any = _MISSING, content: Any = _MISSING, retrieval_context: Any = _MISSING,
@@ -342,11 +351,15 @@ class ConversationalTestCase(_CaseModel):
     mcp_servers: list[Any] | None = None
     multimodal: bool = False
     voice: bool = False
+    call_recording_path: str | None = None
+    expected_labels: dict[str, str] | None = _alias("expectedLabels", "expected_labels")
+    expectations: Any = None
 
     _positional = ("turns", "expected_outcome", "id", "metadata")
     _aliases = {
         "expectedOutcome": "expected_outcome", "additionalMetadata": "metadata",
         "additional_metadata": "metadata", "userDescription": "user_description", "chatbotRole": "chatbot_role",
+        "expectedLabels": "expected_labels",
     }
 
     def __init__(self, turns: Any = _MISSING, expected_outcome: Any = _MISSING, id: Any = _MISSING,

@@ -83,11 +83,17 @@ class NoSchemaModel:
 
 
 def test_positional_order_and_keyword_names_are_deepevals():
-    m = ContextualPrecisionMetric(0.7, "lexical", False, False, True, False, True)
+    # deepeval 4.3: threshold, model, system_one_model, eval_mode, include_reason, async_mode,
+    # strict_mode, verbose_mode, [window_size,] flaky, evaluation_template
+    m = ContextualPrecisionMetric(0.7, "lexical", None, "llm", False, False, True, False, True)
     assert (m.threshold, m.include_reason, m.async_mode, m.strict_mode, m.verbose_mode, m.flaky) == (
         1.0, False, False, True, False, True)
-    t = TurnContextualPrecisionMetric(0.6, "lexical", True, True, False, False, 3, True)
+    t = TurnContextualPrecisionMetric(0.6, "lexical", None, None, True, True, False, False, 3, True)
     assert (t.threshold, t.window_size, t.flaky, t.strict_mode) == (0.6, 3, True, False)
+    with pytest.raises(JudgeConfigurationError, match="eval_mode"):
+        ContextualPrecisionMetric(0.5, "lexical", None, "system_one")
+    with pytest.raises(JudgeConfigurationError, match="system_one_model"):
+        ContextualPrecisionMetric(system_one_model="some-model")
     kw = ContextualPrecisionMetric(threshold=0.4, model="lexical", include_reason=True, async_mode=False,
                                    strict_mode=False, verbose_mode=False, flaky=False, evaluation_template=None)
     assert kw.threshold == 0.4 and kw.evaluation_model == "lexical"

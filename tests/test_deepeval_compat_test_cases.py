@@ -24,14 +24,16 @@ DEEPEVAL_LLM_FIELDS = {
     "input", "actual_output", "expected_output", "context", "retrieval_context", "metadata", "tools_called",
     "comments", "expected_tools", "token_cost", "completion_time", "flaky", "multimodal", "name", "tags",
     "mcp_servers", "mcp_tools_called", "mcp_resources_called", "mcp_prompts_called", "custom_column_key_values",
+    "input_token_count", "output_token_count", "expected_labels", "expectations",
 }
 DEEPEVAL_TURN_FIELDS = {
     "role", "content", "user_id", "audio", "latency_ms", "interrupted", "retrieval_context", "tools_called",
-    "mcp_tools_called", "mcp_resources_called", "mcp_prompts_called", "metadata",
+    "mcp_tools_called", "mcp_resources_called", "mcp_prompts_called", "metadata", "provider_transcript",
 }
 DEEPEVAL_CONVERSATION_FIELDS = {
     "turns", "scenario", "context", "name", "user_description", "expected_outcome", "chatbot_role", "metadata",
-    "comments", "tags", "flaky", "mcp_servers", "multimodal", "voice",
+    "comments", "tags", "flaky", "mcp_servers", "multimodal", "voice", "call_recording_path", "expected_labels",
+    "expectations",
 }
 
 

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from .._async import run_sync
-from ..errors import CtxPrecError, InvalidTestCaseError
+from ..errors import CtxPrecError, InvalidTestCaseError, JudgeConfigurationError
 from ..judges import JudgeModel, resolve_judge
 from ..judging import JudgeRun
 from ..limiter import AdaptiveLimiter
@@ -29,6 +29,8 @@ class BaseRetrievalMetric:
         self,
         threshold: float | None = 0.5,
         model: Any = None,
+        system_one_model: Any = None,
+        eval_mode: str | None = None,
         include_reason: bool = True,
         async_mode: bool = True,
         strict_mode: bool = False,
@@ -39,9 +41,15 @@ class BaseRetrievalMetric:
         max_nodes_per_call: int = 20,
         max_retries: int = 6,
     ) -> None:
-        """Arguments in deepeval's names and positional order. ``threshold=None`` scores without
-        a pass/fail verdict (``success`` stays None); ``model`` is a model name, ``"lexical"``, a
-        ``JudgeModel`` or a deepeval-style custom model (``get_model_name``/``generate``/``a_generate``)."""
+        """Arguments in deepeval's (4.3) names and positional order. ``threshold=None`` scores
+        without a pass/fail verdict (``success`` stays None); ``model`` is a model name,
+        ``"lexical"``, a ``JudgeModel`` or a deepeval-style custom model (``get_model_name``,
+        ``generate``, ``a_generate``). deepeval's ``eval_mode`` is accepted as ``None``/``"llm"``
+        only (the judge is always an LLM-style model here); ``system_one_model`` is not supported."""
+        if system_one_model is not None:
+            raise JudgeConfigurationError("system_one_model is not supported: pass the judge as model=")
+        if eval_mode not in (None, "llm"):
+            raise JudgeConfigurationError(f"eval_mode={eval_mode!r} is not supported (only 'llm')")
         if threshold is not None and (
             not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not 0 <= threshold <= 1
         ):
@@ -56,6 +64,8 @@ class BaseRetrievalMetric:
         self.async_mode = async_mode
         self.verbose_mode = verbose_mode
         self.flaky = flaky
+        self.eval_mode = eval_mode or "llm"
+        self.system_one_model = None
         self.evaluation_template = evaluation_template or self.default_template
         self.prompt_version = _prompt_version(self.evaluation_template)
         self.max_nodes_per_call = max_nodes_per_call

@@ -81,15 +81,15 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
     __name__ = "Turn Contextual Precision"
     default_template = TurnContextualPrecisionTemplate
 
-    def __init__(self, threshold: float | None = 0.5, model: Any = None, include_reason: bool = True,
-                 async_mode: bool = True, strict_mode: bool = False, verbose_mode: bool = False,
-                 window_size: int = 10, flaky: bool = False, evaluation_template: type | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, threshold: float | None = 0.5, model: Any = None, system_one_model: Any = None,
+                 eval_mode: str | None = None, include_reason: bool = True, async_mode: bool = True,
+                 strict_mode: bool = False, verbose_mode: bool = False, window_size: int = 10, flaky: bool = False,
+                 evaluation_template: type | None = None, **kwargs: Any) -> None:
         """deepeval's arguments and positional order (``window_size`` before ``flaky``)."""
         if not isinstance(window_size, int) or isinstance(window_size, bool) or window_size < 1:
             raise ValueError(f"window_size must be a positive integer, got {window_size!r}")
         self.window_size = window_size
-        super().__init__(threshold, model, include_reason=include_reason, async_mode=async_mode,
+        super().__init__(threshold, model, system_one_model, eval_mode, include_reason=include_reason, async_mode=async_mode,
                          strict_mode=strict_mode, verbose_mode=verbose_mode, flaky=flaky,
                          evaluation_template=evaluation_template, **kwargs)
 
