@@ -49,6 +49,8 @@ class MetricKind:
     description: str
     #: ``ctxprec demo``: appended to the report file's stem ("" = the main report)
     report_suffix: str = ""
+    #: Airflow: ``nightly_dags`` builds a ``<name>_nightly`` DAG for it
+    nightly: bool = True
 
     @property
     def columns_env(self) -> str:
