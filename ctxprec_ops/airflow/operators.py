@@ -27,6 +27,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from ..config import Settings
 from ..errors import CtxPrecError, JudgeUnavailableError
 from ..pipeline.kinds import metric_kind
+from ..pipeline.records import ChunkResult, RunSummary
 from ..pipeline.outcome import Decision, Outcome, decide, decide_error
 from ..secrets import redact
 from ..warehouse.source import PartitionKeyError, parse_partition_key
@@ -343,12 +344,17 @@ class ContextualPrecisionOperator(CtxPrecBaseOperator):
             out = _public(summary.to_dict())
             result = summary
         self.log.info("result: %s", out)
+        self.finish(result)
+        return out
+
+    def finish(self, result: ChunkResult | RunSummary) -> None:
+        """Apply the outcome policy to a chunk's or partition's result (``fail_on_judge_errors=False``
+        turns a ``retry`` into success: the failed rows wait for the next run)."""
         decision = decide(result)
         self.log.info("outcome: %s: %s", decision.outcome, decision.reason)
         if decision.outcome is Outcome.RETRY and not self.fail_on_judge_errors:
-            return out
+            return
         apply_decision(decision)
-        return out
 
 
 class ContextualPrecisionFinalizeOperator(CtxPrecBaseOperator):
@@ -364,7 +370,7 @@ class ContextualPrecisionFinalizeOperator(CtxPrecBaseOperator):
         self.chunk_results = chunk_results
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from ..pipeline import ChunkResult, finalize_run
+        from ..pipeline import finalize_run
 
         key = _partition(self.partition_key)
         config = self.pipeline_config()
