@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import sys
 import warnings
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -18,7 +19,7 @@ from .limiter import AdaptiveLimiter
 from .metrics.base import BaseRetrievalMetric
 from .results import EvaluationResult, MetricResult
 
-__all__ = ["evaluate", "a_evaluate", "assert_test"]
+__all__ = ["a_evaluate", "assert_test", "evaluate"]
 
 ProgressFn = Callable[[int, int], None]
 
@@ -212,9 +213,14 @@ def _print_results(result: EvaluationResult) -> None:
 
 
 def _progress_bar(total: int):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     progress = Progress(
         TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),

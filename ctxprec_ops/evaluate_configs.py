@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AsyncConfig", "DisplayConfig", "ErrorConfig", "CacheConfig"]
+__all__ = ["AsyncConfig", "CacheConfig", "DisplayConfig", "ErrorConfig"]
 
 
 @dataclass

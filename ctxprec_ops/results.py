@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from .verdicts import NodeVerdict
 
-__all__ = ["MetricResult", "WindowResult", "EvaluationResult", "MetricData", "TestResult"]
+__all__ = ["EvaluationResult", "MetricData", "MetricResult", "TestResult", "WindowResult"]
 
 
 @dataclass

@@ -7,20 +7,28 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
-from .verdicts import JudgeAnswer, NodeVerdict, YesNoAnswer, check_coverage, parse_answer, parse_in_order
+from .verdicts import (
+    JudgeAnswer,
+    NodeVerdict,
+    YesNoAnswer,
+    check_coverage,
+    parse_answer,
+    parse_in_order,
+)
 
 __all__ = [
+    "AnswerFormat",
     "ContextualPrecisionTemplate",
     "TurnContextualPrecisionTemplate",
+    "answer_format",
     "escape_node_text",
     "prompt_version",
-    "AnswerFormat",
-    "answer_format",
 ]
 
 

@@ -17,15 +17,22 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Any, ClassVar, Literal, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InvalidTestCaseError
 
 __all__ = [
-    "LLMTestCase", "ModelTestCase", "Turn", "ConversationalTestCase", "ToolCall", "TestCaseTypeError",
-    "as_llm_test_case", "as_conversational_test_case",
+    "ConversationalTestCase",
+    "LLMTestCase",
+    "ModelTestCase",
+    "TestCaseTypeError",
+    "ToolCall",
+    "Turn",
+    "as_conversational_test_case",
+    "as_llm_test_case",
 ]
 
 #: deepeval marks an image (or PDF) inside a text with this placeholder

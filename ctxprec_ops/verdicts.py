@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = [
-    "NodeVerdict", "JudgeAnswer", "parse_answer", "check_coverage", "AnswerProblem",
-    "YesNoVerdict", "YesNoAnswer", "parse_in_order",
+    "AnswerProblem",
+    "JudgeAnswer",
+    "NodeVerdict",
+    "YesNoAnswer",
+    "YesNoVerdict",
+    "check_coverage",
+    "parse_answer",
+    "parse_in_order",
 ]
 
 

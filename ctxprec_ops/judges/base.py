@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["JudgeModel", "Generation", "DeepEvalBaseLLM", "CustomModelJudge", "call_custom_model"]
+__all__ = ["CustomModelJudge", "DeepEvalBaseLLM", "Generation", "JudgeModel", "call_custom_model"]
 
 
 @dataclass

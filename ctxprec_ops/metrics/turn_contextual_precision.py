@@ -19,7 +19,12 @@ from ..judging import JudgeRun, Usage, gather_settled, judge_nodes
 from ..results import MetricResult, WindowResult
 from ..scoring import apply_strict, contextual_precision
 from ..template import TurnContextualPrecisionTemplate
-from ..test_case import ConversationalTestCase, Turn, _CaseModel, as_conversational_test_case
+from ..test_case import (
+    ConversationalTestCase,
+    Turn,
+    _CaseModel,
+    as_conversational_test_case,
+)
 from .base import BaseRetrievalMetric, record_usage
 from .reasons import _short
 
