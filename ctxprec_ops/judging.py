@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from pydantic import BaseModel
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from .budget import Budget
@@ -20,7 +21,8 @@ from .limiter import AdaptiveLimiter
 from .pricing import price_of
 from .retry import backoff_seconds, is_rate_limit, is_transient, retry_after_seconds
 from .secrets import redact
-from .verdicts import AnswerProblem, JudgeAnswer, NodeVerdict, check_coverage, parse_answer
+from .template import answer_format
+from .verdicts import AnswerProblem, JudgeAnswer, NodeVerdict
 
 log = logging.getLogger("ctxprec_ops.judging")
 
@@ -125,7 +127,8 @@ async def _retry(attempt_once, first: Exception, run: JudgeRun) -> Generation:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage) -> object:
+async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage,
+                schema: type[BaseModel] = JudgeAnswer) -> object:
     """One judge call with retries; returns the raw answer."""
     reserved = 0.0
     if run.budget is not None:
@@ -142,7 +145,7 @@ async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usa
         usage.attempts = max(usage.attempts, number)
         await run.limiter.acquire()
         try:
-            out = await judge.a_generate_with_usage(prompt, JudgeAnswer)
+            out = await judge.a_generate_with_usage(prompt, schema)
         except BaseException as exc:
             if isinstance(exc, Exception) and is_rate_limit(exc):
                 run.limiter.on_rate_limited(retry_after_seconds(exc))
@@ -187,17 +190,18 @@ async def _judge_group(
     usage: Usage,
 ) -> dict[int, NodeVerdict]:
     ids = [k for k, _ in group]
-    prompt = template.generate_verdicts(input, expected, [t for _, t in group], ids)
-    raw = await _call(judge, prompt, len(group), run, usage)
+    fmt = answer_format(template)  # by node id (ctxprec templates) or in node order (deepeval-style)
+    prompt = fmt.prompt(input, expected, [t for _, t in group], ids)
+    raw = await _call(judge, prompt, len(group), run, usage, fmt.schema)
     try:
-        return check_coverage(parse_answer(raw), ids)
+        return fmt.verdicts(raw, ids)
     except AnswerProblem as problem:
         first_problem = str(problem)
     usage.repairs += 1
     run.stats["repairs"] += 1
-    raw = await _call(judge, template.repair(prompt, first_problem, ids), len(group), run, usage)
+    raw = await _call(judge, fmt.repair(prompt, first_problem, ids), len(group), run, usage, fmt.schema)
     try:
-        return check_coverage(parse_answer(raw), ids)
+        return fmt.verdicts(raw, ids)
     except AnswerProblem as problem:
         second_problem = str(problem)
     if len(group) == 1:
