@@ -387,34 +387,66 @@ def _split_windows(nodes: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return [sorted(g, key=lambda n: n["node"]) for g in groups]
 
 
-def _attach_source(conn: sa.Connection, source_table: str, cases: list[dict[str, Any]]) -> None:
-    """Best effort: add ``input`` and node texts from the source table (never fails the caller)."""
-    if not cases:
-        return
+#: the source-row fields the report shows, logical name -> the column read (the one place a
+#: column mapping applies: pass ``columns=`` to :func:`load_source_rows`)
+REPORT_SOURCE_FIELDS: dict[str, str] = {
+    "id": "id",
+    "input": "input",
+    "expected_output": "expected_output",
+    "retrieval_context": "retrieval_context",
+}
+
+
+def load_source_rows(
+    conn: sa.Connection, source_table: str, log_ids: list[Any], *, columns: dict[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The source rows of ``log_ids`` as ``{str(log_id): {logical field: value}}``.
+
+    The only function that reads the report's source columns: ``columns`` maps logical names
+    (``id``, ``input``, ``expected_output``, ``retrieval_context``) to the table's columns
+    (default: same name). Best effort: an absent table, id or input column gives ``{}``, an
+    absent optional column leaves that field out; a read error is logged, never raised.
+    """
+    mapping = {**REPORT_SOURCE_FIELDS, **(columns or {})}
     schema, name = split_table_name(source_table, None, "source table name")
+    if not log_ids:
+        return {}
     try:
         insp = sa.inspect(conn)
         if name not in insp.get_table_names(schema=schema):
-            return
+            return {}
         src = sa.Table(name, sa.MetaData(schema=schema), autoload_with=conn)
-        if not {"id", "input"} <= set(src.c.keys()):
-            return
-        ids: list[Any] = [c["log_id"] for c in cases]
-        if isinstance(src.c.id.type, sa.Integer):
-            ids = [int(i) for i in ids if str(i).lstrip("-").isdigit()]
+        present = {field: col for field, col in mapping.items() if col in src.c}
+        if not {"id", "input"} <= present.keys():
+            return {}
+        id_col = src.c[present["id"]]
+        ids: list[Any]
+        if isinstance(id_col.type, sa.Integer):
+            ids = [int(i) for i in log_ids if str(i).lstrip("-").isdigit()]
         else:
-            ids = [str(i) for i in ids]
-        cols = [src.c.id, src.c.input] + ([src.c.retrieval_context] if "retrieval_context" in src.c else [])
-        found = {str(r[0]): r for r in conn.execute(sa.select(*cols).where(src.c.id.in_(ids)))}
+            ids = [str(i) for i in log_ids]
+        fields = list(present)
+        q = sa.select(*(src.c[present[f]] for f in fields)).where(id_col.in_(ids))
+        rows = conn.execute(q).all()
     except Exception as exc:  # the report still renders without texts
         log.warning("could not read %s for the report: %s", source_table, type(exc).__name__)
+        return {}
+    return {str(r[0]): dict(zip(fields, r)) for r in rows}
+
+
+def _attach_source(conn: sa.Connection, source_table: str, cases: list[dict[str, Any]]) -> None:
+    """Best effort: add ``input``, ``expected_output`` and node texts from the source table."""
+    if not cases:
         return
+    found = load_source_rows(conn, source_table, [c["log_id"] for c in cases])
     for case in cases:
         row = found.get(str(case["log_id"]))
         if row is None:
             continue
-        case["input"] = row[1]
-        texts = _json_list(row[2]) if len(row) > 2 and len(case["groups"]) == 1 else []
+        case["input"] = row["input"]
+        if row.get("expected_output") is not None:
+            case["expected_output"] = row["expected_output"]
+        texts = _json_list(row.get("retrieval_context")) if len(case["groups"]) == 1 else []
         for node in case["verdicts"]:
             k = node["node"] - 1
             if 0 <= k < len(texts):
