@@ -194,7 +194,12 @@ def evaluate_rules(
     if base.median_rows is not None and base.median_rows > 0:
         floor = rules.volume_ratio * base.median_rows
         if fig.rows < floor:
-            what = "no rows at all" if fig.rows == 0 else f"{fig.rows} rows"
+            if fig.rows:
+                what = f"{fig.rows} rows"
+            elif fig.run_status is None:  # no run recorded: never scored, rather than empty
+                what = "no rows scored or failed (no run recorded: not scored yet?)"
+            else:
+                what = "no rows at all (the run found none in the source)"
             alerts.append(
                 Alert("volume", "warn", key, metric,
                       f"{head}: volume drop, {what} (< {rules.volume_ratio:.0%} of the baseline median "

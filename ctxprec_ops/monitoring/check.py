@@ -140,6 +140,16 @@ def regressed_partitions(history: History, rules: AlertRules) -> frozenset[str]:
     return result
 
 
+def _no_population_note(history: History, partition_key: str) -> str:
+    """Why there is nothing to compare: nothing scored at all, or nothing on or before this day."""
+    known = sorted(set(history.seen_keys) | set(history.run_keys))
+    if not known:
+        return f"no scores at all for metric {history.metric} in this warehouse"
+    span = known[0] if len(known) == 1 else f"{known[0]}..{known[-1]}"
+    return (f"{partition_key} has no {history.metric} scores, nor does any day before it "
+            f"(the warehouse has {history.metric} partitions {span})")
+
+
 def check_history(history: History, partition_key: str, rules: AlertRules) -> CheckResult:
     """Apply the rules to one partition of an already loaded ``History`` (pure)."""
     data = history.get(partition_key)
@@ -151,7 +161,10 @@ def check_history(history: History, partition_key: str, rules: AlertRules) -> Ch
         notes.insert(0, f"baseline incomplete: {', '.join(base.missing)} not yet scored "
                         f"(the baseline uses {len(base.partitions)} partition(s); check again once they are)")
     if history.population is None:
-        notes.insert(0, f"no scores at all for metric {history.metric}")
+        notes.insert(0, _no_population_note(history, partition_key))
+    elif not data.rows and data.run is None and partition_key not in history.run_keys:
+        notes.insert(0, f"{partition_key} has not been scored yet (no run, no scores, no failures recorded for "
+                        f"{history.metric}): score it first (ctxprec score --partition {partition_key})")
     return CheckResult(partition_key, history.metric, history.population, fig, base, rules, reg, alerts, notes)
 
 

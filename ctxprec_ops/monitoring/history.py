@@ -30,6 +30,7 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from ..errors import CtxPrecError
 from ..secrets import redact_url
 from ..warehouse.engine import get_engine
 from ..warehouse.identifiers import split_table_name
@@ -50,7 +51,7 @@ log = logging.getLogger(__name__)
 SCORES, FAILURES, RUNS = "ctxprec_scores", "ctxprec_failures", "ctxprec_runs"
 
 
-class MissingScoresTableError(LookupError):
+class MissingScoresTableError(CtxPrecError, LookupError):
     """The warehouse has no ``ctxprec_scores`` table (nothing was ever scored there)."""
 
 
@@ -124,7 +125,8 @@ class OutputTables:
         names = set(sa.inspect(engine).get_table_names(schema=schema))
         if SCORES not in names:
             raise MissingScoresTableError(
-                f"the warehouse has no {SCORES} table yet: score a partition first (ctxprec score)"
+                f"nothing has been scored in this warehouse yet (no {SCORES} table): "
+                "score a partition first (ctxprec score --partition YYYY-MM-DD)"
             )
         md = sa.MetaData(schema=schema)
         self.scores = sa.Table(SCORES, md, autoload_with=engine)
