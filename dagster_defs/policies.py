@@ -7,9 +7,9 @@ is cheap: rows already scored are upserted again from the judgment cache, never 
 
 import os
 
-from dagster import Backoff, BackfillPolicy, Jitter, RetryPolicy
+from dagster import Backoff, Jitter, RetryPolicy
 
-__all__ = ["RETRY_DELAY_ENV", "RETRY_MAX_ENV", "scoring_retry_policy", "one_partition_per_run"]
+__all__ = ["RETRY_DELAY_ENV", "RETRY_MAX_ENV", "scoring_retry_policy"]
 
 RETRY_DELAY_ENV = "CTXPREC_DAGSTER_RETRY_DELAY"  # seconds before the first retry (default 30)
 RETRY_MAX_ENV = "CTXPREC_DAGSTER_MAX_RETRIES"  # default 3
@@ -28,5 +28,6 @@ def scoring_retry_policy(delay: float | None = None, max_retries: int | None = N
     )
 
 
-#: a backfill launches one run per partition, so each day succeeds, fails and retries on its own
-one_partition_per_run = BackfillPolicy.multi_run(max_partitions_per_run=1)
+# Backfills: no BackfillPolicy on the assets (the parameter is beta in Dagster 1.13 and warns on
+# every code load). Without one, Dagster launches one run per partition, so each day succeeds,
+# fails and retries on its own.
