@@ -18,6 +18,7 @@ from .errors import JudgeAnswerError, JudgeConfigurationError, JudgeUnavailableE
 from .judges.base import Generation, JudgeModel
 from .limiter import AdaptiveLimiter
 from .pricing import price_of
+from .judge_events import JudgeRetry, notify_retry, retry_reason
 from .retry import backoff_seconds, is_rate_limit, is_transient, retry_after_seconds
 from .secrets import redact
 from .verdicts import AnswerProblem, JudgeAnswer, NodeVerdict, check_coverage, parse_answer
@@ -108,10 +109,14 @@ async def _retry(attempt_once, first: Exception, run: JudgeRun) -> Generation:
         run.stats["retries"] += 1
         exc = state.outcome.exception()
         log.debug("judge call failed (%s), retry %d", redact(str(exc))[:200], state.attempt_number + 1)
+        wait = state.next_action.sleep if state.next_action else 0.0
+        notify_retry(JudgeRetry(state.attempt_number + 1, run.max_retries, wait, retry_reason(exc)))
 
     run.stats["retries"] += 1
     log.debug("judge call failed (%s), retry 1", redact(str(first))[:200])
-    await asyncio.sleep(backoff_seconds(1, first))
+    first_wait = backoff_seconds(1, first)
+    notify_retry(JudgeRetry(1, run.max_retries, first_wait, retry_reason(first)))
+    await asyncio.sleep(first_wait)
     retrying = AsyncRetrying(
         stop=stop_after_attempt(run.max_retries),
         wait=_wait,
