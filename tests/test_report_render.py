@@ -220,18 +220,3 @@ def test_worst_cases_show_the_expected_output(report):
     expected = case.find_all("div", "expected")
     assert expected and "".join(expected[0].text) == "x"  # the fixture's expected_output
 
-
-def test_source_rows_are_read_by_one_mappable_function(tmp_path):
-    from ctxprec_ops.monitoring.history import load_source_rows
-
-    eng = sa.create_engine(f"sqlite:///{tmp_path / 's.db'}")
-    with eng.begin() as conn:
-        conn.execute(sa.text("CREATE TABLE logs (log_key TEXT, question TEXT, gold TEXT, ctx TEXT)"))
-        conn.execute(sa.text("INSERT INTO logs VALUES ('a', 'q?', 'the answer', '[\"n1\", \"n2\"]')"))
-    with eng.connect() as conn:
-        assert load_source_rows(conn, "logs", ["a"]) == {}  # default names: no id/input column
-        rows = load_source_rows(conn, "logs", ["a", "missing"], columns={
-            "id": "log_key", "input": "question", "expected_output": "gold", "retrieval_context": "ctx"})
-        assert load_source_rows(conn, "no_such_table", ["a"]) == {}
-    assert rows == {"a": {"id": "a", "input": "q?", "expected_output": "the answer", "retrieval_context": '["n1", "n2"]'}}
-    eng.dispose()

@@ -20,21 +20,19 @@ password is registered with ``ctxprec_ops.secrets`` so ``redact`` strips it from
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 from sqlalchemy.engine import URL, Engine, make_url
 
+from ..config import DEFAULT_WAREHOUSE_URL, Settings
 from ..secrets import redact, redact_url, register_secret
 
 __all__ = ["CtxPrecWarehouseHook", "DEFAULT_WAREHOUSE_CONN_ID", "DEFAULT_WAREHOUSE_URL", "MissingWarehouseError",
            "mask"]
 
 DEFAULT_WAREHOUSE_CONN_ID = "ctxprec_warehouse"
-#: the CLI's embedded default; the hook does NOT fall back to it (see the module docstring)
-DEFAULT_WAREHOUSE_URL = "sqlite:///ctxprec.db"
 
 
 class MissingWarehouseError(ValueError):
@@ -116,9 +114,9 @@ class CtxPrecWarehouseHook(BaseHook):
             conn = optional_connection(self.warehouse_conn_id)
             if conn is not None:
                 return _url_from_connection(conn), f"connection {self.warehouse_conn_id!r}"
-        env = os.environ.get("CTXPREC_WAREHOUSE_URL")
-        if env:
-            return _parse(env, "CTXPREC_WAREHOUSE_URL"), "CTXPREC_WAREHOUSE_URL"
+        settings = Settings.from_env()
+        if settings.is_set("CTXPREC_WAREHOUSE_URL"):
+            return _parse(settings.warehouse_url, "CTXPREC_WAREHOUSE_URL"), "CTXPREC_WAREHOUSE_URL"
         conn_id = self.warehouse_conn_id or DEFAULT_WAREHOUSE_CONN_ID
         raise MissingWarehouseError(
             f"no warehouse configured: there is no Airflow connection {conn_id!r} and CTXPREC_WAREHOUSE_URL is "
