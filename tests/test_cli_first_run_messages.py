@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from ctxprec_ops.cli import main
 from ctxprec_ops.monitoring import check_partition
 from ctxprec_ops.warehouse.engine import MissingDriverError, UnknownDialectError, check_dialect
-from tests.synthetic_history import Day, beta_scores, day_keys, write_history
+from tests.synthetic_history import JUDGE, PROMPT, Day, beta_scores, day_keys, write_history
 
 DAYS = day_keys("2026-11-20", 7)  # 11-20 .. 11-26
 
@@ -48,7 +48,8 @@ def test_a_scored_empty_day_is_called_empty(url):
     with eng.begin() as conn:  # the run happened and found nothing in the source
         conn.execute(sa.text(
             "INSERT INTO ctxprec_runs (run_id, partition_key, metric, status, rows_total, rows_scored, rows_cached,"
-            " rows_failed) VALUES ('r-empty', '2026-11-27', 'contextual_precision', 'succeeded', 0, 0, 0, 0)"))
+            " rows_failed, judge_model, prompt_version) VALUES ('r-empty', '2026-11-27', 'contextual_precision',"
+            " 'succeeded', 0, 0, 0, 0, :judge, :prompt)"), {"judge": JUDGE, "prompt": PROMPT})
     r = check_partition(eng, "2026-11-27")
     eng.dispose()
     assert "no rows at all (the run found none in the source)" in r.alerts[0].message

@@ -30,17 +30,16 @@ def test_loading_the_definitions_warns_nothing():
 def test_materializing_a_partition_warns_nothing(tmp_path, monkeypatch):
     from dagster import DagsterInstance, materialize
 
+    from ctxprec_ops.dagster import resources_for
     from ctxprec_ops.demo_data import create_sample_warehouse
-    from dagster_defs.assets import contextual_precision_scores
-    from dagster_defs.checks import score_checks
-    from dagster_defs.resources import resources_for
+    from dagster_defs.definitions import score_checks, scores_assets
 
     url = f"sqlite:///{tmp_path / 'w.db'}"
     create_sample_warehouse(url, days=1, rows_per_day=(20, 30), conversations_per_day=(2, 3), end_date="2026-11-28")
     monkeypatch.setenv("CTXPREC_WAREHOUSE_URL", url)
     with warnings.catch_warnings(record=True) as caught, DagsterInstance.ephemeral() as instance:
         warnings.simplefilter("always")
-        result = materialize([contextual_precision_scores, score_checks[0]], instance=instance,
+        result = materialize([scores_assets["contextual_precision"], score_checks[0]], instance=instance,
                              partition_key="2026-11-28", resources=resources_for("local"))
     assert result.success
     noisy = [f"{w.category.__name__}: {w.message}" for w in caught

@@ -100,15 +100,16 @@ def check_metadata(result: CheckResult, kind: str) -> dict[str, MetadataValue]:
 
 def _description(result: CheckResult, kind: str) -> str:
     fired = result.alerts_of(kind)
+    if kind == "regression":
+        text = ("\n".join(a.message for a in fired) if fired
+                else f"{result.regression.verdict}: {result.regression.detail}".rstrip(": "))
+        if result.baseline.missing:  # a backfill runs days concurrently: say what the baseline lacks
+            text += f"\nbaseline incomplete: {', '.join(result.baseline.missing)} not yet scored"
+        return text
     if fired:
         return "\n".join(a.message for a in fired)
     if kind == "threshold" and result.rules.min_mean is None and result.rules.min_pass_rate is None:
         return "no threshold configured (CTXPREC_MIN_MEAN / CTXPREC_MIN_PASS_RATE unset)"
-    if kind == "regression":
-        text = f"{result.regression.verdict}: {result.regression.detail}".rstrip(": ")
-        if result.baseline.missing:
-            text += f"\nbaseline incomplete: {', '.join(result.baseline.missing)} not yet scored"
-        return text
     return result.headline()
 
 
