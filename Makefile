@@ -8,11 +8,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 UV     := $(BIN)/uv
-EXTRAS ?= test,postgres,airflow,dagster
+EXTRAS ?= test,postgres,airflow,dagster,lint
 DEMO_EXTRAS ?=
 PYTEST_ARGS ?=
 
-.PHONY: venv install demo test bench clean
+.PHONY: venv install demo test lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ demo: $(call stamp,$(DEMO_EXTRAS))
 
 test: $(call stamp,$(EXTRAS))
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(call stamp,$(EXTRAS))
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 bench: $(call stamp,$(EXTRAS))
 	$(BIN)/python bench/bench_judge_throughput.py
