@@ -8,8 +8,8 @@ waits before the next one. Listeners run in the judging loop: they must be quick
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .secrets import redact
 

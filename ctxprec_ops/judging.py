@@ -15,10 +15,10 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 from .budget import Budget
 from .cache import VerdictCache, judgment_keys
 from .errors import JudgeAnswerError, JudgeConfigurationError, JudgeUnavailableError
+from .judge_events import JudgeRetry, notify_retry, retry_reason
 from .judges.base import Generation, JudgeModel
 from .limiter import AdaptiveLimiter
 from .pricing import price_of
-from .judge_events import JudgeRetry, notify_retry, retry_reason
 from .retry import backoff_seconds, is_rate_limit, is_transient, retry_after_seconds
 from .secrets import redact
 from .verdicts import AnswerProblem, JudgeAnswer, NodeVerdict, check_coverage, parse_answer

@@ -92,8 +92,9 @@ def screenshot(html: Path, png: Path, *, width: int = 1280, height: int = 1600, 
             shutil.copyfile(html, page)
             target = Path(tmp) / "harness.html"
             target.write_text(_harness(page, width, height), encoding="utf-8")
-        proc = _chromium([f"--screenshot={png}", f"--window-size={max(width, MIN_WINDOW)},{height}",
-                          target.as_uri()], timeout)
+        proc = _chromium(
+            [f"--screenshot={png}", f"--window-size={max(width, MIN_WINDOW)},{height}", target.as_uri()], timeout
+        )
     if not png.exists() or png.stat().st_size == 0:
         raise RuntimeError(f"chromium wrote no screenshot (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
     return png
@@ -104,22 +105,33 @@ def measure_layout(html: Path, *, width: int, height: int = 900, timeout: float 
     ``innerWidth``, ``scrollWidth`` (> innerWidth means the page scrolls sideways), the boxes of the
     cards/KPIs/banners/cases, the visible charts (size, smallest tick label), the tables (the right
     edge of their wrapper vs their card's) and the number of visible expected outputs."""
-    listen = ("<script>window.addEventListener('message', function (e) {"
-              " document.getElementById('probe').textContent = e.data; });</script>")
+    listen = (
+        "<script>window.addEventListener('message', function (e) {"
+        " document.getElementById('probe').textContent = e.data; });</script>"
+    )
     with tempfile.TemporaryDirectory(prefix="ctxprec-layout-") as tmp:
         page = Path(tmp) / "report.html"
         page.write_text(html.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
         harness = Path(tmp) / "harness.html"
         harness.write_text(_harness(page, width, height, listen), encoding="utf-8")
-        proc = _chromium([f"--window-size={max(width, MIN_WINDOW) + 20},{height + 100}",
-                          "--virtual-time-budget=10000", "--dump-dom", harness.as_uri()], timeout)
+        proc = _chromium(
+            [
+                f"--window-size={max(width, MIN_WINDOW) + 20},{height + 100}",
+                "--virtual-time-budget=10000",
+                "--dump-dom",
+                harness.as_uri(),
+            ],
+            timeout,
+        )
     start = proc.stdout.find('<pre id="probe">')
     end = proc.stdout.find("</pre>", start)
     if start < 0 or end < 0 or end == start + len('<pre id="probe">'):
-        raise RuntimeError(f"chromium returned no layout figures (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+        raise RuntimeError(
+            f"chromium returned no layout figures (exit {proc.returncode}): {proc.stderr.strip()[-500:]}"
+        )
     import html as _html
 
-    return json.loads(_html.unescape(proc.stdout[start + len('<pre id="probe">'):end]))
+    return json.loads(_html.unescape(proc.stdout[start + len('<pre id="probe">') : end]))
 
 
 def main(argv: list[str] | None = None) -> int:

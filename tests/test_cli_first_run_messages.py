@@ -46,18 +46,21 @@ def test_a_never_scored_day_is_not_called_an_empty_source(url, capsys):
 def test_a_scored_empty_day_is_called_empty(url):
     eng = sa.create_engine(url)
     with eng.begin() as conn:  # the run happened and found nothing in the source
-        conn.execute(sa.text(
-            "INSERT INTO ctxprec_runs (run_id, partition_key, metric, status, rows_total, rows_scored, rows_cached,"
-            " rows_failed, judge_model, prompt_version) VALUES ('r-empty', '2026-11-27', 'contextual_precision',"
-            " 'succeeded', 0, 0, 0, 0, :judge, :prompt)"), {"judge": JUDGE, "prompt": PROMPT})
+        conn.execute(
+            sa.text(
+                "INSERT INTO ctxprec_runs (run_id, partition_key, metric, status, rows_total, rows_scored, rows_cached,"
+                " rows_failed, judge_model, prompt_version) VALUES ('r-empty', '2026-11-27', 'contextual_precision',"
+                " 'succeeded', 0, 0, 0, 0, :judge, :prompt)"
+            ),
+            {"judge": JUDGE, "prompt": PROMPT},
+        )
     r = check_partition(eng, "2026-11-27")
     eng.dispose()
     assert "no rows at all (the run found none in the source)" in r.alerts[0].message
     assert not any("not been scored" in n for n in r.notes)
 
 
-@pytest.mark.parametrize("command", [["check", "--partition", "2026-11-01"], ["trend"],
-                                     ["report", "--out", "REPORT"]])
+@pytest.mark.parametrize("command", [["check", "--partition", "2026-11-01"], ["trend"], ["report", "--out", "REPORT"]])
 def test_empty_warehouse_message_has_no_class_name(tmp_path, capsys, command):
     empty = tmp_path / "empty.db"
     sqlite3.connect(empty).close()
@@ -65,12 +68,21 @@ def test_empty_warehouse_message_has_no_class_name(tmp_path, capsys, command):
     assert main(argv + ["--warehouse", f"sqlite:///{empty}"]) == 1
     err = capsys.readouterr().err.strip()
     assert "Error" not in err and "MissingScoresTable" not in err
-    assert err.endswith("nothing has been scored in this warehouse yet (no ctxprec_scores table): "
-                        "score a partition first (ctxprec score --partition YYYY-MM-DD)")
+    assert err.endswith(
+        "nothing has been scored in this warehouse yet (no ctxprec_scores table): "
+        "score a partition first (ctxprec score --partition YYYY-MM-DD)"
+    )
 
 
-@pytest.mark.parametrize("command", [["score", "--partition", "2026-11-20"], ["check", "--partition", "2026-11-20"],
-                                     ["trend"], ["estimate", "--partition", "2026-11-20"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["score", "--partition", "2026-11-20"],
+        ["check", "--partition", "2026-11-20"],
+        ["trend"],
+        ["estimate", "--partition", "2026-11-20"],
+    ],
+)
 def test_unknown_dialect_is_a_usage_error(capsys, command):
     assert main(command + ["--warehouse", "notadialect://x"]) == 2  # like every other malformed URL
     err = capsys.readouterr().err
@@ -83,6 +95,7 @@ def test_missing_driver_names_the_package(capsys):
     pytest.importorskip("sqlalchemy.dialects.mysql")
     try:
         import MySQLdb  # noqa: F401
+
         pytest.skip("mysqlclient is installed here")
     except ImportError:
         pass
@@ -109,11 +122,13 @@ def test_score_leaves_the_sqlite_file_whole(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     db = tmp_path / "wh.db"
     eng = sa.create_engine(f"sqlite:///{db}")
-    info = create_sample_warehouse(eng, days=2, rows_per_day=(30, 40), conversations_per_day=(2, 3),
-                                   end_date="2026-11-28")
+    info = create_sample_warehouse(
+        eng, days=2, rows_per_day=(30, 40), conversations_per_day=(2, 3), end_date="2026-11-28"
+    )
     eng.dispose()
-    assert main(["score", "--warehouse", f"sqlite:///{db}", "--partition", info.partitions[-1],
-                 "--judge", "lexical"]) == 0
+    assert (
+        main(["score", "--warehouse", f"sqlite:///{db}", "--partition", info.partitions[-1], "--judge", "lexical"]) == 0
+    )
     capsys.readouterr()
     assert not (tmp_path / "wh.db-wal").exists() and not (tmp_path / "wh.db-shm").exists()
     assert _journal_mode(db) == "delete"

@@ -21,7 +21,10 @@ NOISY = ("BetaWarning", "PreviewWarning", "SupersessionWarning")
 def test_loading_the_definitions_warns_nothing():
     proc = subprocess.run(
         [sys.executable, "-W", "always", "-c", "import dagster_defs.definitions as d; d.defs.get_repository_def()"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not [ln for ln in proc.stderr.splitlines() if any(w in ln for w in NOISY)], proc.stderr[-2000:]
@@ -39,10 +42,17 @@ def test_materializing_a_partition_warns_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXPREC_WAREHOUSE_URL", url)
     with warnings.catch_warnings(record=True) as caught, DagsterInstance.ephemeral() as instance:
         warnings.simplefilter("always")
-        result = materialize([scores_assets["contextual_precision"], score_checks[0]], instance=instance,
-                             partition_key="2026-11-28", resources=resources_for("local"))
+        result = materialize(
+            [scores_assets["contextual_precision"], score_checks[0]],
+            instance=instance,
+            partition_key="2026-11-28",
+            resources=resources_for("local"),
+        )
     assert result.success
-    noisy = [f"{w.category.__name__}: {w.message}" for w in caught
-             if w.category.__name__ in NOISY or (issubclass(w.category, DeprecationWarning)
-                                                 and "dagster_defs" in str(w.filename))]
+    noisy = [
+        f"{w.category.__name__}: {w.message}"
+        for w in caught
+        if w.category.__name__ in NOISY
+        or (issubclass(w.category, DeprecationWarning) and "dagster_defs" in str(w.filename))
+    ]
     assert not noisy, noisy

@@ -15,8 +15,9 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on
 
 
 def _dry_run(target: str, venv: Path) -> str:
-    proc = subprocess.run(["make", "-n", "-C", str(ROOT), target, f"VENV={venv}"],
-                          capture_output=True, text=True, check=True, timeout=60)
+    proc = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), target, f"VENV={venv}"], capture_output=True, text=True, check=True, timeout=60
+    )
     return proc.stdout
 
 
@@ -53,10 +54,22 @@ def test_ci_runs_make_test():
 
 def test_make_clean_and_gitignore_cover_the_demo_files():
     clean = (ROOT / "Makefile").read_text().split("\nclean:", 1)[1]
-    for name in ("ctxprec_demo.db", "ctxprec_demo.db-wal", "ctxprec_demo.db-shm", "ctxprec.db-wal",
-                 "ctxprec_report.html", "ctxprec_report_conversations.html"):
+    for name in (
+        "ctxprec_demo.db",
+        "ctxprec_demo.db-wal",
+        "ctxprec_demo.db-shm",
+        "ctxprec.db-wal",
+        "ctxprec_report.html",
+        "ctxprec_report_conversations.html",
+    ):
         assert name in clean, name
     ignore = (ROOT / ".gitignore").read_text().split()
-    for pattern in ("*.db", "*.db-wal", "*.db-shm", "*.db-journal", "ctxprec_report.html",
-                    "ctxprec_report_conversations.html"):
+    for pattern in (
+        "*.db",
+        "*.db-wal",
+        "*.db-shm",
+        "*.db-journal",
+        "ctxprec_report.html",
+        "ctxprec_report_conversations.html",
+    ):
         assert pattern in ignore, pattern

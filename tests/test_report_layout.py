@@ -32,16 +32,28 @@ def report(tmp_path_factory) -> Path:
     days = []
     for k in day_keys("2026-11-01", 30):  # 30 days: the longest default window
         scores = beta_scores(rng, 60, 0.45 if k in ("2026-11-20", LAST) else 0.74)
-        verdicts = [[{"node": j, "relevant": bool((i + j) % 2), "reason": f"reason {j} " + LONG} for j in (1, 2, 3)]
-                    for i in range(60)]
+        verdicts = [
+            [{"node": j, "relevant": bool((i + j) % 2), "reason": f"reason {j} " + LONG} for j in (1, 2, 3)]
+            for i in range(60)
+        ]
         days.append(Day(k, scores, failed=2, verdicts=verdicts, reasons=["why " + LONG] * 60))
     write_history(eng, days)
-    write_source_logs(eng, [{"id": f"{LAST}-{i}", "input": "How long do refunds take? " + LONG,
-                             "expected_output": EXPECTED, "retrieval_context": [LONG, "second node", "third"]}
-                            for i in range(60)])
+    write_source_logs(
+        eng,
+        [
+            {
+                "id": f"{LAST}-{i}",
+                "input": "How long do refunds take? " + LONG,
+                "expected_output": EXPECTED,
+                "retrieval_context": [LONG, "second node", "third"],
+            }
+            for i in range(60)
+        ],
+    )
     eng.dispose()
-    out = render_report(f"sqlite:///{tmp / 'wh.db'}", tmp / "report.html", days=30, min_mean=0.6, min_pass_rate=0.7,
-                        worst=3)
+    out = render_report(
+        f"sqlite:///{tmp / 'wh.db'}", tmp / "report.html", days=30, min_mean=0.6, min_pass_rate=0.7, worst=3
+    )
     assert EXPECTED in out.read_text(encoding="utf-8")
     return out
 

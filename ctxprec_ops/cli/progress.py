@@ -8,8 +8,8 @@ as a note on the bars, or as a plain line at most every ``RETRY_LINE_EVERY`` sec
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from types import TracebackType
-from typing import Callable
 
 from rich.console import Console
 from rich.progress import (

@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 from sqlalchemy.engine import Engine
 
 from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.identifiers import split_table_name
 from .alerts import AlertRules
-from markupsafe import Markup
-
 from .charts import COLORS, NARROW_H, NARROW_W, HLine, bar_chart, line_chart
 from .check import DEFAULT_METRIC, CheckResult
 from .history import History, case_threshold, engine_scope, load_worst_cases

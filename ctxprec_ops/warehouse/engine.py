@@ -20,11 +20,10 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-from sqlalchemy import event
+from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.engine.url import URL
 from sqlalchemy.pool import StaticPool
-from sqlalchemy import create_engine
 
 from ..secrets import redact_url, register_secret
 
@@ -118,8 +117,7 @@ def check_dialect(url: str | URL) -> None:
             "(expected e.g. sqlite:///ctxprec.db or postgresql://user@host/db)"
         ) from None
     try:
-        load = getattr(dialect_cls, "import_dbapi", None) or getattr(dialect_cls, "dbapi")
-        load()
+        dialect_cls.import_dbapi()  # imports the DB-API module the URL names (never connects)
     except ImportError as exc:
         module = (getattr(exc, "name", None) or "").split(".")[0] or u.get_driver_name()
         pkg = DRIVER_PACKAGES.get(module, module)
