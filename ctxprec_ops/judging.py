@@ -16,6 +16,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 from .budget import Budget
 from .cache import VerdictCache, judgment_keys
 from .errors import JudgeAnswerError, JudgeConfigurationError, JudgeUnavailableError
+from .judge_events import JudgeRetry, notify_retry, retry_reason
 from .judges.base import Generation, JudgeModel
 from .limiter import AdaptiveLimiter
 from .pricing import price_of
@@ -110,10 +111,14 @@ async def _retry(attempt_once, first: Exception, run: JudgeRun) -> Generation:
         run.stats["retries"] += 1
         exc = state.outcome.exception()
         log.debug("judge call failed (%s), retry %d", redact(str(exc))[:200], state.attempt_number + 1)
+        wait = state.next_action.sleep if state.next_action else 0.0
+        notify_retry(JudgeRetry(state.attempt_number + 1, run.max_retries, wait, retry_reason(exc)))
 
     run.stats["retries"] += 1
     log.debug("judge call failed (%s), retry 1", redact(str(first))[:200])
-    await asyncio.sleep(backoff_seconds(1, first))
+    first_wait = backoff_seconds(1, first)
+    notify_retry(JudgeRetry(1, run.max_retries, first_wait, retry_reason(first)))
+    await asyncio.sleep(first_wait)
     retrying = AsyncRetrying(
         stop=stop_after_attempt(run.max_retries),
         wait=_wait,
