@@ -49,6 +49,7 @@ lint: $(call stamp,$(EXTRAS))
 bench: $(call stamp,$(EXTRAS))
 	$(BIN)/python bench/bench_judge_throughput.py
 	$(BIN)/python bench/bench_pipeline.py
+	$(BIN)/python bench/bench_saturation.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -8,7 +8,9 @@ Each step can run on its own (Airflow maps ``score_chunk`` over the planned chun
 - ``records``: ``Chunk``, ``ChunkResult``, ``RunSummary``, ``RunStatus``, ``ProgressEvent``;
 - ``context``: ``prepare`` resolves a config (engine, tables, source, judge, metric);
 - ``plan``: ``plan_chunks`` streams ids (never rows) and cuts keyset boundaries;
-- ``chunk``: ``score_chunk`` reads, validates, judges and writes one chunk in one transaction;
+- ``chunk``: a chunk's intake (read, validate, preload cached judgments) and its write (one
+  transaction); ``score_chunk`` scores one chunk;
+- ``stream``: many chunks through one judging queue (read-ahead and write-behind threads);
 - ``finalize``: ``finalize_run`` computes the partition's figures into ``ctxprec_runs``;
 - ``run``: ``score_partition``; ``workers``: chunks in worker processes;
 - ``outcome``: the one ``done``/``retry``/``fail`` policy every entry point maps from.
