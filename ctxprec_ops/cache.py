@@ -8,11 +8,16 @@ from ``ctxprec_judgments`` and writes back what was added.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Protocol, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Iterator, Protocol, Sequence
 
 from .verdicts import NodeVerdict
 
-__all__ = ["judgment_key", "judgment_keys", "VerdictCache", "DictVerdictCache"]
+__all__ = ["judgment_key", "judgment_keys", "remembered_keys", "VerdictCache", "DictVerdictCache"]
+
+#: where ``judgment_keys`` remembers what it computed (see ``remembered_keys``)
+_memo: ContextVar[dict[tuple, list[str]] | None] = ContextVar("ctxprec_judgment_key_memo", default=None)
 
 
 def _field_hash(parts: Sequence[str]) -> Any:
@@ -43,6 +48,31 @@ def judgment_keys(
     judge_model: str, prompt_version: str, input: str, expected_output: str, nodes: Sequence[str]
 ) -> list[str]:
     """``judgment_key`` for every node of one case, hashing the shared fields once."""
+    memo = _memo.get()
+    if memo is None:
+        return _judgment_keys(judge_model, prompt_version, input, expected_output, nodes)
+    args = (judge_model, prompt_version, input, expected_output, tuple(nodes))
+    keys = memo.get(args)
+    if keys is None:
+        keys = memo[args] = _judgment_keys(judge_model, prompt_version, input, expected_output, nodes)
+    return keys
+
+
+@contextmanager
+def remembered_keys(memo: dict[tuple, list[str]]) -> Iterator[None]:
+    """Inside the block (this context: tasks created in it inherit it), ``judgment_keys`` looks
+    its arguments up in ``memo`` and stores what it computes there. The pipeline computes a
+    chunk's keys once to preload the cache and finds them again when the metric judges the case."""
+    token = _memo.set(memo)
+    try:
+        yield
+    finally:
+        _memo.reset(token)
+
+
+def _judgment_keys(
+    judge_model: str, prompt_version: str, input: str, expected_output: str, nodes: Sequence[str]
+) -> list[str]:
     shared = _field_hash((judge_model, prompt_version, input, expected_output))
     head = shared.hexdigest()[:32]
     out = []

@@ -60,3 +60,18 @@ def test_dict_cache_records_only_new_entries():
     cache.put("k2", NodeVerdict(node=1, relevant=False, reason="new"))
     assert set(cache.added) == {"k2"}
     assert len(cache) == 2
+
+
+def test_remembered_keys_are_computed_once_and_equal_fresh_ones():
+    from ctxprec_ops.cache import remembered_keys
+
+    nodes = ["first node", "second node"]
+    memo: dict = {}
+    with remembered_keys(memo):
+        first = judgment_keys("m", "v1", "q", "a", nodes)
+        again = judgment_keys("m", "v1", "q", "a", list(nodes))  # equal arguments: found, not recomputed
+        other = judgment_keys("m", "v1", "q", "b", nodes)
+    assert again is first and len(memo) == 2
+    assert first == judgment_keys("m", "v1", "q", "a", nodes) and other == judgment_keys("m", "v1", "q", "b", nodes)
+    judgment_keys("m", "v1", "q", "c", nodes)  # outside the block nothing is remembered
+    assert len(memo) == 2

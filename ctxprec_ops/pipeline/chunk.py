@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..budget import Budget
-from ..cache import DictVerdictCache
+from ..cache import DictVerdictCache, remembered_keys
 from ..errors import InvalidTestCaseError
 from ..results import MetricResult
 from ..secrets import redact
@@ -41,6 +41,8 @@ class _Intake:
     failures: list[dict[str, Any]] = field(default_factory=list)
     #: the judgment cache preloaded for ``cases`` (None for offline judges)
     cache: DictVerdictCache | None = None
+    #: the cases' judgment keys by ``judgment_keys`` arguments (computed once, see ``remembered_keys``)
+    key_memo: dict[tuple, list[str]] = field(default_factory=dict)
 
 
 def _failure(log_id: str, pk: str, key: ScoringKey, error_type: str, message: str, attempts: int,
@@ -94,7 +96,8 @@ def read_intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
     """Intake plus the judgment cache preloaded for its cases (the read side of a chunk)."""
     intake = _intake(ctx, chunk, run_id)
     if intake.cases and not ctx.judge_is_offline:  # offline judges are free and instant: nothing to cache
-        keys = [k for case in intake.cases for k in ctx.metric.judgment_keys(case)]
+        with remembered_keys(intake.key_memo):
+            keys = [k for case in intake.cases for k in ctx.metric.judgment_keys(case)]
         with read_connection(ctx.engine) as conn:
             intake.cache = DictVerdictCache(load_judgments(conn, ctx.tables, keys))
     return intake

@@ -27,7 +27,7 @@ from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
 from .._async import run_sync
 from ..budget import Budget
-from ..cache import DictVerdictCache
+from ..cache import DictVerdictCache, remembered_keys
 from ..judging import JudgeRun
 from ..limiter import AdaptiveLimiter
 from ..results import MetricResult
@@ -150,9 +150,10 @@ class _Stream:
         while (op := await queue.get()) is not None:
             self.progress.event("chunk_started", f"chunk {op.chunk.index}")
             self.progress.add(len(op.intake.rows) - len(op.intake.cases))
-            for i, case in enumerate(op.intake.cases):
-                await self.gate.acquire()
-                tg.create_task(self._score(op, i, case, tg))
+            with remembered_keys(op.intake.key_memo):  # the cases' tasks find their keys computed
+                for i, case in enumerate(op.intake.cases):
+                    await self.gate.acquire()
+                    tg.create_task(self._score(op, i, case, tg))
             op.dispatched = True
             if op.pending == 0:
                 tg.create_task(self._write(op))
