@@ -53,3 +53,17 @@ def test_worker_batches_are_contiguous_and_cover_every_chunk_once():
     assert [c for b in got for c in b] == chunks
     assert len(got) == 8 and {len(b) for b in got} == {1, 2}
     assert batches(chunks[:3], workers=4) == [[c] for c in chunks[:3]]
+
+
+def test_quiet_gc_restores_the_collector_when_the_last_user_leaves():
+    import gc
+
+    from ctxprec_ops._gc import YOUNG_THRESHOLD, quiet_gc
+
+    before, frozen = gc.get_threshold(), gc.get_freeze_count()
+    with quiet_gc():
+        assert gc.get_threshold()[0] == max(before[0], YOUNG_THRESHOLD) and gc.get_freeze_count() > frozen
+        with quiet_gc():  # a second stream in another thread shares the setting
+            pass
+        assert gc.get_threshold()[0] == max(before[0], YOUNG_THRESHOLD)  # the first one is still running
+    assert gc.get_threshold() == before and gc.get_freeze_count() == frozen

@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterator, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
 from .._async import run_sync
+from .._gc import quiet_gc
 from ..budget import Budget
 from ..cache import DictVerdictCache, remembered_keys
 from ..judging import JudgeRun
@@ -40,9 +39,6 @@ __all__ = ["score_chunks", "OPEN_CHUNKS"]
 
 #: chunks read and not yet written (one being written, one draining, one judged, one read ahead)
 OPEN_CHUNKS = 4
-
-#: allocations between young-generation collections while a stream runs (CPython's default: 700)
-GC_YOUNG_THRESHOLD = 10_000
 
 T = TypeVar("T")
 
@@ -211,26 +207,6 @@ async def _stream(ctx: PipelineContext, chunks: list[Chunk], run_id: str, budget
             await close()
 
 
-@contextmanager
-def _long_lived_frozen() -> Iterator[None]:
-    """Keep what exists before the stream (modules, engine, metric: most of the heap) out of the
-    garbage collector's full passes while it runs: a stream allocates and frees millions of small
-    objects, and each full pass used to walk the whole heap (about a third of a fast judge's CPU
-    per row, bench/README.md); young collections run every 10,000 allocations instead of 700.
-    Both restored afterwards; the freeze is skipped when the host freezes objects itself."""
-    thresholds = gc.get_threshold()
-    frozen_by_host = gc.get_freeze_count() > 0
-    if not frozen_by_host:
-        gc.freeze()
-    gc.set_threshold(max(thresholds[0], GC_YOUNG_THRESHOLD), *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        if not frozen_by_host:
-            gc.unfreeze()
-
-
 def score_chunks(ctx: PipelineContext, chunks: list[Chunk], *, run_id: str, budget: Budget | None = None,
                  progress: ProgressCallback | None = None, done_before: int = 0,
                  total: int | None = None) -> list[ChunkResult]:
@@ -245,5 +221,5 @@ def score_chunks(ctx: PipelineContext, chunks: list[Chunk], *, run_id: str, budg
         budget = remaining_budget(ctx, run_id)
     total = total if total is not None else done_before + sum(c.rows for c in chunks)
     tracker = _Progress(progress, chunks[0].partition_key, done_before, total)
-    with _long_lived_frozen():
+    with quiet_gc():  # ~20-30 % of a fast judge's CPU per row otherwise (bench/README.md)
         return run_sync(lambda: _stream(ctx, chunks, run_id, budget, tracker))
