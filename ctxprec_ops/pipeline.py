@@ -50,6 +50,7 @@ from .warehouse.source import (
 )
 from .warehouse.store import (
     ScoringKey,
+    analyze_if_grown,
     failure_counts,
     load_judgments,
     partition_counts,
@@ -563,6 +564,8 @@ def score_chunk(
     with write_transaction(ctx.engine) as conn:
         write_chunk(conn, ctx.tables, key, log_ids=[str(r["id"]) for r in rows],
                     scores=scores, failures=failures, judgments=judgments)
+    analyze_if_grown(ctx.engine, ctx.tables, {ctx.tables.scores.name: len(scores),
+                                              ctx.tables.failures.name: len(failures)})
 
     result.rows_scored = len(done_ids) + len(scores)
     result.rows_cached += len(done_ids)
