@@ -12,7 +12,11 @@ from typing import Any, Protocol, Sequence
 
 from .verdicts import NodeVerdict
 
-__all__ = ["judgment_key", "judgment_keys", "VerdictCache", "DictVerdictCache"]
+__all__ = ["judgment_key", "judgment_keys", "key_head", "KEY_HEAD_CHARS", "VerdictCache", "DictVerdictCache"]
+
+#: hex digits of a judgment key that hash (judge model, prompt version, input, expected output):
+#: every node of one question shares them
+KEY_HEAD_CHARS = 32
 
 
 def _field_hash(parts: Sequence[str]) -> Any:
@@ -44,7 +48,7 @@ def judgment_keys(
 ) -> list[str]:
     """``judgment_key`` for every node of one case, hashing the shared fields once."""
     shared = _field_hash((judge_model, prompt_version, input, expected_output))
-    head = shared.hexdigest()[:32]
+    head = shared.hexdigest()[:KEY_HEAD_CHARS]
     out = []
     for node in nodes:
         h = shared.copy()
@@ -52,6 +56,11 @@ def judgment_keys(
         h.update(len(data).to_bytes(8, "big") + data)
         out.append(head + h.hexdigest()[:32])
     return out
+
+
+def key_head(key: str) -> str:
+    """The part of a judgment key shared by all nodes of one question (and judge, prompt)."""
+    return key[:KEY_HEAD_CHARS]
 
 
 class VerdictCache(Protocol):

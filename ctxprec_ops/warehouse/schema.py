@@ -63,6 +63,10 @@ _TS = DateTime(timezone=True)
 _DOUBLE = Float(precision=53)
 # unbounded text where the backend allows it in a key; 255 elsewhere (e.g. MySQL)
 _KEYTEXT = String(255).with_variant(Text(), "postgresql", "sqlite")
+# judgment-cache keys are hex digests: byte order ("C" collation) compares them with memcmp
+# instead of the database locale's rules (cheaper index inserts and probes on PostgreSQL; SQLite
+# compares bytes already). Tables created before keep their collation and work the same.
+_HASHKEY = String(64).with_variant(String(64, collation="C"), "postgresql")
 
 
 @dataclass(frozen=True)
@@ -153,7 +157,7 @@ def _build(schema: str | None) -> OutputTables:
     judgments = Table(
         JUDGMENTS,
         md,
-        Column("key", String(64), nullable=False),
+        Column("key", _HASHKEY, nullable=False),
         Column("judge_model", String(255), nullable=False),
         Column("prompt_version", String(64), nullable=False),
         Column("relevant", Boolean, nullable=False),
