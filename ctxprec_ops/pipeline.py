@@ -565,8 +565,7 @@ def score_chunk(
         write_chunk(conn, ctx.tables, key, log_ids=[str(r["id"]) for r in rows],
                     scores=scores, failures=failures, judgments=judgments)
     analyze_if_grown(ctx.engine, ctx.tables, {ctx.tables.scores.name: len(scores),
-                                              ctx.tables.failures.name: len(failures),
-                                              ctx.tables.judgments.name: len(judgments)})
+                                              ctx.tables.failures.name: len(failures)})
 
     result.rows_scored = len(done_ids) + len(scores)
     result.rows_cached += len(done_ids)

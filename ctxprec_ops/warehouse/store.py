@@ -253,6 +253,8 @@ def mark_interrupted_runs(conn: Connection, t: OutputTables, key: ScoringKey, pa
 ANALYZE_CHECK_MIN_ROWS = 500
 #: beyond this many rows (as last analyzed) autovacuum's own schedule (10% growth) takes over
 ANALYZE_SELF_MAX_ROWS = 100_000
+#: a table is analyzed again once it is this many times the size its statistics describe
+ANALYZE_GROWTH = 4
 
 
 @dataclass
@@ -268,15 +270,15 @@ _growth_lock = threading.Lock()
 
 def analyze_if_grown(engine: Engine, t: OutputTables, written: dict[str, int]) -> list[str]:
     """PostgreSQL: ``ANALYZE`` an output table whose statistics are missing or describe less than
-    half of it (it has more than doubled since), after this process wrote ``written``
+    a quarter of it (``ANALYZE_GROWTH``), after this process wrote ``written``
     (``{table name: rows}``) into it. Returns the tables analyzed. Other dialects: no-op.
 
     Why: ``scored_ids`` and the failure clean-up look rows up by the primary key, and the planner
     only picks that index once statistics say that the configuration columns match every row.
     Until autovacuum's first ANALYZE (up to a minute and 10% of the table later), its default
     guess makes it scan the partition index instead, at a cost that grows with the table. An
-    ANALYZE samples at most 30,000 rows; doubling means ~log2(100,000 / 500) = 8 of them per
-    table at most (past ``ANALYZE_SELF_MAX_ROWS`` rows autovacuum's schedule is enough).
+    ANALYZE samples at most 30,000 rows; growth by 4x means at most ~5 of them per table (past
+    ``ANALYZE_SELF_MAX_ROWS`` rows autovacuum's schedule is enough).
     At most one worker analyzes a table at a time (an advisory lock; the others skip), and a
     failure (no privilege to analyze) is logged and ignored: it costs speed, not correctness.
     """
@@ -295,21 +297,25 @@ def analyze_if_grown(engine: Engine, t: OutputTables, written: dict[str, int]) -
                 continue
             st.since_check = 0
             try:
-                tuples = _analyze_when_stale(engine, tables[name])
+                analyzed, tuples = _analyze_when_stale(engine, tables[name])
             except DBAPIError as exc:
                 log.info("could not ANALYZE %s (its planner statistics stay as they are): %s", name,
                          str(exc.orig).splitlines()[0] if exc.orig else exc)
                 st.next_check = 1 << 62  # do not try again in this process
                 continue
-            if tuples is not None:
+            if analyzed:
                 done.append(name)
-            st.next_check = max(ANALYZE_CHECK_MIN_ROWS, int(abs(tuples or 0) // 2))
+            if tuples >= ANALYZE_SELF_MAX_ROWS:
+                st.next_check = 1 << 62  # autovacuum's business from now on
+            else:  # look again after about the table's size in new rows (sooner if it is small)
+                st.next_check = max(ANALYZE_CHECK_MIN_ROWS, int(tuples))
     return done
 
 
-def _analyze_when_stale(engine: Engine, table: Any) -> float | None:
-    """ANALYZE ``table`` if it has never been analyzed or has more than doubled since; returns its
-    row count as the (new) statistics say, or None when nothing was done."""
+def _analyze_when_stale(engine: Engine, table: Any) -> tuple[bool, float]:
+    """ANALYZE ``table`` if it has never been analyzed or has grown ``ANALYZE_GROWTH`` times
+    since (and is still under ``ANALYZE_SELF_MAX_ROWS``). Returns (analyzed, rows as the
+    statistics now say)."""
     q = engine.dialect.identifier_preparer
     name = q.format_table(table)
     with engine.connect() as conn, conn.begin():
@@ -319,14 +325,16 @@ def _analyze_when_stale(engine: Engine, table: Any) -> float | None:
             "WHERE c.oid = to_regclass(%(t)s)", {"t": name}
         ).first()
         if row is None:
-            return None
+            return False, 0.0
         reltuples, modified, live = float(row[0]), int(row[1]), int(row[2])
-        if reltuples >= 0 and (modified <= max(reltuples, ANALYZE_CHECK_MIN_ROWS) or reltuples >= ANALYZE_SELF_MAX_ROWS):
-            return None
+        grown = modified > max(reltuples, ANALYZE_CHECK_MIN_ROWS) * (ANALYZE_GROWTH - 1)
+        if reltuples >= 0 and (not grown or reltuples >= ANALYZE_SELF_MAX_ROWS):
+            return False, reltuples
         # one analyzer per table across workers; the others go on writing
         got = conn.exec_driver_sql("SELECT pg_try_advisory_xact_lock(hashtext(%(t)s))", {"t": name}).scalar()
         if not got:
-            return None
+            return False, max(reltuples, 0.0)
         conn.exec_driver_sql(f"ANALYZE {name}")
-        return float(conn.exec_driver_sql(
-            "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%(t)s)", {"t": name}).scalar() or live)
+        after = conn.exec_driver_sql("SELECT reltuples FROM pg_class WHERE oid = to_regclass(%(t)s)",
+                                     {"t": name}).scalar()
+        return True, float(after if after is not None and after >= 0 else live)

@@ -3,7 +3,7 @@
 SQLite and PostgreSQL use their native ``INSERT ... ON CONFLICT``. On SQLite that is one
 driver-level ``executemany``. On PostgreSQL several rows go in bulk: ``COPY`` into a session-local
 temporary staging table shaped like the target (``ON COMMIT DELETE ROWS``), then one
-``INSERT ... SELECT ... ORDER BY key ON CONFLICT`` (``copy_upsert``) — two statements per table
+``INSERT ... SELECT ... ORDER BY key ON CONFLICT`` (``copy_upsert``) — three round trips per table
 instead of one statement per row, inside the caller's transaction. Every other dialect takes
 the generic path: ``UPDATE`` by key and ``INSERT`` the rows the update did not match, inside the
 caller's transaction (correct for one writer per key; concurrent writers of the same key on such
@@ -203,6 +203,10 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
         action = "DO NOTHING"
     procs = [table.c[c].type.dialect_impl(dialect).bind_processor(dialect) for c in cols]
     columns = [_bind_values([r[c] for r in rows], p) for c, p in zip(cols, procs)]
+    # the staging table empties itself at commit; a second call for the same table inside one
+    # transaction empties it first
+    used = _stages_used(conn)
+    again = f"DELETE FROM {stage}; " if stage in used else ""
     cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         # created once per session (ON COMMIT DELETE ROWS keeps it, empty, for the next chunk);
@@ -210,18 +214,27 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
         cur.execute(
             f"SET LOCAL client_min_messages = warning; "
             f"CREATE TEMP TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS AS "
-            f"SELECT {col_list} FROM {target} WITH NO DATA"
+            f"SELECT {col_list} FROM {target} WITH NO DATA; {again}"
         )
+        used.add(stage)
         with cur.copy(f"COPY {stage} ({col_list}) FROM STDIN") as copy:
             for values in zip(*columns):
                 copy.write_row(values)
-        # one statement moves the rows: the staging table is empty again afterwards, so a second
-        # call in the same transaction (another batch for the same table) starts clean
         cur.execute(
-            f"WITH staged AS (DELETE FROM {stage} RETURNING {col_list}) "
-            f"INSERT INTO {target} ({col_list}) SELECT {col_list} FROM staged ORDER BY {conflict} "
+            f"INSERT INTO {target} ({col_list}) SELECT {col_list} FROM {stage} ORDER BY {conflict} "
             f"ON CONFLICT ({conflict}) {action}"
         )
     finally:
         cur.close()
     return len(rows)
+
+
+def _stages_used(conn: Connection) -> set[str]:
+    """Staging tables filled in ``conn``'s current transaction (kept on the DBAPI connection,
+    keyed by the transaction object, so a new transaction starts with an empty set)."""
+    txn = conn.get_transaction()
+    info = conn.info
+    held = info.get("ctxprec_stages")
+    if held is None or held[0] is not txn:
+        held = info["ctxprec_stages"] = (txn, set())
+    return held[1]
