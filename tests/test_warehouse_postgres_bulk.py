@@ -151,8 +151,8 @@ def test_scored_ids_uses_the_primary_key_once_the_table_is_analyzed(pg):
         write_chunk(conn, t, KEY, log_ids=[], scores=[score_row(str(i)) for i in range(500)], failures=[],
                     judgments=[])
         conn.exec_driver_sql(
-            "INSERT INTO ctxprec_scores SELECT log_id || '-' || g, partition_key, metric, score, success, threshold, verdicts, "
-            "reason, judge_model, prompt_version, prompt_tokens, completion_tokens, cost, run_id, scored_at "
+            "INSERT INTO ctxprec_scores SELECT log_id || '-' || g, partition_key, metric, score, success, threshold, "
+            "verdicts, reason, judge_model, prompt_version, prompt_tokens, completion_tokens, cost, run_id, scored_at "
             "FROM ctxprec_scores CROSS JOIN generate_series(1, 60) AS g")
     with pg.connect() as conn:
         before = _explain(conn, lookup)
