@@ -364,8 +364,8 @@ def _one_case(tmp: str, pg: "PostgresDatabases | None", backend: str, n: int, ju
         f"rows/CPU-s={r['rows_per_cpu_s']:8,.0f}  load={r['load_avg']:.1f}  "
         f"peak RSS={r['peak_rss_mb']:6.1f} MB (after imports {r['rss_before_mb']:.1f} MB"
         + (f"; each worker <= {r['worker_peak_rss_mb']:.1f} MB)" if workers > 1 else ")")
-        + (f"  bytes/row: scores {sizes['ctxprec_scores']:.0f}, judgments {sizes['ctxprec_judgments']:.0f}"
-           if sizes else ""),
+        + (f"  bytes: {sizes['ctxprec_scores']:.0f} per score row, {sizes['ctxprec_judgments']:.0f} per "
+           f"judgment-cache entry" if sizes else ""),
         flush=True,
     )
     return r
