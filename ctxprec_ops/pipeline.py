@@ -38,7 +38,7 @@ from .run_figures import run_figures
 from .secrets import redact, register_secret
 from .warehouse.engine import display_url, get_engine, read_connection, write_transaction
 from .warehouse.identifiers import split_table_name, validate_identifier
-from .warehouse.rows import row_to_conversation, row_to_test_case
+from .warehouse.rows import case_or_failure, row_to_conversation, row_to_test_case
 from .warehouse.schema import OutputTables, ensure_output_tables
 from .warehouse.source import (
     SourceTable,
@@ -490,7 +490,7 @@ def score_chunk(
         if log_id in done_ids or id_counts[log_id] > 1:
             continue
         try:
-            cases.append(to_case(row))
+            cases.append(case_or_failure(to_case, row))
         except InvalidTestCaseError as exc:
             failures.append(_failure(log_id, pk, key, exc.error_type, redact(str(exc)), 0, run_id, now, chunk.index))
 

@@ -1,7 +1,7 @@
 """Reliability: property-based fuzzing (hypothesis) of the rows a warehouse may hand the pipeline.
 
 Rows mix good values with bad ones in every column: NULLs, empty and blank strings, wrong JSON
-types (object, number, string, nested lists, non-string nodes), huge strings, NUL and other
+types (object, number, string, nested lists, non-string nodes, JSON nested 5,000 deep), huge strings, NUL and other
 control characters, lone surrogates (escaped in JSON, or CESU-8 bytes), invalid UTF-8 (as a BLOB or
 as TEXT), invalid JSON, too many nodes, and duplicate ids (the source table has no unique
 constraint). For every chunk: each bad row gets exactly one ``invalid_input`` failure whose
@@ -83,7 +83,8 @@ bad_context = st.one_of(
     st.sampled_from([None, "", "   ", "[]", "{}", '{"nodes": ["a"]}', "3", "true", "null", '"just a string"',
                      '[["nested"]]', '["a", null]', '["a", 3]', '["a", {"text": "b"}]', '["a", ["b"]]',
                      "not json", '["unterminated"', '["\\ud800 lone surrogate"]', '["a\\u0000b"]',
-                     json.dumps(["n"] * 201), json.dumps(["y" * 100_001])]).map(lambda v: Cell(v, False)),
+                     json.dumps(["n"] * 201), json.dumps(["y" * 100_001]),
+                     "[" * 5000 + "]" * 5000, '["a", ' + "[" * 3000 + "]" * 3000 + "]"]).map(lambda v: Cell(v, False)),
     st.sampled_from([b'["Paris\xff"]', b"\xff\xfe["]).map(lambda b: Cell(b, False, "blob")),
 )
 context_cell = st.one_of(good_context, bad_context)

@@ -1,0 +1,55 @@
+"""Reliability: regressions for what an adversarial probe found (issue 19).
+
+Each test names the point it proves; docs/reliability.md lists them with their guarantees.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+import sqlalchemy as sa
+
+from ctxprec_ops.pipeline import PipelineConfig, score_partition
+from ctxprec_ops.warehouse.engine import get_engine
+from tests.fixtures.warehouse_data import CountingJudge, create_logs, day_rows, log_row, query
+
+DAY = "2026-11-28"
+DEEP = "[" * 5000 + "]" * 5000
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def warehouse_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'wh.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+# -- 1: one row's content never aborts its partition ------------------------------------------
+
+
+def test_deeply_nested_json_is_that_rows_invalid_input_not_the_partitions_abort(warehouse_url):
+    engine = get_engine(warehouse_url)
+    rows = day_rows(3, as_text=True) + [log_row(4, datetime(2026, 11, 28, 5), context=DEEP),
+                          log_row(5, datetime(2026, 11, 28, 6), context='["ok", ' + DEEP + "]")]
+    create_logs(engine, rows, context_type=sa.Text)
+    judge = CountingJudge()
+    summary = score_partition(PipelineConfig(warehouse=warehouse_url, judge=judge, chunk_size=2), DAY)
+    assert (summary.rows_total, summary.rows_scored, summary.rows_failed) == (5, 3, 2)
+    assert summary.completed
+    failed = query(warehouse_url, "SELECT log_id, error_type, error_message FROM ctxprec_failures ORDER BY log_id")
+    assert [(f[0], f[1]) for f in failed] == [("4", "invalid_input"), ("5", "invalid_input")]
+    for f in failed:
+        assert "retrieval_context" in f[2] and "nested too deeply" in f[2] and "\n" not in f[2]
+
+
+def test_any_exception_while_reading_a_row_becomes_its_invalid_input():
+    from ctxprec_ops.errors import InvalidTestCaseError
+    from ctxprec_ops.warehouse.rows import case_or_failure
+
+    def explode(row):
+        raise MemoryError("cannot allocate\nsecond line")
+
+    with pytest.raises(InvalidTestCaseError) as info:
+        case_or_failure(explode, {"id": 1})
+    assert str(info.value) == "row could not be read: MemoryError: cannot allocate"
