@@ -489,6 +489,11 @@ def score_chunk(
         log_id = str(row["id"])
         if log_id in done_ids or id_counts[log_id] > 1:
             continue
+        id_problem = ctx.source.id_problem(row["id"])
+        if id_problem is not None:
+            failures.append(_failure(log_id, pk, key, InvalidTestCaseError.error_type, id_problem, 0, run_id, now,
+                                     chunk.index))
+            continue
         try:
             cases.append(case_or_failure(to_case, row))
         except InvalidTestCaseError as exc:

@@ -53,3 +53,39 @@ def test_any_exception_while_reading_a_row_becomes_its_invalid_input():
     with pytest.raises(InvalidTestCaseError) as info:
         case_or_failure(explode, {"id": 1})
     assert str(info.value) == "row could not be read: MemoryError: cannot allocate"
+
+
+# -- 3: a text id in an INTEGER column ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 10])
+def test_a_text_id_in_an_integer_column_is_that_rows_failure_not_an_aborted_run(tmp_path, chunk_size):
+    """SQLite keeps 'abc', '7 apples' and 3.5 as they are in an INTEGER column: the run scores the
+    integer ids and records one invalid_input failure per odd id."""
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    engine = get_engine(url)
+    rows = day_rows(3, as_text=True)
+    odd = [dict(rows[0], id=v) for v in ("abc", "7 apples", 3.5)]
+    with engine.begin() as conn:  # raw SQL: no INTEGER PRIMARY KEY (a rowid alias refuses text)
+        conn.exec_driver_sql("CREATE TABLE retrieval_logs (id INTEGER, event_time TEXT, input TEXT, "
+                             "actual_output TEXT, expected_output TEXT, retrieval_context TEXT)")
+        for r in rows + odd:
+            conn.exec_driver_sql("INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)",
+                                 (r["id"], str(r["event_time"]), r["input"], r["actual_output"],
+                                  r["expected_output"], r["retrieval_context"]))
+    summary = score_partition(PipelineConfig(warehouse=url, judge=CountingJudge(), chunk_size=chunk_size), DAY)
+    assert (summary.rows_total, summary.rows_scored, summary.rows_failed) == (6, 3, 3)
+    assert summary.status == "partial" and summary.completed
+    failed = dict(query(url, "SELECT log_id, error_message FROM ctxprec_failures"))
+    assert set(failed) == {"abc", "7 apples", "3.5"}
+    assert all("'id' is INTEGER" in m for m in failed.values()), failed
+    assert sorted(r[0] for r in query(url, "SELECT log_id FROM ctxprec_scores")) == ["1", "2", "3"]
+
+
+def test_chunk_bounds_from_json_keep_ids_that_are_not_canonical_integers(tmp_path):
+    from ctxprec_ops.warehouse.source import reflect_source
+
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    create_logs(get_engine(url), [])
+    src = reflect_source(get_engine(url), "retrieval_logs", None, {"id": "id", "event_time": "event_time"})
+    assert [src.coerce_id(v) for v in ("42", "-7", " 7", "abc", "07", 3.5)] == [42, -7, " 7", "abc", "07", 3.5]

@@ -67,6 +67,7 @@ __all__ = [
 TimeMode = Literal["sqlite_text", "naive", "aware", "date", "text"]
 
 _PARTITION = re.compile(r"\d{4}-\d{2}-\d{2}")
+_CANONICAL_INT = re.compile(r"-?(0|[1-9]\d*)")
 #: columns read as raw text/JSON (no SQLAlchemy JSON processing, which would fail on bad JSON)
 _JSON_FIELDS = ("retrieval_context", "turns")
 
@@ -122,14 +123,29 @@ class SourceTable:
         return self.table.fullname
 
     def coerce_id(self, value: Any) -> Any:
-        """Chunk bounds may come back from JSON (XCom) as text: give them the column's type."""
+        """Chunk bounds may come back from JSON (XCom) as text: give them the column's type.
+
+        Only canonical integer text (``"42"``, ``"-7"``) becomes an int in an INTEGER column; any
+        other value is a bound the column really holds (SQLite lets an INTEGER column hold
+        ``'abc'``, ``' 7'`` or ``3.5``) and is compared as it is, never refused."""
         if value is None:
             return None
-        if self.integer_ids and not isinstance(value, int):
-            return int(value)
+        if self.integer_ids:
+            if isinstance(value, str) and _CANONICAL_INT.fullmatch(value):
+                return int(value)
+            return value
         if not self.integer_ids and not isinstance(value, str):
             return str(value)
         return value
+
+    def id_problem(self, value: Any) -> str | None:
+        """Why a row's id cannot be used as its ``log_id`` (``None``: it can). SQLite stores
+        whatever it is given, so an INTEGER column may hold text or a real number."""
+        if self.integer_ids and (isinstance(value, bool) or not isinstance(value, int)):
+            kind = "text" if isinstance(value, str) else type(value).__name__
+            return (f"column {self.id.name!r} is INTEGER but this row's id is {kind} {str(value)[:100]!r}: "
+                    "store an integer id")
+        return None
 
     # --- partition filter -------------------------------------------------------------------
 
