@@ -43,6 +43,7 @@ from .warehouse.schema import OutputTables, ensure_output_tables
 from .warehouse.source import (
     SourceTable,
     count_null_ids,
+    count_unpartitioned,
     iter_partition_ids,
     parse_partition_key,
     read_chunk_rows,
@@ -293,6 +294,10 @@ class RunSummary:
     judge_calls: int = 0
     failures_by_type: dict[str, int] = field(default_factory=dict)
     error_message: str | None = None
+    #: rows of the source table that belong to no partition (``event_time`` NULL or unreadable)
+    #: and rows of this partition whose id is NULL: neither scored nor failed, counted and warned
+    rows_unpartitioned: int = 0
+    rows_without_id: int = 0
 
     @property
     def completed(self) -> bool:
@@ -638,6 +643,13 @@ def finalize_run(
         figures = run_figures(partition_scores(conn, ctx.tables, key, partition_key), counts["scored"],
                               counts["passed"])
         spend = run_spend(conn, ctx.tables, key, run_id, partition_key) if not chunk_results else None
+    with read_connection(ctx.engine) as conn:
+        unpartitioned = count_unpartitioned(conn, ctx.source)
+        without_id = count_null_ids(conn, ctx.source, partition_key)
+    if unpartitioned:
+        log.warning("%s: %d row(s) belong to no partition (%s is NULL or not readable as a time) and are "
+                    "never scored; see docs/internals.md for the forms read", ctx.source.name, unpartitioned,
+                    ctx.source.event_time.name)
     if chunk_results:
         costs = [c.cost for c in chunk_results]
         spend = {
@@ -667,6 +679,8 @@ def finalize_run(
         threshold=ctx.metric.threshold,
         judge_calls=spend["judge_calls"],
         failures_by_type=failed,
+        rows_unpartitioned=unpartitioned,
+        rows_without_id=without_id,
         **figures,
     )
     _write_run(ctx, summary)

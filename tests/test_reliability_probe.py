@@ -89,3 +89,81 @@ def test_chunk_bounds_from_json_keep_ids_that_are_not_canonical_integers(tmp_pat
     create_logs(get_engine(url), [])
     src = reflect_source(get_engine(url), "retrieval_logs", None, {"id": "id", "event_time": "event_time"})
     assert [src.coerce_id(v) for v in ("42", "-7", " 7", "abc", "07", 3.5)] == [42, -7, " 7", "abc", "07", 3.5]
+
+
+# -- 4: event_time forms, rows outside every partition -----------------------------------------
+
+#: (stored value, partition it belongs to or None)
+EVENT_TIMES = [
+    ("2026-11-28T10:00:00+0000", DAY),
+    ("2026-11-28 10:00:00 UTC", DAY),
+    (" 2026-11-28 10:00:00", DAY),
+    ("2026-11-28T23:30:00-0500", "2026-11-29"),
+    ("2026-11-28t10:00:00Z", None),  # lower-case t: SQLite reads no such form
+    (1764324000, "2025-11-28"),  # epoch seconds, number
+    ("1795860000", DAY),  # epoch seconds as text (2026-11-28 10:00 UTC)
+    (1795860000123, DAY),  # epoch milliseconds
+    ("28/11/2026 10:00", None),  # day or month first: unknowable
+    (None, None),
+    ("garbage", None),
+]
+
+
+@pytest.mark.parametrize("declared", ["TEXT", "DATETIME", "TIMESTAMP", ""])
+def test_sqlite_event_time_forms_are_read_or_counted_as_outside_every_partition(tmp_path, declared, caplog):
+    import logging
+
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    engine = get_engine(url)
+    good = day_rows(1, as_text=True)[0]
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE TABLE retrieval_logs (id INTEGER PRIMARY KEY, event_time {declared}, "
+                             "input TEXT, actual_output TEXT, expected_output TEXT, retrieval_context TEXT)")
+        conn.exec_driver_sql("CREATE INDEX ix_time ON retrieval_logs (event_time)")
+        for i, (value, _) in enumerate(EVENT_TIMES, start=1):
+            conn.exec_driver_sql("INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)",
+                                 (i, value, good["input"], good["actual_output"], good["expected_output"],
+                                  good["retrieval_context"]))
+    want: dict[str | None, set[str]] = {}
+    for i, (_, day) in enumerate(EVENT_TIMES, start=1):
+        want.setdefault(day, set()).add(str(i))
+    outside = len(want[None])
+    config = PipelineConfig(warehouse=url, judge=CountingJudge(), chunk_size=2)
+    for day in sorted(d for d in want if d is not None):
+        with caplog.at_level(logging.WARNING, logger="ctxprec_ops"):
+            summary = score_partition(config, day)
+        assert summary.rows_total == summary.rows_scored == len(want[day]), day
+        assert summary.rows_unpartitioned == outside
+        got = {r[0] for r in query(url, "SELECT log_id FROM ctxprec_scores WHERE partition_key = :p", p=day)}
+        assert got == want[day], day
+    assert f"{outside} row(s) belong to no partition" in caplog.text
+    # the run rows record the count too; no row is in two partitions, every row is accounted for
+    assert {r[0] for r in query(url, "SELECT rows_unpartitioned FROM ctxprec_runs")} == {outside}
+    scored = [r[0] for r in query(url, "SELECT log_id FROM ctxprec_scores")]
+    assert len(scored) == len(set(scored)) == len(EVENT_TIMES) - outside
+
+
+def test_sqlite_partition_filter_still_uses_the_event_time_index(tmp_path):
+    from ctxprec_ops.warehouse.source import reflect_source
+
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    engine = get_engine(url)
+    create_logs(engine, day_rows(3, as_text=True), time_type=sa.Text, context_type=sa.Text)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE INDEX ix_time ON retrieval_logs (event_time)")
+    src = reflect_source(engine, "retrieval_logs", None, {"id": "id", "event_time": "event_time"})
+    stmt = sa.select(sa.func.count()).select_from(src.table).where(src.partition_filter(DAY))
+    with engine.connect() as conn:
+        sql = str(stmt.compile(engine, compile_kwargs={"literal_binds": True}))
+        plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
+        assert conn.execute(stmt).scalar_one() == 3
+    assert "MULTI-INDEX OR" in plan and "ix_time" in plan and "SCAN" not in plan, plan
+
+
+def test_postgres_rows_with_a_null_event_time_are_counted_in_the_run(pg_url):
+    engine = get_engine(pg_url)
+    rows = day_rows(3) + [log_row(4, None), log_row(5, None)]
+    create_logs(engine, rows)
+    summary = score_partition(PipelineConfig(warehouse=pg_url, judge=CountingJudge()), DAY)
+    assert (summary.rows_total, summary.rows_scored, summary.rows_unpartitioned) == (3, 3, 2)
+    assert query(pg_url, "SELECT rows_unpartitioned, rows_without_id FROM ctxprec_runs") == [(2, 0)]

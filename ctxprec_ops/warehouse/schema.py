@@ -42,6 +42,7 @@ from sqlalchemy.exc import DBAPIError
 
 from .engine import write_transaction
 from .identifiers import validate_identifier
+from .migrate import add_missing_columns
 
 __all__ = [
     "OutputTables",
@@ -147,6 +148,10 @@ def _build(schema: str | None) -> OutputTables:
         Column("judge_calls", Integer),
         Column("failures_by_type", _JSON),
         Column("error_message", Text),
+        # rows of the source table in no partition (event_time NULL or unreadable), and rows of
+        # this partition without an id: neither scored nor failed, counted here instead
+        Column("rows_unpartitioned", Integer),
+        Column("rows_without_id", Integer),
         PrimaryKeyConstraint("run_id", "partition_key", "metric", name=f"{RUNS}_pk"),
         Index(f"ix_{RUNS}_partition", "partition_key", "metric"),
     )
@@ -189,6 +194,8 @@ def _create_all(engine: Engine, tables: OutputTables) -> None:
     # check-then-CREATE would upgrade a read transaction another writer has overtaken
     with write_transaction(engine) as conn:
         tables.metadata.create_all(conn, checkfirst=True)
+        for table in (tables.scores, tables.failures, tables.runs, tables.judgments):
+            add_missing_columns(conn, table)
 
 
 def ensure_output_tables(engine: Engine, schema: str | None = None) -> OutputTables:
