@@ -84,12 +84,14 @@ class SourceTableError(CtxPrecError, LookupError):
     """The configured source table or one of its columns does not exist or cannot be used."""
 
     error_type = "source_table"
+    retryable = False
 
 
 class PartitionKeyError(CtxPrecError, ValueError):
     """A partition key is not a ``YYYY-MM-DD`` date."""
 
     error_type = "invalid_partition"
+    retryable = False
 
 
 def parse_partition_key(partition_key: str) -> date:
@@ -257,12 +259,14 @@ _lock = threading.Lock()
 
 
 def reflect_source(
-    engine: Engine, table_name: str, schema: str | None, columns: Mapping[str, str]
+    engine: Engine, table_name: str, schema: str | None, columns: Mapping[str, str], *,
+    columns_env: str | None = None,
 ) -> SourceTable:
     """Reflect ``table_name`` and check that every configured column exists.
 
     ``columns`` maps logical names (``id``, ``event_time``, ``input``, ...) to the table's
-    column names; all are validated identifiers. Cached per engine.
+    column names; all are validated identifiers. Cached per engine. ``columns_env`` names the
+    variable holding the column mapping (said in the "has no column" error, with ``--column``).
     """
     schema, table_name = split_table_name(table_name, schema, "source table name")
     for logical, physical in columns.items():
@@ -290,9 +294,10 @@ def reflect_source(
         if col is None:
             col = by_lower.get(physical.lower())
         if col is None:
+            how = f"--column {logical}=COLUMN" + (f" or {columns_env}" if columns_env else "")
             raise SourceTableError(
                 f"source table {where!r} has no column {physical!r} (configured for {logical!r}); "
-                f"its columns are: {', '.join(c.name for c in table.columns)}"
+                f"its columns are: {', '.join(c.name for c in table.columns)}; map it with {how}"
             )
         found[logical] = col
     src = SourceTable(
