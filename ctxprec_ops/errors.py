@@ -42,6 +42,14 @@ class JudgeConfigurationError(CtxPrecError, ValueError):
     retryable = False
 
 
+class JudgeRequestRejectedError(CtxPrecError):
+    """The judge endpoint refused the request as made (HTTP 400/403/413/422 other than an
+    unsupported response format): asking again would get the same answer."""
+
+    error_type = "judge_request_rejected"
+    retryable = False
+
+
 class BudgetExhaustedError(CtxPrecError):
     """The run's ``max_cost`` did not leave enough budget to judge this case."""
 

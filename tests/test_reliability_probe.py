@@ -167,3 +167,57 @@ def test_postgres_rows_with_a_null_event_time_are_counted_in_the_run(pg_url):
     summary = score_partition(PipelineConfig(warehouse=pg_url, judge=CountingJudge()), DAY)
     assert (summary.rows_total, summary.rows_scored, summary.rows_unpartitioned) == (3, 3, 2)
     assert query(pg_url, "SELECT rows_unpartitioned, rows_without_id FROM ctxprec_runs") == [(2, 0)]
+
+
+# -- 6: an empty 200 body is retried; a 400 gets a proper error type -----------------------------
+
+
+def _openai_config(url: str, judge_server, **kw) -> PipelineConfig:
+    return PipelineConfig(warehouse=url, judge="gpt-4o-mini", judge_base_url=judge_server.base_url,
+                          judge_api_key="sk-probe", **kw)
+
+
+def test_an_empty_200_body_is_retried_and_exhausted_retries_are_judge_unavailable(judge_server, tmp_path):
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    create_logs(get_engine(url), day_rows(2))
+    judge_server.script(["empty_body", "empty_body"])  # the first two calls: retried, then fine
+    summary = score_partition(_openai_config(url, judge_server, chunk_size=2, concurrency=1), DAY)
+    assert summary.status == "succeeded" and summary.rows_scored == 2
+    assert judge_server.outcomes["empty_body"] == 2
+
+    judge_server.script(["empty_body"] * 3)
+    with get_engine(url).begin() as conn:
+        conn.exec_driver_sql("DELETE FROM ctxprec_scores WHERE log_id = '1'")
+        conn.exec_driver_sql("DELETE FROM ctxprec_judgments")
+    again = score_partition(_openai_config(url, judge_server, max_retries=2), DAY)
+    assert again.failures_by_type == {"judge_unavailable": 1}
+    (attempts, message), = query(url, "SELECT attempts, error_message FROM ctxprec_failures")
+    assert attempts == 3 and "empty or unreadable body" in message
+
+
+def test_an_http_400_is_judge_request_rejected_or_that_rows_invalid_input_and_not_retried(judge_server, tmp_path):
+    from ctxprec_ops.pipeline.outcome import Outcome, decide
+
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    create_logs(get_engine(url), day_rows(1))
+    judge_server.script(["bad_request"])  # "maximum context length" (code context_length_exceeded)
+    summary = score_partition(_openai_config(url, judge_server), DAY)
+    assert judge_server.calls == 1  # never retried: the endpoint would answer the same
+    (error_type, message), = query(url, "SELECT error_type, error_message FROM ctxprec_failures")
+    assert error_type == "invalid_input" and "HTTP 400" in message and "context length" in message
+    assert decide(summary).outcome is Outcome.DONE
+
+    # any other 400 (not about response_format or temperature): judge_request_rejected, not retried
+    judge_server.reset()
+    judge_server.bad_request = ("The prompt was rejected by the content filter.", "content_filter")
+    judge_server.script(["bad_request"])
+    with get_engine(url).begin() as conn:
+        conn.exec_driver_sql("DELETE FROM ctxprec_failures")
+    summary = score_partition(_openai_config(url, judge_server), DAY)
+    assert judge_server.calls == 1
+    (error_type, message), = query(url, "SELECT error_type, error_message FROM ctxprec_failures")
+    assert error_type == "judge_request_rejected" and message == (
+        "the judge endpoint refused the request (HTTP 400): The prompt was rejected by the content filter.")
+    decision = decide(summary)
+    assert decision.outcome is Outcome.FAIL and "judge_request_rejected: 1" in decision.reason
+

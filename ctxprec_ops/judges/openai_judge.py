@@ -10,12 +10,14 @@ its shared rate limiter.
 from __future__ import annotations
 
 import asyncio
+import json
 import weakref
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from ..errors import JudgeConfigurationError
+from ..errors import InvalidTestCaseError, JudgeConfigurationError, JudgeRequestRejectedError
+from ..retry import TransientJudgeError
 from ..pricing import cost_of
 from ..secrets import register_secret
 from ..verdicts import JudgeAnswer
@@ -60,6 +62,19 @@ def _schema_for(schema: type[BaseModel] | None) -> dict[str, Any] | None:
 def _mentions(exc: Exception, *words: str) -> bool:
     text = str(exc).lower()
     return any(w in text for w in words)
+
+
+def _refused(exc: Any) -> Exception:
+    """A 4xx the endpoint will give again: the prompt is over the model's context (that row's
+    ``invalid_input``), or the request is refused as made (``judge_request_rejected``)."""
+    body = exc.body if isinstance(getattr(exc, "body", None), dict) else {}
+    message = str(body.get("message") or exc.message or "").strip().splitlines()
+    detail = (message[0] if message else "")[:300]
+    status = exc.status_code
+    if body.get("code") == "context_length_exceeded" or "context length" in detail.lower():
+        return InvalidTestCaseError(f"the judge refused this row's prompt as longer than its model's context "
+                                    f"(HTTP {status}): {detail}")
+    return JudgeRequestRejectedError(f"the judge endpoint refused the request (HTTP {status}): {detail}")
 
 
 class OpenAIJudge(JudgeModel):
@@ -196,7 +211,13 @@ class OpenAIJudge(JudgeModel):
                 if self.temperature is not None and _mentions(exc, "temperature"):
                     self.temperature = None
                     continue
-                raise
+                raise _refused(exc) from None
+            except (openai.PermissionDeniedError, openai.UnprocessableEntityError) as exc:
+                raise _refused(exc) from None
+            except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:
+                # an empty or cut-off 200 body: a fault of the moment (proxy, overloaded server)
+                raise TransientJudgeError(f"the judge endpoint answered HTTP 200 with an empty or unreadable "
+                                          f"body ({type(exc).__name__})") from None
             except openai.AuthenticationError as exc:
                 raise JudgeConfigurationError(
                     f"the judge endpoint rejected the API key (HTTP {exc.status_code})"
@@ -205,6 +226,10 @@ class OpenAIJudge(JudgeModel):
                 raise JudgeConfigurationError(
                     f"the judge endpoint does not know model {self.model!r} (HTTP 404)"
                 ) from None
+            except openai.APIStatusError as exc:
+                if exc.status_code == 413:
+                    raise _refused(exc) from None
+                raise
             break
         content = resp.choices[0].message.content if resp.choices else None
         usage = getattr(resp, "usage", None)
