@@ -221,3 +221,39 @@ def test_an_http_400_is_judge_request_rejected_or_that_rows_invalid_input_and_no
     decision = decide(summary)
     assert decision.outcome is Outcome.FAIL and "judge_request_rejected: 1" in decision.reason
 
+
+# -- 7: response size is bounded -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+def test_a_huge_judge_answer_is_refused_without_reading_it(judge_server, declared):
+    """50 MB answers: refused from the Content-Length, or as soon as the body passes the limit
+    (no length): the process never holds more than a piece over ``max_response_bytes``."""
+    import resource
+
+    from ctxprec_ops.judges.capped_http import JudgeResponseTooLargeError
+    from ctxprec_ops.judges.openai_judge import OpenAIJudge
+
+    judge_server.huge_bytes = 50_000_000
+    judge_server.huge_chunked = not declared
+    judge = OpenAIJudge("gpt-4o-mini", base_url=judge_server.base_url, api_key="sk-probe",
+                        max_response_bytes=100_000)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(3):
+        judge_server.script(["huge"])
+        with pytest.raises(JudgeResponseTooLargeError, match="over the limit of 100,000 bytes") as info:
+            judge.generate("hello")
+        assert info.value.error_type == "judge_answer_invalid"
+    grew_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grew_mb < 20, grew_mb
+
+
+def test_a_huge_answer_fails_that_row_once_and_the_others_score(judge_server, tmp_path):
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    create_logs(get_engine(url), day_rows(3))
+    judge_server.script(["huge"])
+    summary = score_partition(_openai_config(url, judge_server, concurrency=1), DAY)
+    assert (summary.rows_scored, summary.failures_by_type) == (2, {"judge_answer_invalid": 1})
+    assert judge_server.calls == 3  # not retried
+    (message,), = query(url, "SELECT error_message FROM ctxprec_failures")
+    assert "over the limit of 1,048,576 bytes" in message

@@ -22,6 +22,7 @@ from ..pricing import cost_of
 from ..secrets import register_secret
 from ..verdicts import JudgeAnswer
 from .base import Generation, JudgeModel
+from .capped_http import DEFAULT_MAX_RESPONSE_BYTES, capped_async_client
 
 __all__ = ["OpenAIJudge", "JUDGE_ANSWER_SCHEMA"]
 
@@ -98,6 +99,7 @@ class OpenAIJudge(JudgeModel):
         temperature: float | None = 0.0,
         price_per_million: tuple[float, float] | None = None,
         default_headers: dict[str, str] | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         if not model or not isinstance(model, str):
             raise JudgeConfigurationError("the judge model name must be a non-empty string")
@@ -112,6 +114,10 @@ class OpenAIJudge(JudgeModel):
         self.temperature = temperature
         self.price_per_million = price_per_million
         self.default_headers = default_headers
+        if not isinstance(max_response_bytes, int) or max_response_bytes < 1:
+            raise JudgeConfigurationError(f"max_response_bytes must be a positive integer, got {max_response_bytes!r}")
+        #: a response larger than this is not read (JudgeResponseTooLargeError): bounds memory
+        self.max_response_bytes = max_response_bytes
         self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = (
             weakref.WeakKeyDictionary()
         )
@@ -139,6 +145,7 @@ class OpenAIJudge(JudgeModel):
                     timeout=self.timeout,
                     max_retries=0,
                     default_headers=self.default_headers,
+                    http_client=capped_async_client(self.max_response_bytes),
                 )
             else:
                 client = openai.AsyncOpenAI(
@@ -147,6 +154,7 @@ class OpenAIJudge(JudgeModel):
                     timeout=self.timeout,
                     max_retries=0,
                     default_headers=self.default_headers,
+                    http_client=capped_async_client(self.max_response_bytes),
                 )
         except openai.OpenAIError as exc:
             raise JudgeConfigurationError(
