@@ -257,3 +257,33 @@ def test_a_huge_answer_fails_that_row_once_and_the_others_score(judge_server, tm
     assert judge_server.calls == 3  # not retried
     (message,), = query(url, "SELECT error_message FROM ctxprec_failures")
     assert "over the limit of 1,048,576 bytes" in message
+
+
+# -- 11: a judge name the tables cannot hold is refused before anything is spent ----------------
+
+
+@pytest.mark.parametrize("name, needle", [
+    ("g" * 300, "300 characters long (limit 255)"),
+    ("gpt 4o\nmini", "may only contain"),
+    ("_gpt", "may only contain"),
+])
+def test_a_bad_judge_name_exits_2_before_any_call_or_write(warehouse_url, openai_env, capsys, name, needle):
+    from ctxprec_ops.cli import main
+
+    create_logs(get_engine(warehouse_url), day_rows(2))
+    code = main(["score", "--warehouse", warehouse_url, "--partition", DAY, f"--judge={name}", "--quiet"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and len(err) == 1 and err[0].startswith("ctxprec score: error:") and needle in err[0], err
+    assert openai_env.calls == 0
+    assert "ctxprec_runs" not in sa.inspect(get_engine(warehouse_url)).get_table_names()
+
+
+def test_a_custom_judge_whose_name_cannot_be_stored_is_refused_before_judging(warehouse_url):
+    from ctxprec_ops.errors import JudgeConfigurationError
+
+    create_logs(get_engine(warehouse_url), day_rows(2))
+    judge = CountingJudge(name="custom-" + "x" * 300)
+    with pytest.raises(JudgeConfigurationError, match=r"judge_model .* holds 1 to 255 characters, got 307"):
+        score_partition(PipelineConfig(warehouse=warehouse_url, judge=judge), DAY)
+    assert judge.calls == 0
+    assert query(warehouse_url, "SELECT count(*) FROM ctxprec_runs") == [(0,)]

@@ -22,6 +22,7 @@ from ..pricing import cost_of
 from ..secrets import register_secret
 from ..verdicts import JudgeAnswer
 from .base import Generation, JudgeModel
+from .names import validate_judge_name
 from .capped_http import DEFAULT_MAX_RESPONSE_BYTES, capped_async_client
 
 __all__ = ["OpenAIJudge", "JUDGE_ANSWER_SCHEMA"]
@@ -101,8 +102,7 @@ class OpenAIJudge(JudgeModel):
         default_headers: dict[str, str] | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
-        if not model or not isinstance(model, str):
-            raise JudgeConfigurationError("the judge model name must be a non-empty string")
+        validate_judge_name(model)
         self.model = model
         self.base_url = base_url
         self._api_key = api_key

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Engine
 
+from ..errors import JudgeConfigurationError
 from ..judges.base import JudgeModel
 from ..metrics.base import BaseRetrievalMetric
 from ..warehouse.engine import get_engine
@@ -14,7 +15,7 @@ from ..warehouse.source import SourceTable, reflect_source
 from ..warehouse.store import ScoringKey
 from .config import PipelineConfig
 
-__all__ = ["PipelineContext", "prepare"]
+__all__ = ["PipelineContext", "prepare", "check_key_fits"]
 
 
 @dataclass
@@ -34,6 +35,18 @@ class PipelineContext:
         return bool(getattr(self.judge, "offline", False))
 
 
+def check_key_fits(tables: OutputTables, key: ScoringKey) -> None:
+    """Refuse, before any judge call, a scoring key the output columns cannot hold (a custom
+    judge's 300-character name would otherwise fail at the first write, after judging)."""
+    for name, value in (("metric", key.metric), ("judge_model", key.judge_model),
+                        ("prompt_version", key.prompt_version)):
+        limit = getattr(tables.scores.c[name].type, "length", None)
+        if not isinstance(value, str) or not value or (limit is not None and len(value) > limit):
+            got = f"{len(value):,} characters" if isinstance(value, str) else type(value).__name__
+            raise JudgeConfigurationError(f"the {name} {str(value)[:40]!r} cannot be stored: ctxprec_scores.{name} "
+                                          f"holds 1 to {limit} characters, got {got}")
+
+
 def prepare(config: PipelineConfig) -> PipelineContext:
     """Resolve the config: engine, output tables (created if missing), source table (reflected
     and checked against the metric's column set), judge and metric."""
@@ -47,4 +60,5 @@ def prepare(config: PipelineConfig) -> PipelineContext:
                        timeout=config.judge_timeout)
     metric = config.kind.build(config, judge)
     key = ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version)
+    check_key_fits(tables, key)
     return PipelineContext(config, engine, tables, source, metric, judge, key)
