@@ -69,3 +69,13 @@ class IdentifierError(CtxPrecError, ValueError):
 
     error_type = "invalid_identifier"
     retryable = False
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line`` of ``exc``; for a driver error wrapped by SQLAlchemy, the driver's
+    error and its first line only (never the SQL statement or its parameters, which may hold row
+    data). Not redacted: pass it through ``secrets.redact``."""
+    orig = getattr(exc, "orig", None)
+    target = orig if isinstance(orig, BaseException) else exc
+    lines = [line.strip() for line in str(target).splitlines() if line.strip()]
+    return f"{type(target).__name__}: {lines[0]}" if lines else type(target).__name__

@@ -287,3 +287,68 @@ def test_a_custom_judge_whose_name_cannot_be_stored_is_refused_before_judging(wa
         score_partition(PipelineConfig(warehouse=warehouse_url, judge=judge), DAY)
     assert judge.calls == 0
     assert query(warehouse_url, "SELECT count(*) FROM ctxprec_runs") == [(0,)]
+
+
+# -- 8: a role that cannot write the output tables fails before judging, in one line ------------
+
+
+@pytest.fixture
+def limited_pg(pg_server, pg_url):
+    """``(owner URL, URL of a role with every privilege on the output tables but INSERT on
+    ctxprec_scores)``, the tables created and the source filled by the owner."""
+    from psycopg import sql
+
+    engine = get_engine(pg_url)
+    create_logs(engine, day_rows(3))
+    score_partition(PipelineConfig(warehouse=pg_url, judge=CountingJudge()), "2026-11-27")  # creates the tables
+    role = "ctxprec_no_insert"
+    if not pg_server.admin("SELECT 1 FROM pg_roles WHERE rolname = %s", role):
+        pg_server.admin(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)).as_string())
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}")
+        conn.exec_driver_sql(f"REVOKE INSERT ON ctxprec_scores FROM {role}")
+    url = sa.engine.make_url(pg_url).set(username=role).render_as_string(hide_password=False)
+    try:
+        yield pg_url, url
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}")
+        get_engine(url).dispose()
+
+
+def test_a_role_without_insert_on_scores_fails_before_judging_with_one_line(limited_pg, capsys, caplog):
+    from ctxprec_ops.cli import main
+    from ctxprec_ops.warehouse.permissions import OutputPermissionError
+
+    owner, url = limited_pg
+    judge = CountingJudge()
+    with pytest.raises(OutputPermissionError) as info:
+        score_partition(PipelineConfig(warehouse=url, judge=judge), DAY)
+    assert judge.calls == 0
+    assert str(info.value).startswith("the warehouse user cannot INSERT ctxprec_scores (permission denied")
+    assert "\n" not in str(info.value) and "SELECT" not in str(info.value).split(";")[0]
+
+    code = main(["score", "--warehouse", url, "--partition", DAY, "--judge", "lexical", "--quiet"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 1 and len(err) == 1 and "cannot INSERT ctxprec_scores" in err[0], err
+    assert "INSERT INTO" not in caplog.text and "parameters" not in caplog.text
+    # nothing of the partition was written (no run row, no score, no failure)
+    for table in ("ctxprec_runs", "ctxprec_scores", "ctxprec_failures"):
+        assert query(owner, f"SELECT count(*) FROM {table} WHERE partition_key = :p", p=DAY) == [(0,)]
+
+
+def test_a_run_aborted_by_a_warehouse_error_records_one_line_without_sql_or_row_data(pg_url, caplog):
+    """An error after the run started (here: a constraint no score meets) is recorded in
+    ctxprec_runs and logged as the driver's first line only."""
+    engine = get_engine(pg_url)
+    create_logs(engine, day_rows(2))
+    config = PipelineConfig(warehouse=pg_url, judge=CountingJudge())
+    score_partition(config, "2026-11-27")  # creates the output tables
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE ctxprec_scores ADD CONSTRAINT no_scores CHECK (score < -1)")
+    with pytest.raises(sa.exc.IntegrityError):
+        score_partition(config, DAY)
+    (status, message), = query(pg_url, "SELECT status, error_message FROM ctxprec_runs")
+    assert status == "failed" and message.startswith("CheckViolation: ") and "\n" not in message
+    assert "INSERT" not in message and "0.0" not in message and "run_id" not in message
+    assert "INSERT INTO" not in caplog.text and "Paris" not in caplog.text

@@ -10,6 +10,7 @@ from ..errors import JudgeConfigurationError
 from ..judges.base import JudgeModel
 from ..metrics.base import BaseRetrievalMetric
 from ..warehouse.engine import get_engine
+from ..warehouse.permissions import check_output_writable
 from ..warehouse.schema import OutputTables, ensure_output_tables
 from ..warehouse.source import SourceTable, reflect_source
 from ..warehouse.store import ScoringKey
@@ -54,6 +55,7 @@ def prepare(config: PipelineConfig) -> PipelineContext:
 
     engine = get_engine(config.warehouse)
     tables = ensure_output_tables(engine, config.output_schema)
+    check_output_writable(engine, tables)  # before any judge call: a missing grant fails now, not after paying
     source = reflect_source(engine, config.table_name, config.source_schema, config.source_columns.as_dict(),
                             columns_env=config.kind.columns_env)
     judge = make_judge(config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key,

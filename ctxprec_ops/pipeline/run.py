@@ -7,6 +7,7 @@ import uuid
 from datetime import datetime, timezone
 
 from ..budget import Budget
+from ..errors import one_line
 from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.source import parse_partition_key
@@ -90,7 +91,7 @@ def score_partition(
     except BaseException as exc:
         base.status = RunStatus.FAILED.value
         base.finished_at = _now()
-        base.error_message = redact(f"{type(exc).__name__}: {exc}")[:4000]
+        base.error_message = redact(one_line(exc))[:4000]  # one line: no SQL or row data
         log.error("partition %s run %s aborted: %s", partition_key, run_id, base.error_message)
         try:
             write_run(ctx, base)
