@@ -348,7 +348,7 @@ def test_a_run_aborted_by_a_warehouse_error_records_one_line_without_sql_or_row_
         conn.exec_driver_sql("ALTER TABLE ctxprec_scores ADD CONSTRAINT no_scores CHECK (score < -1)")
     with pytest.raises(sa.exc.IntegrityError):
         score_partition(config, DAY)
-    (status, message), = query(pg_url, "SELECT status, error_message FROM ctxprec_runs")
+    (status, message), = query(pg_url, "SELECT status, error_message FROM ctxprec_runs WHERE partition_key = :p", p=DAY)
     assert status == "failed" and message.startswith("CheckViolation: ") and "\n" not in message
     assert "INSERT" not in message and "0.0" not in message and "run_id" not in message
     assert "INSERT INTO" not in caplog.text and "Paris" not in caplog.text
