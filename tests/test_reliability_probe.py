@@ -352,3 +352,34 @@ def test_a_run_aborted_by_a_warehouse_error_records_one_line_without_sql_or_row_
     assert status == "failed" and message.startswith("CheckViolation: ") and "\n" not in message
     assert "INSERT" not in message and "0.0" not in message and "run_id" not in message
     assert "INSERT INTO" not in caplog.text and "Paris" not in caplog.text
+
+
+# -- 9: two processes on one PostgreSQL partition pay for each row once ---------------------------
+
+
+@pytest.mark.parametrize("workers", [
+    [("partition", "dagster-backfill"), ("partition", "cli-run")],
+    [("partition", "dagster-backfill"), ("chunks", "airflow-run")],
+    [("chunks", "airflow-run"), ("chunks", "airflow-run")],
+], ids=["partition-vs-partition", "partition-vs-chunks", "same-run-twice"])
+def test_two_processes_on_one_postgres_partition_judge_each_row_once(judge_server, pg_url, tmp_path, workers):
+    """Chunks are claimed (advisory locks): the second process scores other chunks or waits,
+    then skips what the first scored. Every row is judged exactly once overall, and each run's
+    judge_calls and rows_cached say who paid for what."""
+    from tests.helpers.planted import planted_rows
+    from tests.test_reliability_concurrency import run_pair
+
+    n = 120
+    rows, _ = planted_rows(n, seed=3)  # unique node texts: one judge call per row, no shared cache hit
+    create_logs(get_engine(pg_url), rows)
+    judge_server.latency = 0.01
+    summaries = run_pair(judge_server, pg_url, tmp_path, workers)
+    assert judge_server.calls == n, judge_server.calls
+    assert sum(s["judge_calls"] for s in summaries) == n
+    assert all(s["rows_scored"] == n and s["status"] == "succeeded" for s in summaries)
+    if len({s["run_id"] for s in summaries}) == 2:
+        # each run's cached rows are the rows the other run judged
+        assert sorted(s["rows_cached"] for s in summaries) == sorted(n - s["judge_calls"] for s in summaries)
+        for s in summaries:
+            assert s["rows_cached"] == n - s["judge_calls"]
+    assert query(pg_url, "SELECT count(*), count(DISTINCT log_id) FROM ctxprec_scores") == [(n, n)]

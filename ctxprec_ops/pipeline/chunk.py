@@ -13,6 +13,7 @@ from ..cache import DictVerdictCache
 from ..errors import InvalidTestCaseError
 from ..results import MetricResult
 from ..secrets import redact
+from ..warehouse.claims import chunk_claim
 from ..warehouse.engine import read_connection, write_transaction
 from ..warehouse.rows import case_or_failure
 from ..warehouse.source import parse_partition_key, read_chunk_rows
@@ -21,7 +22,7 @@ from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .records import Chunk, ChunkResult, ProgressCallback, ProgressEvent
 
-__all__ = ["score_chunk"]
+__all__ = ["score_chunk", "score_chunk_if_free", "chunk_claim_name"]
 
 
 def _now() -> datetime:
@@ -195,24 +196,53 @@ def score_chunk(
     (they count as ``rows_scored`` and ``rows_cached``). Bad rows become ``invalid_input``
     failures; errored cases become failures with the core's ``error_type``. A failure record of
     a row that is now scored is deleted. ``budget`` defaults to ``config.max_cost`` minus what
-    ``run_id`` has already spent.
+    ``run_id`` has already spent. On PostgreSQL the chunk is claimed first: a process scoring the
+    same chunk at the same time is waited for, and its rows are then skipped, not paid twice.
     """
+    result = score_chunk_if_free(config, chunk, run_id=run_id, progress=progress, budget=budget,
+                                 context=context, wait=True)
+    assert result is not None
+    return result
+
+
+def chunk_claim_name(ctx: PipelineContext, chunk: Chunk) -> str:
+    """What a chunk claim is about: the source table, the scoring key, the partition and bounds."""
+    key = ctx.key
+    return "|".join(["ctxprec-chunk", ctx.source.name, key.metric, key.judge_model, key.prompt_version,
+                     chunk.partition_key, repr(chunk.after_id), repr(chunk.upto_id)])
+
+
+def score_chunk_if_free(
+    config: PipelineConfig,
+    chunk: Chunk | dict[str, Any],
+    *,
+    run_id: str,
+    progress: ProgressCallback | None = None,
+    budget: Budget | None = None,
+    context: PipelineContext | None = None,
+    wait: bool = False,
+) -> ChunkResult | None:
+    """``score_chunk``, or ``None`` without doing anything when another process holds the
+    chunk's claim (``wait=False``)."""
     if isinstance(chunk, dict):
         chunk = Chunk.from_dict(chunk)
     parse_partition_key(chunk.partition_key)
     started = _time.perf_counter()
     ctx = context or prepare(config)
     pk = chunk.partition_key
-    if progress is not None:
-        progress(ProgressEvent("chunk_started", pk, 0, chunk.rows, f"chunk {chunk.index}"))
-    intake = _intake(ctx, chunk, run_id)
-    result = ChunkResult(pk, chunk.index, rows_total=len(intake.rows))
-    scores: list[dict[str, Any]] = []
-    cache = None
-    if intake.cases:
-        results, cache = _judge(ctx, intake, budget, run_id, progress, pk)
-        scores = _collect(ctx, chunk, intake, results, run_id, result)
-    _write(ctx, intake, scores, cache)
+    with chunk_claim(ctx.engine, chunk_claim_name(ctx, chunk), wait=wait) as claimed:
+        if not claimed:
+            return None
+        if progress is not None:
+            progress(ProgressEvent("chunk_started", pk, 0, chunk.rows, f"chunk {chunk.index}"))
+        intake = _intake(ctx, chunk, run_id)
+        result = ChunkResult(pk, chunk.index, rows_total=len(intake.rows))
+        scores: list[dict[str, Any]] = []
+        cache = None
+        if intake.cases:
+            results, cache = _judge(ctx, intake, budget, run_id, progress, pk)
+            scores = _collect(ctx, chunk, intake, results, run_id, result)
+        _write(ctx, intake, scores, cache)
     result.rows_scored = len(intake.done_ids) + len(scores)
     result.rows_cached += len(intake.done_ids)
     result.rows_failed = len(intake.failures)

@@ -11,12 +11,12 @@ from ..errors import one_line
 from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.source import parse_partition_key
-from .chunk import score_chunk
+from .chunk import score_chunk, score_chunk_if_free
 from .config import PipelineConfig
 from .context import prepare
 from .finalize import finalize_run, write_run
 from .plan import plan_chunks
-from .records import ChunkResult, ProgressCallback, ProgressEvent, RunStatus, RunSummary
+from .records import Chunk, ChunkResult, ProgressCallback, ProgressEvent, RunStatus, RunSummary
 from .workers import can_fork_out, score_in_processes
 
 __all__ = ["score_partition"]
@@ -82,10 +82,20 @@ def score_partition(
             budget = Budget(config.max_cost) if config.max_cost is not None else None
             results = []
             done = 0
+            taken: list[Chunk] = []  # claimed by another process right now: scored last, after waiting
             for chunk in chunks:
+                r = score_chunk_if_free(config, chunk, run_id=run_id, budget=budget, context=ctx,
+                                        progress=_offset(progress, done, total))
+                if r is None:
+                    taken.append(chunk)
+                    continue
+                results.append(r)
+                done += chunk.rows
+            for chunk in taken:
                 results.append(score_chunk(config, chunk, run_id=run_id, budget=budget, context=ctx,
                                            progress=_offset(progress, done, total)))
                 done += chunk.rows
+            results.sort(key=lambda r: r.index)
         summary = finalize_run(config, partition_key, run_id=run_id, chunk_results=results,
                                started_at=started, context=ctx)
     except BaseException as exc:
