@@ -15,7 +15,8 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
-__all__ = ["Settings", "SettingsError", "default_judge_name", "parse_bool", "DEFAULT_WAREHOUSE_URL"]
+__all__ = ["Settings", "SettingsError", "default_judge_name", "parse_bool", "parse_auto_bool",
+           "DEFAULT_WAREHOUSE_URL"]
 
 DEFAULT_WAREHOUSE_URL = "sqlite:///ctxprec.db"
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -38,6 +39,15 @@ def parse_bool(raw: str | bool | None, name: str, default: bool = False) -> bool
     if value in _FALSE:
         return False
     raise SettingsError(f"{name} must be true or false (1/0, yes/no, on/off), got {raw!r}")
+
+
+def parse_auto_bool(raw: str | bool | None, name: str, default: str = "auto") -> str:
+    """``auto`` or a boolean (through ``parse_bool``), as the string ``auto``/``true``/``false``."""
+    if isinstance(raw, str) and raw.strip().lower() == "auto":
+        return "auto"
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return default
+    return "true" if parse_bool(raw, name) else "false"
 
 
 def default_judge_name(env: Mapping[str, str] | None = None) -> str:
@@ -64,6 +74,8 @@ def _parse(raw: str, meta: Mapping[str, Any]) -> Any:
         value: Any = text
     elif kind == "bool":
         return parse_bool(text, name)
+    elif kind == "auto_bool":
+        return parse_auto_bool(text, name)
     elif kind in ("int", "float"):
         try:
             value = int(text) if kind == "int" else float(text)
@@ -132,8 +144,8 @@ class Settings:
     smtp_user: str | None = _setting("CTXPREC_SMTP_USER", "SMTP login user", None)
     smtp_password: str | None = _setting("CTXPREC_SMTP_PASSWORD", "SMTP login password (never logged)", None,
                                          secret=True)
-    smtp_starttls: str = _setting("CTXPREC_SMTP_STARTTLS", "`auto`, `true` or `false`", "auto",
-                                  choices=("auto", "true", "false"))
+    smtp_starttls: str = _setting("CTXPREC_SMTP_STARTTLS", "STARTTLS: `auto` (when offered), `true` or `false`",
+                                  "auto", kind="auto_bool")
     smtp_ssl: bool = _setting("CTXPREC_SMTP_SSL", "SMTP over implicit TLS (port 465)", False, kind="bool")
     # -- orchestrators ----------------------------------------------------------------------
     start_date: str = _setting("CTXPREC_START_DATE", "first daily partition (Dagster partitions, Airflow DAGs)",

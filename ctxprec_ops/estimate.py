@@ -101,7 +101,8 @@ def estimate_partition(
     group = config.max_nodes_per_call
     engine = get_engine(config.warehouse)
     src = reflect_source(engine, config.table_name, config.source_schema, config.source_columns.as_dict(),
-                         columns_env=kind.columns_env)
+                         columns_env=kind.columns_env,
+                         optional=config.source_columns.optional_missing_ok())
     existing = set(inspect(engine).get_table_names(schema=config.output_schema))
     tables = output_tables(config.output_schema)
     key = ScoringKey(metric.metric_name, model, version)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import random
 from email.utils import parsedate_to_datetime
 from datetime import datetime, timezone
+
+from .config import Settings
 
 __all__ = ["TransientJudgeError", "is_transient", "is_rate_limit", "retry_after_seconds", "backoff_seconds"]
 
@@ -81,13 +82,6 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         return None
 
 
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
 def backoff_seconds(attempt: int, exc: BaseException | None = None) -> float:
     """Exponential backoff with full jitter; a server's ``Retry-After`` wins when present.
 
@@ -97,7 +91,7 @@ def backoff_seconds(attempt: int, exc: BaseException | None = None) -> float:
         ra = retry_after_seconds(exc)
         if ra is not None:
             return min(ra, 120.0)
-    initial = _env_float("CTXPREC_RETRY_INITIAL_WAIT", 0.5)
-    cap = _env_float("CTXPREC_RETRY_MAX_WAIT", 30.0)
+    initial = float(Settings.read("retry_initial_wait"))
+    cap = float(Settings.read("retry_max_wait"))
     ceiling = min(cap, initial * (2 ** max(0, attempt - 1)))
     return ceiling / 2 + random.uniform(0, ceiling / 2)

@@ -14,7 +14,7 @@ from ..config import Settings
 from ..errors import CtxPrecError, IdentifierError, JudgeConfigurationError
 from ..pipeline import DEFAULT_METRIC, METRIC_KINDS, METRIC_NAMES, MetricKind, PipelineConfig
 from ..pipeline.columns import parse_column_flags
-from ..pipeline.outcome import EXIT_BUDGET, EXIT_ERROR, EXIT_USAGE
+from ..pipeline.outcome import EXIT_BUDGET, decide_error
 from ..secrets import redact
 from ..warehouse.source import PartitionKeyError, parse_partition_key
 from ._common import err_console
@@ -30,6 +30,7 @@ class UsageError(CtxPrecError, ValueError):
     """A flag or setting is wrong; nothing was read or written (exit code 2)."""
 
     error_type = "usage"
+    retryable = False
 
 
 def add_warehouse(parser: argparse.ArgumentParser, *, default_help: str = "CTXPREC_WAREHOUSE_URL or sqlite:///ctxprec.db") -> None:
@@ -161,9 +162,10 @@ def one_line(exc: BaseException) -> str:
 
 
 def fail(command: str, exc: BaseException) -> int:
-    """Print ``ctxprec COMMAND: error: ...`` (one line, stderr) and return the exit code."""
+    """Print ``ctxprec COMMAND: error: ...`` (one line, stderr); the exit code is the outcome
+    policy's (2 for bad arguments, 1 otherwise)."""
     err_console.print(f"ctxprec {command}: error: {one_line(exc)}", markup=False, highlight=False, soft_wrap=True)
-    return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_ERROR
+    return decide_error(exc).exit_code
 
 
 def guarded(command: str, body: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:

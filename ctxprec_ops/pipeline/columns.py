@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Iterable, Mapping, TypeVar
+from typing import Any, ClassVar, Iterable, Mapping, TypeVar
 
 from ..warehouse.identifiers import validate_identifier
 
@@ -24,6 +24,8 @@ class ColumnSet:
 
     id: str = "id"
     event_time: str = "event_time"
+    #: logical columns a table may lack (read as NULL) while they keep their default name
+    OPTIONAL: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -31,6 +33,11 @@ class ColumnSet:
 
     def as_dict(self) -> dict[str, str]:
         return asdict(self)
+
+    def optional_missing_ok(self) -> frozenset[str]:
+        """Optional columns that were not mapped explicitly: absent from the table is fine."""
+        default = type(self)()
+        return frozenset(n for n in self.OPTIONAL if getattr(self, n) == getattr(default, n))
 
     @classmethod
     def logical_names(cls) -> tuple[str, ...]:
@@ -55,6 +62,7 @@ class ColumnSet:
 class SourceColumns(ColumnSet):
     """Column names of the retrieval-log table."""
 
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("actual_output",)
     input: str = "input"
     actual_output: str = "actual_output"
     expected_output: str = "expected_output"

@@ -57,7 +57,8 @@ def prepare(config: PipelineConfig) -> PipelineContext:
     tables = ensure_output_tables(engine, config.output_schema)
     check_output_writable(engine, tables)  # before any judge call: a missing grant fails now, not after paying
     source = reflect_source(engine, config.table_name, config.source_schema, config.source_columns.as_dict(),
-                            columns_env=config.kind.columns_env)
+                            columns_env=config.kind.columns_env,
+                            optional=config.source_columns.optional_missing_ok())
     judge = make_judge(config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key,
                        timeout=config.judge_timeout)
     metric = config.kind.build(config, judge)

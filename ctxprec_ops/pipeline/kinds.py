@@ -45,8 +45,12 @@ class MetricKind:
     expected_column: str
     query_column: str
     build: Callable[["PipelineConfig", "JudgeModel"], "BaseRetrievalMetric"]
-    #: the log table as a Dagster lineage asset / the description of the scores asset
+    #: the description of the scores asset and of the metric in reports
     description: str
+    #: ``ctxprec demo``: appended to the report file's stem ("" = the main report)
+    report_suffix: str = ""
+    #: Airflow: ``nightly_dags`` builds a ``<name>_nightly`` DAG for it
+    nightly: bool = True
 
     @property
     def columns_env(self) -> str:
@@ -99,6 +103,7 @@ _KINDS = (
         build=_turns,
         description="Turn contextual precision of every conversation logged that day (UTC), judged by "
                     "sliding windows of user→assistant interactions.",
+        report_suffix="_conversations",
     ),
 )
 

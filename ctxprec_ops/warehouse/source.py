@@ -27,7 +27,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
-from typing import Any, Iterator, Literal, Mapping
+from typing import Any, Collection, Iterator, Literal, Mapping
 
 from sqlalchemy import (
     Column,
@@ -66,7 +66,6 @@ __all__ = [
     "reflect_source",
     "iter_partition_ids",
     "read_chunk_rows",
-    "count_partition_rows",
     "count_null_ids",
     "count_unpartitioned",
     "sqlite_instant",
@@ -260,18 +259,19 @@ _lock = threading.Lock()
 
 def reflect_source(
     engine: Engine, table_name: str, schema: str | None, columns: Mapping[str, str], *,
-    columns_env: str | None = None,
+    columns_env: str | None = None, optional: Collection[str] = (),
 ) -> SourceTable:
     """Reflect ``table_name`` and check that every configured column exists.
 
     ``columns`` maps logical names (``id``, ``event_time``, ``input``, ...) to the table's
     column names; all are validated identifiers. Cached per engine. ``columns_env`` names the
     variable holding the column mapping (said in the "has no column" error, with ``--column``).
+    A logical column in ``optional`` that the table lacks is left out (rows read it as NULL).
     """
     schema, table_name = split_table_name(table_name, schema, "source table name")
     for logical, physical in columns.items():
         validate_identifier(physical, f"column name for {logical!r}")
-    cache_key = (schema, table_name, tuple(sorted(columns.items())))
+    cache_key = (schema, table_name, tuple(sorted(columns.items())), tuple(sorted(optional)))
     with _lock:
         hit = _reflected.get(engine, {}).get(cache_key)
     if hit is not None:
@@ -293,6 +293,8 @@ def reflect_source(
         col = table.columns.get(physical)
         if col is None:
             col = by_lower.get(physical.lower())
+        if col is None and logical in optional:
+            continue
         if col is None:
             how = f"--column {logical}=COLUMN" + (f" or {columns_env}" if columns_env else "")
             raise SourceTableError(
@@ -318,11 +320,6 @@ def iter_partition_ids(conn: Connection, src: SourceTable, partition_key: str, b
     for part in result.partitions():
         for (value,) in part:
             yield value
-
-
-def count_partition_rows(conn: Connection, src: SourceTable, partition_key: str) -> int:
-    stmt = select(func.count()).select_from(src.table).where(src.partition_filter(partition_key), src.id.is_not(None))
-    return int(conn.execute(stmt).scalar_one())
 
 
 def count_unpartitioned(conn: Connection, src: SourceTable) -> int:
