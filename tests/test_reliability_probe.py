@@ -383,3 +383,29 @@ def test_two_processes_on_one_postgres_partition_judge_each_row_once(judge_serve
         for s in summaries:
             assert s["rows_cached"] == n - s["judge_calls"]
     assert query(pg_url, "SELECT count(*), count(DISTINCT log_id) FROM ctxprec_scores") == [(n, n)]
+
+
+# -- 10: partition keys at the ends of the calendar ------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["0001-01-01", "9999-12-31", "1899-12-31"])
+def test_a_partition_key_at_the_end_of_the_calendar_exits_2_without_a_run_row(tmp_path, capsys, key):
+    from ctxprec_ops.cli import main
+    from ctxprec_ops.warehouse.source import PartitionKeyError
+
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    create_logs(get_engine(url), day_rows(1))
+    assert main(["score", "--warehouse", url, "--partition", key, "--judge", "lexical", "--quiet"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "out of range (1900-01-01 to 9998-12-31)" in err[0], err
+    with pytest.raises(PartitionKeyError):
+        score_partition(PipelineConfig(warehouse=url, judge=CountingJudge()), key)
+    assert "ctxprec_runs" not in sa.inspect(get_engine(url)).get_table_names()
+
+
+def test_the_last_accepted_partition_keys_score(tmp_path):
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    create_logs(get_engine(url), [log_row(1, datetime(1900, 1, 1, 5), as_text=True),
+                                  log_row(2, datetime(9998, 12, 31, 23, 59), as_text=True)], context_type=sa.Text)
+    for key in ("1900-01-01", "9998-12-31"):
+        assert score_partition(PipelineConfig(warehouse=url, judge=CountingJudge()), key).rows_scored == 1

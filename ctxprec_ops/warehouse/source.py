@@ -93,14 +93,25 @@ class PartitionKeyError(CtxPrecError, ValueError):
     retryable = False
 
 
+#: partition keys accepted: room on both sides for the filter's day either side of the key and
+#: for any look-back (date arithmetic near year 1 or 9999 overflows)
+MIN_PARTITION = date(1900, 1, 1)
+MAX_PARTITION = date(9998, 12, 31)
+
+
 def parse_partition_key(partition_key: str) -> date:
     """``"2026-11-28"`` -> ``date(2026, 11, 28)``; anything else raises ``PartitionKeyError``."""
     if not isinstance(partition_key, str) or not _PARTITION.fullmatch(partition_key):
         raise PartitionKeyError(f"partition key must be a UTC date YYYY-MM-DD, got {partition_key!r}")
     try:
-        return date.fromisoformat(partition_key)
+        day = date.fromisoformat(partition_key)
     except ValueError:
         raise PartitionKeyError(f"partition key {partition_key!r} is not a real date") from None
+    if not MIN_PARTITION <= day <= MAX_PARTITION:
+        # the partition filter and monitoring's look-backs compute days around the key
+        raise PartitionKeyError(f"partition key {partition_key!r} is out of range "
+                                f"({MIN_PARTITION.isoformat()} to {MAX_PARTITION.isoformat()})")
+    return day
 
 
 def partition_bounds(partition_key: str) -> tuple[datetime, datetime]:
