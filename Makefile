@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 UV     := $(BIN)/uv
-EXTRAS ?= test,postgres,airflow,dagster
+EXTRAS ?= test,postgres,airflow,dagster,tokens
 PYTEST_ARGS ?=
 
 .PHONY: venv install demo test bench clean

@@ -5,6 +5,7 @@ Each test names the point it proves; docs/reliability.md lists them with their g
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 import pytest
@@ -409,3 +410,67 @@ def test_the_last_accepted_partition_keys_score(tmp_path):
                                   log_row(2, datetime(9998, 12, 31, 23, 59), as_text=True)], context_type=sa.Text)
     for key in ("1900-01-01", "9998-12-31"):
         assert score_partition(PipelineConfig(warehouse=url, judge=CountingJudge()), key).rows_scored == 1
+
+
+# -- 12: estimate counts prompt tokens with the model's tokenizer ------------------------------
+
+
+def _estimate_rows(tmp_path):
+    from tests.helpers.planted import planted_rows
+
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    rows, _ = planted_rows(4, seed=5)  # unique node texts: every node is judged, none cached
+    create_logs(get_engine(url), rows)
+    return url, rows
+
+
+def test_estimate_counts_prompt_tokens_with_the_models_bpe_encoding_offline(tmp_path):
+    """The bundled o200k_base ranks count the very prompts the run would send (no download)."""
+    import bpe_openai
+
+    from ctxprec_ops.estimate import estimate_partition
+    from ctxprec_ops.metrics.contextual_precision import ContextualPrecisionMetric
+    from ctxprec_ops.warehouse.rows import row_to_test_case
+
+    url, rows = _estimate_rows(tmp_path)
+    est = estimate_partition(PipelineConfig(warehouse=url, judge="gpt-4o-mini"), DAY)
+    assert est.tokenizer == "o200k_base BPE (bpe-openai)" and "o200k_base BPE" in est.method
+    enc = bpe_openai.get_encoding("o200k_base")
+    template = ContextualPrecisionMetric(model="lexical").evaluation_template
+    want = 0
+    for row in rows:
+        case = row_to_test_case({**row, "retrieval_context": json.dumps(row["retrieval_context"])})
+        ids = list(range(1, len(case.retrieval_context) + 1))
+        prompt = template.generate_verdicts(case.input, case.expected_output, case.retrieval_context, ids)
+        want += len(enc.encode(prompt)) + 8
+    assert est.prompt_tokens == want
+    heuristic = estimate_partition(PipelineConfig(warehouse=url, judge="gpt-4"), DAY)
+    assert heuristic.tokenizer == "cl100k_base BPE (bpe-openai)"
+
+
+def test_estimate_says_when_it_falls_back_to_characters_per_token(tmp_path, monkeypatch):
+    import sys
+
+    from ctxprec_ops import tokens
+    from ctxprec_ops.estimate import estimate_partition
+
+    url, _ = _estimate_rows(tmp_path)
+    tokens._encoding.cache_clear()
+    monkeypatch.setitem(sys.modules, "bpe_openai", None)  # as if the 'tokens' extra were not installed
+    try:
+        est = estimate_partition(PipelineConfig(warehouse=url, judge="gpt-4o-mini"), DAY)
+    finally:
+        tokens._encoding.cache_clear()
+    assert est.tokenizer.startswith("characters/4 (no offline tokenizer installed")
+    assert est.prompt_tokens > 0
+
+
+def test_encoding_of_model_names():
+    from ctxprec_ops.tokens import encoding_for
+
+    assert encoding_for("gpt-4o-mini") == ("o200k_base", True)
+    assert encoding_for("ft:gpt-4o-mini:org:x:1") == ("o200k_base", True)
+    assert encoding_for("openai/gpt-4.1") == ("o200k_base", True)
+    assert encoding_for("gpt-4-turbo") == ("cl100k_base", True)
+    assert encoding_for("gpt-3.5-turbo") == ("cl100k_base", True)
+    assert encoding_for("llama3.1:8b") == ("o200k_base", False)
