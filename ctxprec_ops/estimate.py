@@ -115,7 +115,10 @@ def estimate_partition(
                          optional=config.source_columns.optional_missing_ok())
     existing = set(inspect(engine).get_table_names(schema=config.output_schema))
     tables = output_tables(config.output_schema)
-    key = ScoringKey(metric.metric_name, model, version)
+    # scores of this input table (tables written before source_table existed: of any table)
+    keyed_by_table = SCORES in existing and "source_table" in {
+        c["name"] for c in inspect(engine).get_columns(SCORES, schema=config.output_schema)}
+    key = ScoringKey(metric.metric_name, model, version, src.name if keyed_by_table else None)
     prompt_tokens = 0
 
     for _chunk, rows in iter_chunk_rows(engine, src, partition_key, config.chunk_size):

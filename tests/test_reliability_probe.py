@@ -474,3 +474,167 @@ def test_encoding_of_model_names():
     assert encoding_for("gpt-4-turbo") == ("cl100k_base", True)
     assert encoding_for("gpt-3.5-turbo") == ("cl100k_base", True)
     assert encoding_for("llama3.1:8b") == ("o200k_base", False)
+
+
+# -- 2: the source table is part of the identity of scores, failures and runs ------------------
+
+RELEVANT_NODES = ["the RELEVANT fact", "another RELEVANT fact"]
+IRRELEVANT_NODES = ["IRRELEVANT filler", "more IRRELEVANT filler"]
+
+
+def _relevance_oracle_judge():
+    """A judge that finds a node relevant iff its text holds RELEVANT (as a word)."""
+    import re
+
+    from ctxprec_ops.judges.base import JudgeModel
+
+    class Oracle(JudgeModel):
+        offline = True
+        calls = 0
+
+        def get_model_name(self) -> str:
+            return "oracle"
+
+        def judge_nodes(self, input, expected, todo):
+            from ctxprec_ops.verdicts import NodeVerdict
+
+            Oracle.calls += 1
+            return {rank: NodeVerdict(node=rank, relevant=bool(re.search(r"(?<!IR)\bRELEVANT\b", text)), reason="")
+                    for rank, text in todo}
+
+        def generate(self, prompt, schema=None):
+            raise AssertionError("not used")
+
+        async def a_generate(self, prompt, schema=None):
+            raise AssertionError("not used")
+
+    return Oracle()
+
+
+def _table(engine, name: str, schema: str | None, nodes: list[str]) -> None:
+    from tests.fixtures.warehouse_data import retrieval_table
+
+    md = sa.MetaData()
+    t = retrieval_table(md, name, schema=schema, context_type=sa.Text)
+    md.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(t), [log_row(i, datetime(2026, 11, 28, i), context=nodes, as_text=True) for i in (1, 2)])
+
+
+def test_two_tables_with_overlapping_ids_never_share_scores_on_postgres(pg_url, tmp_path, capsys):
+    """retrieval_logs, "RETRIEVAL_LOGS" and staging.retrieval_logs, ids 1 and 2 in each: each
+    table is judged and scored on its own, and every reader shows the table it is asked about."""
+    from ctxprec_ops.cli import main
+    from ctxprec_ops.monitoring import check_partition, load_trend
+
+    engine = get_engine(pg_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE SCHEMA staging")
+    _table(engine, "retrieval_logs", None, RELEVANT_NODES)
+    _table(engine, "RETRIEVAL_LOGS", None, IRRELEVANT_NODES)
+    _table(engine, "retrieval_logs", "staging", IRRELEVANT_NODES)
+    judge = _relevance_oracle_judge()
+    want = {"retrieval_logs": 1.0, "RETRIEVAL_LOGS": 0.0, "staging.retrieval_logs": 0.0}
+    for table, mean in want.items():
+        s = score_partition(PipelineConfig(warehouse=pg_url, judge=judge, source_table=table), DAY)
+        assert (s.rows_scored, s.rows_cached, s.mean_score, s.source_table) == (2, 0, mean, table), table
+    assert judge.calls == 6  # every row of every table judged
+    rows = query(pg_url, "SELECT source_table, log_id, score FROM ctxprec_scores ORDER BY 1, 2")
+    assert rows == [(t, i, want[t]) for t in sorted(want) for i in ("1", "2")]
+    assert sorted(r[0] for r in query(pg_url, "SELECT source_table FROM ctxprec_runs")) == sorted(want)
+    # a re-run of one table: everything cached, the others untouched
+    again = score_partition(PipelineConfig(warehouse=pg_url, judge=judge, source_table="RETRIEVAL_LOGS"), DAY)
+    assert (again.rows_cached, again.judge_calls, again.mean_score, judge.calls) == (2, 0, 0.0, 6)
+    # readers: check, trend and the CLI (check, trend, report) compare one table's scores
+    for table, mean in want.items():
+        result = check_partition(pg_url, DAY, source_table=table)
+        assert result.figures.summary.mean == mean and result.population.source_table == table
+        assert result.figures.rows == 2
+        df = load_trend(pg_url, days=1, source_table=table)
+        assert df.attrs["source_table"] == table and list(df["mean"]) == [mean]
+        capsys.readouterr()
+        main(["check", "--warehouse", pg_url, "--partition", DAY, "--source-table", table, "--json"])
+        assert json.loads(capsys.readouterr().out)["figures"]["mean"] == mean
+    out = tmp_path / "r.html"
+    assert main(["report", "--warehouse", pg_url, "--out", str(out), "--source-table", "staging.retrieval_logs"]) == 0
+    html = out.read_text()
+    assert "IRRELEVANT filler" in html and "the RELEVANT fact" not in html  # texts of the table asked about
+
+
+def _old_tables(engine) -> None:
+    """The output tables as the version before source_table declared them, with one old row each."""
+    from ctxprec_ops.metrics.contextual_precision import ContextualPrecisionMetric
+
+    version = ContextualPrecisionMetric(model=CountingJudge()).prompt_version
+    now = datetime(2026, 11, 29, 1)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE ctxprec_scores (log_id TEXT NOT NULL, partition_key VARCHAR(10) NOT NULL, metric VARCHAR(64) "
+            "NOT NULL, score FLOAT NOT NULL, success BOOLEAN NOT NULL, threshold FLOAT NOT NULL, verdicts TEXT, "
+            "reason TEXT, judge_model VARCHAR(255) NOT NULL, prompt_version VARCHAR(64) NOT NULL, prompt_tokens "
+            "INTEGER, completion_tokens INTEGER, cost FLOAT, run_id TEXT NOT NULL, scored_at TIMESTAMP NOT NULL, "
+            "CONSTRAINT ctxprec_scores_pk PRIMARY KEY (log_id, metric, judge_model, prompt_version))")
+        conn.exec_driver_sql(
+            "CREATE INDEX ix_ctxprec_scores_partition ON ctxprec_scores (partition_key, metric)")
+        conn.exec_driver_sql(
+            "CREATE TABLE ctxprec_failures (log_id TEXT NOT NULL, partition_key VARCHAR(10) NOT NULL, metric "
+            "VARCHAR(64) NOT NULL, judge_model VARCHAR(255) NOT NULL, prompt_version VARCHAR(64) NOT NULL, "
+            "error_type VARCHAR(64) NOT NULL, error_message TEXT NOT NULL, attempts INTEGER NOT NULL, run_id TEXT "
+            "NOT NULL, failed_at TIMESTAMP NOT NULL, "
+            "CONSTRAINT ctxprec_failures_pk PRIMARY KEY (log_id, metric, judge_model, prompt_version))")
+        conn.exec_driver_sql(
+            "CREATE TABLE ctxprec_runs (run_id TEXT NOT NULL, partition_key VARCHAR(10) NOT NULL, metric VARCHAR(64) "
+            "NOT NULL, status VARCHAR(32) NOT NULL, rows_total INTEGER NOT NULL, rows_scored INTEGER NOT NULL, "
+            "rows_cached INTEGER NOT NULL, rows_failed INTEGER NOT NULL, mean_score FLOAT, median_score FLOAT, "
+            "pass_rate FLOAT, ci_low FLOAT, ci_high FLOAT, prompt_tokens INTEGER, completion_tokens INTEGER, "
+            "cost FLOAT, judge_model VARCHAR(255), prompt_version VARCHAR(64), started_at TIMESTAMP, finished_at "
+            "TIMESTAMP, CONSTRAINT ctxprec_runs_pk PRIMARY KEY (run_id, partition_key, metric))")
+        conn.execute(sa.text(
+            "INSERT INTO ctxprec_scores VALUES ('1', :p, 'contextual_precision', 0.25, false, 0.5, '[]', 'old', "
+            ":j, :v, 1, 1, 0.0, 'old-run', :t)"), {"p": DAY, "j": "counting-judge", "v": version, "t": now})
+        conn.execute(sa.text(
+            "INSERT INTO ctxprec_failures VALUES ('2', :p, 'contextual_precision', :j, :v, 'judge_unavailable', "
+            "'old failure', 6, 'old-run', :t)"), {"p": DAY, "j": "counting-judge", "v": version, "t": now})
+        conn.execute(sa.text(
+            "INSERT INTO ctxprec_runs VALUES ('old-run', :p, 'contextual_precision', 'partial', 2, 1, 0, 1, 0.25, "
+            "0.25, 0, NULL, NULL, 1, 1, 0.0, :j, :v, :t, :t)"), {"p": DAY, "j": "counting-judge", "v": version, "t": now})
+
+
+def test_output_tables_of_the_previous_version_are_migrated_in_place(warehouse_url):
+    """Old rows keep the table they came from (the configured input table of their metric): the
+    old score is still this table's (not re-judged), the old failure is retried, the old run row
+    stays; the keys now include source_table."""
+    engine = get_engine(warehouse_url)
+    _old_tables(engine)
+    create_logs(engine, day_rows(3, as_text=True), name="my_logs", context_type=sa.Text)
+    judge = CountingJudge()
+    summary = score_partition(PipelineConfig(warehouse=warehouse_url, judge=judge, source_table="my_logs"), DAY)
+    assert (summary.rows_scored, summary.rows_cached, summary.rows_failed, judge.calls) == (3, 1, 0, 2)
+    scores = dict((r[0], r[1:]) for r in query(warehouse_url, "SELECT log_id, source_table, score, reason FROM ctxprec_scores"))
+    assert scores["1"] == ("my_logs", 0.25, "old")  # kept, as the configured table's
+    assert {v[0] for v in scores.values()} == {"my_logs"}
+    assert query(warehouse_url, "SELECT count(*) FROM ctxprec_failures") == [(0,)]  # re-judged, now scored
+    runs = dict(query(warehouse_url, "SELECT run_id, source_table FROM ctxprec_runs"))
+    assert runs["old-run"] == "my_logs" and runs[summary.run_id] == "my_logs"
+    insp = sa.inspect(engine)
+    for table, key in (("ctxprec_scores", ["log_id", "metric", "judge_model", "prompt_version", "source_table"]),
+                       ("ctxprec_failures", ["log_id", "metric", "judge_model", "prompt_version", "source_table"]),
+                       ("ctxprec_runs", ["run_id", "partition_key", "metric", "source_table"])):
+        assert insp.get_pk_constraint(table)["constrained_columns"] == key, table
+        assert {c["name"]: c["nullable"] for c in insp.get_columns(table)}["source_table"] is False
+    assert "ix_ctxprec_scores_partition" in {i["name"] for i in insp.get_indexes("ctxprec_scores")}
+    # another table with the same ids gets its own scores: id 1, scored for my_logs before the
+    # migration, is judged for other_logs (ids 2, 3: identical texts, verdicts from the judgment cache)
+    create_logs(engine, day_rows(3, as_text=True), name="other_logs", context_type=sa.Text)
+    other = score_partition(PipelineConfig(warehouse=warehouse_url, judge=judge, source_table="other_logs"), DAY)
+    assert (other.rows_scored, other.judge_calls, judge.calls) == (3, 1, 3)
+    assert query(warehouse_url, "SELECT count(*) FROM ctxprec_scores WHERE source_table = 'other_logs'") == [(3,)]
+
+
+def test_readers_of_output_tables_not_migrated_yet_still_work(tmp_path):
+    from ctxprec_ops.monitoring import check_partition
+
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    _old_tables(get_engine(url))
+    result = check_partition(url, DAY)
+    assert result.figures.summary.mean == 0.25 and result.population.source_table is None

@@ -59,7 +59,8 @@ class _Intake:
 def _failure(log_id: str, pk: str, key: ScoringKey, error_type: str, message: str, attempts: int,
              run_id: str, at: datetime, chunk_index: int) -> dict[str, Any]:
     return {
-        "log_id": log_id, "partition_key": pk, "metric": key.metric, "judge_model": key.judge_model,
+        "log_id": log_id, "partition_key": pk, "metric": key.metric, "source_table": key.source_table,
+        "judge_model": key.judge_model,
         "prompt_version": key.prompt_version, "error_type": error_type, "error_message": message[:4000],
         "attempts": int(attempts or 0), "run_id": run_id, "failed_at": at, "chunk_index": chunk_index,
     }
@@ -132,7 +133,8 @@ def _judge(ctx: PipelineContext, intake: _Intake, budget: Budget | None, run_id:
 def _score_row(r: MetricResult, log_id: str, pk: str, key: ScoringKey, run_id: str, at: datetime,
                chunk_index: int) -> dict[str, Any]:
     return {
-        "log_id": log_id, "partition_key": pk, "metric": r.metric, "score": float(r.score),  # type: ignore[arg-type]
+        "log_id": log_id, "partition_key": pk, "metric": r.metric, "source_table": key.source_table,
+        "score": float(r.score),  # type: ignore[arg-type]
         "success": bool(r.success), "threshold": float(r.threshold),
         "verdicts": [{"node": v.node, "relevant": v.relevant, "reason": v.reason} for v in r.verdicts],
         "reason": r.reason, "judge_model": r.judge_model or key.judge_model,

@@ -78,7 +78,7 @@ def finalize_run(
         completion_tokens=spend["completion_tokens"], cost=spend["cost"], judge_model=key.judge_model,
         prompt_version=key.prompt_version, started_at=started_at, finished_at=_now(),
         threshold=ctx.metric.threshold, judge_calls=spend["judge_calls"], failures_by_type=failed,
-        rows_unpartitioned=unpartitioned, rows_without_id=without_id, **figures,
+        rows_unpartitioned=unpartitioned, rows_without_id=without_id, source_table=key.source_table, **figures,
     )
     write_run(ctx, summary)
     _mark_interrupted(ctx, summary)

@@ -130,6 +130,8 @@ class RunSummary:
     #: and rows of this partition whose id is NULL: neither scored nor failed, counted and warned
     rows_unpartitioned: int = 0
     rows_without_id: int = 0
+    #: the input table the run read (``schema.table`` as configured): part of the run's identity
+    source_table: str | None = None
 
     def __post_init__(self) -> None:
         self.status = RunStatus(self.status).value  # refuse unknown statuses; store the plain string

@@ -65,6 +65,7 @@ def score_partition(
     started = _now()
     base = RunSummary(run_id=run_id, partition_key=partition_key, metric=ctx.key.metric, status=RunStatus.RUNNING,
                       judge_model=ctx.key.judge_model, prompt_version=ctx.key.prompt_version,
+                      source_table=ctx.key.source_table,
                       started_at=started, threshold=ctx.metric.threshold)
     write_run(ctx, base)
     log.info("scoring %s partition %s of %s in %s (judge %s, prompt %s, run %s)", ctx.key.metric, partition_key,
