@@ -20,7 +20,7 @@ from ..errors import InvalidTestCaseError, JudgeConfigurationError, JudgeRequest
 from ..retry import TransientJudgeError
 from ..pricing import cost_of
 from ..secrets import register_secret
-from ..verdicts import JudgeAnswer
+from ..verdicts import YES_NO_SCHEMA, JudgeAnswer, YesNoAnswer
 from .base import Generation, JudgeModel
 from .names import validate_judge_name
 from .capped_http import DEFAULT_MAX_RESPONSE_BYTES, capped_async_client
@@ -58,6 +58,8 @@ def _schema_for(schema: type[BaseModel] | None) -> dict[str, Any] | None:
         return None
     if schema is JudgeAnswer:
         return JUDGE_ANSWER_SCHEMA
+    if schema is YesNoAnswer:  # a deepeval-style template's answer
+        return YES_NO_SCHEMA
     return schema.model_json_schema()
 
 
