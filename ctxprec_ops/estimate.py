@@ -17,8 +17,9 @@ an offline judge (``lexical``) makes these "calls" locally at no cost.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy import inspect
 
@@ -29,8 +30,8 @@ from .judging import EST_COMPLETION_TOKENS_PER_NODE
 from .pipeline import PipelineConfig
 from .pipeline.plan import iter_chunk_rows
 from .pricing import price_of
-from .tokens import token_counter
 from .template import answer_format
+from .tokens import token_counter
 from .warehouse.engine import get_engine, read_connection
 from .warehouse.schema import JUDGMENTS, SCORES, output_tables
 from .warehouse.source import parse_partition_key, reflect_source

@@ -97,7 +97,10 @@ def _common(p: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
     add_metric(p)
     p.add_argument("--judge-model", metavar="NAME", help="compare scores of this judge model (default: the most recent)")
     p.add_argument("--prompt-version", metavar="V", help="compare scores of this prompt version (default: the most recent)")
-    p.add_argument("--source-table", metavar="NAME", help="compare scores of this input table (`table` or `schema.table` as scored; the report also reads the worst cases' texts there); default: the metric's input table, CTXPREC_SOURCE_TABLE / CTXPREC_CONVERSATION_TABLE or retrieval_logs / conversation_logs")
+    p.add_argument("--source-table", metavar="NAME",
+                   help="compare scores of this input table (`table` or `schema.table` as scored; the report also "
+                        "reads the worst cases' texts there); default: the metric's input table, "
+                        "CTXPREC_SOURCE_TABLE / CTXPREC_CONVERSATION_TABLE or retrieval_logs / conversation_logs")
     if thresholds:
         p.add_argument("--min-mean", type=_unit("--min-mean"), metavar="X", help="alert when the mean is below X (default: CTXPREC_MIN_MEAN)")
         p.add_argument("--min-pass-rate", type=_unit("--min-pass-rate"), metavar="X", help="alert when the pass rate is below X (default: CTXPREC_MIN_PASS_RATE)")

@@ -11,9 +11,10 @@ Built on whichever httpx package the installed ``openai`` client uses (``httpx``
 from __future__ import annotations
 
 import importlib
+from collections.abc import AsyncIterator
 from functools import lru_cache
 from types import ModuleType
-from typing import Any, AsyncIterator
+from typing import Any
 
 from ..errors import JudgeAnswerError
 

@@ -17,13 +17,13 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ..errors import InvalidTestCaseError, JudgeConfigurationError, JudgeRequestRejectedError
-from ..retry import TransientJudgeError
 from ..pricing import cost_of
+from ..retry import TransientJudgeError
 from ..secrets import register_secret
 from ..verdicts import YES_NO_SCHEMA, JudgeAnswer, YesNoAnswer
 from .base import Generation, JudgeModel
-from .names import validate_judge_name
 from .capped_http import DEFAULT_MAX_RESPONSE_BYTES, capped_async_client
+from .names import validate_judge_name
 
 __all__ = ["OpenAIJudge", "JUDGE_ANSWER_SCHEMA"]
 

@@ -166,7 +166,7 @@ def resolve_population(
         ).first()
         if row is not None:
             return Population(row[0], row[1], row[2])
-    if judge_model is not None or prompt_version is not None or source_table is not None:
+    if judge_model is not None or prompt_version is not None:
         return Population(judge_model, prompt_version, source_table)  # explicit, even with no rows yet
     return None
 
@@ -192,7 +192,8 @@ def _seen_keys(conn: sa.Connection, tables: ExistingTables, metric: str, source_
 
 
 def _volumes(
-    conn: sa.Connection, tables: ExistingTables, metric: str, pop: Population | None, keys: Sequence[str]
+    conn: sa.Connection, tables: ExistingTables, metric: str, pop: Population | None, keys: Sequence[str],
+    table: str | None = None,
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Rows seen (distinct log_id, scored by any judge or failed) and rows failed, for ``keys``.
 
@@ -204,7 +205,7 @@ def _volumes(
         return {}, {}
     s, f = tables.scores, tables.failures
     wanted = list(keys)
-    table = pop.source_table if pop is not None else None
+    table = pop.source_table if pop is not None and pop.source_table is not None else table
     parts: list[sa.Select] = [
         sa.select(s.c.partition_key, s.c.log_id).where(s.c.metric == metric, s.c.partition_key.in_(wanted),
                                                        *_table_filter(s, table))
@@ -328,7 +329,7 @@ def load_history(
             wanted.update(hist.scored_before(key, max(lookback or 0, baseline_partitions)))
             wanted.update(hist.seen_before(key, baseline_partitions))
         ordered = sorted(wanted)
-        rows, failed = _volumes(conn, tables, metric, pop, ordered)
+        rows, failed = _volumes(conn, tables, metric, pop, ordered, seen_in)
         cases = _case_scores(conn, tables, metric, pop, ordered)
         runs = _latest_runs(conn, tables, metric, pop, ordered)
     for key in ordered:

@@ -6,7 +6,7 @@
 |-----------------------------------------------------------|---------|-----|--------------|---------------|
 | ``succeeded``; ``partial`` with only bad-input rows       | done    | 0   | task succeeds| materialized  |
 | ``partial``/``failed`` with judge failures (outage, bad answers) | retry | 1 | retried    | RetryPolicy   |
-| failures of a misconfigured judge (``judge_configuration``) or requests it refuses (``judge_request_rejected``) | fail | 1 | failed at once | no retry |
+| ``judge_configuration`` / ``judge_request_rejected`` failures | fail | 1 | failed at once | no retry |
 | ``budget_exhausted`` (``max_cost`` reached)               | fail    | 4   | failed at once | no retry    |
 | error that is not retryable (bad names, missing table, bad partition, ValueError/TypeError) | fail | 1 (2 for usage) | failed at once | no retry |
 | any other error (warehouse or network down, ...)          | retry   | 1   | retried      | RetryPolicy   |

@@ -12,8 +12,8 @@ queue on the database lock; their judging is not coordinated).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine

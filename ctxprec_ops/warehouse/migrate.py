@@ -15,7 +15,7 @@ table is locked before it is checked again), so concurrent workers migrate once;
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from sqlalchemy import Table, inspect
 from sqlalchemy.engine import Connection

@@ -36,7 +36,7 @@ _NEEDED = {
     "judgments": ("INSERT",),
 }
 
-_checked: "weakref.WeakKeyDictionary[Engine, set[str | None]]" = weakref.WeakKeyDictionary()
+_checked: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 

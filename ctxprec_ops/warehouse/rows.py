@@ -18,7 +18,8 @@ that names the column, before any judge call. Checked:
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import InvalidTestCaseError
 from ..test_case import ConversationalTestCase, LLMTestCase, Turn

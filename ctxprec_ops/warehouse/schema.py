@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from sqlalchemy import (
     JSON,
@@ -39,12 +39,11 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    inspect,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
-
-from sqlalchemy import inspect
 
 from ..errors import CtxPrecError
 from .engine import write_transaction
