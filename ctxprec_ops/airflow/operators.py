@@ -188,6 +188,17 @@ class CtxPrecBaseOperator(BaseOperator):
         except ValueError as exc:
             raise AirflowFailException(str(exc)) from None
 
+    def _source_table_name(self, settings: Settings, metric: str) -> str:
+        """The input table this task's scores come from (``source_table`` or the metric's
+        configured table), as recorded in ``ctxprec_scores.source_table``."""
+        from ..pipeline.context import source_table_name
+
+        name = self.source_table or getattr(settings, metric_kind(metric).table_setting)
+        try:
+            return source_table_name(name, None)
+        except ValueError as exc:
+            raise AirflowFailException(str(exc)) from None
+
     def _warehouse_hook(self) -> CtxPrecWarehouseHook:
         return CtxPrecWarehouseHook(warehouse_conn_id=self.warehouse_conn_id, warehouse_url=self.warehouse_url)
 
@@ -432,7 +443,7 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         min_pass_rate = _opt_float(self.min_pass_rate, "min_pass_rate", lo=0.0, hi=1.0)
         min_drop = _opt_float(self.min_drop, "min_drop", lo=0.0, hi=1.0)
         result = self._call(
-            check_partition, engine, key, metric=metric,
+            check_partition, engine, key, metric=metric, source_table=self._source_table_name(settings, metric),
             min_mean=settings.min_mean if min_mean is None else min_mean,
             min_pass_rate=settings.min_pass_rate if min_pass_rate is None else min_pass_rate,
             min_drop=0.05 if min_drop is None else min_drop,

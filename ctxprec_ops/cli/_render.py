@@ -101,6 +101,10 @@ def run_table(s: RunSummary, *, title: str | None = None) -> Table:
         ("tokens (prompt / completion)", f"{s.prompt_tokens or 0:,} / {s.completion_tokens or 0:,}"),
         ("cost", fmt_cost(s.cost)),
     ]
+    if s.rows_without_id:
+        rows.append(("[yellow]rows without an id (not scored)[/]", f"{s.rows_without_id:,}"))
+    if s.rows_unpartitioned:
+        rows.append(("[yellow]table rows in no partition[/]", f"{s.rows_unpartitioned:,}"))
     for name, value in rows:
         table.add_row(name, value)
     return table

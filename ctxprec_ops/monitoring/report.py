@@ -164,8 +164,10 @@ def render_report(
     """Write the report for the last ``days`` partitions to ``out_path``; return its path.
 
     ``min_mean``/``min_pass_rate`` are shortcuts for the same fields of ``rules``. The worst
-    cases' texts come from ``source_table`` (default: the metric's input table) read through
-    ``columns`` (logical name -> column, as for scoring).
+    cases' texts come from ``source_table`` (default: the input table of the most recent score,
+    else the metric's default table) read through ``columns`` (logical name -> column, as for
+    scoring). ``source_table`` also chooses whose scores are reported (two input tables are
+    different populations).
     """
     rules = rules or AlertRules(min_mean=min_mean, min_pass_rate=min_pass_rate)
     out = Path(out_path)
@@ -178,7 +180,7 @@ def render_report(
     with engine_scope(engine_or_url) as engine:
         history, results = trend_results(
             engine, metric=metric, days=days, end=end, rules=rules,
-            judge_model=judge_model, prompt_version=prompt_version,
+            judge_model=judge_model, prompt_version=prompt_version, source_table=source_table,
         )  # fmt: skip
         scored = [r.partition_key for r in results if r.figures.summary.n]
         worst_partition = scored[-1] if scored else None

@@ -13,14 +13,16 @@ from ..cache import DictVerdictCache
 from ..errors import InvalidTestCaseError
 from ..results import MetricResult
 from ..secrets import redact
+from ..warehouse.claims import chunk_claim
 from ..warehouse.engine import read_connection, write_transaction
+from ..warehouse.rows import case_or_failure
 from ..warehouse.source import parse_partition_key, read_chunk_rows
 from ..warehouse.store import ScoringKey, analyze_if_grown, load_judgments, run_spend, scored_ids, write_chunk
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .records import Chunk, ChunkResult, ProgressCallback, ProgressEvent
 
-__all__ = ["score_chunk"]
+__all__ = ["score_chunk", "score_chunk_if_free", "chunk_claim_name"]
 
 
 def _now() -> datetime:
@@ -57,7 +59,8 @@ class _Intake:
 def _failure(log_id: str, pk: str, key: ScoringKey, error_type: str, message: str, attempts: int,
              run_id: str, at: datetime, chunk_index: int) -> dict[str, Any]:
     return {
-        "log_id": log_id, "partition_key": pk, "metric": key.metric, "judge_model": key.judge_model,
+        "log_id": log_id, "partition_key": pk, "metric": key.metric, "source_table": key.source_table,
+        "judge_model": key.judge_model,
         "prompt_version": key.prompt_version, "error_type": error_type, "error_message": message[:4000],
         "attempts": int(attempts or 0), "run_id": run_id, "failed_at": at, "chunk_index": chunk_index,
     }
@@ -84,8 +87,13 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
         log_id = str(row["id"])
         if log_id in done_ids or id_counts[log_id] > 1:
             continue
+        id_problem = ctx.source.id_problem(row["id"])
+        if id_problem is not None:
+            intake.failures.append(_failure(log_id, pk, key, InvalidTestCaseError.error_type, id_problem, 0, run_id,
+                                            now, chunk.index))
+            continue
         try:
-            intake.cases.append(to_case(row))
+            intake.cases.append(case_or_failure(to_case, row))
         except InvalidTestCaseError as exc:
             intake.failures.append(_failure(log_id, pk, key, exc.error_type, redact(str(exc)), 0, run_id, now,
                                             chunk.index))
@@ -125,7 +133,8 @@ def _judge(ctx: PipelineContext, intake: _Intake, budget: Budget | None, run_id:
 def _score_row(r: MetricResult, log_id: str, pk: str, key: ScoringKey, run_id: str, at: datetime,
                chunk_index: int) -> dict[str, Any]:
     return {
-        "log_id": log_id, "partition_key": pk, "metric": r.metric, "score": float(r.score),  # type: ignore[arg-type]
+        "log_id": log_id, "partition_key": pk, "metric": r.metric, "source_table": key.source_table,
+        "score": float(r.score),  # type: ignore[arg-type]
         "success": bool(r.success), "threshold": float(r.threshold),
         "verdicts": [{"node": v.node, "relevant": v.relevant, "reason": v.reason} for v in r.verdicts],
         "reason": r.reason, "judge_model": r.judge_model or key.judge_model,
@@ -192,24 +201,53 @@ def score_chunk(
     (they count as ``rows_scored`` and ``rows_cached``). Bad rows become ``invalid_input``
     failures; errored cases become failures with the core's ``error_type``. A failure record of
     a row that is now scored is deleted. ``budget`` defaults to ``config.max_cost`` minus what
-    ``run_id`` has already spent.
+    ``run_id`` has already spent. On PostgreSQL the chunk is claimed first: a process scoring the
+    same chunk at the same time is waited for, and its rows are then skipped, not paid twice.
     """
+    result = score_chunk_if_free(config, chunk, run_id=run_id, progress=progress, budget=budget,
+                                 context=context, wait=True)
+    assert result is not None
+    return result
+
+
+def chunk_claim_name(ctx: PipelineContext, chunk: Chunk) -> str:
+    """What a chunk claim is about: the source table, the scoring key, the partition and bounds."""
+    key = ctx.key
+    return "|".join(["ctxprec-chunk", ctx.source.name, key.metric, key.judge_model, key.prompt_version,
+                     chunk.partition_key, repr(chunk.after_id), repr(chunk.upto_id)])
+
+
+def score_chunk_if_free(
+    config: PipelineConfig,
+    chunk: Chunk | dict[str, Any],
+    *,
+    run_id: str,
+    progress: ProgressCallback | None = None,
+    budget: Budget | None = None,
+    context: PipelineContext | None = None,
+    wait: bool = False,
+) -> ChunkResult | None:
+    """``score_chunk``, or ``None`` without doing anything when another process holds the
+    chunk's claim (``wait=False``)."""
     if isinstance(chunk, dict):
         chunk = Chunk.from_dict(chunk)
     parse_partition_key(chunk.partition_key)
     started = _time.perf_counter()
     ctx = context or prepare(config)
     pk = chunk.partition_key
-    if progress is not None:
-        progress(ProgressEvent("chunk_started", pk, 0, chunk.rows, f"chunk {chunk.index}"))
-    intake = _intake(ctx, chunk, run_id)
-    result = ChunkResult(pk, chunk.index, rows_total=len(intake.rows))
-    scores: list[dict[str, Any]] = []
-    cache = None
-    if intake.cases:
-        results, cache = _judge(ctx, intake, budget, run_id, progress, pk)
-        scores = _collect(ctx, chunk, intake, results, run_id, result)
-    _write(ctx, intake, scores, cache)
+    with chunk_claim(ctx.engine, chunk_claim_name(ctx, chunk), wait=wait) as claimed:
+        if not claimed:
+            return None
+        if progress is not None:
+            progress(ProgressEvent("chunk_started", pk, 0, chunk.rows, f"chunk {chunk.index}"))
+        intake = _intake(ctx, chunk, run_id)
+        result = ChunkResult(pk, chunk.index, rows_total=len(intake.rows))
+        scores: list[dict[str, Any]] = []
+        cache = None
+        if intake.cases:
+            results, cache = _judge(ctx, intake, budget, run_id, progress, pk)
+            scores = _collect(ctx, chunk, intake, results, run_id, result)
+        _write(ctx, intake, scores, cache)
     result.rows_scored = len(intake.done_ids) + len(scores)
     result.rows_cached += len(intake.done_ids)
     result.rows_failed = len(intake.failures)

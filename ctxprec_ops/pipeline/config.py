@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from sqlalchemy.engine import Engine
 
 from ..config import DEFAULT_WAREHOUSE_URL, Settings
+from ..judges.names import validate_judge_name
 from ..secrets import register_secret
 from ..warehouse.identifiers import split_table_name, validate_identifier
 from .columns import ColumnSet, merge_columns
@@ -69,6 +70,8 @@ class PipelineConfig:
             raise ValueError(f"threshold must be between 0 and 1, got {self.threshold!r}")
         if self.max_cost is not None and self.max_cost < 0:
             raise ValueError(f"max_cost must be >= 0, got {self.max_cost!r}")
+        if isinstance(self.judge, str) and self.judge.strip().lower() != "lexical":
+            validate_judge_name(self.judge.strip())  # before any call or write
         register_secret(self.judge_api_key)
 
     @property

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..run_figures import run_figures
 from ..warehouse.engine import read_connection, write_transaction
-from ..warehouse.source import parse_partition_key
+from ..warehouse.source import count_null_ids, count_unpartitioned, parse_partition_key
 from ..warehouse.store import failure_counts, mark_interrupted_runs, partition_counts, partition_scores, run_spend
 from ..warehouse.upsert import upsert
 from .config import PipelineConfig
@@ -62,6 +62,13 @@ def finalize_run(
         figures = run_figures(partition_scores(conn, ctx.tables, key, partition_key), counts["scored"],
                               counts["passed"])
         spend = _spend(results) if results else run_spend(conn, ctx.tables, key, run_id, partition_key)
+    with read_connection(ctx.engine) as conn:
+        unpartitioned = count_unpartitioned(conn, ctx.source)
+        without_id = count_null_ids(conn, ctx.source, partition_key)
+    if unpartitioned:
+        log.warning("%s: %d row(s) belong to no partition (%s is NULL or not readable as a time) and are "
+                    "never scored; see docs/internals.md for the forms read", ctx.source.name, unpartitioned,
+                    ctx.source.event_time.name)
     rows_failed = sum(failed.values())
     summary = RunSummary(
         run_id=run_id, partition_key=partition_key, metric=key.metric,
@@ -70,7 +77,8 @@ def finalize_run(
         rows_failed=rows_failed, prompt_tokens=spend["prompt_tokens"],
         completion_tokens=spend["completion_tokens"], cost=spend["cost"], judge_model=key.judge_model,
         prompt_version=key.prompt_version, started_at=started_at, finished_at=_now(),
-        threshold=ctx.metric.threshold, judge_calls=spend["judge_calls"], failures_by_type=failed, **figures,
+        threshold=ctx.metric.threshold, judge_calls=spend["judge_calls"], failures_by_type=failed,
+        rows_unpartitioned=unpartitioned, rows_without_id=without_id, source_table=key.source_table, **figures,
     )
     write_run(ctx, summary)
     _mark_interrupted(ctx, summary)

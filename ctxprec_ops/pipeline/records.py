@@ -126,6 +126,12 @@ class RunSummary:
     judge_calls: int = 0
     failures_by_type: dict[str, int] = field(default_factory=dict)
     error_message: str | None = None
+    #: rows of the source table that belong to no partition (``event_time`` NULL or unreadable)
+    #: and rows of this partition whose id is NULL: neither scored nor failed, counted and warned
+    rows_unpartitioned: int = 0
+    rows_without_id: int = 0
+    #: the input table the run read (``schema.table`` as configured): part of the run's identity
+    source_table: str | None = None
 
     def __post_init__(self) -> None:
         self.status = RunStatus(self.status).value  # refuse unknown statuses; store the plain string

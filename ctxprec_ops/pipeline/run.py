@@ -7,10 +7,11 @@ import uuid
 from datetime import datetime, timezone
 
 from ..budget import Budget
+from ..errors import one_line
 from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.source import parse_partition_key
-from .chunk import score_chunk
+from .chunk import score_chunk, score_chunk_if_free
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .finalize import finalize_run, write_run
@@ -49,11 +50,20 @@ def _score_chunks(ctx: PipelineContext, chunks: list[Chunk], run_id: str, progre
     budget = Budget(config.max_cost) if config.max_cost is not None else None
     results = []
     done = 0
+    taken: list[Chunk] = []  # claimed by another process right now: scored last, after waiting
     for chunk in chunks:
+        r = score_chunk_if_free(config, chunk, run_id=run_id, budget=budget, context=ctx,
+                                progress=_offset(progress, done, total))
+        if r is None:
+            taken.append(chunk)
+            continue
+        results.append(r)
+        done += chunk.rows
+    for chunk in taken:
         results.append(score_chunk(config, chunk, run_id=run_id, budget=budget, context=ctx,
                                    progress=_offset(progress, done, total)))
         done += chunk.rows
-    return results
+    return sorted(results, key=lambda r: r.index)
 
 
 def score_partition(
@@ -82,6 +92,7 @@ def score_partition(
     started = _now()
     base = RunSummary(run_id=run_id, partition_key=partition_key, metric=ctx.key.metric, status=RunStatus.RUNNING,
                       judge_model=ctx.key.judge_model, prompt_version=ctx.key.prompt_version,
+                      source_table=ctx.key.source_table,
                       started_at=started, threshold=ctx.metric.threshold)
     write_run(ctx, base)
     log.info("scoring %s partition %s of %s in %s (judge %s, prompt %s, run %s)", ctx.key.metric, partition_key,
@@ -98,7 +109,7 @@ def score_partition(
     except BaseException as exc:
         base.status = RunStatus.FAILED.value
         base.finished_at = _now()
-        base.error_message = redact(f"{type(exc).__name__}: {exc}")[:4000]
+        base.error_message = redact(one_line(exc))[:4000]  # one line: no SQL or row data
         log.error("partition %s run %s aborted: %s", partition_key, run_id, base.error_message)
         try:
             write_run(ctx, base)

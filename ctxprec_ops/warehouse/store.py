@@ -46,13 +46,19 @@ class ScoringKey:
     metric: str
     judge_model: str
     prompt_version: str
+    #: the input table (``SourceTable.name``); None only to read tables written before the
+    #: column existed
+    source_table: str | None = None
 
     def where(self, table) -> Any:
-        return and_(
+        conds = [
             table.c.metric == self.metric,
             table.c.judge_model == self.judge_model,
             table.c.prompt_version == self.prompt_version,
-        )
+        ]
+        if self.source_table is not None:
+            conds.append(table.c.source_table == self.source_table)
+        return and_(*conds)
 
 
 def _chunks(items: Sequence[Any], n: int = IN_BATCH) -> Iterable[Sequence[Any]]:
@@ -161,6 +167,7 @@ def write_chunk(
         s.c.metric == f.c.metric,
         s.c.judge_model == f.c.judge_model,
         s.c.prompt_version == f.c.prompt_version,
+        s.c.source_table == f.c.source_table,
     )
     for cond in _id_lists(conn, f.c.log_id, list(dict.fromkeys(log_ids))):
         conn.execute(delete(f).where(key.where(f), cond, scored))
@@ -240,8 +247,7 @@ def mark_interrupted_runs(conn: Connection, t: OutputTables, key: ScoringKey, pa
     r = t.runs.c
     stmt = (
         update(t.runs)
-        .where(r.partition_key == partition_key, r.metric == key.metric, r.judge_model == key.judge_model,
-               r.prompt_version == key.prompt_version, r.status == "running", r.run_id != run_id,
+        .where(r.partition_key == partition_key, key.where(t.runs), r.status == "running", r.run_id != run_id,
                r.started_at < started_before)
         .values(status="interrupted", error_message=message)
     )
