@@ -25,12 +25,16 @@ from ctxprec_ops.warehouse.store import (
 from ctxprec_ops.warehouse.upsert import copy_upsert, insert_ignore, upsert
 
 NOW = datetime(2026, 11, 29, 1, 2, 3, tzinfo=timezone.utc)
-KEY = ScoringKey("contextual_precision", "judge-x", "v1")
+COPIED = ("partition_key, metric, score, success, threshold, verdicts, reason, judge_model, prompt_version, "
+          "prompt_tokens, completion_tokens, cost, run_id, scored_at, judge_calls, cached_nodes, chunk_index, "
+          "source_table")
+KEY = ScoringKey("contextual_precision", "judge-x", "v1", "retrieval_logs")
 
 
 def score_row(log_id: str, score: float = 0.5, run: str = "r1") -> dict:
     return {
-        "log_id": log_id, "partition_key": "2026-11-28", "metric": KEY.metric, "score": score,
+        "log_id": log_id, "partition_key": "2026-11-28", "metric": KEY.metric, "source_table": KEY.source_table,
+        "score": score,
         "success": score >= 0.5, "threshold": 0.5, "verdicts": [{"node": 1, "relevant": True, "reason": "ok"}],
         "reason": "r", "judge_model": KEY.judge_model, "prompt_version": KEY.prompt_version, "prompt_tokens": 10,
         "completion_tokens": 5, "cost": None, "run_id": run, "scored_at": NOW, "judge_calls": 1,
@@ -113,7 +117,8 @@ def test_copy_upsert_takes_columns_and_conflict_target_from_the_table(pg):
 def test_write_chunk_is_idempotent_and_clears_failures_on_postgres(pg):
     t = ensure_output_tables(pg)
     ids = [str(i) for i in range(600)]
-    failure = {"log_id": "7", "partition_key": "2026-11-28", "metric": KEY.metric, "judge_model": KEY.judge_model,
+    failure = {"log_id": "7", "partition_key": "2026-11-28", "metric": KEY.metric, "source_table": KEY.source_table,
+               "judge_model": KEY.judge_model,
                "prompt_version": KEY.prompt_version, "error_type": "judge_error", "error_message": "x",
                "attempts": 3, "run_id": "r0", "failed_at": NOW, "chunk_index": 0}
     with write_transaction(pg) as conn:
@@ -151,9 +156,8 @@ def test_scored_ids_uses_the_primary_key_once_the_table_is_analyzed(pg):
         write_chunk(conn, t, KEY, log_ids=[], scores=[score_row(str(i)) for i in range(500)], failures=[],
                     judgments=[])
         conn.exec_driver_sql(
-            "INSERT INTO ctxprec_scores SELECT log_id || '-' || g, partition_key, metric, score, success, threshold, "
-            "verdicts, reason, judge_model, prompt_version, prompt_tokens, completion_tokens, cost, run_id, scored_at "
-            "FROM ctxprec_scores CROSS JOIN generate_series(1, 60) AS g")
+            f"INSERT INTO ctxprec_scores (log_id, {COPIED}) "
+            f"SELECT log_id || '-' || g, {COPIED} FROM ctxprec_scores CROSS JOIN generate_series(1, 60) AS g")
     with pg.connect() as conn:
         before = _explain(conn, lookup)
     assert "ix_ctxprec_scores_partition" in before  # what the planner does without statistics

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from sqlalchemy import exc as sa_exc
 from sqlalchemy import Table, and_, bindparam, insert, select, update
 from sqlalchemy.engine import Connection
 
@@ -224,6 +225,11 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
             f"INSERT INTO {target} ({col_list}) SELECT {col_list} FROM {stage} ORDER BY {conflict} "
             f"ON CONFLICT ({conflict}) {action}"
         )
+    except conn.dialect.loaded_dbapi.Error as exc:
+        # as SQLAlchemy raises for its own statements (IntegrityError, OperationalError, ...), so
+        # callers and the one-line error rule see one kind of warehouse error; no row data
+        raise sa_exc.DBAPIError.instance(f"COPY upsert into {target}", None, exc, conn.dialect.loaded_dbapi.Error,
+                                         hide_parameters=True, dialect=conn.dialect) from None
     finally:
         cur.close()
     return len(rows)
