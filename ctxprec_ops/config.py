@@ -57,6 +57,11 @@ class Settings:
     concurrency: int = 16
     chunk_size: int = 500
     start_date: str = "2025-01-01"
+    #: seconds a judge outage may last before a run gives up (circuit breaker)
+    outage_tolerance: float = 600.0
+    #: provider quota kept before sending: requests / tokens per minute (None: no cap)
+    max_rpm: float | None = None
+    max_tpm: float | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
@@ -72,6 +77,9 @@ class Settings:
             concurrency=_int(env, "CTXPREC_CONCURRENCY", cls.concurrency),
             chunk_size=_int(env, "CTXPREC_CHUNK_SIZE", cls.chunk_size),
             start_date=env.get("CTXPREC_START_DATE") or cls.start_date,
+            outage_tolerance=_float(env, "CTXPREC_OUTAGE_TOLERANCE", cls.outage_tolerance),  # type: ignore[arg-type]
+            max_rpm=_float(env, "CTXPREC_MAX_RPM", None),
+            max_tpm=_float(env, "CTXPREC_MAX_TPM", None),
         )
         known = {f.name for f in fields(cls)}
         clean = {k: v for k, v in overrides.items() if v is not None}

@@ -24,16 +24,20 @@ import logging
 import time as _time
 import uuid
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterator, Literal
 
 from sqlalchemy.engine import Engine
 
+from .breaker import BreakerEvent, CircuitBreaker
 from .budget import Budget
 from .cache import DictVerdictCache
 from .errors import BudgetExhaustedError, InvalidTestCaseError, NotScorableError
 from .judges.base import JudgeModel
+from .judging import JudgeGuards, use_guards
+from .limiter import RequestQuota
 from .run_figures import run_figures
 from .secrets import redact, register_secret
 from .warehouse.engine import display_url, get_engine, read_connection, write_transaction
@@ -148,6 +152,11 @@ class PipelineConfig:
     max_retries: int = 6
     #: schema of the ctxprec_* output tables (default: the connection's default schema)
     output_schema: str | None = None
+    #: seconds a judge outage may last before the run gives up (default CTXPREC_OUTAGE_TOLERANCE or 600)
+    outage_tolerance: float | None = None
+    #: provider quota, kept before each request: requests / tokens per minute (None: no cap)
+    max_rpm: float | None = None
+    max_tpm: float | None = None
 
     def __post_init__(self) -> None:
         if self.metric not in _METRICS:
@@ -169,6 +178,12 @@ class PipelineConfig:
             raise ValueError(f"threshold must be between 0 and 1, got {self.threshold!r}")
         if self.max_cost is not None and self.max_cost < 0:
             raise ValueError(f"max_cost must be >= 0, got {self.max_cost!r}")
+        if self.outage_tolerance is not None and not self.outage_tolerance >= 0:
+            raise ValueError(f"outage_tolerance must be >= 0 seconds, got {self.outage_tolerance!r}")
+        for name in ("max_rpm", "max_tpm"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value!r}")
         register_secret(self.judge_api_key)
 
     @property
@@ -209,6 +224,9 @@ class PipelineConfig:
             "threshold": s.threshold,
             "concurrency": s.concurrency,
             "chunk_size": s.chunk_size,
+            "outage_tolerance": getattr(s, "outage_tolerance", None),
+            "max_rpm": getattr(s, "max_rpm", None),
+            "max_tpm": getattr(s, "max_tpm", None),
         }
         base.update(given)
         return cls(**base)
@@ -314,7 +332,9 @@ class RunSummary:
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    kind: Literal["planned", "chunk_started", "rows_done", "chunk_done", "finished"]
+    #: ``judge_outage``: the circuit breaker paused, probed, resumed or gave up (``message`` says
+    #: which, why and for how long)
+    kind: Literal["planned", "chunk_started", "rows_done", "chunk_done", "finished", "judge_outage"]
     partition_key: str
     done: int = 0
     total: int | None = None
@@ -339,6 +359,8 @@ class PipelineContext:
     metric: Any
     judge: JudgeModel
     key: ScoringKey
+    #: circuit breaker and quota shared by every chunk scored with this context
+    guards: JudgeGuards = field(default_factory=JudgeGuards)
 
     @property
     def judge_is_offline(self) -> bool:
@@ -375,7 +397,9 @@ def prepare(config: PipelineConfig) -> PipelineContext:
     )
     metric = _make_metric(config, judge)
     key = ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version)
-    return PipelineContext(config, engine, tables, source, metric, judge, key)
+    guards = JudgeGuards(breaker=CircuitBreaker(config.outage_tolerance, endpoint=getattr(judge, "endpoint", None)),
+                         quota=RequestQuota.from_env(config.max_rpm, config.max_tpm))
+    return PipelineContext(config, engine, tables, source, metric, judge, key, guards)
 
 
 def _now() -> datetime:
@@ -432,6 +456,25 @@ class _Throttle:
         if done >= _total or now - self.last >= self.interval:
             self.last = now
             self.progress(ProgressEvent("rows_done", self.pk, self.base + done, self.total))
+
+
+@contextmanager
+def _breaker_progress(breaker: CircuitBreaker | None, progress: ProgressCallback | None,
+                      partition_key: str) -> Iterator[None]:
+    """Forward the breaker's state changes (paused, probing, resumed, gave up) as
+    ``judge_outage`` progress events while a chunk is judged."""
+    if breaker is None or progress is None:
+        yield
+        return
+
+    def forward(ev: BreakerEvent) -> None:
+        progress(ProgressEvent("judge_outage", partition_key, 0, None, ev.message))
+
+    breaker.listeners.append(forward)
+    try:
+        yield
+    finally:
+        breaker.listeners.remove(forward)
 
 
 def _remaining_budget(ctx: PipelineContext, run_id: str) -> Budget | None:
@@ -508,16 +551,17 @@ def score_chunk(
         from .evaluate import evaluate
 
         base = len(rows) - len(cases)
-        evaluation = evaluate(
-            cases,
-            [ctx.metric],
-            concurrency=config.concurrency,
-            max_retries=config.max_retries,
-            show_progress=False,
-            cache=cache,
-            budget=budget,
-            progress_callback=_Throttle(progress, pk, base, len(rows)),
-        )
+        with use_guards(ctx.guards), _breaker_progress(ctx.guards.breaker, progress, pk):
+            evaluation = evaluate(
+                cases,
+                [ctx.metric],
+                concurrency=config.concurrency,
+                max_retries=config.max_retries,
+                show_progress=False,
+                cache=cache,
+                budget=budget,
+                progress_callback=_Throttle(progress, pk, base, len(rows)),
+            )
         scored_at = _now()
         for case, r in zip(cases, evaluation.results):
             log_id = str(case.id)
@@ -739,6 +783,10 @@ def score_partition(
                 done += chunk.rows
         summary = finalize_run(config, partition_key, run_id=run_id, chunk_results=results,
                                started_at=started, context=ctx)
+        breaker = ctx.guards.breaker
+        if breaker is not None and breaker.gave_up and not summary.completed:
+            summary.error_message = breaker.gave_up  # the cause, for ctxprec_runs and the CLI line
+            _write_run(ctx, summary)
     except BaseException as exc:
         base.status = "failed"
         base.finished_at = _now()

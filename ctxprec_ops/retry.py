@@ -7,7 +7,8 @@ import random
 from email.utils import parsedate_to_datetime
 from datetime import datetime, timezone
 
-__all__ = ["TransientJudgeError", "is_transient", "is_rate_limit", "retry_after_seconds", "backoff_seconds"]
+__all__ = ["TransientJudgeError", "is_transient", "is_rate_limit", "retry_after_seconds", "backoff_seconds",
+           "max_wait_seconds"]
 
 
 class TransientJudgeError(Exception):
@@ -88,16 +89,23 @@ def _env_float(name: str, default: float) -> float:
         return default
 
 
+def max_wait_seconds() -> float:
+    """``CTXPREC_RETRY_MAX_WAIT`` (default 30 s): the longest single wait before a retry, also the
+    cap on a server's ``Retry-After`` (a ``Retry-After: 99999`` does not stall a run)."""
+    return max(0.0, _env_float("CTXPREC_RETRY_MAX_WAIT", 30.0))
+
+
 def backoff_seconds(attempt: int, exc: BaseException | None = None) -> float:
-    """Exponential backoff with full jitter; a server's ``Retry-After`` wins when present.
+    """Exponential backoff with full jitter; a server's ``Retry-After`` wins when present, up to
+    ``CTXPREC_RETRY_MAX_WAIT``.
 
     ``CTXPREC_RETRY_INITIAL_WAIT`` (default 0.5 s) and ``CTXPREC_RETRY_MAX_WAIT`` (30 s) tune it.
     """
+    cap = max_wait_seconds()
     if exc is not None:
         ra = retry_after_seconds(exc)
         if ra is not None:
-            return min(ra, 120.0)
+            return min(ra, cap)
     initial = _env_float("CTXPREC_RETRY_INITIAL_WAIT", 0.5)
-    cap = _env_float("CTXPREC_RETRY_MAX_WAIT", 30.0)
     ceiling = min(cap, initial * (2 ** max(0, attempt - 1)))
     return ceiling / 2 + random.uniform(0, ceiling / 2)
