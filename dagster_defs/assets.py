@@ -79,6 +79,9 @@ def build_pipeline_config(
         concurrency=judge.concurrency,
         max_cost=judge.max_cost,
         max_retries=judge.max_retries,
+        max_rpm=judge.max_rpm,
+        max_tpm=judge.max_tpm,
+        outage_tolerance=judge.outage_tolerance,
     )
 
 

@@ -59,6 +59,11 @@ class JudgeResource(ConfigurableResource):
     chunk_size: int = Field(default=500, description="Rows per chunk (one write transaction each).")
     max_cost: float | None = Field(default=None, description="USD cap on one partition run's judge spend.")
     max_retries: int = Field(default=6, description="Per-request retries of transient judge errors.")
+    max_rpm: float | None = Field(default=None, description="Judge requests per minute at most (CTXPREC_MAX_RPM); "
+                                  "this process's share of the provider quota.")
+    max_tpm: float | None = Field(default=None, description="Judge tokens per minute at most (CTXPREC_MAX_TPM).")
+    outage_tolerance: float = Field(default=600.0, description="Seconds a judge outage is waited out before the run's "
+                                    "remaining rows fail (CTXPREC_OUTAGE_TOLERANCE).")
 
 
 class AlertThresholdsResource(ConfigurableResource):
@@ -114,7 +119,8 @@ def _local(settings: Settings) -> dict[str, Any]:
             conversation_table=settings.conversation_table,
         ),
         "judge": JudgeResource(
-            model="lexical", concurrency=settings.concurrency, chunk_size=settings.chunk_size
+            model="lexical", concurrency=settings.concurrency, chunk_size=settings.chunk_size,
+            outage_tolerance=settings.outage_tolerance,
         ),
         "thresholds": _thresholds(settings),
     }
@@ -136,6 +142,9 @@ def _production(settings: Settings) -> dict[str, Any]:
             api_key=EnvVar("OPENAI_API_KEY") if llm else None,
             concurrency=settings.concurrency,
             chunk_size=settings.chunk_size,
+            max_rpm=settings.max_rpm,
+            max_tpm=settings.max_tpm,
+            outage_tolerance=settings.outage_tolerance,
         ),
         "thresholds": _thresholds(settings),
     }

@@ -127,7 +127,7 @@ class CtxPrecBaseOperator(BaseOperator):
     template_fields: Sequence[str] = (
         "partition_key", "metric", "warehouse_conn_id", "warehouse_url", "source_table",
         "judge", "judge_base_url", "judge_conn_id", "threshold", "chunk_size", "concurrency",
-        "max_cost", "judge_max_retries",
+        "max_cost", "judge_max_retries", "max_rpm", "max_tpm", "outage_tolerance",
     )
     ui_color = "#e8f4f8"
 
@@ -147,6 +147,9 @@ class CtxPrecBaseOperator(BaseOperator):
         concurrency: int | str | None = None,
         max_cost: float | str | None = None,
         judge_max_retries: int | str | None = None,
+        max_rpm: float | str | None = None,
+        max_tpm: float | str | None = None,
+        outage_tolerance: float | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -164,6 +167,9 @@ class CtxPrecBaseOperator(BaseOperator):
         self.concurrency = concurrency
         self.max_cost = max_cost
         self.judge_max_retries = judge_max_retries
+        self.max_rpm = max_rpm  # this task's share of the judge quota (see docs/scaling.md)
+        self.max_tpm = max_tpm
+        self.outage_tolerance = outage_tolerance
 
     # -- resolution (at execute time, after rendering) -------------------------------------
     def _metric(self) -> str:
@@ -213,7 +219,11 @@ class CtxPrecBaseOperator(BaseOperator):
             chunk_size=_opt_int(self.chunk_size, "chunk_size") or settings.chunk_size,
             concurrency=_opt_int(self.concurrency, "concurrency") or settings.concurrency,
             max_cost=_opt_float(self.max_cost, "max_cost", lo=0.0),
+            max_rpm=_opt_float(self.max_rpm, "max_rpm", lo=0.0) or settings.max_rpm,
+            max_tpm=_opt_float(self.max_tpm, "max_tpm", lo=0.0) or settings.max_tpm,
         )
+        tolerance = _opt_float(self.outage_tolerance, "outage_tolerance", lo=0.0)
+        kwargs["outage_tolerance"] = settings.outage_tolerance if tolerance is None else tolerance
         retries = _opt_int(self.judge_max_retries, "judge_max_retries", lo=0)
         if retries is not None:
             kwargs["max_retries"] = retries
