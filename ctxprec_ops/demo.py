@@ -18,7 +18,7 @@ from sqlalchemy.engine import Engine
 from .config import Settings
 from .demo_data import SampleInfo, create_sample_warehouse
 from .errors import CtxPrecError
-from .pipeline import PipelineConfig, ProgressCallback, RunSummary, score_partition
+from .pipeline import METRIC_KINDS, PipelineConfig, ProgressCallback, RunSummary, score_partition
 from .secrets import redact, redact_url
 from .warehouse.engine import normalize_url
 from .warehouse.schema import output_tables
@@ -28,8 +28,8 @@ __all__ = ["DEFAULT_DEMO_URL", "DEFAULT_REPORT", "DemoResult", "run_demo", "METR
 
 DEFAULT_DEMO_URL = "sqlite:///ctxprec_demo.db"
 DEFAULT_REPORT = "ctxprec_report.html"
-#: (metric, source table) pairs the demo scores
-METRICS = (("contextual_precision", "retrieval_logs"), ("turn_contextual_precision", "conversation_logs"))
+#: the metrics the demo scores: every kind of the registry, each on its default table of the sample warehouse
+METRICS = tuple(METRIC_KINDS.values())
 
 
 @dataclass
@@ -140,10 +140,10 @@ def run_demo(
         run_id = f"demo-{uuid.uuid4().hex[:12]}"
         configs = [
             PipelineConfig.from_settings(
-                settings, warehouse=engine, judge=judge_name, metric=metric, source_table=table,
-                concurrency=concurrency, chunk_size=chunk_size,
+                settings, warehouse=engine, judge=judge_name, metric=kind.name, source_table=kind.default_table,
+                columns=kind.columns(), concurrency=concurrency, chunk_size=chunk_size,
             )
-            for metric, table in METRICS
+            for kind in METRICS
         ]
         result_estimate = None
         if judge_name.strip().lower() != "lexical":
@@ -202,19 +202,20 @@ def _monitor(result: DemoResult, engine: Engine, *, days: int, end: str, out: st
     next to it as ``<name>_conversations.html``)."""
     from . import monitoring
 
-    for metric, _table in METRICS:
-        result.trends[metric] = monitoring.load_trend(engine, metric=metric, days=days, end=end)
+    for kind in METRICS:
+        result.trends[kind.name] = monitoring.load_trend(engine, metric=kind.name, days=days, end=end)
     if out is None:
         result.report_note = "no report requested"
         return
     path = check_report_path(out)
-    (metric, table), (conv_metric, conv_table) = METRICS
-    result.report_path = Path(monitoring.render_report(engine, path, metric=metric, days=days, end=end,
-                                                       source_table=table))
-    result.reports[metric] = result.report_path
-    conv_path = path.with_name(f"{path.stem}_conversations{path.suffix}")
-    try:  # the conversation report is a bonus: its failure must not fail the demo
-        result.reports[conv_metric] = Path(monitoring.render_report(
-            engine, conv_path, metric=conv_metric, days=days, end=end, source_table=conv_table))
+    main, *others = METRICS
+    result.report_path = Path(monitoring.render_report(engine, path, metric=main.name, days=days, end=end,
+                                                       source_table=main.default_table, columns={}))
+    result.reports[main.name] = result.report_path
+    try:  # the other metrics' reports are a bonus: their failure must not fail the demo
+        for kind in others:
+            other = path.with_name(f"{path.stem}{kind.report_suffix or '_' + kind.name}{path.suffix}")
+            result.reports[kind.name] = Path(monitoring.render_report(
+                engine, other, metric=kind.name, days=days, end=end, source_table=kind.default_table, columns={}))
     except Exception as exc:
-        result.report_note = f"conversation report not written: {type(exc).__name__}: {redact(str(exc))[:200]}"
+        result.report_note = f"report not written: {type(exc).__name__}: {redact(str(exc))[:200]}"

@@ -8,6 +8,9 @@ class CtxPrecError(Exception):
 
     #: short machine-readable category, stored in ``ctxprec_failures.error_type``
     error_type = "error"
+    #: whether running the same thing again can succeed (an orchestrator retry): True for
+    #: transient causes, False for configuration and input problems (see pipeline/outcome.py)
+    retryable = True
 
 
 class InvalidTestCaseError(CtxPrecError, ValueError):
@@ -17,6 +20,7 @@ class InvalidTestCaseError(CtxPrecError, ValueError):
     """
 
     error_type = "invalid_input"
+    retryable = False
 
 
 class JudgeAnswerError(CtxPrecError):
@@ -35,21 +39,25 @@ class JudgeConfigurationError(CtxPrecError, ValueError):
     """The judge is misconfigured (unknown model name, missing key, bad endpoint)."""
 
     error_type = "judge_configuration"
+    retryable = False
 
 
 class BudgetExhaustedError(CtxPrecError):
     """The run's ``max_cost`` did not leave enough budget to judge this case."""
 
     error_type = "budget_exhausted"
+    retryable = False
 
 
 class NotScorableError(CtxPrecError, ValueError):
     """The case is well formed but there is nothing to score (e.g. no retrieval at all)."""
 
     error_type = "not_scorable"
+    retryable = False
 
 
 class IdentifierError(CtxPrecError, ValueError):
     """A configured table or column name is not a safe SQL identifier."""
 
     error_type = "invalid_identifier"
+    retryable = False

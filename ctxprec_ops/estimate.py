@@ -1,6 +1,6 @@
 """What scoring a partition would cost, without calling the judge: ``estimate_partition``.
 
-The partition is streamed in keyset chunks exactly as the pipeline reads it. Per row: rows that
+The partition is streamed in keyset chunks by the pipeline's own pager (``pipeline.plan``). Per row: rows that
 already have a score for this (metric, judge, prompt version) are skipped, rows that would fail
 validation cost nothing, and nodes already in ``ctxprec_judgments`` (or repeated within a chunk)
 are not judged again. The remaining nodes are grouped by ``max_nodes_per_call`` like the real
@@ -17,23 +17,20 @@ an offline judge (``lexical``) makes these "calls" locally at no cost.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from sqlalchemy import inspect, select
-from sqlalchemy.engine import Connection
+from sqlalchemy import inspect
 
 from .cache import judgment_keys
 from .errors import CtxPrecError
 from .judges import JudgeModel, make_judge
 from .judging import EST_COMPLETION_TOKENS_PER_NODE
-from .metrics.contextual_precision import ContextualPrecisionMetric
-from .metrics.turn_contextual_precision import TurnContextualPrecisionMetric, windows
 from .pipeline import PipelineConfig
+from .pipeline.plan import iter_chunk_rows
 from .pricing import price_of
 from .warehouse.engine import get_engine, read_connection
-from .warehouse.rows import row_to_conversation, row_to_test_case
 from .warehouse.schema import JUDGMENTS, SCORES, output_tables
-from .warehouse.source import SourceTable, parse_partition_key, read_chunk_rows, reflect_source
+from .warehouse.source import parse_partition_key, reflect_source
 from .warehouse.store import ScoringKey, load_judgments, scored_ids
 
 __all__ = ["Estimate", "estimate_partition", "PROMPT_CHARS_PER_TOKEN", "PROMPT_TOKENS_PER_CALL",
@@ -79,20 +76,6 @@ class Estimate:
         return asdict(self)
 
 
-def _keyset_chunks(conn: Connection, src: SourceTable, partition_key: str, size: int) -> Iterator[list[dict[str, Any]]]:
-    """The partition's rows, ``size`` at a time, paged by id (never OFFSET)."""
-    last: Any = None
-    while True:
-        conds = [src.partition_filter(partition_key), src.id.is_not(None)]
-        if last is not None:
-            conds.append(src.id > src.coerce_id(last))
-        ids = [r[0] for r in conn.execute(select(src.id).where(*conds).order_by(src.id).limit(size))]
-        if not ids:
-            return
-        yield read_chunk_rows(conn, src, partition_key, last, ids[-1])
-        last = ids[-1]
-
-
 def _price(judge: JudgeModel) -> tuple[float, float] | None:
     return judge.price_per_million or price_of(judge.get_model_name())
 
@@ -106,13 +89,10 @@ def estimate_partition(
     """Count what scoring ``partition_key`` with ``config`` would send to the judge. Read-only:
     no judge call, nothing written (output tables that do not exist yet are treated as empty)."""
     parse_partition_key(partition_key)
+    kind = config.kind
     judge = make_judge(config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key,
                        timeout=config.judge_timeout)
-    turn = config.is_conversation
-    metric_cls = TurnContextualPrecisionMetric if turn else ContextualPrecisionMetric
-    extra = {"window_size": config.window_size} if turn else {}
-    metric = metric_cls(threshold=config.threshold, model=judge, max_nodes_per_call=config.max_nodes_per_call,
-                        **extra)
+    metric = kind.build(config, judge)
     template = metric.evaluation_template
     model, version = metric.evaluation_model, metric.prompt_version
     price = _price(judge)
@@ -120,68 +100,59 @@ def estimate_partition(
                    price_per_million=price)
     group = config.max_nodes_per_call
     engine = get_engine(config.warehouse)
-    src = reflect_source(engine, config.table_name, config.source_schema, asdict(config.source_columns))
+    src = reflect_source(engine, config.table_name, config.source_schema, config.source_columns.as_dict(),
+                         columns_env=kind.columns_env,
+                         optional=config.source_columns.optional_missing_ok())
     existing = set(inspect(engine).get_table_names(schema=config.output_schema))
     tables = output_tables(config.output_schema)
     key = ScoringKey(metric.metric_name, model, version)
     chars = 0
 
-    with read_connection(engine) as conn:
-        for rows in _keyset_chunks(conn, src, partition_key, config.chunk_size):
-            est.rows_total += len(rows)
-            ids = [str(r["id"]) for r in rows]
+    for _chunk, rows in iter_chunk_rows(engine, src, partition_key, config.chunk_size):
+        est.rows_total += len(rows)
+        ids = [str(r["id"]) for r in rows]
+        with read_connection(engine) as conn:
             done = scored_ids(conn, tables, key, ids) if SCORES in existing else set()
-            est.rows_already_scored += len(done)
-            # (input, expected, [(rank, node)]) per judge request of every case still to score
-            requests: list[tuple[str, str, list[tuple[int, str]]]] = []
-            for row, log_id in zip(rows, ids):
-                if log_id in done:
-                    continue
-                try:
-                    if turn:
-                        case = row_to_conversation(row)
-                        metric._validate(case)
-                        wins = [w for w in windows(case.turns, config.window_size) if w.nodes]
-                        if not wins:
-                            raise CtxPrecError("not scorable: no window has any retrieval context")
-                        for w in wins:
-                            requests.append(("\n".join(w.user_messages), case.expected_outcome or "",
-                                             list(enumerate(w.nodes, start=1))))
-                    else:
-                        case = row_to_test_case(row)
-                        metric._validate(case)
-                        requests.append((case.input, case.expected_output or "",
-                                         list(enumerate(case.retrieval_context or [], start=1))))
-                except CtxPrecError as exc:
-                    est.rows_invalid += 1
-                    if len(est.invalid_examples) < 5:
-                        est.invalid_examples.append(f"{log_id}: {exc}")
-                    continue
-                est.rows_to_score += 1
-            keyed = [judgment_keys(model, version, q, a, [text for _, text in nodes]) for q, a, nodes in requests]
+        est.rows_already_scored += len(done)
+        # (question, expected, [(rank, node)]) per judge request of every case still to score
+        requests: list[tuple[str, str, list[tuple[int, str]]]] = []
+        for row, log_id in zip(rows, ids):
+            if log_id in done:
+                continue
+            try:
+                for q, a, nodes in metric.judge_requests(kind.row_to_case(row)):
+                    requests.append((q, a, list(enumerate(nodes, start=1))))
+            except CtxPrecError as exc:
+                est.rows_invalid += 1
+                if len(est.invalid_examples) < 5:
+                    est.invalid_examples.append(f"{log_id}: {exc}")
+                continue
+            est.rows_to_score += 1
+        keyed = [judgment_keys(model, version, q, a, [text for _, text in nodes]) for q, a, nodes in requests]
+        with read_connection(engine) as conn:
             cached = (
                 set(load_judgments(conn, tables, [k for ks in keyed for k in ks]))
                 if JUDGMENTS in existing else set()
             )
-            for (q, a, nodes), keys in zip(requests, keyed):
-                est.nodes_total += len(nodes)
-                todo = []
-                for (rank, text), k in zip(nodes, keys):
-                    if k in cached:
-                        est.nodes_cached += 1
-                    else:
-                        cached.add(k)  # judged once in this chunk, a cache hit afterwards
-                        todo.append((rank, text))
-                est.nodes_to_judge += len(todo)
-                for i in range(0, len(todo), group):
-                    part = todo[i : i + group]
-                    prompt = template.generate_verdicts(q, a, [t for _, t in part], [r for r, _ in part])
-                    chars += len(prompt)
-                    est.judge_calls += 1
-                    est.prompt_tokens += PROMPT_TOKENS_PER_CALL
-                    est.completion_tokens += COMPLETION_TOKENS_PER_CALL + COMPLETION_TOKENS_PER_NODE * len(part)
-            if progress is not None:
-                progress(est.rows_total, None)
+        for (q, a, nodes), keys in zip(requests, keyed):
+            est.nodes_total += len(nodes)
+            todo = []
+            for (rank, text), k in zip(nodes, keys):
+                if k in cached:
+                    est.nodes_cached += 1
+                else:
+                    cached.add(k)  # judged once in this chunk, a cache hit afterwards
+                    todo.append((rank, text))
+            est.nodes_to_judge += len(todo)
+            for i in range(0, len(todo), group):
+                part = todo[i : i + group]
+                prompt = template.generate_verdicts(q, a, [t for _, t in part], [r for r, _ in part])
+                chars += len(prompt)
+                est.judge_calls += 1
+                est.prompt_tokens += PROMPT_TOKENS_PER_CALL
+                est.completion_tokens += COMPLETION_TOKENS_PER_CALL + COMPLETION_TOKENS_PER_NODE * len(part)
+        if progress is not None:
+            progress(est.rows_total, None)
 
     est.prompt_tokens += -(-chars // PROMPT_CHARS_PER_TOKEN)
     if price is None:

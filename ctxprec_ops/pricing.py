@@ -6,8 +6,8 @@ variable ``CTXPREC_PRICES`` (JSON: ``{"my-model": [0.5, 1.5]}``). Unknown model 
 
 from __future__ import annotations
 
-import json
-import os
+
+from .config import Settings
 
 __all__ = ["PRICES", "set_price", "price_of", "cost_of"]
 
@@ -34,13 +34,10 @@ def set_price(model: str, input_per_million: float, output_per_million: float) -
 
 
 def _env_prices() -> dict[str, tuple[float, float]]:
-    raw = os.environ.get("CTXPREC_PRICES")
-    if not raw:
-        return {}
+    data = Settings.read("prices")
     try:
-        data = json.loads(raw)
         return {str(k): (float(v[0]), float(v[1])) for k, v in data.items()}
-    except (ValueError, TypeError, IndexError, AttributeError):
+    except (ValueError, TypeError, IndexError, KeyError):
         raise ValueError(
             'CTXPREC_PRICES must be JSON like {"model": [input_usd_per_1M, output_usd_per_1M]}'
         ) from None

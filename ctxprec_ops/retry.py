@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import random
 from email.utils import parsedate_to_datetime
 from datetime import datetime, timezone
+
+from .config import Settings
 
 __all__ = ["TransientJudgeError", "is_transient", "is_rate_limit", "retry_after_seconds", "backoff_seconds",
            "max_wait_seconds"]
@@ -82,17 +83,10 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         return None
 
 
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
 def max_wait_seconds() -> float:
     """``CTXPREC_RETRY_MAX_WAIT`` (default 30 s): the longest single wait before a retry, also the
     cap on a server's ``Retry-After`` (a ``Retry-After: 99999`` does not stall a run)."""
-    return max(0.0, _env_float("CTXPREC_RETRY_MAX_WAIT", 30.0))
+    return max(0.0, float(Settings.read("retry_max_wait")))
 
 
 def backoff_seconds(attempt: int, exc: BaseException | None = None) -> float:
@@ -106,6 +100,6 @@ def backoff_seconds(attempt: int, exc: BaseException | None = None) -> float:
         ra = retry_after_seconds(exc)
         if ra is not None:
             return min(ra, cap)
-    initial = _env_float("CTXPREC_RETRY_INITIAL_WAIT", 0.5)
+    initial = float(Settings.read("retry_initial_wait"))
     ceiling = min(cap, initial * (2 ** max(0, attempt - 1)))
     return ceiling / 2 + random.uniform(0, ceiling / 2)

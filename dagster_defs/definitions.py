@@ -1,22 +1,32 @@
-"""Compose the Dagster definitions; the resource set comes from ``CTXPREC_DEPLOYMENT``.
-
-- ``local`` (default): SQLite ``sqlite:///ctxprec.db`` (or CTXPREC_WAREHOUSE_URL), offline ``lexical`` judge.
-- ``production``: CTXPREC_WAREHOUSE_URL and the judge from CTXPREC_JUDGE / OPENAI_* (as EnvVars).
+"""Compose the Dagster definitions: one scores asset (with its checks) per metric kind, the
+log tables for lineage, the job and the nightly schedule; the resource set per deployment
+comes from ``CTXPREC_DEPLOYMENT`` (``local``: SQLite by default; ``production``: the warehouse
+URL and judge key required from the environment). The judge is ``CTXPREC_JUDGE`` in both.
 """
 
 from dagster import Definitions
 
-from .assets import contextual_precision_scores, turn_contextual_precision_scores
-from .checks import score_checks
-from .jobs import score_partition_job
-from .resources import resources_for
-from .schedules import nightly_schedule
-from .sources import conversation_logs, retrieval_logs
+from ctxprec_ops.config import Settings
+from ctxprec_ops.dagster import (
+    build_nightly_schedule,
+    build_score_checks,
+    build_score_job,
+    build_scores_asset,
+    log_table_spec,
+    resources_for,
+)
+from ctxprec_ops.pipeline.kinds import METRIC_KINDS
+
+settings = Settings.from_env()
+log_tables = [log_table_spec(kind) for kind in METRIC_KINDS.values()]
+scores_assets = {name: build_scores_asset(name) for name in METRIC_KINDS}
+score_checks = [build_score_checks(scores_assets[name], name) for name in METRIC_KINDS]
+score_job = build_score_job(list(scores_assets.values()))
 
 defs = Definitions(
-    assets=[retrieval_logs, conversation_logs, contextual_precision_scores, turn_contextual_precision_scores],
+    assets=[*log_tables, *scores_assets.values()],
     asset_checks=score_checks,
-    jobs=[score_partition_job],
-    schedules=[nightly_schedule],
-    resources=resources_for(),
+    jobs=[score_job],
+    schedules=[build_nightly_schedule(score_job, settings)],
+    resources=resources_for(settings=settings),
 )

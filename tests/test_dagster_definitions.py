@@ -19,13 +19,15 @@ import pytest
 from dagster import AssetKey, Backoff, Definitions, EnvVar, Jitter, build_schedule_context
 
 from dagster_defs import defs
-from dagster_defs.assets import contextual_precision_scores, turn_contextual_precision_scores
-from dagster_defs.checks import score_checks
-from dagster_defs.jobs import score_partition_job
-from dagster_defs.schedules import nightly_schedule
-from dagster_defs.sources import conversation_logs, retrieval_logs
-from dagster_defs.partitions import build_daily_partitions
-from dagster_defs.resources import JudgeResource, WarehouseResource, resources_for
+from dagster_defs.definitions import log_tables, score_checks, score_job, scores_assets
+from ctxprec_ops.dagster import build_daily_partitions, build_nightly_schedule
+from ctxprec_ops.dagster.resources import JudgeResource, WarehouseResource, resources_for
+
+retrieval_logs, conversation_logs = log_tables
+contextual_precision_scores = scores_assets["contextual_precision"]
+turn_contextual_precision_scores = scores_assets["turn_contextual_precision"]
+score_partition_job = score_job
+nightly_schedule = build_nightly_schedule(score_job)
 
 ROOT = Path(__file__).resolve().parents[1]
 DAGSTER = str(Path(sys.executable).with_name("dagster"))

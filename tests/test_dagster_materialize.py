@@ -16,11 +16,13 @@ import sqlalchemy as sa
 from dagster import AssetCheckSeverity, DagsterInstance, materialize
 
 from ctxprec_ops.scoring import contextual_precision
-from dagster_defs.assets import build_scores_asset, contextual_precision_scores, turn_contextual_precision_scores
-from dagster_defs.checks import score_checks
-from dagster_defs.policies import scoring_retry_policy
-from dagster_defs.resources import AlertThresholdsResource, JudgeResource, WarehouseResource
-from dagster_defs.sources import conversation_logs, retrieval_logs
+from ctxprec_ops.dagster import build_scores_asset, scoring_retry_policy
+from ctxprec_ops.dagster.resources import AlertThresholdsResource, JudgeResource, WarehouseResource
+from dagster_defs.definitions import log_tables, score_checks, scores_assets
+
+retrieval_logs, conversation_logs = log_tables
+contextual_precision_scores = scores_assets["contextual_precision"]
+turn_contextual_precision_scores = scores_assets["turn_contextual_precision"]
 from tests.fixtures.warehouse_data import query
 
 R, N = "RELEVANT: the refund window is 30 days.", "unrelated text about the weather"

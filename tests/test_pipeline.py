@@ -368,7 +368,7 @@ def test_warehouse_password_never_reaches_logs_or_tables(pg_server, caplog):
 
 
 def test_worker_processes_score_every_chunk_once(url):
-    from ctxprec_ops.pipeline import _can_fork_out
+    from ctxprec_ops.pipeline.workers import can_fork_out as _can_fork_out
 
     engine = get_engine(url)
     rows = day_rows(40)

@@ -5,7 +5,7 @@ The core package never imports Airflow; only this subpackage does.
 
 from .callbacks import failure_callbacks, log_failure
 from .hooks import CtxPrecWarehouseHook
-from .nightly import nightly_dag, nightly_timetable
+from .nightly import nightly_dag, nightly_dags, nightly_timetable
 from .operators import (
     ContextualPrecisionAlertOperator,
     ContextualPrecisionFinalizeOperator,
@@ -22,6 +22,7 @@ __all__ = [
     "ContextualPrecisionAlertOperator",
     "JudgeOutageError",
     "nightly_dag",
+    "nightly_dags",
     "nightly_timetable",
     "log_failure",
     "failure_callbacks",

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 from typing import Any, Callable
 
+from ..config import Settings
 from ..secrets import redact
 
 __all__ = ["log_failure", "failure_message", "failure_callbacks", "ON_FAILURE_ENV"]
@@ -61,9 +61,10 @@ def _load(path: str) -> Callable[[Any], None]:
     return obj
 
 
-def failure_callbacks(extra: list[Callable[[Any], None]] | None = None) -> list[Callable[[Any], None]]:
+def failure_callbacks(extra: list[Callable[[Any], None]] | None = None,
+                      settings: Settings | None = None) -> list[Callable[[Any], None]]:
     """``[log_failure, *extra, *the callbacks named in CTXPREC_AIRFLOW_ON_FAILURE]``."""
     callbacks: list[Callable[[Any], None]] = [log_failure, *(extra or [])]
-    for path in filter(None, (p.strip() for p in os.environ.get(ON_FAILURE_ENV, "").split(","))):
+    for path in (settings or Settings.from_env()).airflow_on_failure:
         callbacks.append(_load(path))
     return callbacks

@@ -17,19 +17,18 @@ password is registered with ``ctxprec_ops.secrets`` so ``redact`` strips it from
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 from sqlalchemy.engine import URL, Engine, make_url
 
+from ..config import DEFAULT_WAREHOUSE_URL, Settings
 from ..secrets import redact, redact_url, register_secret
 
 __all__ = ["CtxPrecWarehouseHook", "DEFAULT_WAREHOUSE_CONN_ID", "DEFAULT_WAREHOUSE_URL", "mask"]
 
 DEFAULT_WAREHOUSE_CONN_ID = "ctxprec_warehouse"
-DEFAULT_WAREHOUSE_URL = "sqlite:///ctxprec.db"
 
 # libpq options a postgres connection keeps in its extra that belong in the SQLAlchemy URL
 _LIBPQ_EXTRAS = frozenset({
@@ -107,9 +106,9 @@ class CtxPrecWarehouseHook(BaseHook):
             conn = optional_connection(self.warehouse_conn_id)
             if conn is not None:
                 return _url_from_connection(conn), f"connection {self.warehouse_conn_id!r}"
-        env = os.environ.get("CTXPREC_WAREHOUSE_URL")
-        if env:
-            return _parse(env, "CTXPREC_WAREHOUSE_URL"), "CTXPREC_WAREHOUSE_URL"
+        settings = Settings.from_env()
+        if settings.is_set("CTXPREC_WAREHOUSE_URL"):
+            return _parse(settings.warehouse_url, "CTXPREC_WAREHOUSE_URL"), "CTXPREC_WAREHOUSE_URL"
         return make_url(DEFAULT_WAREHOUSE_URL), "default"
 
     def get_engine(self) -> Engine:

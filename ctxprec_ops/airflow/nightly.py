@@ -17,13 +17,13 @@ Airflow-only knobs (the ``CTXPREC_*`` variables of ``ctxprec_ops.config`` config
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param
 
 from ..config import Settings
+from ..pipeline.kinds import DEFAULT_METRIC, METRIC_KINDS
 from .callbacks import failure_callbacks
 from .operators import (
     ContextualPrecisionAlertOperator,
@@ -32,40 +32,12 @@ from .operators import (
     ContextualPrecisionPlanOperator,
 )
 
-__all__ = ["nightly_dag", "nightly_timetable", "airflow_settings", "AirflowSettings"]
+__all__ = ["nightly_dag", "nightly_dags", "nightly_timetable"]
 
 
 def nightly_timetable() -> CronDataIntervalTimetable:
     """Daily data intervals in UTC: the run for day D starts at D+1 00:00 and ``{{ ds }}`` is D."""
     return CronDataIntervalTimetable("0 0 * * *", timezone="UTC")
-
-
-def _env_number(name: str, default: float, *, minimum: float = 0) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number, got {raw!r}") from None
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {raw!r}")
-    return value
-
-
-class AirflowSettings:
-    """The ``CTXPREC_AIRFLOW_*`` variables, read when a DAG file is parsed."""
-
-    def __init__(self) -> None:
-        self.max_active_chunks = int(_env_number("CTXPREC_AIRFLOW_MAX_ACTIVE_CHUNKS", 4, minimum=1))
-        self.pool = os.environ.get("CTXPREC_AIRFLOW_POOL") or None
-        self.retries = int(_env_number("CTXPREC_AIRFLOW_RETRIES", 3))
-        self.retry_delay = timedelta(seconds=_env_number("CTXPREC_AIRFLOW_RETRY_DELAY", 60))
-        self.max_retry_delay = timedelta(seconds=_env_number("CTXPREC_AIRFLOW_MAX_RETRY_DELAY", 1800))
-
-
-def airflow_settings() -> AirflowSettings:
-    return AirflowSettings()
 
 
 def _start_date(value: str) -> datetime:
@@ -86,7 +58,7 @@ def _number_param(default: float | None, description: str, *, integer: bool = Fa
 def nightly_dag(
     dag_id: str,
     *,
-    metric: str = "contextual_precision",
+    metric: str = DEFAULT_METRIC,
     source_table: str | None = None,
     warehouse_conn_id: str = "ctxprec_warehouse",
     start_date: datetime | None = None,
@@ -105,9 +77,8 @@ def nightly_dag(
     with ``max_rpm`` / ``max_tpm`` = the quota / ``slots`` (see docs/scaling.md). The pool's name is
     shown in the DAG params as ``judge_pool`` (fixed when the DAG file is parsed)."""
     settings = Settings.from_env()
-    af = airflow_settings()
-    pool = pool or af.pool
-    callbacks = failure_callbacks(on_failure_callback)
+    pool = pool or settings.airflow_pool
+    callbacks = failure_callbacks(on_failure_callback, settings)
     params = {
         "partition_key": Param(None, type=["null", "string"], pattern=r"^\d{4}-\d{2}-\d{2}$",
                                description="Day to score (YYYY-MM-DD); empty = the run's data interval day"),
@@ -146,10 +117,10 @@ def nightly_dag(
         outage_tolerance="{{ params.outage_tolerance }}",
     )
     retry_args: dict[str, Any] = dict(
-        retries=af.retries,
-        retry_delay=af.retry_delay,
+        retries=settings.airflow_retries,
+        retry_delay=timedelta(seconds=settings.airflow_retry_delay),
         retry_exponential_backoff=2.0,
-        max_retry_delay=af.max_retry_delay,
+        max_retry_delay=timedelta(seconds=settings.airflow_max_retry_delay),
     )
     with DAG(
         dag_id=dag_id,
@@ -165,7 +136,7 @@ def nightly_dag(
         plan = ContextualPrecisionPlanOperator(task_id="plan_chunks", **common)
         score = ContextualPrecisionOperator.partial(
             task_id="score_chunk",
-            max_active_tis_per_dag=af.max_active_chunks,
+            max_active_tis_per_dag=settings.airflow_max_active_chunks,
             **({"pool": pool} if pool else {}),
             **common,
         ).expand(chunk=plan.output)
@@ -182,3 +153,13 @@ def nightly_dag(
         )
         aggregate >> alert
     return dag
+
+
+def nightly_dags(**kwargs: Any) -> dict[str, DAG]:
+    """One nightly DAG per metric kind that runs nightly, as ``{"<metric>_nightly": dag}``
+    (a DAG file puts them in its globals); ``kwargs`` go to every ``nightly_dag``."""
+    return {
+        f"{kind.name}_nightly": nightly_dag(f"{kind.name}_nightly", metric=kind.name, **kwargs)
+        for kind in METRIC_KINDS.values()
+        if kind.nightly
+    }

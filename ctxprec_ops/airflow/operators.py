@@ -14,24 +14,23 @@ The judge API key never is a template field: it comes from the Airflow connectio
 
 from __future__ import annotations
 
+import json
 import math
-import re
 import traceback
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any, Literal, Sequence
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..config import Settings
-from ..errors import (
-    CtxPrecError,
-    IdentifierError,
-    JudgeConfigurationError,
-    JudgeUnavailableError,
-)
+from ..errors import CtxPrecError, JudgeUnavailableError
+from ..pipeline.kinds import metric_kind
+from ..pipeline.records import ChunkResult, RunSummary
+from ..pipeline.outcome import Decision, Outcome, decide, decide_error
 from ..secrets import redact
+from ..warehouse.source import PartitionKeyError, parse_partition_key
 from .hooks import (
     DEFAULT_WAREHOUSE_CONN_ID,
     CtxPrecWarehouseHook,
@@ -48,17 +47,10 @@ __all__ = [
     "JudgeOutageError",
     "CtxPrecTaskError",
     "DEFAULT_JUDGE_CONN_ID",
+    "apply_decision",
 ]
 
 DEFAULT_JUDGE_CONN_ID = "ctxprec_judge"
-METRICS = ("contextual_precision", "turn_contextual_precision")
-#: ``ctxprec_failures.error_type`` values worth an Airflow retry (the judge, not the row, failed)
-TRANSIENT_ERROR_TYPES = frozenset({JudgeUnavailableError.error_type, "judge_answer_invalid"})
-#: configuration problems: the task fails at once (no Airflow retry)
-PERMANENT_ERROR_TYPES = frozenset({
-    JudgeConfigurationError.error_type, IdentifierError.error_type, "source_table", "invalid_partition",
-})
-_PARTITION = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _NONE_STRINGS = ("", "none", "null")
 
 
@@ -102,13 +94,35 @@ def _partition(value: Any) -> str:
             "no partition to score: this run has no logical date; trigger it with the "
             "partition_key param (YYYY-MM-DD) or with a logical date"
         )
-    if not _PARTITION.match(key):
-        raise AirflowFailException(f"partition_key must be a UTC date YYYY-MM-DD, got {value!r}")
     try:
-        date.fromisoformat(key)
-    except ValueError:
-        raise AirflowFailException(f"partition_key is not a valid date: {key!r}") from None
+        parse_partition_key(key)
+    except PartitionKeyError as exc:
+        raise AirflowFailException(str(exc)) from None
     return key
+
+
+def _columns(value: Any) -> dict[str, str] | None:
+    """The ``columns`` argument: a mapping, or the JSON object a template rendered."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in _NONE_STRINGS):
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise AirflowFailException(f"columns must be a JSON object of column names, got {value!r}") from None
+    if not isinstance(value, dict):
+        raise AirflowFailException(f"columns must map logical column names to columns, got {value!r}")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def apply_decision(decision: Decision) -> None:
+    """The outcome policy in Airflow terms: ``done`` returns, ``retry`` raises an exception Airflow
+    retries (``JudgeOutageError``), ``fail`` raises ``AirflowFailException`` (no retry)."""
+    if decision.outcome is Outcome.DONE:
+        return
+    if decision.outcome is Outcome.FAIL:
+        raise AirflowFailException(decision.reason)
+    raise JudgeOutageError(decision.reason)
 
 
 @dataclass(frozen=True)
@@ -125,7 +139,7 @@ class CtxPrecBaseOperator(BaseOperator):
     """Shared arguments: partition, metric, warehouse (connection or URL) and judge settings."""
 
     template_fields: Sequence[str] = (
-        "partition_key", "metric", "warehouse_conn_id", "warehouse_url", "source_table",
+        "partition_key", "metric", "warehouse_conn_id", "warehouse_url", "source_table", "columns",
         "judge", "judge_base_url", "judge_conn_id", "threshold", "chunk_size", "concurrency",
         "max_cost", "judge_max_retries", "max_rpm", "max_tpm", "outage_tolerance",
     )
@@ -139,6 +153,7 @@ class CtxPrecBaseOperator(BaseOperator):
         warehouse_conn_id: str | None = DEFAULT_WAREHOUSE_CONN_ID,
         warehouse_url: str | None = None,
         source_table: str | None = None,
+        columns: dict[str, str] | str | None = None,
         judge: str | None = None,
         judge_base_url: str | None = None,
         judge_conn_id: str | None = DEFAULT_JUDGE_CONN_ID,
@@ -159,6 +174,7 @@ class CtxPrecBaseOperator(BaseOperator):
         self.warehouse_conn_id = warehouse_conn_id
         self.warehouse_url = warehouse_url
         self.source_table = source_table
+        self.columns = columns
         self.judge = judge
         self.judge_base_url = judge_base_url
         self.judge_conn_id = judge_conn_id
@@ -173,9 +189,10 @@ class CtxPrecBaseOperator(BaseOperator):
 
     # -- resolution (at execute time, after rendering) -------------------------------------
     def _metric(self) -> str:
-        if self.metric not in METRICS:
-            raise AirflowFailException(f"metric must be one of {', '.join(METRICS)}, got {self.metric!r}")
-        return self.metric
+        try:
+            return metric_kind(self.metric).name
+        except ValueError as exc:
+            raise AirflowFailException(str(exc)) from None
 
     def _warehouse_hook(self) -> CtxPrecWarehouseHook:
         return CtxPrecWarehouseHook(warehouse_conn_id=self.warehouse_conn_id, warehouse_url=self.warehouse_url)
@@ -206,36 +223,28 @@ class CtxPrecBaseOperator(BaseOperator):
             raise AirflowFailException(redact(str(exc))) from None
         self.log.info("warehouse: %s", hook.describe())
         judge = self._judge_settings(settings)
-        default_table = settings.source_table if metric == "contextual_precision" else settings.conversation_table
         threshold = _opt_float(self.threshold, "threshold", lo=0.0, hi=1.0)
-        kwargs: dict[str, Any] = dict(
-            warehouse=engine,
-            metric=metric,
-            judge=judge.model,
-            judge_base_url=judge.base_url,
-            judge_api_key=judge.api_key,
-            source_table=self.source_table or default_table,
-            threshold=settings.threshold if threshold is None else threshold,
-            chunk_size=_opt_int(self.chunk_size, "chunk_size") or settings.chunk_size,
-            concurrency=_opt_int(self.concurrency, "concurrency") or settings.concurrency,
-            max_cost=_opt_float(self.max_cost, "max_cost", lo=0.0),
-            max_rpm=_opt_float(self.max_rpm, "max_rpm", lo=0.0) or settings.max_rpm,
-            max_tpm=_opt_float(self.max_tpm, "max_tpm", lo=0.0) or settings.max_tpm,
-        )
-        tolerance = _opt_float(self.outage_tolerance, "outage_tolerance", lo=0.0)
-        kwargs["outage_tolerance"] = settings.outage_tolerance if tolerance is None else tolerance
         retries = _opt_int(self.judge_max_retries, "judge_max_retries", lo=0)
-        if retries is not None:
-            kwargs["max_retries"] = retries
+        try:
+            config = PipelineConfig.from_settings(
+                settings, warehouse=engine, metric=metric, judge=judge.model, judge_base_url=judge.base_url,
+                judge_api_key=judge.api_key, source_table=self.source_table or None,
+                columns=_columns(self.columns), threshold=threshold,
+                chunk_size=_opt_int(self.chunk_size, "chunk_size"),
+                concurrency=_opt_int(self.concurrency, "concurrency"),
+                max_cost=_opt_float(self.max_cost, "max_cost", lo=0.0), max_retries=retries,
+                max_rpm=_opt_float(self.max_rpm, "max_rpm", lo=0.0),
+                max_tpm=_opt_float(self.max_tpm, "max_tpm", lo=0.0),
+                outage_tolerance=_opt_float(self.outage_tolerance, "outage_tolerance", lo=0.0),
+            )
+        except (TypeError, ValueError) as exc:  # bad names or numbers: retrying cannot help
+            raise AirflowFailException(f"invalid ctxprec settings: {redact(str(exc))}") from None
         self.log.info(
             "metric %s, judge %s%s, source table %s, threshold %s, chunk size %s, concurrency %s",
             metric, judge.model, f" at {judge.base_url}" if judge.base_url else "",
-            kwargs["source_table"], kwargs["threshold"], kwargs["chunk_size"], kwargs["concurrency"],
+            config.table_name, config.threshold, config.chunk_size, config.concurrency,
         )
-        try:
-            return PipelineConfig(**kwargs)
-        except (TypeError, ValueError) as exc:  # bad names or numbers: retrying cannot help
-            raise AirflowFailException(f"invalid ctxprec settings: {redact(str(exc))}") from None
+        return config
 
     @staticmethod
     def ctxprec_run_id(context: Any) -> str:
@@ -244,15 +253,16 @@ class CtxPrecBaseOperator(BaseOperator):
         return f"airflow:{ti.dag_id}:{context['run_id']}"
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """Call the library. Configuration errors fail the task at once; anything else is
-        re-raised redacted (its traceback logged redacted) so Airflow retries it."""
+        """Call the library. An error the outcome policy says no retry can fix fails the task at
+        once; anything else is re-raised redacted (its traceback logged redacted) so Airflow
+        retries it."""
         try:
             return fn(*args, **kwargs)
         except AirflowFailException:
             raise
         except Exception as exc:
             message = f"{type(exc).__name__}: {redact(str(exc))}"[:2000]
-            if isinstance(exc, CtxPrecError) and exc.error_type in PERMANENT_ERROR_TYPES:
+            if decide_error(exc).outcome is Outcome.FAIL:
                 raise AirflowFailException(message) from None
             self.log.error("%s", redact(traceback.format_exc()))
             cls = JudgeOutageError if isinstance(exc, JudgeUnavailableError) else CtxPrecTaskError
@@ -343,13 +353,17 @@ class ContextualPrecisionOperator(CtxPrecBaseOperator):
             out = _public(summary.to_dict())
             result = summary
         self.log.info("result: %s", out)
-        transient = _transient_failures(result)
-        if self.fail_on_judge_errors and transient:
-            raise JudgeOutageError(
-                f"{transient} row(s) failed because the judge was unavailable "
-                f"(try {context['ti'].try_number}); retrying scores only the rows still missing"
-            )
+        self.finish(result)
         return out
+
+    def finish(self, result: ChunkResult | RunSummary) -> None:
+        """Apply the outcome policy to a chunk's or partition's result (``fail_on_judge_errors=False``
+        turns a ``retry`` into success: the failed rows wait for the next run)."""
+        decision = decide(result)
+        self.log.info("outcome: %s: %s", decision.outcome, decision.reason)
+        if decision.outcome is Outcome.RETRY and not self.fail_on_judge_errors:
+            return
+        apply_decision(decision)
 
 
 class ContextualPrecisionFinalizeOperator(CtxPrecBaseOperator):
@@ -365,7 +379,7 @@ class ContextualPrecisionFinalizeOperator(CtxPrecBaseOperator):
         self.chunk_results = chunk_results
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from ..pipeline import ChunkResult, finalize_run
+        from ..pipeline import finalize_run
 
         key = _partition(self.partition_key)
         config = self.pipeline_config()
@@ -457,11 +471,3 @@ def _public(d: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(v, dict) and all(isinstance(x, (int, float)) for x in v.values()):
             out[k] = dict(v)
     return out
-
-
-def _transient_failures(result: Any) -> int:
-    """Rows that failed on the judge (not on their own content), from the pipeline's result."""
-    by_type = getattr(result, "failures_by_type", None) or getattr(result, "rows_failed_by_type", None)
-    if isinstance(by_type, dict):
-        return sum(int(n) for t, n in by_type.items() if t in TRANSIENT_ERROR_TYPES)
-    return 0

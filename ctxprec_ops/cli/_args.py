@@ -10,15 +10,18 @@ from typing import Any, Callable
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
+from ..config import Settings
 from ..errors import CtxPrecError, IdentifierError, JudgeConfigurationError
-from ..pipeline import PipelineConfig
+from ..pipeline import DEFAULT_METRIC, METRIC_KINDS, METRIC_NAMES, MetricKind, PipelineConfig
+from ..pipeline.columns import parse_column_flags
+from ..pipeline.outcome import EXIT_BUDGET, decide_error
 from ..secrets import redact
 from ..warehouse.source import PartitionKeyError, parse_partition_key
-from ._common import EXIT_ERROR, EXIT_USAGE, err_console
+from ._common import err_console
 
-#: `ctxprec score`: the run stopped at --max-cost; unaffordable rows are recorded as
-#: ``budget_exhausted`` failures and the next run picks them up
-EXIT_BUDGET = 4
+__all__ = ["EXIT_BUDGET", "UsageError", "add_warehouse", "add_metric", "add_columns", "add_source",
+           "metric_of", "columns_of", "settings", "check_partition", "check_warehouse", "check_judge",
+           "config_from_args", "one_line", "fail", "guarded"]
 
 RAW = argparse.RawDescriptionHelpFormatter
 
@@ -27,6 +30,7 @@ class UsageError(CtxPrecError, ValueError):
     """A flag or setting is wrong; nothing was read or written (exit code 2)."""
 
     error_type = "usage"
+    retryable = False
 
 
 def add_warehouse(parser: argparse.ArgumentParser, *, default_help: str = "CTXPREC_WAREHOUSE_URL or sqlite:///ctxprec.db") -> None:
@@ -34,17 +38,52 @@ def add_warehouse(parser: argparse.ArgumentParser, *, default_help: str = "CTXPR
                         help=f"SQLAlchemy URL of the warehouse (default: {default_help})")
 
 
+def add_metric(parser: argparse.ArgumentParser) -> None:
+    """``--metric NAME`` (from the metric registry) and ``--conversations``, its alias for the turn metric."""
+    turn = [k for k in METRIC_KINDS.values() if k.table_setting == "conversation_table"][0]
+    parser.add_argument("--metric", choices=METRIC_NAMES, default=None,
+                        help=f"metric to compute or read (default: {DEFAULT_METRIC})")
+    parser.add_argument("--conversations", action="store_const", dest="metric", const=turn.name,
+                        help=f"alias of --metric {turn.name}")
+
+
+def add_columns(parser: argparse.ArgumentParser) -> None:
+    """``--column NAME=COLUMN`` (repeatable): map a logical column to the table's column."""
+    parser.add_argument("--column", action="append", metavar="NAME=COLUMN", default=None,
+                        help="the input table's column for a logical column, e.g. retrieval_context=contexts "
+                             "(repeatable; default: CTXPREC_SOURCE_COLUMNS / CTXPREC_CONVERSATION_COLUMNS)")
+
+
+def metric_of(args: argparse.Namespace) -> MetricKind:
+    return METRIC_KINDS[getattr(args, "metric", None) or DEFAULT_METRIC]
+
+
+def columns_of(args: argparse.Namespace) -> dict[str, str]:
+    try:
+        return parse_column_flags(getattr(args, "column", None))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def settings() -> Settings:
+    """``Settings.from_env()``; a malformed ``CTXPREC_*`` variable is a usage error (exit 2)."""
+    try:
+        return Settings.from_env()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def add_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partition", required=True, metavar="YYYY-MM-DD",
                         help="the UTC day of event_time to score")
+    add_metric(parser)
+    add_columns(parser)
     parser.add_argument("--judge", metavar="MODEL",
                         help="an OpenAI-compatible model name, or 'lexical' for the offline judge "
                              "(default: CTXPREC_JUDGE, else gpt-4o-mini with OPENAI_API_KEY, else lexical)")
     parser.add_argument("--source-table", metavar="NAME",
                         help="input table, 'table' or 'schema.table' (default: CTXPREC_SOURCE_TABLE or "
-                             "retrieval_logs; CTXPREC_CONVERSATION_TABLE or conversation_logs with --conversations)")
-    parser.add_argument("--conversations", action="store_true",
-                        help="score a conversation table with turn contextual precision")
+                             "retrieval_logs; CTXPREC_CONVERSATION_TABLE or conversation_logs for the turn metric)")
     parser.add_argument("--chunk-size", type=int, metavar="N", help="rows per chunk (default: CTXPREC_CHUNK_SIZE or 500)")
     parser.add_argument("--threshold", type=float, metavar="X",
                         help="per-case pass threshold in [0, 1] (default: CTXPREC_THRESHOLD or 0.5)")
@@ -87,11 +126,12 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> PipelineConfig:
     """``PipelineConfig`` from the env (``Settings.from_env``) with the given flags on top."""
     try:
         config = PipelineConfig.from_settings(
-            None,
+            settings(),
             warehouse=getattr(args, "warehouse", None),
             judge=getattr(args, "judge", None),
-            metric="turn_contextual_precision" if getattr(args, "conversations", False) else "contextual_precision",
+            metric=metric_of(args).name,
             source_table=getattr(args, "source_table", None),
+            columns=columns_of(args) or None,
             chunk_size=getattr(args, "chunk_size", None),
             threshold=getattr(args, "threshold", None),
             max_nodes_per_call=getattr(args, "max_nodes_per_call", None),
@@ -122,9 +162,10 @@ def one_line(exc: BaseException) -> str:
 
 
 def fail(command: str, exc: BaseException) -> int:
-    """Print ``ctxprec COMMAND: error: ...`` (one line, stderr) and return the exit code."""
+    """Print ``ctxprec COMMAND: error: ...`` (one line, stderr); the exit code is the outcome
+    policy's (2 for bad arguments, 1 otherwise)."""
     err_console.print(f"ctxprec {command}: error: {one_line(exc)}", markup=False, highlight=False, soft_wrap=True)
-    return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_ERROR
+    return decide_error(exc).exit_code
 
 
 def guarded(command: str, body: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:

@@ -1,35 +1,27 @@
-"""Shared CLI plumbing: one-line errors, exit codes, secret-free messages."""
+"""Shared CLI plumbing: consoles, exit codes (from the outcome policy), the command runner."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 
 from rich.console import Console
 
-from ..errors import CtxPrecError
-from ..secrets import redact
+from ..pipeline.outcome import EXIT_BUDGET, EXIT_ERROR, EXIT_OK, EXIT_USAGE
 
-#: exit codes schedulers can branch on
-EXIT_OK = 0
-EXIT_ERROR = 1  # the command could not do its job
-EXIT_USAGE = 2  # bad arguments
-EXIT_ALERT = 3  # `ctxprec check`: an alert fired
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_ALERT", "EXIT_BUDGET", "console", "err_console",
+           "run_command"]
+
+#: `ctxprec check`: an alert fired
+EXIT_ALERT = 3
 
 console = Console(stderr=False)
 err_console = Console(stderr=True)
 
 
 def run_command(args: argparse.Namespace) -> int:
+    """Run the parsed command; every command is ``guarded`` (one-line errors, exit codes)."""
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         err_console.print("ctxprec: interrupted")
         return 130
-    except (CtxPrecError, ValueError, OSError) as exc:
-        err_console.print(f"ctxprec {args.command}: error: {redact(str(exc))}", markup=False, highlight=False)
-        return EXIT_ERROR
-    except Exception as exc:  # one line, no traceback, never a secret
-        name = type(exc).__name__
-        err_console.print(f"ctxprec {args.command}: error: {name}: {redact(str(exc))}", markup=False, highlight=False)
-        return EXIT_ERROR

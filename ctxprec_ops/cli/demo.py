@@ -94,12 +94,9 @@ def run(args: argparse.Namespace) -> int:
         f"{sum(len(v) for v in info.malformed.values())} malformed retrieval rows; judge [bold]{result.judge}[/]",
         highlight=False,
     )
-    titles = {
-        "contextual_precision": "retrieval_logs · contextual precision per day",
-        "turn_contextual_precision": "conversation_logs · turn contextual precision per day",
-    }
-    for metric, _table in METRICS:
-        console.print(runs_table(result.by_metric(metric), title=titles[metric], show_metric=False))
+    for kind in METRICS:
+        console.print(runs_table(result.by_metric(kind.name), title=f"{kind.default_table} · {kind.title} per day",
+                                 show_metric=False))
 
     from ..monitoring import format_trend_table
 

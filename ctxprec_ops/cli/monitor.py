@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
 
-from ..config import Settings
+from ..pipeline.columns import merge_columns
 from ..warehouse.engine import display_url
-from ._args import RAW, UsageError, check_partition as check_partition_key, check_warehouse, guarded
+from ._args import RAW, UsageError, add_columns, add_metric, check_warehouse, columns_of, guarded, metric_of, settings
+from ._args import check_partition as check_partition_key
 from ._common import EXIT_ALERT, EXIT_OK, err_console
 from ._render import stdout_console
 
 if TYPE_CHECKING:  # the monitoring stack (pandas, scipy) is imported by the commands that use it
     from ..monitoring import AlertRules, CheckResult
-
-DEFAULT_METRIC = "contextual_precision"
-METRICS = ("contextual_precision", "turn_contextual_precision")
 
 RULES_HELP = """\
 alert rules:
@@ -94,7 +91,7 @@ def _positive(raw: str) -> int:
 
 def _common(p: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
     p.add_argument("--warehouse", metavar="URL", help="SQLAlchemy URL of the warehouse (default: CTXPREC_WAREHOUSE_URL or sqlite:///ctxprec.db)")
-    p.add_argument("--metric", choices=METRICS, default=DEFAULT_METRIC, help="metric to monitor (default: %(default)s)")
+    add_metric(p)
     p.add_argument("--judge-model", metavar="NAME", help="compare scores of this judge model (default: the most recent)")
     p.add_argument("--prompt-version", metavar="V", help="compare scores of this prompt version (default: the most recent)")
     if thresholds:
@@ -110,16 +107,14 @@ def _common(p: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
 def _settings(args: argparse.Namespace) -> tuple[str, "AlertRules"]:
     from ..monitoring import AlertRules
 
-    try:
-        settings = Settings.from_env()
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    url = args.warehouse or settings.warehouse_url
+    env = settings()
+    args.metric = metric_of(args).name
+    url = args.warehouse or env.warehouse_url
     check_warehouse(url)
     try:
         rules = AlertRules(
-            min_mean=args.min_mean if args.min_mean is not None else settings.min_mean,
-            min_pass_rate=args.min_pass_rate if args.min_pass_rate is not None else settings.min_pass_rate,
+            min_mean=args.min_mean if args.min_mean is not None else env.min_mean,
+            min_pass_rate=args.min_pass_rate if args.min_pass_rate is not None else env.min_pass_rate,
             min_drop=args.min_drop,
             alpha=args.alpha,
             baseline_partitions=args.baseline_partitions,
@@ -167,7 +162,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--days", type=_positive, default=30, metavar="N", help="calendar days ending at the latest partition (default: %(default)s)")
     p.add_argument("--end", metavar="YYYY-MM-DD", help="last partition of the window (default: the latest with data)")
     p.add_argument("--worst", type=_positive, default=10, metavar="N", help="worst cases to show (default: %(default)s)")
-    p.add_argument("--source-table", metavar="NAME", help="table with the query and node texts (default: CTXPREC_SOURCE_TABLE or retrieval_logs)")
+    p.add_argument("--source-table", metavar="NAME", help="table with the query and node texts (default: the metric's input table, CTXPREC_SOURCE_TABLE or retrieval_logs)")
+    add_columns(p)
     p.set_defaults(func=guarded("report", run_report))
 
 
@@ -268,10 +264,12 @@ def run_report(args: argparse.Namespace) -> int:
     if args.end:
         check_partition_key(args.end)
     out = Path(args.out)
-    source = args.source_table or os.environ.get("CTXPREC_SOURCE_TABLE") or "retrieval_logs"
+    kind, env = metric_of(args), settings()
+    source = args.source_table or getattr(env, kind.table_setting)
+    columns = merge_columns(getattr(env, kind.columns_setting), columns_of(args))
     path = render_report(
-        url, out, metric=args.metric, days=args.days, end=args.end, rules=rules, worst=args.worst,
-        source_table=source, judge_model=args.judge_model, prompt_version=args.prompt_version,
+        url, out, metric=kind.name, days=args.days, end=args.end, rules=rules, worst=args.worst,
+        source_table=source, columns=columns, judge_model=args.judge_model, prompt_version=args.prompt_version,
     )  # fmt: skip
     stdout_console().print(f"wrote {path}", markup=False, highlight=False)
     return EXIT_OK

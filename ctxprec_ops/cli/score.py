@@ -6,10 +6,9 @@ import argparse
 import json
 import uuid
 
-from ..pipeline import INPUT_PROBLEMS, finalize_run, plan_chunks, prepare, score_chunk, score_partition
-from ..secrets import redact
+from ..pipeline import ChunkResult, RunSummary, finalize_run, plan_chunks, prepare, score_chunk, score_partition
+from ..pipeline.outcome import Outcome, decide
 from ._args import (
-    EXIT_BUDGET,
     RAW,
     UsageError,
     add_source,
@@ -19,7 +18,7 @@ from ._args import (
     config_from_args,
     guarded,
 )
-from ._common import EXIT_ERROR, EXIT_OK, err_console
+from ._common import err_console
 from ._render import chunk_table, run_table, stdout_console
 from .progress import ProgressDisplay
 
@@ -28,19 +27,20 @@ examples:
   ctxprec score --warehouse sqlite:///ctxprec.db --partition 2026-11-28
   ctxprec score --warehouse postgresql://etl@db/analytics --partition 2026-11-28 \\
       --judge gpt-4o-mini --concurrency 32 --max-cost 5
-  ctxprec score --partition 2026-11-28 --conversations            # turn contextual precision
+  ctxprec score --partition 2026-11-28 --metric turn_contextual_precision   # (alias: --conversations)
+  ctxprec score --partition 2026-11-28 --column retrieval_context=contexts --column event_time=ts
   ctxprec score --partition 2026-11-28 --chunk 3 --run-id nightly-2026-11-28   # one chunk only
   ctxprec score --partition 2026-11-28 --finalize --run-id nightly-2026-11-28   # then summarise
 
 Defaults come from CTXPREC_WAREHOUSE_URL, CTXPREC_JUDGE, CTXPREC_SOURCE_TABLE,
-CTXPREC_CONVERSATION_TABLE, CTXPREC_THRESHOLD, CTXPREC_CONCURRENCY, CTXPREC_CHUNK_SIZE,
+CTXPREC_CONVERSATION_TABLE, CTXPREC_SOURCE_COLUMNS, CTXPREC_CONVERSATION_COLUMNS, CTXPREC_THRESHOLD, CTXPREC_CONCURRENCY, CTXPREC_CHUNK_SIZE,
 CTXPREC_MAX_RPM, CTXPREC_MAX_TPM, CTXPREC_OUTAGE_TOLERANCE, OPENAI_API_KEY and OPENAI_BASE_URL; flags override them. Re-running a partition only judges
 rows that are not scored yet.
 
-exit codes:
-  0  the partition is complete: every row is scored or recorded as bad input
-  1  error (bad warehouse, missing table, judge misconfigured or failing), or rows failed
-     because of the judge: re-run to retry them
+exit codes:  (the Airflow operator and the Dagster asset decide the same way)
+  0  done: the partition is complete, every row is scored or recorded as bad input
+  1  retry (rows failed because of the judge, or the warehouse was unreachable: re-run) or
+     fail (bad warehouse, missing table, judge misconfigured: fix it first)
   2  bad arguments (partition format, identifiers, numbers)
   4  --max-cost reached: the rows it could not afford are recorded as budget_exhausted
      failures; the next run picks them up
@@ -127,27 +127,12 @@ def run(args: argparse.Namespace) -> int:
     return _exit_code(summary)
 
 
-def _exit_code(summary) -> int:
-    if summary.completed:
-        return EXIT_OK
-    failed = summary.failures_by_type
-    if summary.status == "budget_exhausted":
-        n = failed.get("budget_exhausted", 0)
-        err_console.print(
-            f"ctxprec score: budget exhausted: {n} row(s) of {summary.partition_key} could not be afforded "
-            "under --max-cost; they are recorded as budget_exhausted failures and the next run picks them up",
-            markup=False, highlight=False, soft_wrap=True,
-        )
-        return EXIT_BUDGET
-    other = {t: n for t, n in failed.items() if t not in INPUT_PROBLEMS}
-    detail = ", ".join(f"{t}: {n}" for t, n in sorted(other.items())) or summary.status
-    message = redact(summary.error_message or "")
-    err_console.print(
-        f"ctxprec score: partition {summary.partition_key} incomplete ({summary.status}; {detail}); "
-        f"re-run to retry the failed rows{': ' + message if message else ''}",
-        markup=False, highlight=False, soft_wrap=True,
-    )
-    return EXIT_ERROR
+def _exit_code(result: RunSummary | ChunkResult) -> int:
+    """The outcome policy's exit code; anything but done says why on stderr, in one line."""
+    decision = decide(result)
+    if decision.outcome is not Outcome.DONE:
+        err_console.print(f"ctxprec score: {decision.reason}", markup=False, highlight=False, soft_wrap=True)
+    return decision.exit_code
 
 
 def _one_chunk(args: argparse.Namespace, config, partition: str, run_id: str, label: str) -> int:
@@ -166,7 +151,4 @@ def _one_chunk(args: argparse.Namespace, config, partition: str, run_id: str, la
         console.print_json(json.dumps({"run_id": run_id, **result.to_dict()}, default=str))
     else:
         console.print(chunk_table(result, run_id=run_id))
-    bad = {t: n for t, n in result.failures_by_type.items() if t not in INPUT_PROBLEMS}
-    if "budget_exhausted" in bad:
-        return EXIT_BUDGET
-    return EXIT_ERROR if bad else EXIT_OK
+    return _exit_code(result)

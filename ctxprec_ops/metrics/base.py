@@ -77,6 +77,10 @@ class BaseRetrievalMetric:
         """The judgment-cache keys scoring ``test_case`` looks up (to preload them in one query)."""
         raise NotImplementedError
 
+    def judge_requests(self, test_case: Any) -> list[tuple[str, str, list[str]]]:
+        """``[(question, expected, nodes)]`` scoring ``test_case`` sends the judge (after validation)."""
+        raise NotImplementedError
+
     async def _evaluate(self, test_case: Any, run: JudgeRun, result: MetricResult) -> None:
         """Fill ``result`` (score, verdicts, usage...). Raise on failure."""
         raise NotImplementedError

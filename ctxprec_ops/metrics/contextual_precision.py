@@ -54,6 +54,13 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
         return judgment_keys(self.evaluation_model, self.prompt_version, test_case.input,
                              test_case.expected_output or "", test_case.retrieval_context or [])
 
+    def judge_requests(self, test_case: Any) -> list[tuple[str, str, list[str]]]:
+        """What scoring ``test_case`` sends the judge: ``[(question, expected, nodes)]``.
+
+        Validates first (``InvalidTestCaseError``), exactly as ``measure`` does; no judge call."""
+        self._validate(test_case)
+        return [(test_case.input, test_case.expected_output or "", list(test_case.retrieval_context or []))]
+
     async def _evaluate(self, test_case: LLMTestCase, run: JudgeRun, result: MetricResult) -> None:
         assert test_case.retrieval_context is not None and test_case.expected_output is not None
         usage = Usage()

@@ -121,6 +121,16 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
                                       case.expected_outcome or "", w.nodes)
         return keys
 
+    def judge_requests(self, case: Any) -> list[tuple[str, str, list[str]]]:
+        """What scoring ``case`` sends the judge: one ``(user messages, expected outcome, nodes)``
+        per window with retrieval context. Validates first; ``NotScorableError`` when no window
+        has any (as ``measure`` reports it); no judge call."""
+        self._validate(case)
+        wins = [w for w in windows(case.turns, self.window_size) if w.nodes]
+        if not wins:
+            raise NotScorableError("not scorable: no window has any retrieval context (no judge call was made)")
+        return [("\n".join(w.user_messages), case.expected_outcome or "", list(w.nodes)) for w in wins]
+
     async def _evaluate(self, case: ConversationalTestCase, run: JudgeRun, result: MetricResult) -> None:
         assert case.expected_outcome is not None
         wins = windows(case.turns, self.window_size)

@@ -9,9 +9,9 @@ pooling them would turn a judge change into a fake regression. Every figure is t
 for one ``(judge_model, prompt_version)`` pair: by default the pair of the most recently scored
 row (for ``check``: the most recent in the checked partition, falling back to the most recent
 before it). **Volume** (rows seen by a partition) is population-independent: the distinct
-``log_id`` scored for the metric by any judge or recorded in ``ctxprec_failures``; failed rows
-count whatever judge failed on them (a new judge that fails everything is a failure spike, not a
-missing population).
+``log_id`` scored for the metric by any judge or recorded in ``ctxprec_failures``. **Failed rows**
+are those of the population (a failed run of another judge or prompt does not make the compared
+scores' failure rate; that run's own status and outcome report it).
 
 Only grouped index scans touch the whole history (which partitions have data); per-case scores
 are read for the checked partitions and their baselines only.
@@ -24,7 +24,7 @@ import datetime as dt
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import sqlalchemy as sa
@@ -33,26 +33,21 @@ from sqlalchemy.engine import Engine
 from ..secrets import redact_url
 from ..warehouse.engine import get_engine
 from ..warehouse.identifiers import split_table_name
+from ..warehouse.schema import ExistingTables, MissingScoresTableError, existing_output_tables
+from ..warehouse.source import parse_partition_key
 
 __all__ = [
     "Population",
     "PartitionData",
     "History",
     "engine_scope",
-    "OutputTables",
+    "MissingScoresTableError",
     "load_history",
     "load_worst_cases",
     "partition_range",
 ]
 
 log = logging.getLogger(__name__)
-
-SCORES, FAILURES, RUNS = "ctxprec_scores", "ctxprec_failures", "ctxprec_runs"
-
-
-class MissingScoresTableError(LookupError):
-    """The warehouse has no ``ctxprec_scores`` table (nothing was ever scored there)."""
-
 
 @contextlib.contextmanager
 def engine_scope(engine_or_url: Engine | str) -> Iterator[Engine]:
@@ -114,21 +109,6 @@ class History:
         return [k for k in self.seen_keys if k < key][-limit:] if limit > 0 else []
 
 
-class OutputTables:
-    """Reflected output tables of one warehouse (``failures``/``runs`` may be None)."""
-
-    def __init__(self, engine: Engine, *, schema: str | None = None) -> None:
-        names = set(sa.inspect(engine).get_table_names(schema=schema))
-        if SCORES not in names:
-            raise MissingScoresTableError(
-                f"the warehouse has no {SCORES} table yet: score a partition first (ctxprec score)"
-            )
-        md = sa.MetaData(schema=schema)
-        self.scores = sa.Table(SCORES, md, autoload_with=engine)
-        self.failures = sa.Table(FAILURES, md, autoload_with=engine) if FAILURES in names else None
-        self.runs = sa.Table(RUNS, md, autoload_with=engine) if RUNS in names else None
-
-
 def _eq(col: sa.ColumnElement, value: Any) -> sa.ColumnElement[bool]:
     return col.is_(None) if value is None else col == value
 
@@ -139,7 +119,7 @@ def _population_filter(t: sa.Table, pop: Population) -> sa.ColumnElement[bool]:
 
 def resolve_population(
     conn: sa.Connection,
-    tables: OutputTables,
+    tables: ExistingTables,
     metric: str,
     *,
     partition_key: str | None = None,
@@ -172,7 +152,7 @@ def resolve_population(
     return None
 
 
-def _scored_keys(conn: sa.Connection, tables: OutputTables, metric: str, pop: Population | None) -> list[str]:
+def _scored_keys(conn: sa.Connection, tables: ExistingTables, metric: str, pop: Population | None) -> list[str]:
     if pop is None:
         return []
     t = tables.scores
@@ -180,7 +160,7 @@ def _scored_keys(conn: sa.Connection, tables: OutputTables, metric: str, pop: Po
     return sorted(str(k) for (k,) in conn.execute(q) if k is not None)
 
 
-def _seen_keys(conn: sa.Connection, tables: OutputTables, metric: str) -> list[str]:
+def _seen_keys(conn: sa.Connection, tables: ExistingTables, metric: str) -> list[str]:
     """Partitions with any row (scored by any judge, or failed): grouped index scans only."""
     keys: set[str] = set()
     for t in (tables.scores, tables.failures):
@@ -191,9 +171,14 @@ def _seen_keys(conn: sa.Connection, tables: OutputTables, metric: str) -> list[s
 
 
 def _volumes(
-    conn: sa.Connection, tables: OutputTables, metric: str, keys: Sequence[str]
+    conn: sa.Connection, tables: ExistingTables, metric: str, pop: Population | None, keys: Sequence[str]
 ) -> tuple[dict[str, int], dict[str, int]]:
-    """Rows seen (distinct log_id, scored by any judge or failed) and rows failed, for ``keys``."""
+    """Rows seen (distinct log_id, scored by any judge or failed) and rows failed, for ``keys``.
+
+    Failed rows are those of the compared population (its judge model and prompt version): a
+    failed run of another judge is not a failure of the scores being compared. With no
+    population yet (nothing scored), every failure counts.
+    """
     if not keys:
         return {}, {}
     s, f = tables.scores, tables.failures
@@ -211,21 +196,25 @@ def _volumes(
     }
     failed: dict[str, int] = {}
     if f is not None:
-        q = (
-            sa.select(f.c.partition_key, sa.func.count(sa.distinct(f.c.log_id)))
-            .where(f.c.metric == metric, f.c.partition_key.in_(wanted))
-            .group_by(f.c.partition_key)
-        )
+        where = [f.c.metric == metric, f.c.partition_key.in_(wanted)]
+        if pop is not None:
+            where.append(_population_filter(f, pop))
+        q = sa.select(f.c.partition_key, sa.func.count(sa.distinct(f.c.log_id))).where(*where).group_by(
+            f.c.partition_key)
         failed = {str(k): int(n) for k, n in conn.execute(q) if k is not None}
     return rows, failed
 
 
-def _latest_runs(conn: sa.Connection, tables: OutputTables, metric: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+def _latest_runs(conn: sa.Connection, tables: ExistingTables, metric: str, pop: Population | None,
+                 keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The latest ``ctxprec_runs`` row per partition, of the population when there is one."""
     r = tables.runs
     if r is None or not keys:
         return {}
     out: dict[str, dict[str, Any]] = {}
     q = sa.select(r).where(r.c.metric == metric, r.c.partition_key.in_(list(keys)))
+    if pop is not None:
+        q = q.where(_population_filter(r, pop))
     for row in conn.execute(q).mappings():
         rec = dict(row)
         key = str(rec["partition_key"])
@@ -237,7 +226,7 @@ def _latest_runs(conn: sa.Connection, tables: OutputTables, metric: str, keys: S
 
 
 def _case_scores(
-    conn: sa.Connection, tables: OutputTables, metric: str, pop: Population | None, keys: Sequence[str]
+    conn: sa.Connection, tables: ExistingTables, metric: str, pop: Population | None, keys: Sequence[str]
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     if pop is None or not keys:
         return {}
@@ -263,13 +252,6 @@ def partition_range(end: str, days: int, *, start: str | None = None) -> list[st
     return [(first + dt.timedelta(days=i)).isoformat() for i in range(max(n, 0))]
 
 
-def parse_partition_key(key: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(str(key))
-    except ValueError:
-        raise ValueError(f"partition key must be a date YYYY-MM-DD, got {key!r}") from None
-
-
 def load_history(
     engine: Engine,
     metric: str,
@@ -287,7 +269,7 @@ def load_history(
 
     ``keys=None`` loads nothing but the index; zero-volume partitions are kept (rows = 0).
     """
-    tables = OutputTables(engine)
+    tables = existing_output_tables(engine)
     with engine.connect() as conn:
         pop = population or resolve_population(
             conn,
@@ -305,9 +287,9 @@ def load_history(
             wanted.update(hist.scored_before(key, baseline_partitions))
             wanted.update(hist.seen_before(key, baseline_partitions))
         ordered = sorted(wanted)
-        rows, failed = _volumes(conn, tables, metric, ordered)
+        rows, failed = _volumes(conn, tables, metric, pop, ordered)
         cases = _case_scores(conn, tables, metric, pop, ordered)
-        runs = _latest_runs(conn, tables, metric, ordered)
+        runs = _latest_runs(conn, tables, metric, pop, ordered)
     for key in ordered:
         s, p = cases.get(key, (np.empty(0), np.empty(0, dtype=bool)))
         hist.partitions[key] = PartitionData(key, s, p, rows.get(key, 0), failed.get(key, 0), runs.get(key))
@@ -334,15 +316,21 @@ def load_worst_cases(
     partition_key: str,
     *,
     limit: int = 10,
-    source_table: str = "retrieval_logs",
+    source_table: str | None = None,
+    columns: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The lowest-scoring cases of a partition with their node verdicts (best rank first).
 
-    When the source table exists (default ``retrieval_logs``, may be ``schema.table``; columns
-    ``id``, ``input``, ``retrieval_context``) the query and node texts are attached; otherwise
-    only the verdicts. A source table name that is not an identifier raises ``IdentifierError``.
+    When the metric's source table exists (default: the metric kind's table, may be
+    ``schema.table``; ``columns`` maps logical column names as for scoring) the query, the
+    expected output and the node texts are attached; otherwise only the verdicts. A source table
+    name that is not an identifier raises ``IdentifierError``.
     """
-    tables = OutputTables(engine)
+    from ..pipeline.kinds import metric_kind
+
+    kind = metric_kind(metric)
+    mapped = kind.columns.from_mapping(columns).as_dict()
+    tables = existing_output_tables(engine)
     t = tables.scores
     where = [t.c.metric == metric, t.c.partition_key == partition_key, t.c.score.is_not(None)]
     if population is not None:
@@ -369,7 +357,9 @@ def load_worst_cases(
                     "groups": groups,
                 }
             )
-        _attach_source(conn, source_table, cases)
+        _attach_source(conn, source_table or kind.default_table, cases, {
+            "id": mapped["id"], "query": mapped[kind.query_column], "expected": mapped[kind.expected_column],
+            "nodes": mapped[kind.nodes_column]})
     return cases
 
 
@@ -387,34 +377,45 @@ def _split_windows(nodes: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return [sorted(g, key=lambda n: n["node"]) for g in groups]
 
 
-def _attach_source(conn: sa.Connection, source_table: str, cases: list[dict[str, Any]]) -> None:
-    """Best effort: add ``input`` and node texts from the source table (never fails the caller)."""
+def _attach_source(conn: sa.Connection, source_table: str, cases: list[dict[str, Any]],
+                   columns: Mapping[str, str]) -> None:
+    """Best effort: add ``input``, ``expected`` and node texts from the source table (never fails
+    the caller). ``columns`` maps ``id``/``query``/``expected``/``nodes`` to the table's columns."""
     if not cases:
         return
     schema, name = split_table_name(source_table, None, "source table name")
     try:
         insp = sa.inspect(conn)
         if name not in insp.get_table_names(schema=schema):
+            log.warning("report: source table %s not found: cases are shown without their texts", source_table)
             return
         src = sa.Table(name, sa.MetaData(schema=schema), autoload_with=conn)
-        if not {"id", "input"} <= set(src.c.keys()):
+        have = {logical: src.c[col] for logical, col in columns.items() if col in src.c}
+        if "id" not in have:
+            log.warning("report: %s has no column %r: cases are shown without their texts", source_table,
+                        columns["id"])
             return
         ids: list[Any] = [c["log_id"] for c in cases]
-        if isinstance(src.c.id.type, sa.Integer):
+        if isinstance(have["id"].type, sa.Integer):
             ids = [int(i) for i in ids if str(i).lstrip("-").isdigit()]
         else:
             ids = [str(i) for i in ids]
-        cols = [src.c.id, src.c.input] + ([src.c.retrieval_context] if "retrieval_context" in src.c else [])
-        found = {str(r[0]): r for r in conn.execute(sa.select(*cols).where(src.c.id.in_(ids)))}
+        wanted = [k for k in ("query", "expected", "nodes") if k in have]
+        stmt = sa.select(have["id"], *(have[k] for k in wanted)).where(have["id"].in_(ids))
+        found = {str(r[0]): dict(zip(wanted, r[1:])) for r in conn.execute(stmt)}
     except Exception as exc:  # the report still renders without texts
         log.warning("could not read %s for the report: %s", source_table, type(exc).__name__)
         return
+    single_turn = columns.get("query") != columns.get("nodes")
     for case in cases:
         row = found.get(str(case["log_id"]))
         if row is None:
             continue
-        case["input"] = row[1]
-        texts = _json_list(row[2]) if len(row) > 2 and len(case["groups"]) == 1 else []
+        if single_turn and row.get("query") is not None:
+            case["input"] = row["query"]
+        if row.get("expected") is not None:
+            case["expected"] = row["expected"]
+        texts = _json_list(row.get("nodes")) if single_turn and len(case["groups"]) == 1 else []
         for node in case["verdicts"]:
             k = node["node"] - 1
             if 0 <= k < len(texts):
@@ -423,7 +424,7 @@ def _attach_source(conn: sa.Connection, source_table: str, cases: list[dict[str,
 
 def case_threshold(engine: Engine, metric: str, population: Population | None, partition_key: str) -> float | None:
     """The per-case pass threshold the partition was scored with (the most common one)."""
-    t = OutputTables(engine).scores
+    t = existing_output_tables(engine).scores
     where = [t.c.metric == metric, t.c.partition_key == partition_key]
     if population is not None:
         where.append(_population_filter(t, population))

@@ -12,7 +12,7 @@ import datetime as dt
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from sqlalchemy.engine import Engine
@@ -143,14 +143,17 @@ def render_report(
     min_mean: float | None = None,
     min_pass_rate: float | None = None,
     worst: int = 10,
-    source_table: str = "retrieval_logs",
+    source_table: str | None = None,
+    columns: Mapping[str, str] | None = None,
     judge_model: str | None = None,
     prompt_version: str | None = None,
     title: str | None = None,
 ) -> Path:
     """Write the report for the last ``days`` partitions to ``out_path``; return its path.
 
-    ``min_mean``/``min_pass_rate`` are shortcuts for the same fields of ``rules``.
+    ``min_mean``/``min_pass_rate`` are shortcuts for the same fields of ``rules``. The worst
+    cases' texts come from ``source_table`` (default: the metric's input table) read through
+    ``columns`` (logical name -> column, as for scoring).
     """
     rules = rules or AlertRules(min_mean=min_mean, min_pass_rate=min_pass_rate)
     out = Path(out_path)
@@ -158,7 +161,8 @@ def render_report(
         raise ValueError(f"the report is an HTML file: --out should end in .html, got {out.name!r}")
     if not out.parent.exists():
         raise ValueError(f"the directory of {str(out)!r} does not exist")
-    split_table_name(source_table, None, "source table name")  # IdentifierError, before any work
+    if source_table is not None:
+        split_table_name(source_table, None, "source table name")  # IdentifierError, before any work
     with engine_scope(engine_or_url) as engine:
         history, results = trend_results(
             engine, metric=metric, days=days, end=end, rules=rules,
@@ -170,7 +174,8 @@ def render_report(
         threshold = None
         if worst_partition is not None:
             cases = load_worst_cases(
-                engine, metric, history.population, worst_partition, limit=worst, source_table=source_table
+                engine, metric, history.population, worst_partition, limit=worst, source_table=source_table,
+                columns=columns,
             )
             threshold = case_threshold(engine, metric, history.population, worst_partition)
         ctx = report_context(

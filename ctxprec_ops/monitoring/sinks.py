@@ -14,16 +14,16 @@ Environment (used by ``sinks_from_env`` and the CLI):
 from __future__ import annotations
 
 import logging
-import os
 import smtplib
 import ssl
 from dataclasses import dataclass, field
 from email.message import EmailMessage
-from typing import Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 from urllib.parse import urlsplit
 
 import httpx
 
+from ..config import Settings, parse_auto_bool
 from ..secrets import redact, register_secret
 from .check import CheckResult
 
@@ -114,17 +114,6 @@ class WebhookSink:
             raise DeliveryError(f"webhook POST to {where} failed: HTTP {resp.status_code}")
 
 
-def _flag(raw: str | None, default: str) -> str:
-    v = (raw or default).strip().lower()
-    if v in ("1", "true", "yes", "on", "always"):
-        return "true"
-    if v in ("0", "false", "no", "off", "never"):
-        return "false"
-    if v == "auto":
-        return "auto"
-    raise ValueError(f"expected true, false or auto, got {raw!r}")
-
-
 @dataclass
 class SmtpSettings:
     """Where and how to send alert e-mail. ``starttls``: ``auto`` (if offered), ``true``, ``false``."""
@@ -144,26 +133,19 @@ class SmtpSettings:
             raise ValueError("SMTP host is required for e-mail alerts")
         if not self.recipients:
             raise ValueError("at least one e-mail recipient is required")
-        self.starttls = _flag(self.starttls, "auto")
+        self.starttls = parse_auto_bool(self.starttls, "starttls")
         register_secret(self.password)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> "SmtpSettings | None":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "SmtpSettings | None":
         """Settings from ``CTXPREC_SMTP_*`` / ``CTXPREC_ALERT_EMAIL_TO``; None when no recipient."""
-        env = os.environ if env is None else env
-        to = overrides.pop("recipients", None) or [a.strip() for a in env.get("CTXPREC_ALERT_EMAIL_TO", "").split(",") if a.strip()]
+        s = Settings.from_env(env)
+        to = overrides.pop("recipients", None) or s.alert_email_to
         if not to:
             return None
-        port = env.get("CTXPREC_SMTP_PORT")
-        values = dict(
-            host=env.get("CTXPREC_SMTP_HOST", "localhost"),
-            recipients=to,
-            sender=env.get("CTXPREC_SMTP_FROM") or "ctxprec@localhost",
-            port=int(port) if port else 587,
-            user=env.get("CTXPREC_SMTP_USER") or None,
-            password=env.get("CTXPREC_SMTP_PASSWORD") or None,
-            starttls=env.get("CTXPREC_SMTP_STARTTLS") or "auto",
-            use_ssl=_flag(env.get("CTXPREC_SMTP_SSL"), "false") == "true",
+        values: dict[str, Any] = dict(
+            host=s.smtp_host, recipients=list(to), sender=s.smtp_from, port=s.smtp_port, user=s.smtp_user,
+            password=s.smtp_password, starttls=s.smtp_starttls, use_ssl=s.smtp_ssl,
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -208,9 +190,8 @@ def sinks_from_env(
     env: Mapping[str, str] | None = None, *, webhook: str | None = None, email_to: Sequence[str] | None = None
 ) -> list[AlertSink]:
     """The log sink plus the webhook / e-mail sinks configured by arguments or environment."""
-    env = os.environ if env is None else env
     sinks: list[AlertSink] = [LogSink()]
-    url = webhook or env.get("CTXPREC_ALERT_WEBHOOK")
+    url = webhook or Settings.from_env(env).alert_webhook
     if url:
         sinks.append(WebhookSink(url))
     smtp = SmtpSettings.from_env(env, recipients=list(email_to) if email_to else None)

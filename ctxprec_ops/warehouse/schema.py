@@ -40,11 +40,17 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
+from sqlalchemy import inspect
+
+from ..errors import CtxPrecError
 from .engine import write_transaction
 from .identifiers import validate_identifier
 
 __all__ = [
     "OutputTables",
+    "ExistingTables",
+    "MissingScoresTableError",
+    "existing_output_tables",
     "output_tables",
     "ensure_output_tables",
     "SCORES",
@@ -204,3 +210,34 @@ def ensure_output_tables(engine: Engine, schema: str | None = None) -> OutputTab
         _create_all(engine, tables)
     done.add(schema)
     return tables
+
+
+class MissingScoresTableError(CtxPrecError, LookupError):
+    """The warehouse has no ``ctxprec_scores`` table (nothing was ever scored there)."""
+
+    error_type = "no_scores"
+    retryable = False
+
+
+@dataclass(frozen=True)
+class ExistingTables:
+    """The output tables that exist in a warehouse, for readers (``failures``/``runs`` may be None)."""
+
+    scores: Table
+    failures: Table | None
+    runs: Table | None
+
+
+def existing_output_tables(engine: Engine, schema: str | None = None) -> ExistingTables:
+    """The output tables a reader can query (read-only: nothing is created)."""
+    tables = output_tables(schema)
+    names = set(inspect(engine).get_table_names(schema=schema))
+    if SCORES not in names:
+        raise MissingScoresTableError(
+            f"the warehouse has no {SCORES} table yet: score a partition first (ctxprec score)"
+        )
+    return ExistingTables(
+        scores=tables.scores,
+        failures=tables.failures if FAILURES in names else None,
+        runs=tables.runs if RUNS in names else None,
+    )

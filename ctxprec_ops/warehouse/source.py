@@ -24,7 +24,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
-from typing import Any, Iterator, Literal, Mapping
+from typing import Any, Collection, Iterator, Literal, Mapping
 
 from sqlalchemy import (
     Column,
@@ -75,12 +75,14 @@ class SourceTableError(CtxPrecError, LookupError):
     """The configured source table or one of its columns does not exist or cannot be used."""
 
     error_type = "source_table"
+    retryable = False
 
 
 class PartitionKeyError(CtxPrecError, ValueError):
     """A partition key is not a ``YYYY-MM-DD`` date."""
 
     error_type = "invalid_partition"
+    retryable = False
 
 
 def parse_partition_key(partition_key: str) -> date:
@@ -195,17 +197,20 @@ _lock = threading.Lock()
 
 
 def reflect_source(
-    engine: Engine, table_name: str, schema: str | None, columns: Mapping[str, str]
+    engine: Engine, table_name: str, schema: str | None, columns: Mapping[str, str], *,
+    columns_env: str | None = None, optional: Collection[str] = (),
 ) -> SourceTable:
     """Reflect ``table_name`` and check that every configured column exists.
 
     ``columns`` maps logical names (``id``, ``event_time``, ``input``, ...) to the table's
-    column names; all are validated identifiers. Cached per engine.
+    column names; all are validated identifiers. Cached per engine. ``columns_env`` names the
+    variable holding the column mapping (said in the "has no column" error, with ``--column``).
+    A logical column in ``optional`` that the table lacks is left out (rows read it as NULL).
     """
     schema, table_name = split_table_name(table_name, schema, "source table name")
     for logical, physical in columns.items():
         validate_identifier(physical, f"column name for {logical!r}")
-    cache_key = (schema, table_name, tuple(sorted(columns.items())))
+    cache_key = (schema, table_name, tuple(sorted(columns.items())), tuple(sorted(optional)))
     with _lock:
         hit = _reflected.get(engine, {}).get(cache_key)
     if hit is not None:
@@ -227,10 +232,13 @@ def reflect_source(
         col = table.columns.get(physical)
         if col is None:
             col = by_lower.get(physical.lower())
+        if col is None and logical in optional:
+            continue
         if col is None:
+            how = f"--column {logical}=COLUMN" + (f" or {columns_env}" if columns_env else "")
             raise SourceTableError(
                 f"source table {where!r} has no column {physical!r} (configured for {logical!r}); "
-                f"its columns are: {', '.join(c.name for c in table.columns)}"
+                f"its columns are: {', '.join(c.name for c in table.columns)}; map it with {how}"
             )
         found[logical] = col
     src = SourceTable(

@@ -13,7 +13,6 @@ One ``multi_asset_check`` per asset loads the history once and answers all three
 metadata carries the figures it judged.
 """
 
-import os
 import warnings
 from typing import Any
 
@@ -22,31 +21,27 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
+    AssetChecksDefinition,
     AssetsDefinition,
     MetadataValue,
     PartitionsDefinition,
     multi_asset_check,
 )
 
+from ctxprec_ops.config import Settings
 from ctxprec_ops.monitoring.check import CheckResult, check_partition
 
-from .assets import contextual_precision_scores, turn_contextual_precision_scores
-from .partitions import daily_partitions
+from .partitions import build_daily_partitions
 from .resources import AlertThresholdsResource, WarehouseResource
 
-__all__ = ["BLOCKING_ENV", "CHECK_KINDS", "build_score_checks", "check_metadata", "score_checks"]
+__all__ = ["CHECK_KINDS", "build_score_checks", "check_metadata"]
 
-BLOCKING_ENV = "CTXPREC_BLOCKING_CHECKS"
 #: check name -> (severity when it fails, what it guards)
 CHECK_KINDS: dict[str, tuple[AssetCheckSeverity, str]] = {
     "threshold": (AssetCheckSeverity.ERROR, "Partition mean / pass rate at or above CTXPREC_MIN_MEAN / CTXPREC_MIN_PASS_RATE."),
     "regression": (AssetCheckSeverity.WARN, "No statistically significant drop below the trailing 7-partition baseline."),
     "volume": (AssetCheckSeverity.WARN, "Rows at least half the baseline's median, failed rows within max_failure_rate."),
 }
-
-
-def _blocking_default() -> bool:
-    return (os.environ.get(BLOCKING_ENV) or "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def _num(value: Any) -> MetadataValue:
@@ -110,11 +105,13 @@ def build_score_checks(
     scores_asset: AssetsDefinition,
     metric: str,
     *,
-    partitions_def: PartitionsDefinition = daily_partitions,
+    partitions_def: PartitionsDefinition | None = None,
     blocking: bool | None = None,
-):
-    """The threshold / regression / volume checks of one scores asset."""
-    blocking = _blocking_default() if blocking is None else blocking
+) -> AssetChecksDefinition:
+    """The threshold / regression / volume checks of one scores asset (``blocking`` default:
+    ``CTXPREC_BLOCKING_CHECKS``)."""
+    blocking = Settings.from_env().blocking_checks if blocking is None else blocking
+    partitions_def = partitions_def or build_daily_partitions()
     with warnings.catch_warnings():  # partitioned check specs are a Dagster "preview" feature
         warnings.simplefilter("ignore")
         specs = [
@@ -152,9 +149,3 @@ def build_score_checks(
             )
 
     return _checks
-
-
-score_checks = [
-    build_score_checks(contextual_precision_scores, "contextual_precision"),
-    build_score_checks(turn_contextual_precision_scores, "turn_contextual_precision"),
-]

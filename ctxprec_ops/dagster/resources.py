@@ -14,7 +14,8 @@ from typing import Any
 from dagster import ConfigurableResource, EnvVar
 from pydantic import Field
 
-from ctxprec_ops.config import Settings
+from ctxprec_ops.config import DEFAULT_WAREHOUSE_URL, Settings
+from ctxprec_ops.pipeline.kinds import metric_kind
 from ctxprec_ops.warehouse.engine import display_url
 
 __all__ = [
@@ -29,7 +30,6 @@ __all__ = [
 
 DEPLOYMENT_ENV = "CTXPREC_DEPLOYMENT"
 DEPLOYMENTS = ("local", "production")
-LOCAL_WAREHOUSE_URL = "sqlite:///ctxprec.db"
 
 
 class WarehouseResource(ConfigurableResource):
@@ -38,10 +38,18 @@ class WarehouseResource(ConfigurableResource):
     url: str = Field(description="SQLAlchemy URL; pass EnvVar('CTXPREC_WAREHOUSE_URL') when it holds a password.")
     source_table: str = Field(default="retrieval_logs", description="Retrieval-log table (single-turn metric).")
     conversation_table: str = Field(default="conversation_logs", description="Conversation-log table (turn metric).")
+    source_columns: dict[str, str] = Field(
+        default_factory=dict, description="Column mapping of the retrieval-log table (CTXPREC_SOURCE_COLUMNS).")
+    conversation_columns: dict[str, str] = Field(
+        default_factory=dict, description="Column mapping of the conversation-log table (CTXPREC_CONVERSATION_COLUMNS).")
 
     def table_for(self, metric: str) -> str:
         """The input table a metric reads."""
-        return self.conversation_table if metric == "turn_contextual_precision" else self.source_table
+        return str(getattr(self, metric_kind(metric).table_setting))
+
+    def columns_for(self, metric: str) -> dict[str, str]:
+        """The column mapping of the table a metric reads."""
+        return dict(getattr(self, metric_kind(metric).columns_setting))
 
     def display_url(self) -> str:
         """The URL with any password masked: safe for logs and metadata."""
@@ -92,16 +100,13 @@ class AlertThresholdsResource(ConfigurableResource):
 
 
 def _env_or(name: str, default: Any) -> Any:
-    """``EnvVar(name)`` when the variable is set (its value stays out of run config), else ``default``."""
+    """``EnvVar(name)`` when the (OPENAI_*) variable is set (its value stays out of run config), else ``default``."""
     return EnvVar(name) if os.environ.get(name) else default
 
 
-def current_deployment() -> str:
+def current_deployment(settings: Settings | None = None) -> str:
     """The deployment named by ``CTXPREC_DEPLOYMENT`` (default ``local``)."""
-    name = (os.environ.get(DEPLOYMENT_ENV) or "local").strip().lower()
-    if name not in DEPLOYMENTS:
-        raise ValueError(f"{DEPLOYMENT_ENV} must be one of {', '.join(DEPLOYMENTS)}, got {name!r}")
-    return name
+    return (settings or Settings.from_env()).deployment
 
 
 def _thresholds(settings: Settings) -> AlertThresholdsResource:
@@ -110,50 +115,50 @@ def _thresholds(settings: Settings) -> AlertThresholdsResource:
     )
 
 
+def _warehouse(settings: Settings, url: Any) -> WarehouseResource:
+    return WarehouseResource(
+        url=url, source_table=settings.source_table, conversation_table=settings.conversation_table,
+        source_columns=settings.source_columns, conversation_columns=settings.conversation_columns,
+    )
+
+
+def _judge(settings: Settings, *, require_key: bool) -> JudgeResource:
+    """The judge every deployment builds from ``Settings`` (CTXPREC_JUDGE and OPENAI_*)."""
+    llm = settings.judge.strip().lower() != "lexical"
+    key: Any = _env_or("OPENAI_API_KEY", None)
+    if llm and require_key:
+        key = EnvVar("OPENAI_API_KEY")  # an LLM judge needs a key (vLLM/Ollama accept any value)
+    return JudgeResource(
+        model=settings.judge, base_url=_env_or("OPENAI_BASE_URL", None), api_key=key if llm else None,
+        concurrency=settings.concurrency, chunk_size=settings.chunk_size,
+        max_rpm=settings.max_rpm, max_tpm=settings.max_tpm, outage_tolerance=settings.outage_tolerance,
+    )
+
+
 def _local(settings: Settings) -> dict[str, Any]:
-    """SQLite (``sqlite:///ctxprec.db`` unless CTXPREC_WAREHOUSE_URL says otherwise), offline judge."""
+    """SQLite ``sqlite:///ctxprec.db`` unless CTXPREC_WAREHOUSE_URL says otherwise; the judge
+    from CTXPREC_JUDGE (``lexical``, the offline judge, when neither it nor OPENAI_API_KEY is set)."""
     return {
-        "warehouse": WarehouseResource(
-            url=_env_or("CTXPREC_WAREHOUSE_URL", LOCAL_WAREHOUSE_URL),
-            source_table=settings.source_table,
-            conversation_table=settings.conversation_table,
-        ),
-        "judge": JudgeResource(
-            model="lexical", concurrency=settings.concurrency, chunk_size=settings.chunk_size,
-            outage_tolerance=settings.outage_tolerance,
-        ),
+        "warehouse": _warehouse(settings, EnvVar("CTXPREC_WAREHOUSE_URL") if settings.is_set("CTXPREC_WAREHOUSE_URL")
+                                else DEFAULT_WAREHOUSE_URL),
+        "judge": _judge(settings, require_key=False),
         "thresholds": _thresholds(settings),
     }
 
 
 def _production(settings: Settings) -> dict[str, Any]:
     """Warehouse URL and judge credentials from the environment (required at run launch)."""
-    llm = settings.judge != "lexical"
     return {
-        "warehouse": WarehouseResource(
-            url=EnvVar("CTXPREC_WAREHOUSE_URL"),
-            source_table=settings.source_table,
-            conversation_table=settings.conversation_table,
-        ),
-        "judge": JudgeResource(
-            model=settings.judge,
-            base_url=_env_or("OPENAI_BASE_URL", None),
-            # an LLM judge needs a key (vLLM/Ollama accept any non-empty value)
-            api_key=EnvVar("OPENAI_API_KEY") if llm else None,
-            concurrency=settings.concurrency,
-            chunk_size=settings.chunk_size,
-            max_rpm=settings.max_rpm,
-            max_tpm=settings.max_tpm,
-            outage_tolerance=settings.outage_tolerance,
-        ),
+        "warehouse": _warehouse(settings, EnvVar("CTXPREC_WAREHOUSE_URL")),
+        "judge": _judge(settings, require_key=True),
         "thresholds": _thresholds(settings),
     }
 
 
 def resources_for(deployment: str | None = None, settings: Settings | None = None) -> dict[str, Any]:
     """The resource set of ``deployment`` (default: ``CTXPREC_DEPLOYMENT``), from ``Settings.from_env``."""
-    deployment = deployment or current_deployment()
+    settings = settings or Settings.from_env()
+    deployment = deployment or settings.deployment
     if deployment not in DEPLOYMENTS:
         raise ValueError(f"unknown deployment {deployment!r}; choose from {', '.join(DEPLOYMENTS)}")
-    settings = settings or Settings.from_env()
     return _local(settings) if deployment == "local" else _production(settings)

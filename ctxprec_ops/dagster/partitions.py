@@ -4,7 +4,7 @@ from dagster import DailyPartitionsDefinition
 
 from ctxprec_ops.config import Settings
 
-__all__ = ["daily_partitions", "build_daily_partitions"]
+__all__ = ["build_daily_partitions"]
 
 
 def build_daily_partitions(start_date: str | None = None) -> DailyPartitionsDefinition:
@@ -12,6 +12,3 @@ def build_daily_partitions(start_date: str | None = None) -> DailyPartitionsDefi
     return DailyPartitionsDefinition(
         start_date=start_date or Settings.from_env().start_date, timezone="UTC", fmt="%Y-%m-%d"
     )
-
-
-daily_partitions = build_daily_partitions()

@@ -5,24 +5,20 @@ endpoint or warehouse that stays down for minutes. Each retry re-runs the whole 
 is cheap: rows already scored are upserted again from the judgment cache, never re-judged.
 """
 
-import os
-
 from dagster import Backoff, BackfillPolicy, Jitter, RetryPolicy
 
-__all__ = ["RETRY_DELAY_ENV", "RETRY_MAX_ENV", "scoring_retry_policy", "one_partition_per_run"]
+from ctxprec_ops.config import Settings
 
-RETRY_DELAY_ENV = "CTXPREC_DAGSTER_RETRY_DELAY"  # seconds before the first retry (default 30)
-RETRY_MAX_ENV = "CTXPREC_DAGSTER_MAX_RETRIES"  # default 3
+__all__ = ["scoring_retry_policy", "one_partition_per_run"]
 
 
 def scoring_retry_policy(delay: float | None = None, max_retries: int | None = None) -> RetryPolicy:
     """Exponential backoff with ± jitter: retry n waits (2ⁿ-1)·delay ± delay, i.e. ~1, 3, 7 × delay."""
-    if delay is None:
-        delay = float(os.environ.get(RETRY_DELAY_ENV) or 30.0)
-    if max_retries is None:
-        max_retries = int(os.environ.get(RETRY_MAX_ENV) or 3)
+    settings = Settings.from_env()
+    delay = settings.dagster_retry_delay if delay is None else delay
+    max_retries = settings.dagster_max_retries if max_retries is None else max_retries
     if delay < 0 or max_retries < 0:
-        raise ValueError(f"{RETRY_DELAY_ENV} and {RETRY_MAX_ENV} must not be negative")
+        raise ValueError("the retry delay and the number of retries must not be negative")
     return RetryPolicy(
         max_retries=max_retries, delay=delay, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS
     )

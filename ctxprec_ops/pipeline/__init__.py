@@ -1,0 +1,47 @@
+"""The partition-scoring pipeline that the CLI, the Airflow operators and the Dagster assets call.
+
+``score_partition`` = ``plan_chunks`` + ``score_chunk`` for every chunk + ``finalize_run``.
+Each step can run on its own (Airflow maps ``score_chunk`` over the planned chunks):
+
+- ``kinds``: the metric-kind registry (the only list of metrics);
+- ``config``/``columns``: ``PipelineConfig`` and the input tables' column sets;
+- ``records``: ``Chunk``, ``ChunkResult``, ``RunSummary``, ``RunStatus``, ``ProgressEvent``;
+- ``context``: ``prepare`` resolves a config (engine, tables, source, judge, metric);
+- ``plan``: ``plan_chunks`` streams ids (never rows) and cuts keyset boundaries;
+- ``chunk``: ``score_chunk`` reads, validates, judges and writes one chunk in one transaction;
+- ``finalize``: ``finalize_run`` computes the partition's figures into ``ctxprec_runs``;
+- ``run``: ``score_partition``; ``workers``: chunks in worker processes;
+- ``outcome``: the one ``done``/``retry``/``fail`` policy every entry point maps from.
+
+Re-running a partition is idempotent and only judges what is missing.
+"""
+
+from .chunk import score_chunk
+from .columns import ColumnSet, ConversationColumns, SourceColumns
+from .config import PipelineConfig
+from .context import PipelineContext, prepare
+from .finalize import finalize_run
+from .kinds import DEFAULT_METRIC, METRIC_KINDS, METRIC_NAMES, MetricKind, metric_kind
+from .outcome import Decision, Outcome, decide, decide_error
+from .plan import plan_chunks
+from .records import (
+    INPUT_PROBLEMS,
+    Chunk,
+    ChunkResult,
+    ProgressCallback,
+    ProgressEvent,
+    RunStatus,
+    RunSummary,
+)
+from .run import score_partition
+
+#: kept for callers of the 0.1 API: a metric name is any key of ``METRIC_KINDS``
+MetricName = str
+
+__all__ = [
+    "MetricName", "MetricKind", "METRIC_KINDS", "METRIC_NAMES", "DEFAULT_METRIC", "metric_kind",
+    "ColumnSet", "SourceColumns", "ConversationColumns", "PipelineConfig", "PipelineContext",
+    "Chunk", "ChunkResult", "RunSummary", "RunStatus", "ProgressEvent", "ProgressCallback",
+    "prepare", "plan_chunks", "score_chunk", "finalize_run", "score_partition", "INPUT_PROBLEMS",
+    "Outcome", "Decision", "decide", "decide_error",
+]

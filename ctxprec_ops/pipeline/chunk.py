@@ -1,0 +1,244 @@
+"""Score one chunk: intake (rows -> cases or failures), judging, and one write transaction."""
+
+from __future__ import annotations
+
+import time as _time
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterator
+
+from ..breaker import BreakerEvent, CircuitBreaker
+from ..budget import Budget
+from ..cache import DictVerdictCache
+from ..errors import InvalidTestCaseError
+from ..judging import use_guards
+from ..results import MetricResult
+from ..secrets import redact
+from ..warehouse.engine import read_connection, write_transaction
+from ..warehouse.source import parse_partition_key, read_chunk_rows
+from ..warehouse.store import ScoringKey, load_judgments, run_spend, scored_ids, write_chunk
+from .config import PipelineConfig
+from .context import PipelineContext, prepare
+from .records import INPUT_PROBLEMS, Chunk, ChunkResult, ProgressCallback, ProgressEvent
+
+__all__ = ["score_chunk"]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class _Throttle:
+    """Forward ``rows_done`` progress at most every ``interval`` seconds (and at the end)."""
+
+    def __init__(self, progress: ProgressCallback | None, partition_key: str, base: int, total: int,
+                 interval: float = 0.25) -> None:
+        self.progress, self.pk, self.base, self.total, self.interval = progress, partition_key, base, total, interval
+        self.last = 0.0
+
+    def __call__(self, done: int, _total: int) -> None:
+        if self.progress is None:
+            return
+        now = _time.monotonic()
+        if done >= _total or now - self.last >= self.interval:
+            self.last = now
+            self.progress(ProgressEvent("rows_done", self.pk, self.base + done, self.total))
+
+
+@dataclass
+class _Intake:
+    """A chunk's rows sorted into: already scored, to judge (as cases), failed on their content."""
+
+    rows: list[dict[str, Any]]
+    done_ids: set[str]
+    cases: list[Any] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _failure(log_id: str, pk: str, key: ScoringKey, error_type: str, message: str, attempts: int,
+             run_id: str, at: datetime, chunk_index: int) -> dict[str, Any]:
+    return {
+        "log_id": log_id, "partition_key": pk, "metric": key.metric, "judge_model": key.judge_model,
+        "prompt_version": key.prompt_version, "error_type": error_type, "error_message": message[:4000],
+        "attempts": int(attempts or 0), "run_id": run_id, "failed_at": at, "chunk_index": chunk_index,
+    }
+
+
+def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
+    """Read the chunk, skip rows already scored, turn the rest into cases or ``invalid_input``."""
+    key, pk = ctx.key, chunk.partition_key
+    with read_connection(ctx.engine) as conn:
+        rows = read_chunk_rows(conn, ctx.source, pk, chunk.after_id, chunk.upto_id)
+        done_ids = scored_ids(conn, ctx.tables, key, [str(r["id"]) for r in rows])
+    intake = _Intake(rows, done_ids)
+    now = _now()
+    to_case = ctx.config.kind.row_to_case
+    id_counts = Counter(str(r["id"]) for r in rows)
+    for log_id, n in id_counts.items():
+        if n > 1 and log_id not in done_ids:
+            # which of the rows is the real one is unknowable: score none, say why (once per id)
+            msg = (f"column 'id' value {log_id[:100]!r} is not unique: {n} rows of partition {pk} share it; "
+                   "none of them is scored until the duplicates are removed")
+            intake.failures.append(_failure(log_id, pk, key, InvalidTestCaseError.error_type, msg, 0, run_id, now,
+                                            chunk.index))
+    for row in rows:
+        log_id = str(row["id"])
+        if log_id in done_ids or id_counts[log_id] > 1:
+            continue
+        try:
+            intake.cases.append(to_case(row))
+        except InvalidTestCaseError as exc:
+            intake.failures.append(_failure(log_id, pk, key, exc.error_type, redact(str(exc)), 0, run_id, now,
+                                            chunk.index))
+    return intake
+
+
+def _remaining_budget(ctx: PipelineContext, run_id: str) -> Budget | None:
+    """``max_cost`` minus what this run already spent (chunks scored on other workers)."""
+    if ctx.config.max_cost is None:
+        return None
+    with read_connection(ctx.engine) as conn:
+        spent = run_spend(conn, ctx.tables, ctx.key, run_id)["cost"] or 0.0
+    return Budget(max(0.0, ctx.config.max_cost - spent))
+
+
+def _judge(ctx: PipelineContext, intake: _Intake, budget: Budget | None, run_id: str,
+           progress: ProgressCallback | None, pk: str) -> tuple[list[MetricResult], DictVerdictCache | None]:
+    """Judge the intake's cases through ``evaluate`` with the judgment cache preloaded."""
+    cache: DictVerdictCache | None = None
+    if not ctx.judge_is_offline:  # offline judges are free and instant: nothing worth caching
+        with read_connection(ctx.engine) as conn:
+            keys = [k for case in intake.cases for k in ctx.metric.judgment_keys(case)]
+            cache = DictVerdictCache(load_judgments(conn, ctx.tables, keys))
+    if budget is None:
+        budget = _remaining_budget(ctx, run_id)
+    from ..evaluate import evaluate
+
+    base = len(intake.rows) - len(intake.cases)
+    with use_guards(ctx.guards), _breaker_progress(ctx.guards.breaker, progress, pk):
+        evaluation = evaluate(
+            intake.cases, [ctx.metric], concurrency=ctx.config.concurrency, max_retries=ctx.config.max_retries,
+            show_progress=False, cache=cache, budget=budget,
+            progress_callback=_Throttle(progress, pk, base, len(intake.rows)),
+        )
+    return list(evaluation.results), cache
+
+
+@contextmanager
+def _breaker_progress(breaker: CircuitBreaker | None, progress: ProgressCallback | None,
+                      partition_key: str) -> Iterator[None]:
+    """Forward the breaker's state changes (paused, probing, resumed, gave up) as
+    ``judge_outage`` progress events while a chunk is judged."""
+    if breaker is None or progress is None:
+        yield
+        return
+
+    def forward(ev: BreakerEvent) -> None:
+        progress(ProgressEvent("judge_outage", partition_key, 0, None, ev.message))
+
+    breaker.listeners.append(forward)
+    try:
+        yield
+    finally:
+        breaker.listeners.remove(forward)
+
+
+def _score_row(r: MetricResult, log_id: str, pk: str, key: ScoringKey, run_id: str, at: datetime,
+               chunk_index: int) -> dict[str, Any]:
+    return {
+        "log_id": log_id, "partition_key": pk, "metric": r.metric, "score": float(r.score),  # type: ignore[arg-type]
+        "success": bool(r.success), "threshold": float(r.threshold),
+        "verdicts": [{"node": v.node, "relevant": v.relevant, "reason": v.reason} for v in r.verdicts],
+        "reason": r.reason, "judge_model": r.judge_model or key.judge_model,
+        "prompt_version": r.prompt_version or key.prompt_version, "prompt_tokens": r.prompt_tokens,
+        "completion_tokens": r.completion_tokens, "cost": r.cost, "run_id": run_id, "scored_at": at,
+        "judge_calls": r.judge_calls, "cached_nodes": r.cached_nodes, "chunk_index": chunk_index,
+    }
+
+
+def _collect(ctx: PipelineContext, chunk: Chunk, intake: _Intake, results: list[MetricResult], run_id: str,
+             result: ChunkResult) -> list[dict[str, Any]]:
+    """Sort the judged cases into score rows and failures; add their spend to ``result``."""
+    scored_at = _now()
+    key, pk = ctx.key, chunk.partition_key
+    scores: list[dict[str, Any]] = []
+    for case, r in zip(intake.cases, results):
+        log_id = str(case.id)
+        result.judge_calls += r.judge_calls
+        result.prompt_tokens += r.prompt_tokens or 0
+        result.completion_tokens += r.completion_tokens or 0
+        if result.cost is not None:
+            result.cost = None if r.cost is None else result.cost + r.cost
+        if r.error is not None or r.score is None:
+            intake.failures.append(_failure(log_id, pk, key, r.error_type or "error", r.error or "scoring failed",
+                                            r.attempts, run_id, scored_at, chunk.index))
+            continue
+        if r.judge_calls == 0 and r.cached_nodes > 0:
+            result.rows_cached += 1
+        scores.append(_score_row(r, log_id, pk, key, run_id, scored_at, chunk.index))
+    return scores
+
+
+def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]],
+           cache: DictVerdictCache | None) -> None:
+    """Scores, failures and new judgments of the chunk in one transaction."""
+    now = _now()
+    judgments = []
+    if cache is not None and cache.added:
+        judgments = [
+            {"key": k, "judge_model": ctx.key.judge_model, "prompt_version": ctx.key.prompt_version,
+             "relevant": bool(v.relevant), "reason": v.reason, "created_at": now}
+            for k, v in cache.added.items()
+        ]
+    with write_transaction(ctx.engine) as conn:
+        write_chunk(conn, ctx.tables, ctx.key, log_ids=[str(r["id"]) for r in intake.rows],
+                    scores=scores, failures=intake.failures, judgments=judgments)
+
+
+def score_chunk(
+    config: PipelineConfig,
+    chunk: Chunk | dict[str, Any],
+    *,
+    run_id: str,
+    progress: ProgressCallback | None = None,
+    budget: Budget | None = None,
+    context: PipelineContext | None = None,
+) -> ChunkResult:
+    """Score one chunk and write its outcome in one transaction.
+
+    Rows already scored for this (metric, judge model, prompt version) are not judged again
+    (they count as ``rows_scored`` and ``rows_cached``). Bad rows become ``invalid_input``
+    failures; errored cases become failures with the core's ``error_type``. A failure record of
+    a row that is now scored is deleted. ``budget`` defaults to ``config.max_cost`` minus what
+    ``run_id`` has already spent.
+    """
+    if isinstance(chunk, dict):
+        chunk = Chunk.from_dict(chunk)
+    parse_partition_key(chunk.partition_key)
+    started = _time.perf_counter()
+    ctx = context or prepare(config)
+    pk = chunk.partition_key
+    if progress is not None:
+        progress(ProgressEvent("chunk_started", pk, 0, chunk.rows, f"chunk {chunk.index}"))
+    intake = _intake(ctx, chunk, run_id)
+    result = ChunkResult(pk, chunk.index, rows_total=len(intake.rows))
+    scores: list[dict[str, Any]] = []
+    cache = None
+    if intake.cases:
+        results, cache = _judge(ctx, intake, budget, run_id, progress, pk)
+        scores = _collect(ctx, chunk, intake, results, run_id, result)
+    _write(ctx, intake, scores, cache)
+    result.rows_scored = len(intake.done_ids) + len(scores)
+    result.rows_cached += len(intake.done_ids)
+    result.rows_failed = len(intake.failures)
+    result.failures_by_type = dict(Counter(f["error_type"] for f in intake.failures))
+    result.seconds = _time.perf_counter() - started
+    breaker = ctx.guards.breaker
+    if breaker is not None and breaker.gave_up and set(result.failures_by_type) - INPUT_PROBLEMS:
+        result.error_message = breaker.gave_up  # the cause, for the run row and the one-line error
+    if progress is not None:
+        progress(ProgressEvent("chunk_done", pk, len(intake.rows), len(intake.rows),
+                               f"chunk {chunk.index}: {result.rows_scored} scored, {result.rows_failed} failed"))
+    return result

@@ -1,0 +1,110 @@
+"""Column sets of the input tables: logical name -> the table's column name (validated).
+
+A mapping comes from Python (``SourceColumns(retrieval_context="contexts")``), from a JSON
+object in ``CTXPREC_SOURCE_COLUMNS`` / ``CTXPREC_CONVERSATION_COLUMNS``, or from repeated
+``--column NAME=COLUMN`` flags; all three go through ``ColumnSet.from_mapping``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, ClassVar, Iterable, Mapping, TypeVar
+
+from ..warehouse.identifiers import validate_identifier
+
+__all__ = ["ColumnSet", "SourceColumns", "ConversationColumns", "parse_column_flags", "parse_column_json"]
+
+C = TypeVar("C", bound="ColumnSet")
+
+
+@dataclass(frozen=True)
+class ColumnSet:
+    """Base of the column sets: every field is a logical column, its value the real name."""
+
+    id: str = "id"
+    event_time: str = "event_time"
+    #: logical columns a table may lack (read as NULL) while they keep their default name
+    OPTIONAL: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            validate_identifier(getattr(self, f.name), f"column name for {f.name!r}")
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+    def optional_missing_ok(self) -> frozenset[str]:
+        """Optional columns that were not mapped explicitly: absent from the table is fine."""
+        default = type(self)()
+        return frozenset(n for n in self.OPTIONAL if getattr(self, n) == getattr(default, n))
+
+    @classmethod
+    def logical_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_mapping(cls: type[C], mapping: Mapping[str, str] | None, *, source: str = "column mapping") -> C:
+        """Defaults with ``mapping`` (logical name -> column) on top; unknown names are refused."""
+        mapping = dict(mapping or {})
+        known = cls.logical_names()
+        unknown = sorted(set(mapping) - set(known))
+        if unknown:
+            raise ValueError(f"{source}: unknown column name(s) {', '.join(map(repr, unknown))}; "
+                             f"this table's logical columns are {', '.join(known)}")
+        for k, v in mapping.items():
+            if not isinstance(v, str):
+                raise ValueError(f"{source}: the column for {k!r} must be a string, got {v!r}")
+        return replace(cls(), **mapping)
+
+
+@dataclass(frozen=True)
+class SourceColumns(ColumnSet):
+    """Column names of the retrieval-log table."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("actual_output",)
+    input: str = "input"
+    actual_output: str = "actual_output"
+    expected_output: str = "expected_output"
+    retrieval_context: str = "retrieval_context"
+
+
+@dataclass(frozen=True)
+class ConversationColumns(ColumnSet):
+    """Column names of the conversation-log table."""
+
+    turns: str = "turns"
+    expected_outcome: str = "expected_outcome"
+
+
+def parse_column_json(raw: str | None, name: str) -> dict[str, str]:
+    """A JSON object ``{"logical": "column", ...}`` from variable ``name`` (empty -> ``{}``)."""
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name} must be a JSON object like {{\"retrieval_context\": \"contexts\"}}: "
+                         f"{exc.msg}") from None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ValueError(f"{name} must be a JSON object of column names, e.g. {{\"event_time\": \"ts\"}}")
+    return value
+
+
+def parse_column_flags(values: Iterable[str] | None) -> dict[str, str]:
+    """``["retrieval_context=contexts", ...]`` (repeated ``--column``) -> a mapping."""
+    out: dict[str, str] = {}
+    for item in values or ():
+        name, sep, column = item.partition("=")
+        if not sep or not name.strip() or not column.strip():
+            raise ValueError(f"--column takes NAME=COLUMN (e.g. retrieval_context=contexts), got {item!r}")
+        out[name.strip()] = column.strip()
+    return out
+
+
+def merge_columns(*mappings: Mapping[str, Any] | None) -> dict[str, str]:
+    """Later mappings win (env, then flags)."""
+    out: dict[str, str] = {}
+    for m in mappings:
+        out.update(m or {})
+    return out

@@ -1,0 +1,130 @@
+"""``PipelineConfig``: what to score, where, and with which judge (validated on construction)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Mapping
+
+from sqlalchemy.engine import Engine
+
+from ..config import DEFAULT_WAREHOUSE_URL, Settings
+from ..secrets import register_secret
+from ..warehouse.identifiers import split_table_name, validate_identifier
+from .columns import ColumnSet, merge_columns
+from .kinds import DEFAULT_METRIC, MetricKind, metric_kind
+
+if TYPE_CHECKING:
+    from ..judges.base import JudgeModel
+
+__all__ = ["PipelineConfig"]
+
+
+@dataclass
+class PipelineConfig:
+    """What to score, where, and with which judge. ``from_settings`` fills it from the env.
+
+    Table, schema and column names are validated as identifiers on construction
+    (``IdentifierError``); ``source_table`` may be ``schema.table``. ``columns`` is the metric's
+    column set or a mapping ``{logical name: column}`` on top of the defaults.
+    """
+
+    warehouse: str | Engine = DEFAULT_WAREHOUSE_URL
+    metric: str = DEFAULT_METRIC
+    judge: "str | JudgeModel" = "lexical"
+    judge_base_url: str | None = None
+    judge_api_key: str | None = field(default=None, repr=False)
+    judge_timeout: float = 60.0
+    source_table: str | None = None  # default per metric kind: retrieval_logs / conversation_logs
+    source_schema: str | None = None
+    columns: ColumnSet | Mapping[str, str] | None = None
+    threshold: float = 0.5
+    strict_mode: bool = False
+    chunk_size: int = 500
+    concurrency: int = 16
+    max_cost: float | None = None
+    max_nodes_per_call: int = 20
+    window_size: int = 10
+    max_retries: int = 6
+    #: schema of the ctxprec_* output tables (default: the connection's default schema)
+    output_schema: str | None = None
+    #: seconds a judge outage may last before the run gives up (default CTXPREC_OUTAGE_TOLERANCE or 600)
+    outage_tolerance: float | None = None
+    #: provider quota, kept before each request: requests / tokens per minute (None: no cap)
+    max_rpm: float | None = None
+    max_tpm: float | None = None
+
+    def __post_init__(self) -> None:
+        kind = metric_kind(self.metric)
+        if self.source_table is not None:
+            split_table_name(self.source_table, self.source_schema, "source table name")
+        elif self.source_schema is not None:
+            validate_identifier(self.source_schema, "source schema name")
+        if self.output_schema is not None:
+            validate_identifier(self.output_schema, "output schema name")
+        if self.columns is not None and not isinstance(self.columns, kind.columns):
+            if isinstance(self.columns, ColumnSet):
+                raise TypeError(f"columns for metric {self.metric!r} must be a {kind.columns.__name__}")
+            self.columns = kind.columns.from_mapping(self.columns, source=f"columns of {self.metric}")
+        if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive integer, got {self.chunk_size!r}")
+        if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
+            raise ValueError(f"concurrency must be a positive integer, got {self.concurrency!r}")
+        if isinstance(self.threshold, bool) or not 0.0 <= float(self.threshold) <= 1.0:
+            raise ValueError(f"threshold must be between 0 and 1, got {self.threshold!r}")
+        if self.max_cost is not None and self.max_cost < 0:
+            raise ValueError(f"max_cost must be >= 0, got {self.max_cost!r}")
+        if self.outage_tolerance is not None and not self.outage_tolerance >= 0:
+            raise ValueError(f"outage_tolerance must be >= 0 seconds, got {self.outage_tolerance!r}")
+        for name in ("max_rpm", "max_tpm"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value!r}")
+        register_secret(self.judge_api_key)
+
+    @property
+    def kind(self) -> MetricKind:
+        return metric_kind(self.metric)
+
+    @property
+    def table_name(self) -> str:
+        return self.source_table or self.kind.default_table
+
+    @property
+    def source_columns(self) -> ColumnSet:
+        if isinstance(self.columns, ColumnSet):
+            return self.columns
+        return self.kind.columns()
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> "PipelineConfig":
+        """A config from ``Settings`` (default: ``Settings.from_env()``).
+
+        ``overrides`` are PipelineConfig fields; ``None`` values mean "not given" (CLI flags).
+        The input table and column mapping default to the settings of the metric's kind; a
+        ``columns`` mapping given here is applied on top of the one from the settings.
+        """
+        s = settings if settings is not None else Settings.from_env()
+        given = {k: v for k, v in overrides.items() if v is not None}
+        known = {f.name for f in fields(cls)}
+        unknown = set(given) - known
+        if unknown:
+            raise TypeError(f"unknown pipeline settings: {', '.join(sorted(unknown))}")
+        kind = metric_kind(given.get("metric", DEFAULT_METRIC))
+        columns = given.pop("columns", None)
+        if not isinstance(columns, ColumnSet):
+            columns = merge_columns(getattr(s, kind.columns_setting), columns) or None
+        base: dict[str, Any] = {
+            "warehouse": s.warehouse_url,
+            "judge": s.judge,
+            "metric": kind.name,
+            "source_table": getattr(s, kind.table_setting),
+            "columns": columns,
+            "threshold": s.threshold,
+            "concurrency": s.concurrency,
+            "chunk_size": s.chunk_size,
+            "outage_tolerance": s.outage_tolerance,
+            "max_rpm": s.max_rpm,
+            "max_tpm": s.max_tpm,
+        }
+        base.update(given)
+        return cls(**base)

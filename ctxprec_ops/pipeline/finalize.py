@@ -1,0 +1,97 @@
+"""Summarise a partition into its ``ctxprec_runs`` row (from the tables, not from memory)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from datetime import datetime, timezone
+from typing import Any
+
+from ..run_figures import run_figures
+from ..warehouse.engine import read_connection, write_transaction
+from ..warehouse.source import parse_partition_key
+from ..warehouse.store import failure_counts, mark_interrupted_runs, partition_counts, partition_scores, run_spend
+from ..warehouse.upsert import upsert
+from .config import PipelineConfig
+from .context import PipelineContext, prepare
+from .records import ChunkResult, RunSummary, run_status
+
+__all__ = ["finalize_run", "write_run"]
+
+log = logging.getLogger("ctxprec_ops.pipeline")
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _spend(chunk_results: list[ChunkResult]) -> dict[str, Any]:
+    costs = [c.cost for c in chunk_results]
+    return {
+        "prompt_tokens": sum(c.prompt_tokens for c in chunk_results),
+        "completion_tokens": sum(c.completion_tokens for c in chunk_results),
+        "cost": None if any(c is None for c in costs) else float(sum(c for c in costs if c is not None)),
+        "judge_calls": sum(c.judge_calls for c in chunk_results),
+    }
+
+
+def finalize_run(
+    config: PipelineConfig,
+    partition_key: str,
+    *,
+    run_id: str,
+    chunk_results: list[ChunkResult] | list[dict[str, Any]] | None = None,
+    started_at: datetime | None = None,
+    context: PipelineContext | None = None,
+) -> RunSummary:
+    """Compute the partition's figures and upsert its ``ctxprec_runs`` row.
+
+    Counts and score figures come from the tables (so a partition scored in mapped chunks, or
+    resumed after a crash, is summarised as a whole). Tokens, cost and judge calls come from
+    ``chunk_results`` when given (they include spend on rows that failed), else from the scores
+    this ``run_id`` wrote.
+    """
+    parse_partition_key(partition_key)
+    ctx = context or prepare(config)
+    key = ctx.key
+    results = [ChunkResult.from_dict(c) if isinstance(c, dict) else c for c in (chunk_results or [])]
+    # one snapshot: the counts and the streamed scores must describe the same rows
+    with read_connection(ctx.engine, snapshot=True) as conn:
+        counts = partition_counts(conn, ctx.tables, key, partition_key, run_id)
+        failed = failure_counts(conn, ctx.tables, key, partition_key)
+        figures = run_figures(partition_scores(conn, ctx.tables, key, partition_key), counts["scored"],
+                              counts["passed"])
+        spend = _spend(results) if results else run_spend(conn, ctx.tables, key, run_id, partition_key)
+    rows_failed = sum(failed.values())
+    summary = RunSummary(
+        run_id=run_id, partition_key=partition_key, metric=key.metric,
+        status=run_status(counts["scored"], failed).value,
+        rows_total=counts["scored"] + rows_failed, rows_scored=counts["scored"], rows_cached=counts["cached"],
+        rows_failed=rows_failed, prompt_tokens=spend["prompt_tokens"],
+        completion_tokens=spend["completion_tokens"], cost=spend["cost"], judge_model=key.judge_model,
+        prompt_version=key.prompt_version, started_at=started_at, finished_at=_now(),
+        threshold=ctx.metric.threshold, judge_calls=spend["judge_calls"], failures_by_type=failed, **figures,
+    )
+    write_run(ctx, summary)
+    _mark_interrupted(ctx, summary)
+    return summary
+
+
+def _mark_interrupted(ctx: PipelineContext, summary: RunSummary) -> None:
+    """Earlier runs of this partition still marked ``running`` were killed (or are about to
+    overwrite this mark with their own end): say so instead of leaving them ``running``."""
+    assert summary.finished_at is not None
+    message = (f"interrupted: this run recorded no end (its process was killed or died); run "
+               f"{summary.run_id} finished the partition at {summary.finished_at:%Y-%m-%d %H:%M:%S} UTC")
+    with write_transaction(ctx.engine) as conn:
+        n = mark_interrupted_runs(conn, ctx.tables, ctx.key, summary.partition_key, summary.run_id,
+                                  summary.started_at or summary.finished_at, message)
+    if n:
+        log.warning("partition %s: %d earlier run(s) never recorded an end; marked interrupted",
+                    summary.partition_key, n)
+
+
+def write_run(ctx: PipelineContext, summary: RunSummary) -> None:
+    """Upsert ``summary`` as the run's ``ctxprec_runs`` row."""
+    with write_transaction(ctx.engine) as conn:
+        upsert(conn, ctx.tables.runs, [asdict(summary)])

@@ -1,0 +1,121 @@
+"""The metric kinds a partition run can compute: the one list of metrics in the product.
+
+A ``MetricKind`` says everything an entry point needs about a metric: its name (as stored in
+``ctxprec_scores.metric``), the logical columns its input table has, how a row becomes a case,
+which table it reads by default and which ``Settings`` fields configure that table and its
+column mapping, and how its metric object is built. The CLI, the Airflow operators, the Dagster
+assets, monitoring and the demo all iterate or look up this registry instead of keeping lists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..metrics.contextual_precision import ContextualPrecisionMetric
+from ..metrics.turn_contextual_precision import TurnContextualPrecisionMetric
+from ..warehouse.rows import row_to_conversation, row_to_test_case
+from .columns import ColumnSet, ConversationColumns, SourceColumns
+
+if TYPE_CHECKING:
+    from ..judges.base import JudgeModel
+    from ..metrics.base import BaseRetrievalMetric
+    from .config import PipelineConfig
+
+__all__ = ["MetricKind", "METRIC_KINDS", "METRIC_NAMES", "DEFAULT_METRIC", "metric_kind"]
+
+
+@dataclass(frozen=True)
+class MetricKind:
+    """One metric the pipeline can compute."""
+
+    name: str
+    title: str
+    #: the logical column set of its input table (dataclass; field names are the logical names)
+    columns: type[ColumnSet]
+    #: ``row dict (logical names) -> test case``; raises ``InvalidTestCaseError`` for bad rows
+    row_to_case: Callable[[dict[str, Any]], Any]
+    default_table: str
+    #: ``Settings`` field naming the input table, and the one holding its column mapping
+    table_setting: str
+    columns_setting: str
+    #: the logical column that holds the retrieved nodes (the report shows their text)
+    nodes_column: str
+    #: the logical column the judge compares against (the report shows it)
+    expected_column: str
+    query_column: str
+    build: Callable[["PipelineConfig", "JudgeModel"], "BaseRetrievalMetric"]
+    #: the description of the scores asset and of the metric in reports
+    description: str
+    #: ``ctxprec demo``: appended to the report file's stem ("" = the main report)
+    report_suffix: str = ""
+    #: Airflow: ``nightly_dags`` builds a ``<name>_nightly`` DAG for it
+    nightly: bool = True
+
+    @property
+    def columns_env(self) -> str:
+        return f"CTXPREC_{self.columns_setting.upper()}"
+
+    @property
+    def table_env(self) -> str:
+        return f"CTXPREC_{self.table_setting.upper()}"
+
+
+def _common(config: "PipelineConfig", judge: "JudgeModel") -> dict[str, Any]:
+    return dict(threshold=config.threshold, model=judge, strict_mode=config.strict_mode,
+                max_nodes_per_call=config.max_nodes_per_call, max_retries=config.max_retries)
+
+
+def _single(config: "PipelineConfig", judge: "JudgeModel") -> "BaseRetrievalMetric":
+    return ContextualPrecisionMetric(**_common(config, judge))
+
+
+def _turns(config: "PipelineConfig", judge: "JudgeModel") -> "BaseRetrievalMetric":
+    return TurnContextualPrecisionMetric(window_size=config.window_size, **_common(config, judge))
+
+
+_KINDS = (
+    MetricKind(
+        name=ContextualPrecisionMetric.metric_name,
+        title="contextual precision",
+        columns=SourceColumns,
+        row_to_case=row_to_test_case,
+        default_table="retrieval_logs",
+        table_setting="source_table",
+        columns_setting="source_columns",
+        nodes_column="retrieval_context",
+        expected_column="expected_output",
+        query_column="input",
+        build=_single,
+        description="Contextual precision of every retrieval logged that day (UTC), judged by the LLM judge.",
+    ),
+    MetricKind(
+        name=TurnContextualPrecisionMetric.metric_name,
+        title="turn contextual precision",
+        columns=ConversationColumns,
+        row_to_case=row_to_conversation,
+        default_table="conversation_logs",
+        table_setting="conversation_table",
+        columns_setting="conversation_columns",
+        nodes_column="turns",
+        expected_column="expected_outcome",
+        query_column="turns",
+        build=_turns,
+        description="Turn contextual precision of every conversation logged that day (UTC), judged by "
+                    "sliding windows of user→assistant interactions.",
+        report_suffix="_conversations",
+    ),
+)
+
+#: name -> kind, in display order
+METRIC_KINDS: dict[str, MetricKind] = {k.name: k for k in _KINDS}
+METRIC_NAMES: tuple[str, ...] = tuple(METRIC_KINDS)
+DEFAULT_METRIC: str = METRIC_NAMES[0]
+
+
+def metric_kind(name: str) -> MetricKind:
+    """The kind called ``name``; ``ValueError`` naming the choices otherwise."""
+    try:
+        return METRIC_KINDS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown metric {name!r}; choose from {', '.join(METRIC_NAMES)}") from None

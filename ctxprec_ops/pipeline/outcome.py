@@ -1,0 +1,99 @@
+"""The one outcome policy: from a run's result (or the error that ended it) to ``done`` /
+``retry`` / ``fail``. The CLI's exit code, the Airflow operators (retried exception vs
+``AirflowFailException``) and the Dagster asset (``Failure(allow_retries=...)``) all map from it.
+
+| what happened                                             | outcome | CLI | Airflow      | Dagster       |
+|-----------------------------------------------------------|---------|-----|--------------|---------------|
+| ``succeeded``; ``partial`` with only bad-input rows       | done    | 0   | task succeeds| materialized  |
+| ``partial``/``failed`` with judge failures (outage, bad answers) | retry | 1 | retried    | RetryPolicy   |
+| failures of a misconfigured judge (``judge_configuration``) | fail  | 1   | failed at once | no retry    |
+| ``budget_exhausted`` (``max_cost`` reached)               | fail    | 4   | failed at once | no retry    |
+| error that is not retryable (bad names, missing table, bad partition, ValueError/TypeError) | fail | 1 (2 for usage) | failed at once | no retry |
+| any other error (warehouse or network down, ...)          | retry   | 1   | retried      | RetryPolicy   |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ..errors import BudgetExhaustedError, CtxPrecError, JudgeConfigurationError
+from ..secrets import redact
+from .records import INPUT_PROBLEMS, ChunkResult, RunStatus, RunSummary, run_status
+
+__all__ = ["Outcome", "Decision", "decide", "decide_error", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_BUDGET"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_BUDGET = 4
+
+#: failure types no retry can fix (the row is fine, the configuration is not)
+_PERMANENT_FAILURES = frozenset({JudgeConfigurationError.error_type})
+
+
+class Outcome(str, Enum):
+    DONE = "done"
+    RETRY = "retry"
+    FAIL = "fail"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Outcome
+    #: one secret-free line for logs, the CLI's stderr and the orchestrators' failure text
+    reason: str
+    exit_code: int
+
+    @property
+    def retryable(self) -> bool:
+        return self.outcome is Outcome.RETRY
+
+
+def decide(result: RunSummary | ChunkResult) -> Decision:
+    """The decision for a finished partition run (or one chunk, as Airflow scores them)."""
+    failures = dict(result.failures_by_type)
+    if isinstance(result, RunSummary):
+        status = RunStatus(result.status)
+        where = f"partition {result.partition_key}"
+    else:
+        status = run_status(result.rows_scored, failures)
+        where = f"chunk {result.index} of {result.partition_key}"
+    other = {t: n for t, n in failures.items() if t not in INPUT_PROBLEMS}
+    bad_input = sum(n for t, n in failures.items() if t in INPUT_PROBLEMS)
+    if status in (RunStatus.SUCCEEDED, RunStatus.PARTIAL) and not other:
+        note = f"; {bad_input} row(s) recorded as bad input" if bad_input else ""
+        return Decision(Outcome.DONE, f"{where} complete{note}", EXIT_OK)
+    detail = ", ".join(f"{t}: {n}" for t, n in sorted(other.items())) or status.value
+    message = getattr(result, "error_message", None)
+    suffix = f": {redact(message)}" if message else ""
+    if status is RunStatus.BUDGET_EXHAUSTED:
+        n = failures.get(BudgetExhaustedError.error_type, 0)
+        return Decision(Outcome.FAIL, f"budget exhausted: {n} row(s) of {where} could not be afforded under "
+                        "max_cost; they are recorded as budget_exhausted failures and the next run picks them up",
+                        EXIT_BUDGET)
+    if _PERMANENT_FAILURES & set(other):
+        return Decision(Outcome.FAIL, f"{where} incomplete ({status.value}; {detail}): the judge is "
+                        f"misconfigured; fix it and re-run{suffix}", EXIT_ERROR)
+    return Decision(Outcome.RETRY, f"{where} incomplete ({status.value}; {detail}); re-run to retry the "
+                    f"failed rows{suffix}", EXIT_ERROR)
+
+
+def decide_error(exc: BaseException) -> Decision:
+    """The decision for an error that ended a run before it had a result."""
+    text = redact(f"{type(exc).__name__}: {exc}").splitlines()
+    line = text[0] if text else type(exc).__name__
+    if isinstance(exc, CtxPrecError):
+        retryable = bool(exc.retryable)
+        usage = getattr(exc, "error_type", "") in ("usage", "invalid_partition")
+    else:
+        # a programming or configuration error does not heal by itself; anything else (a
+        # warehouse or network outage, a killed connection) may
+        retryable = not isinstance(exc, (ValueError, TypeError, LookupError, AttributeError, NotImplementedError))
+        usage = False
+    if retryable:
+        return Decision(Outcome.RETRY, line, EXIT_ERROR)
+    return Decision(Outcome.FAIL, line, EXIT_USAGE if usage else EXIT_ERROR)

@@ -1,0 +1,61 @@
+"""Cut a partition into keyset chunks: the only pager over a partition's ids (``estimate`` too)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterator
+
+from sqlalchemy.engine import Engine
+
+from ..warehouse.engine import read_connection
+from ..warehouse.source import SourceTable, count_null_ids, iter_partition_ids, parse_partition_key, read_chunk_rows
+from .config import PipelineConfig
+from .context import PipelineContext, prepare
+from .records import Chunk
+
+__all__ = ["plan_source", "plan_chunks", "iter_chunk_rows"]
+
+log = logging.getLogger("ctxprec_ops.pipeline")
+
+
+def plan_source(engine: Engine, source: SourceTable, partition_key: str, size: int) -> list[Chunk]:
+    """Cut the partition of ``source`` into chunks of ``size`` rows by keyset on ``id``.
+
+    Streams ids only (memory: the boundaries, not the rows). A chunk is ``(after_id, upto_id]``;
+    rows added to the partition later inside a chunk's range are scored with that chunk. Read-only.
+    """
+    parse_partition_key(partition_key)
+    chunks: list[Chunk] = []
+    after: Any = None
+    last: Any = None
+    n = 0
+    with read_connection(engine) as conn:
+        for value in iter_partition_ids(conn, source, partition_key):
+            n += 1
+            last = value
+            if n == size:
+                chunks.append(Chunk(partition_key, len(chunks), after, last, n))
+                after, n = last, 0
+        nulls = count_null_ids(conn, source, partition_key)
+    if nulls:  # no log_id to record them under: say so rather than drop them silently
+        log.warning("partition %s of %s: %d row(s) have a NULL %s and cannot be scored or recorded as "
+                    "failures; give them ids", partition_key, source.name, nulls, source.id.name)
+    if n:
+        chunks.append(Chunk(partition_key, len(chunks), after, last, n))
+    return chunks
+
+
+def plan_chunks(config: PipelineConfig, partition_key: str, *, context: PipelineContext | None = None) -> list[Chunk]:
+    """Cut the partition into chunks of ``config.chunk_size`` rows (see ``plan_source``)."""
+    parse_partition_key(partition_key)
+    ctx = context or prepare(config)
+    return plan_source(ctx.engine, ctx.source, partition_key, config.chunk_size)
+
+
+def iter_chunk_rows(engine: Engine, source: SourceTable, partition_key: str,
+                    size: int) -> Iterator[tuple[Chunk, list[dict[str, Any]]]]:
+    """Every planned chunk with its rows (logical column names), one chunk in memory at a time."""
+    for chunk in plan_source(engine, source, partition_key, size):
+        with read_connection(engine) as conn:
+            rows = read_chunk_rows(conn, source, partition_key, chunk.after_id, chunk.upto_id)
+        yield chunk, rows

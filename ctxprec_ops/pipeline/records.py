@@ -1,0 +1,175 @@
+"""What a partition run produces: chunks, chunk results, the run row, progress events.
+
+Row accounting (chunks and runs): ``rows_total = rows_scored + rows_failed``. ``rows_scored``
+counts rows that have a score after the run, however obtained; ``rows_cached`` is the part of
+``rows_scored`` that cost no judge call in this run (scored by an earlier run, or every node
+verdict from the judgment cache). ``rows_failed`` counts rows in ``ctxprec_failures``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
+from enum import Enum
+from typing import Any, Callable, Literal
+
+from ..errors import BudgetExhaustedError, InvalidTestCaseError, NotScorableError
+
+__all__ = ["Chunk", "ChunkResult", "RunSummary", "RunStatus", "ProgressEvent", "ProgressCallback",
+           "INPUT_PROBLEMS", "run_status"]
+
+#: failure types that are problems of the data, not of the run: a partition whose only failures
+#: are of these types is complete (the rows are recorded; fixing them is the source's job)
+INPUT_PROBLEMS = frozenset({InvalidTestCaseError.error_type, NotScorableError.error_type})
+
+
+class RunStatus(str, Enum):
+    """``ctxprec_runs.status``.
+
+    ``succeeded``: no failure records. ``partial``: some rows in failures. ``budget_exhausted``:
+    some rows could not be afforded under ``max_cost``. ``failed``: rows exist but none could be
+    scored because of judge errors, or the run aborted. ``running``: written when a run starts,
+    replaced when it ends. ``interrupted``: a ``running`` row that a later run of the same
+    partition found when it finished (the process was killed before it recorded its end).
+    """
+
+    SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    FAILED = "failed"
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def run_status(scored: int, failed_by_type: dict[str, int]) -> RunStatus:
+    """The status of a finished run from its scored count and failures by type."""
+    if not failed_by_type:
+        return RunStatus.SUCCEEDED
+    if BudgetExhaustedError.error_type in failed_by_type:
+        return RunStatus.BUDGET_EXHAUSTED
+    if scored == 0 and any(t not in INPUT_PROBLEMS for t in failed_by_type):
+        return RunStatus.FAILED
+    return RunStatus.PARTIAL
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One keyset slice of a partition: ids in (after_id, upto_id], in id order."""
+
+    partition_key: str
+    index: int
+    after_id: Any | None
+    upto_id: Any
+    rows: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Chunk":
+        return cls(**d)
+
+
+@dataclass
+class ChunkResult:
+    partition_key: str
+    index: int
+    rows_total: int = 0
+    rows_scored: int = 0
+    rows_cached: int = 0
+    rows_failed: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = 0.0
+    judge_calls: int = 0
+    #: ``{error_type: rows}`` of this chunk's failures
+    failures_by_type: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    #: why the chunk is incomplete when one cause explains it (the judge outage that was given up on)
+    error_message: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ChunkResult":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass
+class RunSummary:
+    """The ``ctxprec_runs`` row of one partition run (JSON-safe via ``to_dict``)."""
+
+    run_id: str
+    partition_key: str
+    metric: str
+    status: str
+    rows_total: int = 0
+    rows_scored: int = 0
+    rows_cached: int = 0
+    rows_failed: int = 0
+    mean_score: float | None = None
+    median_score: float | None = None
+    pass_rate: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = 0.0
+    judge_model: str | None = None
+    prompt_version: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    threshold: float | None = None
+    judge_calls: int = 0
+    failures_by_type: dict[str, int] = field(default_factory=dict)
+    error_message: str | None = None
+
+    def __post_init__(self) -> None:
+        self.status = RunStatus(self.status).value  # refuse unknown statuses; store the plain string
+
+    @property
+    def completed(self) -> bool:
+        """Every row is scored, or failed only for bad input (the scheduler's "done")."""
+        if self.status == RunStatus.SUCCEEDED:
+            return True
+        return self.status == RunStatus.PARTIAL and all(t in INPUT_PROBLEMS for t in self.failures_by_type)
+
+    @property
+    def input_problems(self) -> int:
+        """Rows recorded as bad input (fixed at the source, not by re-running)."""
+        return sum(n for t, n in self.failures_by_type.items() if t in INPUT_PROBLEMS)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("started_at", "finished_at"):
+            if d[k] is not None:
+                d[k] = d[k].isoformat()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunSummary":
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in d.items() if k in known}
+        for k in ("started_at", "finished_at"):
+            if isinstance(values.get(k), str):
+                values[k] = datetime.fromisoformat(values[k])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    #: ``judge_outage``: the circuit breaker paused, probed, resumed or gave up (``message`` says
+    #: which, why and for how long)
+    kind: Literal["planned", "chunk_started", "rows_done", "chunk_done", "finished", "judge_outage"]
+    partition_key: str
+    done: int = 0
+    total: int | None = None
+    message: str = ""
+
+
+ProgressCallback = Callable[[ProgressEvent], None]

@@ -1,0 +1,109 @@
+"""``score_partition``: plan, score every chunk, finalize — the function every entry point calls."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timezone
+
+from ..budget import Budget
+from ..secrets import redact
+from ..warehouse.engine import display_url
+from ..warehouse.source import parse_partition_key
+from .chunk import score_chunk
+from .config import PipelineConfig
+from .context import prepare
+from .finalize import finalize_run, write_run
+from .plan import plan_chunks
+from .records import ChunkResult, ProgressCallback, ProgressEvent, RunStatus, RunSummary
+from .workers import can_fork_out, score_in_processes
+
+__all__ = ["score_partition"]
+
+log = logging.getLogger("ctxprec_ops.pipeline")
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _offset(progress: ProgressCallback | None, base: int, total: int) -> ProgressCallback | None:
+    """Translate a chunk's events (counted within the chunk) to partition-wide counts."""
+    if progress is None:
+        return None
+
+    def forward(ev: ProgressEvent) -> None:
+        progress(ProgressEvent(ev.kind, ev.partition_key, base + ev.done, total, ev.message))
+
+    return forward
+
+
+def score_partition(
+    config: PipelineConfig,
+    partition_key: str,
+    *,
+    run_id: str | None = None,
+    progress: ProgressCallback | None = None,
+    workers: int = 1,
+) -> RunSummary:
+    """Score one partition: plan, score every chunk, finalize. Returns the run row.
+
+    Idempotent and resumable: rows already scored are skipped, failures of rows that now score
+    are removed. With ``config.max_cost`` one budget spans all chunks. An exception aborts the
+    run, records it as ``failed`` in ``ctxprec_runs`` (with a secret-free message) and is
+    re-raised; chunks written before it stay written.
+
+    ``workers > 1`` scores chunks in that many worker processes (spawned, so safe inside
+    threaded hosts) for CPU-bound judges on a multi-core machine; it needs a picklable config
+    with a URL (not an ``Engine``) and no ``max_cost`` (a budget cannot span processes),
+    otherwise chunks are scored in this process, in order.
+    """
+    parse_partition_key(partition_key)
+    run_id = run_id or uuid.uuid4().hex
+    ctx = prepare(config)
+    started = _now()
+    base = RunSummary(run_id=run_id, partition_key=partition_key, metric=ctx.key.metric, status=RunStatus.RUNNING,
+                      judge_model=ctx.key.judge_model, prompt_version=ctx.key.prompt_version,
+                      started_at=started, threshold=ctx.metric.threshold)
+    write_run(ctx, base)
+    log.info("scoring %s partition %s of %s in %s (judge %s, prompt %s, run %s)", ctx.key.metric, partition_key,
+             ctx.source.name, display_url(ctx.engine), ctx.key.judge_model, ctx.key.prompt_version, run_id)
+    try:
+        chunks = plan_chunks(config, partition_key, context=ctx)
+        total = sum(c.rows for c in chunks)
+        log.info("partition %s: %d rows in %d chunks of up to %d", partition_key, total, len(chunks), config.chunk_size)
+        if progress is not None:
+            progress(ProgressEvent("planned", partition_key, 0, total, f"{total} rows in {len(chunks)} chunks"))
+        results: list[ChunkResult]
+        if workers > 1 and len(chunks) > 1 and can_fork_out(config):
+            results = score_in_processes(config, chunks, run_id, workers, progress, total)
+        else:
+            budget = Budget(config.max_cost) if config.max_cost is not None else None
+            results = []
+            done = 0
+            for chunk in chunks:
+                results.append(score_chunk(config, chunk, run_id=run_id, budget=budget, context=ctx,
+                                           progress=_offset(progress, done, total)))
+                done += chunk.rows
+        summary = finalize_run(config, partition_key, run_id=run_id, chunk_results=results,
+                               started_at=started, context=ctx)
+        cause = next((r.error_message for r in results if r.error_message), None)
+        if cause and not summary.completed:
+            summary.error_message = cause  # e.g. "judge unreachable: connection refused at URL"
+            write_run(ctx, summary)
+    except BaseException as exc:
+        base.status = RunStatus.FAILED.value
+        base.finished_at = _now()
+        base.error_message = redact(f"{type(exc).__name__}: {exc}")[:4000]
+        log.error("partition %s run %s aborted: %s", partition_key, run_id, base.error_message)
+        try:
+            write_run(ctx, base)
+        except Exception:  # the original error matters more
+            pass
+        raise
+    log.info("partition %s: %s; %d scored (%d cached), %d failed; mean %s", partition_key, summary.status,
+             summary.rows_scored, summary.rows_cached, summary.rows_failed,
+             "n/a" if summary.mean_score is None else f"{summary.mean_score:.4f}")
+    if progress is not None:
+        progress(ProgressEvent("finished", partition_key, summary.rows_total, summary.rows_total, summary.status))
+    return summary

@@ -1,0 +1,69 @@
+"""Score chunks in spawned worker processes (``score_partition(workers=N)``)."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import pickle
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from typing import Any
+
+from .chunk import score_chunk
+from .config import PipelineConfig
+from .context import PipelineContext, prepare
+from .records import Chunk, ChunkResult, ProgressCallback, ProgressEvent
+
+__all__ = ["can_fork_out", "score_in_processes"]
+
+log = logging.getLogger("ctxprec_ops.pipeline")
+
+_worker_ctx: PipelineContext | None = None
+
+
+def can_fork_out(config: PipelineConfig) -> bool:
+    """Whether chunks of ``config`` can be scored in other processes: a picklable config with a
+    URL (not an ``Engine``), no ``max_cost`` (a budget cannot span processes), not in-memory."""
+    if not isinstance(config.warehouse, str) or config.max_cost is not None:
+        return False
+    if config.warehouse.startswith("sqlite") and (":memory:" in config.warehouse or config.warehouse == "sqlite://"):
+        return False  # each process would see its own empty in-memory database
+    try:
+        pickle.dumps(config)
+    except Exception:
+        log.info("config is not picklable (custom judge?): scoring chunks in this process")
+        return False
+    return True
+
+
+def _worker_init(config: PipelineConfig) -> None:
+    global _worker_ctx
+    _worker_ctx = prepare(config)
+
+
+def _worker_score(chunk: dict[str, Any], run_id: str) -> dict[str, Any]:
+    assert _worker_ctx is not None
+    return score_chunk(_worker_ctx.config, Chunk.from_dict(chunk), run_id=run_id, context=_worker_ctx).to_dict()
+
+
+def score_in_processes(config: PipelineConfig, chunks: list[Chunk], run_id: str, workers: int,
+                       progress: ProgressCallback | None, total: int) -> list[ChunkResult]:
+    """Score ``chunks`` in a pool of spawned processes; chunk writes are independent upserts."""
+    pk = chunks[0].partition_key
+    results: list[ChunkResult] = []
+    done = 0
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_worker_init, initargs=(config,))
+    try:
+        pending = {pool.submit(_worker_score, c.to_dict(), run_id) for c in chunks}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            for fut in finished:
+                r = ChunkResult.from_dict(fut.result())  # re-raises a worker's exception
+                results.append(r)
+                done += r.rows_total
+                if progress is not None:
+                    progress(ProgressEvent("chunk_done", pk, done, total,
+                                           f"chunk {r.index}: {r.rows_scored} scored, {r.rows_failed} failed"))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return sorted(results, key=lambda r: r.index)
