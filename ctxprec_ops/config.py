@@ -133,6 +133,10 @@ class Settings:
                                        "never answered", 600.0, kind="float", minimum=0)
     max_rpm: float | None = _setting("CTXPREC_MAX_RPM", "judge requests per minute at most, kept before sending "
                                      "(this process's share of the quota)", None, kind="float", minimum=0)
+    sample_rate: float = _setting("CTXPREC_SAMPLE_RATE", "share of each partition's rows to score, (0, 1]; the "
+                                  "same rows on every run (a hash of the log id)", 1.0, kind="float", minimum=0)
+    max_rows: int | None = _setting("CTXPREC_MAX_ROWS", "score at most this many rows per partition (the sample's "
+                                    "lowest hashes)", None, kind="int", minimum=1)
     max_tpm: float | None = _setting("CTXPREC_MAX_TPM", "judge tokens per minute at most (estimated prompt + "
                                      "completion allowance)", None, kind="float", minimum=0)
     # -- thresholds and alerts --------------------------------------------------------------

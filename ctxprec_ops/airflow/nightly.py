@@ -99,6 +99,10 @@ def nightly_dag(
         "outage_tolerance": _number_param(settings.outage_tolerance, "Seconds a chunk task waits out a judge "
                                           "outage before its remaining rows fail (and Airflow retries it)",
                                           lo=0, hi=None),
+        "sample_rate": _number_param(settings.sample_rate, "Share of the day's rows to score (0, 1]: the same rows "
+                                     "on every run, by a hash of the log id", lo=0, hi=1),
+        "max_rows": _number_param(settings.max_rows, "Score at most this many rows of the day (empty = no cap)",
+                                  integer=True, lo=1, hi=None),
         "judge_pool": Param(pool, type=["null", "string"], enum=[pool],
                             description="Airflow pool of the score_chunk tasks (set by nightly_dag(pool=...) or "
                                         "CTXPREC_AIRFLOW_POOL when the DAG file is parsed; shown, not changeable)"),
@@ -115,6 +119,8 @@ def nightly_dag(
         max_rpm="{{ params.max_rpm }}",
         max_tpm="{{ params.max_tpm }}",
         outage_tolerance="{{ params.outage_tolerance }}",
+        sample_rate="{{ params.sample_rate }}",
+        max_rows="{{ params.max_rows }}",
     )
     retry_args: dict[str, Any] = dict(
         retries=settings.airflow_retries,

@@ -61,6 +61,8 @@ def build_pipeline_config(
         max_rpm=judge.max_rpm,
         max_tpm=judge.max_tpm,
         outage_tolerance=judge.outage_tolerance,
+        sample_rate=judge.sample_rate,
+        max_rows=judge.max_rows,
     )
 
 

@@ -187,13 +187,14 @@ def evaluate_rules(
     # volume rules
     if base.median_rows is not None and base.median_rows > 0:
         floor = rules.volume_ratio * base.median_rows
-        if fig.rows < floor:
-            what = "no rows at all" if fig.rows == 0 else f"{fig.rows} rows"
+        volume = fig.volume if fig.volume is not None else fig.rows  # all rows, also when a sample was scored
+        if volume < floor:
+            what = "no rows at all" if volume == 0 else f"{volume} rows"
             alerts.append(
                 Alert("volume", "warn", key, metric,
                       f"{head}: volume drop, {what} (< {rules.volume_ratio:.0%} of the baseline median "
                       f"{base.median_rows:g} rows per partition over {len(base.volume_partitions)} partitions)",
-                      float(fig.rows), floor)
+                      float(volume), floor)
             )
     else:
         notes.append("no earlier partitions with rows: the volume rule could not be evaluated")

@@ -18,7 +18,7 @@ from ..results import MetricResult
 from ..secrets import redact
 from ..warehouse.engine import read_connection, write_transaction
 from ..warehouse.source import parse_partition_key, read_chunk_rows
-from ..warehouse.store import ScoringKey, load_judgments, run_spend, scored_ids, write_chunk
+from ..warehouse.store import ScoringKey, delete_failures, load_judgments, run_spend, scored_ids, write_chunk
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .records import INPUT_PROBLEMS, Chunk, ChunkResult, ProgressCallback, ProgressEvent
@@ -51,10 +51,12 @@ class _Throttle:
 class _Intake:
     """A chunk's rows sorted into: already scored, to judge (as cases), failed on their content."""
 
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]]  # the rows in the sample (all rows without sampling)
     done_ids: set[str]
     cases: list[Any] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
+    all_rows: int = 0  # every row of the chunk, sampled or not
+    unsampled_ids: list[str] = field(default_factory=list)
 
 
 def _failure(log_id: str, pk: str, key: ScoringKey, error_type: str, message: str, attempts: int,
@@ -69,10 +71,15 @@ def _failure(log_id: str, pk: str, key: ScoringKey, error_type: str, message: st
 def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
     """Read the chunk, skip rows already scored, turn the rest into cases or ``invalid_input``."""
     key, pk = ctx.key, chunk.partition_key
+    sample = ctx.config.sample
     with read_connection(ctx.engine) as conn:
-        rows = read_chunk_rows(conn, ctx.source, pk, chunk.after_id, chunk.upto_id)
+        every = read_chunk_rows(conn, ctx.source, pk, chunk.after_id, chunk.upto_id)
+        rows = [r for r in every if sample.contains(str(r["id"]), chunk.sample_cutoff)]
         done_ids = scored_ids(conn, ctx.tables, key, [str(r["id"]) for r in rows])
-    intake = _Intake(rows, done_ids)
+    intake = _Intake(rows, done_ids, all_rows=len(every))
+    if len(rows) < len(every):  # outside the sample: neither scored nor a failure
+        picked = {str(r["id"]) for r in rows}
+        intake.unsampled_ids = [i for i in {str(r["id"]) for r in every} if i not in picked]
     now = _now()
     to_case = ctx.config.kind.row_to_case
     id_counts = Counter(str(r["id"]) for r in rows)
@@ -116,12 +123,12 @@ def _judge(ctx: PipelineContext, intake: _Intake, budget: Budget | None, run_id:
         budget = _remaining_budget(ctx, run_id)
     from ..evaluate import evaluate
 
-    base = len(intake.rows) - len(intake.cases)
+    base = intake.all_rows - len(intake.cases)
     with use_guards(ctx.guards), _breaker_progress(ctx.guards.breaker, progress, pk):
         evaluation = evaluate(
             intake.cases, [ctx.metric], concurrency=ctx.config.concurrency, max_retries=ctx.config.max_retries,
             show_progress=False, cache=cache, budget=budget,
-            progress_callback=_Throttle(progress, pk, base, len(intake.rows)),
+            progress_callback=_Throttle(progress, pk, base, intake.all_rows),
         )
     return list(evaluation.results), cache
 
@@ -195,6 +202,8 @@ def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]],
     with write_transaction(ctx.engine) as conn:
         write_chunk(conn, ctx.tables, ctx.key, log_ids=[str(r["id"]) for r in intake.rows],
                     scores=scores, failures=intake.failures, judgments=judgments)
+        if intake.unsampled_ids:  # a failure left by a run at a higher rate is not this run's row
+            delete_failures(conn, ctx.tables, ctx.key, intake.unsampled_ids)
 
 
 def score_chunk(
@@ -223,7 +232,7 @@ def score_chunk(
     if progress is not None:
         progress(ProgressEvent("chunk_started", pk, 0, chunk.rows, f"chunk {chunk.index}"))
     intake = _intake(ctx, chunk, run_id)
-    result = ChunkResult(pk, chunk.index, rows_total=len(intake.rows))
+    result = ChunkResult(pk, chunk.index, rows_total=intake.all_rows, rows_sampled=len(intake.rows))
     scores: list[dict[str, Any]] = []
     cache = None
     if intake.cases:
@@ -239,6 +248,6 @@ def score_chunk(
     if breaker is not None and breaker.gave_up and set(result.failures_by_type) - INPUT_PROBLEMS:
         result.error_message = breaker.gave_up  # the cause, for the run row and the one-line error
     if progress is not None:
-        progress(ProgressEvent("chunk_done", pk, len(intake.rows), len(intake.rows),
+        progress(ProgressEvent("chunk_done", pk, intake.all_rows, intake.all_rows,
                                f"chunk {chunk.index}: {result.rows_scored} scored, {result.rows_failed} failed"))
     return result

@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -40,7 +41,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
+from sqlalchemy.schema import CreateColumn
 
 from ..errors import CtxPrecError
 from .engine import write_transaction
@@ -153,6 +155,8 @@ def _build(schema: str | None) -> OutputTables:
         Column("judge_calls", Integer),
         Column("failures_by_type", _JSON),
         Column("error_message", Text),
+        Column("sample_rate", _DOUBLE),
+        Column("rows_sampled", Integer),
         PrimaryKeyConstraint("run_id", "partition_key", "metric", name=f"{RUNS}_pk"),
         Index(f"ix_{RUNS}_partition", "partition_key", "metric"),
     )
@@ -195,6 +199,21 @@ def _create_all(engine: Engine, tables: OutputTables) -> None:
     # check-then-CREATE would upgrade a read transaction another writer has overtaken
     with write_transaction(engine) as conn:
         tables.metadata.create_all(conn, checkfirst=True)
+        _add_missing_columns(conn, tables)
+
+
+def _add_missing_columns(conn: Any, tables: OutputTables) -> None:
+    """Tables made by an older version get the nullable columns added since (in place, old rows
+    NULL): e.g. ``ctxprec_runs.sample_rate`` / ``rows_sampled``."""
+    inspector = inspect(conn)
+    for table in (tables.scores, tables.failures, tables.runs, tables.judgments):
+        have = {c["name"] for c in inspector.get_columns(table.name, schema=table.schema)}
+        for column in table.columns:
+            if column.name in have or not column.nullable or column.primary_key:
+                continue
+            ddl = CreateColumn(column).compile(dialect=conn.dialect)
+            prep = conn.dialect.identifier_preparer
+            conn.execute(text(f"ALTER TABLE {prep.format_table(table)} ADD COLUMN {ddl}"))
 
 
 def ensure_output_tables(engine: Engine, schema: str | None = None) -> OutputTables:

@@ -17,6 +17,7 @@ __all__ = [
     "scored_ids",
     "load_judgments",
     "write_chunk",
+    "delete_failures",
     "partition_scores",
     "partition_counts",
     "failure_counts",
@@ -99,6 +100,13 @@ def write_chunk(
     )
     for part in _chunks(list(log_ids)):
         conn.execute(delete(f).where(key.where(f), f.c.log_id.in_(list(part)), scored))
+
+
+def delete_failures(conn: Connection, t: OutputTables, key: ScoringKey, log_ids: Sequence[str]) -> None:
+    """Delete the failure records of ``log_ids`` (rows outside this run's sample)."""
+    f = t.failures
+    for part in _chunks(list(log_ids)):
+        conn.execute(delete(f).where(key.where(f), f.c.log_id.in_(list(part))))
 
 
 def partition_scores(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str,
