@@ -8,7 +8,7 @@ Airflow-only knobs (the ``CTXPREC_*`` variables of ``ctxprec_ops.config`` config
 | variable | meaning | default |
 |---|---|---|
 | ``CTXPREC_AIRFLOW_MAX_ACTIVE_CHUNKS`` | chunk tasks running at once, per DAG, all runs | 4 |
-| ``CTXPREC_AIRFLOW_POOL`` | pool for the chunk tasks (share one judge quota across DAGs); ``nightly_dag(pool=...)`` overrides it | unset |
+| ``CTXPREC_AIRFLOW_POOL`` | pool for the chunk tasks (one judge quota); ``nightly_dag(pool=)`` wins | unset |
 | ``CTXPREC_AIRFLOW_RETRIES`` | retries of every task (alerts are never retried) | 3 |
 | ``CTXPREC_AIRFLOW_RETRY_DELAY`` | first retry delay, seconds (doubles each retry) | 60 |
 | ``CTXPREC_AIRFLOW_MAX_RETRY_DELAY`` | retry delay cap, seconds | 1800 |

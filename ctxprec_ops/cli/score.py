@@ -33,9 +33,10 @@ examples:
   ctxprec score --partition 2026-11-28 --finalize --run-id nightly-2026-11-28   # then summarise
 
 Defaults come from CTXPREC_WAREHOUSE_URL, CTXPREC_JUDGE, CTXPREC_SOURCE_TABLE,
-CTXPREC_CONVERSATION_TABLE, CTXPREC_SOURCE_COLUMNS, CTXPREC_CONVERSATION_COLUMNS, CTXPREC_THRESHOLD, CTXPREC_CONCURRENCY, CTXPREC_CHUNK_SIZE,
-CTXPREC_SAMPLE_RATE, CTXPREC_MAX_ROWS, CTXPREC_MAX_RPM, CTXPREC_MAX_TPM, CTXPREC_OUTAGE_TOLERANCE, OPENAI_API_KEY and OPENAI_BASE_URL; flags override them. Re-running a partition only judges
-rows that are not scored yet.
+CTXPREC_CONVERSATION_TABLE, CTXPREC_SOURCE_COLUMNS, CTXPREC_CONVERSATION_COLUMNS, CTXPREC_THRESHOLD,
+CTXPREC_CONCURRENCY, CTXPREC_CHUNK_SIZE, CTXPREC_SAMPLE_RATE, CTXPREC_MAX_ROWS, CTXPREC_MAX_RPM,
+CTXPREC_MAX_TPM, CTXPREC_OUTAGE_TOLERANCE, OPENAI_API_KEY and OPENAI_BASE_URL; flags override them.
+Re-running a partition only judges rows that are not scored yet.
 
 exit codes:  (the Airflow operator and the Dagster asset decide the same way)
   0  done: the partition is complete, every row is scored or recorded as bad input

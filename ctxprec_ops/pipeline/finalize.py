@@ -50,7 +50,8 @@ def finalize_run(
     Counts and score figures come from the tables (so a partition scored in mapped chunks, or
     resumed after a crash, is summarised as a whole). With sampling, ``rows_total`` is every row
     of the partition and ``rows_sampled`` the rows in the sample (recomputed from the ids, so
-    it needs no chunk results); the score figures (mean, CI) are those of the scored rows. Tokens, cost and judge calls come from
+    it needs no chunk results); the score figures (mean, CI) are those of the scored rows.
+    Tokens, cost and judge calls come from
     ``chunk_results`` when given (they include spend on rows that failed), else from the scores
     this ``run_id`` wrote.
     """
