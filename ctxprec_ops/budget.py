@@ -27,10 +27,6 @@ class Budget:
         self.refused = 0
         self._lock = threading.Lock()
 
-    @property
-    def remaining(self) -> float:
-        return max(0.0, self.max_cost - self.spent - self.reserved)
-
     def reserve(self, estimate: float) -> float:
         with self._lock:
             if self.spent + self.reserved + estimate > self.max_cost:
@@ -46,7 +42,3 @@ class Budget:
         with self._lock:
             self.reserved = max(0.0, self.reserved - reserved)
             self.spent += reserved if actual is None else actual
-
-    @property
-    def exhausted(self) -> bool:
-        return self.refused > 0

@@ -634,8 +634,3 @@ def create_sample_warehouse(
         for start in range(0, len(conv_rows), 5000):
             conn.execute(convs.insert(), conv_rows[start : start + 5000])
     return info
-
-
-def partitions_of(info: SampleInfo) -> Sequence[str]:
-    """The partition keys of the sample, oldest first."""
-    return list(info.partitions)

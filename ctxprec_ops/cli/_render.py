@@ -97,13 +97,6 @@ def run_table(s: RunSummary, *, title: str | None = None) -> Table:
     return table
 
 
-def failures_line(summary: RunSummary) -> str | None:
-    if not summary.failures_by_type:
-        return None
-    parts = ", ".join(f"{t}: {n}" for t, n in sorted(summary.failures_by_type.items()))
-    return f"failures by type ({summary.partition_key}, {summary.metric}): {parts}"
-
-
 def chunk_table(result: ChunkResult, *, run_id: str) -> Table:
     table = Table(title=f"chunk {result.index} of {result.partition_key} (run {run_id})", header_style="bold")
     for name in ("rows", "scored", "cached", "failed", "judge calls", "tokens", "cost"):

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from ..verdicts import NodeVerdict
 from .base import JudgeModel
 
-__all__ = ["LexicalJudge", "content_terms"]
+__all__ = ["LexicalJudge"]
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
@@ -49,11 +49,6 @@ def _terms(text: str) -> dict[str, str]:
         if len(w) >= 3 and w not in _STOP:
             out.setdefault(_stem(w), w)
     return out
-
-
-def content_terms(text: str) -> frozenset[str]:
-    """Lower-cased, stemmed content words of at least 3 characters, stop words removed."""
-    return frozenset(_terms(text))
 
 
 _BLOCK = re.compile(r'<node id="(\d+)">\n?(.*?)\n?</node>', re.DOTALL)

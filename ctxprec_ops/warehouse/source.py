@@ -60,7 +60,6 @@ __all__ = [
     "reflect_source",
     "iter_partition_ids",
     "read_chunk_rows",
-    "count_partition_rows",
     "count_null_ids",
 ]
 
@@ -259,11 +258,6 @@ def iter_partition_ids(conn: Connection, src: SourceTable, partition_key: str, b
     for part in result.partitions():
         for (value,) in part:
             yield value
-
-
-def count_partition_rows(conn: Connection, src: SourceTable, partition_key: str) -> int:
-    stmt = select(func.count()).select_from(src.table).where(src.partition_filter(partition_key), src.id.is_not(None))
-    return int(conn.execute(stmt).scalar_one())
 
 
 def count_null_ids(conn: Connection, src: SourceTable, partition_key: str) -> int:
