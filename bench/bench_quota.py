@@ -42,9 +42,15 @@ def main() -> int:
         create_logs(get_engine(url), rows)
         server.latency = args.latency
         server.rpm_limit, server.rpm_window = args.rpm, 60.0
-        cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=server.base_url,
-                             judge_api_key="bench-key", chunk_size=args.chunk_size, concurrency=args.concurrency,
-                             max_rpm=args.rpm)
+        cfg = PipelineConfig(
+            warehouse=url,
+            judge="judge-test-model",
+            judge_base_url=server.base_url,
+            judge_api_key="bench-key",
+            chunk_size=args.chunk_size,
+            concurrency=args.concurrency,
+            max_rpm=args.rpm,
+        )
         started, mono0 = time.perf_counter(), time.monotonic()
         summary = score_partition(cfg, DAY)
         elapsed, mono1 = time.perf_counter() - started, time.monotonic()
@@ -55,10 +61,14 @@ def main() -> int:
     span = arrived[-1] - arrived[0] if len(arrived) > 1 else float("nan")
     at_server = (len(arrived) - 1) / span * 60
     print(f"cap {args.rpm:.0f} rpm, {args.rows} rows, latency {args.latency}s, concurrency {args.concurrency}")
-    print(f"  run: {elapsed:.1f}s, {summary.rows_scored} scored, {summary.rows_failed} failed, "
-          f"{len(arrived)} requests, {refused} x 429")
-    print(f"  first request {arrived[0] - mono0:.1f}s after the start; {mono1 - arrived[-1]:.1f}s from the last "
-          "request to the run's end")
+    print(
+        f"  run: {elapsed:.1f}s, {summary.rows_scored} scored, {summary.rows_failed} failed, "
+        f"{len(arrived)} requests, {refused} x 429"
+    )
+    print(
+        f"  first request {arrived[0] - mono0:.1f}s after the start; {mono1 - arrived[-1]:.1f}s from the last "
+        "request to the run's end"
+    )
     print(f"  end to end: {end_to_end:.1f} rows/min = {end_to_end / args.rpm:.1%} of the cap")
     print(f"  at the server (first to last request): {at_server:.1f} req/min = {at_server / args.rpm:.1%} of the cap")
     ok = end_to_end >= 0.95 * args.rpm and refused == 0 and summary.rows_failed == 0

@@ -24,16 +24,22 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from .errors import JudgeUnavailableError
 from .retry import is_rate_limit
 from .secrets import redact
 
-__all__ = ["CircuitBreaker", "BreakerEvent", "describe_failure", "outage_tolerance_from_env",
-           "DEFAULT_OUTAGE_TOLERANCE", "FIRST_CONTACT_TIMEOUT"]
+__all__ = [
+    "CircuitBreaker",
+    "BreakerEvent",
+    "describe_failure",
+    "outage_tolerance_from_env",
+    "DEFAULT_OUTAGE_TOLERANCE",
+    "FIRST_CONTACT_TIMEOUT",
+]
 
 log = logging.getLogger("ctxprec_ops.breaker")
 
@@ -223,16 +229,24 @@ class CircuitBreaker:
             self._probe_interval = self.first_probe_after
             self._next_probe = now + self._probe_interval
             reason = self.reason()
-            log.warning("%s; %d requests in a row failed: pausing judge requests, probing with one "
-                        "(giving up after %.0f s)", reason, self.consecutive, self.deadline_seconds)
-            self._emit("open", f"{reason}: paused, probing; giving up after {self.deadline_seconds:.0f}s",
-                       self._probe_interval)
+            log.warning(
+                "%s; %d requests in a row failed: pausing judge requests, probing with one (giving up after %.0f s)",
+                reason,
+                self.consecutive,
+                self.deadline_seconds,
+            )
+            self._emit(
+                "open", f"{reason}: paused, probing; giving up after {self.deadline_seconds:.0f}s", self._probe_interval
+            )
             self._wake()
         return self.state != "closed"
 
     def _check_deadline(self, now: float) -> None:
-        if self.gave_up is None and self.outage_started is not None and \
-                now - self.outage_started >= self.deadline_seconds:
+        if (
+            self.gave_up is None
+            and self.outage_started is not None
+            and now - self.outage_started >= self.deadline_seconds
+        ):
             self.gave_up = self.reason()
             self.state = "gave_up"
             log.error("%s; no answer for %.0f s: giving up", self.gave_up, now - self.outage_started)
@@ -269,7 +283,7 @@ class CircuitBreaker:
                 self._changed, self._changed_loop = asyncio.Event(), loop
             try:
                 await asyncio.wait_for(self._changed.wait(), timeout=timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def abandon_probe(self) -> None:

@@ -41,8 +41,15 @@ def test_rpm_cap_holds_at_the_server_with_no_429s(judge_server, tmp_path):
     judge_server.latency = 0.05
     # the server enforces the cap (+2% for arrival jitter) over 6-second windows
     judge_server.rpm_limit, judge_server.rpm_window = cap * 1.02, 6.0
-    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
-                         judge_api_key="test-key", chunk_size=40, concurrency=16, max_rpm=cap)
+    cfg = PipelineConfig(
+        warehouse=url,
+        judge="judge-test-model",
+        judge_base_url=judge_server.base_url,
+        judge_api_key="test-key",
+        chunk_size=40,
+        concurrency=16,
+        max_rpm=cap,
+    )
     summary = score_partition(cfg, DAY)
     assert summary.status == "succeeded" and summary.rows_scored == len(truth)
     assert judge_server.outcomes["429_rpm"] == 0 and judge_server.outcomes["ok"] == len(truth)
@@ -62,9 +69,16 @@ def test_without_a_cap_the_same_server_answers_429(judge_server, tmp_path):
     url, truth = _warehouse(tmp_path, 80)
     judge_server.latency = 0.05
     judge_server.rpm_limit, judge_server.rpm_window = 612.0, 6.0
-    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
-                         judge_api_key="test-key", chunk_size=40, concurrency=16, max_retries=20,
-                         outage_tolerance=60)
+    cfg = PipelineConfig(
+        warehouse=url,
+        judge="judge-test-model",
+        judge_base_url=judge_server.base_url,
+        judge_api_key="test-key",
+        chunk_size=40,
+        concurrency=16,
+        max_retries=20,
+        outage_tolerance=60,
+    )
     summary = score_partition(cfg, DAY)
     assert summary.rows_scored == len(truth)
     assert judge_server.outcomes["429_rpm"] > 0
@@ -75,8 +89,15 @@ def test_ratelimit_headers_pace_requests_without_a_configured_cap(judge_server, 
     judge_server.latency = 0.02
     judge_server.rpm_limit, judge_server.rpm_window = 900.0, 2.0  # 30 per 2 s
     judge_server.rate_limit_headers = True
-    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
-                         judge_api_key="test-key", chunk_size=40, concurrency=8, max_retries=20)
+    cfg = PipelineConfig(
+        warehouse=url,
+        judge="judge-test-model",
+        judge_base_url=judge_server.base_url,
+        judge_api_key="test-key",
+        chunk_size=40,
+        concurrency=8,
+        max_retries=20,
+    )
     summary = score_partition(cfg, DAY)
     assert summary.rows_scored == len(truth)
     # only requests already in flight when the headers said "nothing left" can be refused
@@ -87,8 +108,15 @@ def test_ratelimit_headers_pace_requests_without_a_configured_cap(judge_server, 
 def test_tpm_cap_paces_by_estimated_tokens(judge_server, tmp_path):
     url, truth = _warehouse(tmp_path, 20)
     tpm = 120_000.0  # 2,000 tokens a second; a request here is ~450 estimated tokens
-    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
-                         judge_api_key="test-key", chunk_size=40, concurrency=16, max_tpm=tpm)
+    cfg = PipelineConfig(
+        warehouse=url,
+        judge="judge-test-model",
+        judge_base_url=judge_server.base_url,
+        judge_api_key="test-key",
+        chunk_size=40,
+        concurrency=16,
+        max_tpm=tpm,
+    )
     started = time.monotonic()
     summary = score_partition(cfg, DAY)
     took = time.monotonic() - started
@@ -113,10 +141,20 @@ def test_retry_after_is_capped_by_retry_max_wait(judge_server, monkeypatch):
     assert 0.6 <= took < 5, took
 
 
-@pytest.mark.parametrize("raw,seconds", [
-    ("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1h2m3.5s", 3723.5), ("0.5", 0.5), ("", None),
-    (None, None), ("soon", None), ("5x", None),
-])
+@pytest.mark.parametrize(
+    "raw,seconds",
+    [
+        ("1s", 1.0),
+        ("6m0s", 360.0),
+        ("20ms", 0.02),
+        ("1h2m3.5s", 3723.5),
+        ("0.5", 0.5),
+        ("", None),
+        (None, None),
+        ("soon", None),
+        ("5x", None),
+    ],
+)
 def test_parse_reset_seconds(raw, seconds):
     assert parse_reset_seconds(raw) == (pytest.approx(seconds) if seconds is not None else None)
 

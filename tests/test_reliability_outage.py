@@ -39,6 +39,7 @@ def warehouse(tmp_path):
 
 def _down_after(server, calls: int, seconds: float) -> threading.Thread:
     """Take the server down for ``seconds`` once it has received ``calls`` requests."""
+
     def watch() -> None:
         while server.calls < calls:
             time.sleep(0.005)
@@ -51,8 +52,15 @@ def _down_after(server, calls: int, seconds: float) -> threading.Thread:
 
 def _ride_through(server, url, truth, outage: float) -> None:
     server.latency = 0.02
-    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=server.base_url,
-                         judge_api_key="test-key", chunk_size=100, concurrency=8, outage_tolerance=600)
+    cfg = PipelineConfig(
+        warehouse=url,
+        judge="judge-test-model",
+        judge_base_url=server.base_url,
+        judge_api_key="test-key",
+        chunk_size=100,
+        concurrency=8,
+        outage_tolerance=600,
+    )
     watcher = _down_after(server, 60, outage)
     started = time.monotonic()
     summary = score_partition(cfg, DAY)
@@ -71,8 +79,9 @@ def test_judge_down_5s_mid_partition_then_up_every_row_scored(judge_server, ware
     _ride_through(judge_server, url, truth, 5.0)
 
 
-@pytest.mark.skipif(os.environ.get("CTXPREC_SLOW_TESTS") != "1",
-                    reason="slow (45 s outage); run with CTXPREC_SLOW_TESTS=1")
+@pytest.mark.skipif(
+    os.environ.get("CTXPREC_SLOW_TESTS") != "1", reason="slow (45 s outage); run with CTXPREC_SLOW_TESTS=1"
+)
 def test_judge_down_45s_mid_partition_then_up_every_row_scored(judge_server, warehouse):
     url, truth = warehouse
     _ride_through(judge_server, url, truth, 45.0)
@@ -91,8 +100,20 @@ def test_nothing_listening_fails_within_a_minute_naming_the_cause(warehouse, mon
     monkeypatch.setenv("OPENAI_BASE_URL", base)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-shown-0123456789")
     started = time.monotonic()
-    code = main(["score", "--warehouse", url, "--partition", DAY, "--judge", "judge-test-model",
-                 "--chunk-size", "100", "--quiet"])
+    code = main(
+        [
+            "score",
+            "--warehouse",
+            url,
+            "--partition",
+            DAY,
+            "--judge",
+            "judge-test-model",
+            "--chunk-size",
+            "100",
+            "--quiet",
+        ]
+    )
     took = time.monotonic() - started
     err = capsys.readouterr().err
     assert code == 1
@@ -115,8 +136,15 @@ def test_outage_longer_than_tolerance_ends_the_run_promptly(judge_server, wareho
     at most a few attempts (not 7 apiece)."""
     url, truth = warehouse
     judge_server.latency = 0.02
-    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
-                         judge_api_key="test-key", chunk_size=100, concurrency=8, outage_tolerance=3)
+    cfg = PipelineConfig(
+        warehouse=url,
+        judge="judge-test-model",
+        judge_base_url=judge_server.base_url,
+        judge_api_key="test-key",
+        chunk_size=100,
+        concurrency=8,
+        outage_tolerance=3,
+    )
     watcher = threading.Thread(target=lambda: (_wait_calls(judge_server, 60), judge_server.pause()), daemon=True)
     watcher.start()
     try:

@@ -29,8 +29,9 @@ def _ids(url: str, table: str, metric: str = "contextual_precision") -> set[str]
 
 def _run(url: str, metric: str = "contextual_precision") -> sa.Row:
     with sa.create_engine(url).connect() as conn:
-        return conn.execute(sa.text("SELECT * FROM ctxprec_runs WHERE metric = :m ORDER BY finished_at DESC"),
-                            {"m": metric}).first()
+        return conn.execute(
+            sa.text("SELECT * FROM ctxprec_runs WHERE metric = :m ORDER BY finished_at DESC"), {"m": metric}
+        ).first()
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ def test_same_rows_on_a_rerun_superset_at_a_higher_rate(url, tmp_path):
     summary = _score(url, sample_rate=0.2)
     first = _ids(url, "ctxprec_scores") | _ids(url, "ctxprec_failures")
     seed = "ctxprec-sample-1"
-    want = {str(i) for i in range(1, N + 2) if sample_hash(str(i), seed) < int(0.2 * 2 ** 64)}
+    want = {str(i) for i in range(1, N + 2) if sample_hash(str(i), seed) < int(0.2 * 2**64)}
     assert first == want and 35 <= len(first) <= 85  # ~20% of 301
     # rows outside the sample are neither scores nor failures
     assert not (_ids(url, "ctxprec_scores") & _ids(url, "ctxprec_failures"))
@@ -92,18 +93,30 @@ def test_both_metrics_sample_the_same_log_ids(url):
     t = conversation_table(md)
     md.create_all(engine)
     start = datetime.fromisoformat(DAY)
-    convs = [{"id": i, "event_time": start + timedelta(minutes=i), "expected_outcome": "Paris is the capital.",
-              "turns": [{"role": "user", "content": "Capital of France?"},
-                        {"role": "assistant", "content": "Paris.",
-                         "retrieval_context": ["Paris is the capital of France.", "Bananas are yellow."]}]}
-             for i in range(1, N + 2)]
+    convs = [
+        {
+            "id": i,
+            "event_time": start + timedelta(minutes=i),
+            "expected_outcome": "Paris is the capital.",
+            "turns": [
+                {"role": "user", "content": "Capital of France?"},
+                {
+                    "role": "assistant",
+                    "content": "Paris.",
+                    "retrieval_context": ["Paris is the capital of France.", "Bananas are yellow."],
+                },
+            ],
+        }
+        for i in range(1, N + 2)
+    ]
     with engine.begin() as conn:
         conn.execute(sa.insert(t), convs)
     _score(url, sample_rate=0.25)
     _score(url, sample_rate=0.25, metric="turn_contextual_precision")
     single = _ids(url, "ctxprec_scores") | _ids(url, "ctxprec_failures")
-    turn = (_ids(url, "ctxprec_scores", "turn_contextual_precision")
-            | _ids(url, "ctxprec_failures", "turn_contextual_precision"))
+    turn = _ids(url, "ctxprec_scores", "turn_contextual_precision") | _ids(
+        url, "ctxprec_failures", "turn_contextual_precision"
+    )
     assert single == turn and 0 < len(single) < N
 
 
@@ -120,10 +133,10 @@ def test_ci_from_the_sampled_scores_and_volume_from_all_rows(tmp_path):
     # day 8: a 20% sample of a normal-volume day: no volume alert, CI over the sampled scores
     s = score_partition(PipelineConfig(warehouse=url, judge="lexical", sample_rate=0.2), days[7])
     assert s.rows_total == 60 and s.rows_sampled == s.rows_scored < 30
-    scores = sorted(r[0] for r in query(url, "SELECT score FROM ctxprec_scores WHERE partition_key = :p",
-                                        p=days[7]))
-    passed = sum(1 for r in query(url, "SELECT success FROM ctxprec_scores WHERE partition_key = :p",
-                                  p=days[7]) if r[0])
+    scores = sorted(r[0] for r in query(url, "SELECT score FROM ctxprec_scores WHERE partition_key = :p", p=days[7]))
+    passed = sum(
+        1 for r in query(url, "SELECT success FROM ctxprec_scores WHERE partition_key = :p", p=days[7]) if r[0]
+    )
     fig = run_figures(iter([np.array(scores, dtype=float)]), len(scores), passed)
     assert (s.ci_low, s.ci_high) == (pytest.approx(fig["ci_low"]), pytest.approx(fig["ci_high"]))
     result = check_partition(url, days[7])
@@ -138,8 +151,25 @@ def test_cli_flags_env_and_bad_values(url, capsys, monkeypatch):
     assert main(["score", "--warehouse", url, "--partition", DAY, "--judge", "lexical", "--quiet", "--json"]) == 0
     run = _run(url)
     assert run.sample_rate == 0.1 and run.rows_total == N + 1 and run.rows_sampled < 60
-    assert main(["score", "--warehouse", url, "--partition", DAY, "--judge", "lexical", "--quiet",
-                 "--sample-rate", "1", "--max-rows", "7"]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "--warehouse",
+                url,
+                "--partition",
+                DAY,
+                "--judge",
+                "lexical",
+                "--quiet",
+                "--sample-rate",
+                "1",
+                "--max-rows",
+                "7",
+            ]
+        )
+        == 0
+    )
     run = _run(url)
     assert run.sample_rate == 1.0 and run.rows_sampled == 7
     capsys.readouterr()
@@ -153,7 +183,7 @@ def test_postgres_sampled_run(pg_url):
     create_logs(get_engine(pg_url), day_rows(120))
     s = score_partition(PipelineConfig(warehouse=pg_url, judge="lexical", sample_rate=0.3), DAY)
     got = _ids(pg_url, "ctxprec_scores")
-    want = {str(i) for i in range(1, 121) if sample_hash(str(i)) < int(0.3 * 2 ** 64)}
+    want = {str(i) for i in range(1, 121) if sample_hash(str(i)) < int(0.3 * 2**64)}
     assert got == want and s.rows_sampled == len(want) and s.rows_total == 120
     run = _run(pg_url)
     assert run.sample_rate == pytest.approx(0.3) and run.rows_sampled == len(want)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = ["Sample", "FULL_CUTOFF", "sample_hash", "plan_cutoff", "CutoffPlanner", "DEFAULT_SAMPLE_SEED"]
 
@@ -40,8 +41,9 @@ class Sample:
     def __post_init__(self) -> None:
         if isinstance(self.rate, bool) or not 0.0 < float(self.rate) <= 1.0:
             raise ValueError(f"sample_rate must be > 0 and <= 1, got {self.rate!r}")
-        if self.max_rows is not None and (isinstance(self.max_rows, bool) or not isinstance(self.max_rows, int)
-                                          or self.max_rows < 1):
+        if self.max_rows is not None and (
+            isinstance(self.max_rows, bool) or not isinstance(self.max_rows, int) or self.max_rows < 1
+        ):
             raise ValueError(f"max_rows must be a positive integer, got {self.max_rows!r}")
 
     @property
