@@ -166,3 +166,18 @@ def test_outage_longer_than_tolerance_ends_the_run_promptly(judge_server, wareho
 def _wait_calls(server, n: int) -> None:
     while server.calls < n:
         time.sleep(0.005)
+
+
+def test_progress_says_the_judge_is_down_and_why(warehouse, monkeypatch, capsys):
+    """Without --quiet the (non-interactive) progress lines say what the breaker does and why."""
+    url, _ = warehouse
+    base = f"http://127.0.0.1:{_dead_port()}/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", base)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    code = main(
+        ["score", "--warehouse", url, "--partition", DAY, "--judge", "judge-test-model", "--outage-tolerance", "2"]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"judge unreachable: connection refused at {base}: paused, probing; giving up after 2s" in err, err
+    assert "no answer for 2s: giving up" in err
