@@ -2,7 +2,8 @@
 
 When the judge itself is the problem — every recent request failed with a connection error, a
 timeout, a 5xx or a 429 — retrying each row on its own only burns the rows' retries. The breaker
-*opens* after ``trip_after`` consecutive such failures: no request is sent, callers wait in
+*opens* after ``trip_after`` consecutive such failures (``judging.trip_after_for``: two waves of
+the requests in flight, at least 5): no request is sent, callers wait in
 ``admit()``; one caller at a time is let through as a *probe* (after 0.25 s, then doubling up to
 ``max_probe_interval``); the first answer *closes* the breaker and everyone resumes. Failures
 while the breaker is open do not count against a row's retries.

@@ -50,7 +50,7 @@ async def a_evaluate(
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     retries = max_retries if max_retries is not None else max(m.max_retries for m in metric_list)
-    guards = active_guards()
+    guards = active_guards(concurrency)
     run = JudgeRun(limiter=AdaptiveLimiter(concurrency), budget=budget, cache=cache, max_retries=retries,
                    breaker=guards.breaker, quota=guards.quota)
     total = len(case_list) * len(metric_list)

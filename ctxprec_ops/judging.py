@@ -68,12 +68,20 @@ def use_guards(guards: JudgeGuards) -> Iterator[JudgeGuards]:
         _guards.reset(token)
 
 
-def active_guards() -> JudgeGuards:
-    """The installed guards, else a fresh breaker and quota from the environment."""
+def active_guards(concurrency: int = 16) -> JudgeGuards:
+    """The installed guards, else a fresh breaker (sized for ``concurrency``) and quota from the
+    environment."""
     guards = _guards.get()
     if guards is not None:
         return guards
-    return JudgeGuards(breaker=CircuitBreaker(), quota=RequestQuota.from_env())
+    return JudgeGuards(breaker=CircuitBreaker(trip_after=trip_after_for(concurrency)), quota=RequestQuota.from_env())
+
+
+def trip_after_for(concurrency: int) -> int:
+    """Consecutive judge-level failures that open the breaker: two full waves of requests in
+    flight (at least 5), so scattered faults (a 30 % fault rate at concurrency 16) never look like
+    an outage, while a dead endpoint trips it on the rows' first or second attempt."""
+    return max(5, 2 * concurrency)
 
 
 def _plus(a, b):
@@ -181,8 +189,10 @@ async def _send(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usa
             gen = await _send_once(judge, prompt, tokens, run)
         except Exception as exc:
             if not is_transient(exc):
-                if breaker is not None:  # an HTTP answer (400, 401, ...) means the endpoint is up
-                    breaker.on_answer() if getattr(exc, "status_code", None) else breaker.abandon_probe()
+                if breaker is not None and getattr(exc, "status_code", None):
+                    breaker.on_answer()  # an HTTP answer (400, 401, ...): the endpoint is up
+                elif breaker is not None and probe:
+                    breaker.abandon_probe()
                 raise
             if breaker is not None and breaker.on_failure(exc, probe=probe):
                 run.stats["outage_waits"] = run.stats.get("outage_waits", 0) + 1

@@ -8,7 +8,7 @@ from sqlalchemy.engine import Engine
 
 from ..breaker import CircuitBreaker
 from ..judges.base import JudgeModel
-from ..judging import JudgeGuards
+from ..judging import JudgeGuards, trip_after_for
 from ..limiter import RequestQuota
 from ..metrics.base import BaseRetrievalMetric
 from ..warehouse.engine import get_engine
@@ -53,6 +53,7 @@ def prepare(config: PipelineConfig) -> PipelineContext:
                        timeout=config.judge_timeout)
     metric = config.kind.build(config, judge)
     key = ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version)
-    guards = JudgeGuards(breaker=CircuitBreaker(config.outage_tolerance, endpoint=getattr(judge, "endpoint", None)),
-                         quota=RequestQuota.from_env(config.max_rpm, config.max_tpm))
+    breaker = CircuitBreaker(config.outage_tolerance, endpoint=getattr(judge, "endpoint", None),
+                             trip_after=trip_after_for(config.concurrency))
+    guards = JudgeGuards(breaker=breaker, quota=RequestQuota.from_env(config.max_rpm, config.max_tpm))
     return PipelineContext(config, engine, tables, source, metric, judge, key, guards)
