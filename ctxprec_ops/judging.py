@@ -12,16 +12,20 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
+from pydantic import BaseModel
+
 from .breaker import CircuitBreaker
 from .budget import Budget
 from .cache import VerdictCache, judgment_keys
 from .errors import JudgeAnswerError, JudgeConfigurationError, JudgeUnavailableError
+from .judge_events import JudgeRetry, notify_retry, retry_reason
 from .judges.base import Generation, JudgeModel
 from .limiter import AdaptiveLimiter, RequestQuota
 from .pricing import price_of
 from .retry import backoff_seconds, is_rate_limit, is_transient, retry_after_seconds
 from .secrets import redact
-from .verdicts import AnswerProblem, JudgeAnswer, NodeVerdict, check_coverage, parse_answer
+from .template import answer_format
+from .verdicts import AnswerProblem, JudgeAnswer, NodeVerdict
 
 log = logging.getLogger("ctxprec_ops.judging")
 
@@ -148,14 +152,15 @@ def _headers_of(exc: BaseException) -> Mapping[str, str] | None:
     return getattr(response, "headers", None)
 
 
-async def _send_once(judge: JudgeModel, prompt: str, tokens: float, run: JudgeRun) -> Generation:
+async def _send_once(judge: JudgeModel, prompt: str, tokens: float, run: JudgeRun,
+                     schema: type[BaseModel]) -> Generation:
     """One request under the concurrency limiter and the quota."""
     await run.limiter.acquire()
     try:
         if run.quota is not None:
             await run.quota.acquire(tokens)
         try:
-            out = await judge.a_generate_with_usage(prompt, JudgeAnswer)
+            out = await judge.a_generate_with_usage(prompt, schema)
         except Exception as exc:
             if run.quota is not None:
                 run.quota.observe(_headers_of(exc))
@@ -172,7 +177,8 @@ async def _send_once(judge: JudgeModel, prompt: str, tokens: float, run: JudgeRu
     return out
 
 
-async def _send(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage) -> Generation:
+async def _send(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage,
+                schema: type[BaseModel]) -> Generation:
     """Send until answered: a transient fault is retried with backoff (``max_retries`` times);
     a fault while the circuit breaker is open is the judge's outage, not the row's, and waits for
     the breaker instead of using up the row's retries."""
@@ -186,7 +192,7 @@ async def _send(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usa
         sent += 1
         usage.attempts = max(usage.attempts, sent)
         try:
-            gen = await _send_once(judge, prompt, tokens, run)
+            gen = await _send_once(judge, prompt, tokens, run, schema)
         except Exception as exc:
             if not is_transient(exc):
                 if breaker is not None and getattr(exc, "status_code", None):
@@ -205,7 +211,9 @@ async def _send(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usa
             retries += 1
             run.stats["retries"] += 1
             log.debug("judge call failed (%s), retry %d", redact(str(exc))[:200], retries)
-            await asyncio.sleep(backoff_seconds(retries, exc))
+            wait = backoff_seconds(retries, exc)
+            notify_retry(JudgeRetry(retries, run.max_retries, wait, retry_reason(exc)))
+            await asyncio.sleep(wait)
             continue
         except BaseException:
             if probe and breaker is not None:
@@ -216,7 +224,8 @@ async def _send(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usa
         return gen
 
 
-async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage) -> object:
+async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage,
+                schema: type[BaseModel] = JudgeAnswer) -> object:
     """One judge call with retries; returns the raw answer."""
     reserved = 0.0
     if run.budget is not None:
@@ -229,7 +238,7 @@ async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usa
         reserved = run.budget.reserve(est)
     gen: Generation | None = None
     try:
-        gen = await _send(judge, prompt, n_nodes, run, usage)
+        gen = await _send(judge, prompt, n_nodes, run, usage, schema)
     finally:
         if run.budget is not None:
             run.budget.settle(reserved, gen.cost if gen is not None else 0.0)
@@ -248,17 +257,18 @@ async def _judge_group(
     usage: Usage,
 ) -> dict[int, NodeVerdict]:
     ids = [k for k, _ in group]
-    prompt = template.generate_verdicts(input, expected, [t for _, t in group], ids)
-    raw = await _call(judge, prompt, len(group), run, usage)
+    fmt = answer_format(template)  # by node id (ctxprec templates) or in node order (deepeval-style)
+    prompt = fmt.prompt(input, expected, [t for _, t in group], ids)
+    raw = await _call(judge, prompt, len(group), run, usage, fmt.schema)
     try:
-        return check_coverage(parse_answer(raw), ids)
+        return fmt.verdicts(raw, ids)
     except AnswerProblem as problem:
         first_problem = str(problem)
     usage.repairs += 1
     run.stats["repairs"] += 1
-    raw = await _call(judge, template.repair(prompt, first_problem, ids), len(group), run, usage)
+    raw = await _call(judge, fmt.repair(prompt, first_problem, ids), len(group), run, usage, fmt.schema)
     try:
-        return check_coverage(parse_answer(raw), ids)
+        return fmt.verdicts(raw, ids)
     except AnswerProblem as problem:
         second_problem = str(problem)
     if len(group) == 1:

@@ -113,5 +113,8 @@ def score_partition(
              summary.rows_scored, summary.rows_cached, summary.rows_failed,
              "n/a" if summary.mean_score is None else f"{summary.mean_score:.4f}")
     if progress is not None:
-        progress(ProgressEvent("finished", partition_key, summary.rows_total, summary.rows_total, summary.status))
+        # a run whose only failures are bad input rows is complete: say so, not "partial"
+        done = summary.status == "partial" and summary.completed
+        note = f"done, {summary.rows_failed} bad input row(s) recorded" if done else summary.status
+        progress(ProgressEvent("finished", partition_key, summary.rows_total, summary.rows_total, note))
     return summary
