@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Sequence
 
 from pydantic import BaseModel
 
@@ -114,7 +114,7 @@ class Usage:
         self.completion_tokens = _plus(self.completion_tokens, completion_tokens)
         self.cost = _plus(self.cost, cost)
 
-    def merge(self, other: "Usage") -> None:
+    def merge(self, other: Usage) -> None:
         self.calls += other.calls
         self._add_spend(other.prompt_tokens, other.completion_tokens, other.cost)
         self.attempts = max(self.attempts, other.attempts)

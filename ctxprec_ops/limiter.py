@@ -19,7 +19,7 @@ import asyncio
 import os
 import re
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
 from .retry import max_wait_seconds
 
@@ -78,7 +78,7 @@ class AdaptiveLimiter:
                 if wait > 0:
                     try:
                         await asyncio.wait_for(cond.wait(), timeout=wait)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
                     continue
                 if self.in_flight < self.limit:
@@ -99,7 +99,7 @@ class AdaptiveLimiter:
             # wake only as many waiters as there are free slots (the limit may have grown)
             cond.notify(max(1, self.limit - self.in_flight))
 
-    async def __aenter__(self) -> "AdaptiveLimiter":
+    async def __aenter__(self) -> AdaptiveLimiter:
         await self.acquire()
         return self
 
@@ -187,7 +187,7 @@ class RequestQuota:
         self.requests = 0
 
     @classmethod
-    def from_env(cls, max_rpm: float | None = None, max_tpm: float | None = None) -> "RequestQuota":
+    def from_env(cls, max_rpm: float | None = None, max_tpm: float | None = None) -> RequestQuota:
         """Explicit values, else ``CTXPREC_MAX_RPM`` / ``CTXPREC_MAX_TPM``."""
         return cls(max_rpm if max_rpm is not None else _positive_env("CTXPREC_MAX_RPM"),
                    max_tpm if max_tpm is not None else _positive_env("CTXPREC_MAX_TPM"))
