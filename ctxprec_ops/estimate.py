@@ -123,7 +123,7 @@ def estimate_partition(
     key = ScoringKey(metric.metric_name, model, version, src.name if keyed_by_table else None)
     prompt_tokens = 0
 
-    for _chunk, rows in iter_chunk_rows(engine, src, partition_key, config.chunk_size):
+    for _chunk, rows in iter_chunk_rows(engine, src, partition_key, config.chunk_size, config.sample):
         est.rows_total += len(rows)
         ids = [str(r["id"]) for r in rows]
         with read_connection(engine) as conn:

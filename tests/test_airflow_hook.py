@@ -183,7 +183,7 @@ def test_unmapped_operator_scores_a_whole_partition(probes: dict[str, Any]) -> N
                           "ci_high", "prompt_tokens", "completion_tokens", "cost", "judge_model",
                           "prompt_version", "started_at", "finished_at", "threshold", "judge_calls",
                           "failures_by_type", "error_message", "rows_unpartitioned", "rows_without_id",
-                          "source_table"}  # counts and figures, never rows
+                          "source_table", "sample_rate", "rows_sampled"}  # counts and figures, never rows
 
 
 NO_WAREHOUSE_PROBE = r'''

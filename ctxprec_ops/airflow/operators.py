@@ -141,7 +141,8 @@ class CtxPrecBaseOperator(BaseOperator):
     template_fields: Sequence[str] = (
         "partition_key", "metric", "warehouse_conn_id", "warehouse_url", "source_table", "columns",
         "judge", "judge_base_url", "judge_conn_id", "threshold", "chunk_size", "concurrency",
-        "max_cost", "judge_max_retries",
+        "max_cost", "judge_max_retries", "max_rpm", "max_tpm", "outage_tolerance",
+        "sample_rate", "max_rows",
     )
     ui_color = "#e8f4f8"
 
@@ -162,6 +163,11 @@ class CtxPrecBaseOperator(BaseOperator):
         concurrency: int | str | None = None,
         max_cost: float | str | None = None,
         judge_max_retries: int | str | None = None,
+        max_rpm: float | str | None = None,
+        max_tpm: float | str | None = None,
+        outage_tolerance: float | str | None = None,
+        sample_rate: float | str | None = None,
+        max_rows: int | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -180,6 +186,11 @@ class CtxPrecBaseOperator(BaseOperator):
         self.concurrency = concurrency
         self.max_cost = max_cost
         self.judge_max_retries = judge_max_retries
+        self.max_rpm = max_rpm  # this task's share of the judge quota (see docs/scaling.md)
+        self.max_tpm = max_tpm
+        self.outage_tolerance = outage_tolerance
+        self.sample_rate = sample_rate  # deterministic sample of each partition (docs: pipeline.sampling)
+        self.max_rows = max_rows
 
     # -- resolution (at execute time, after rendering) -------------------------------------
     def _metric(self) -> str:
@@ -238,6 +249,11 @@ class CtxPrecBaseOperator(BaseOperator):
                 chunk_size=_opt_int(self.chunk_size, "chunk_size"),
                 concurrency=_opt_int(self.concurrency, "concurrency"),
                 max_cost=_opt_float(self.max_cost, "max_cost", lo=0.0), max_retries=retries,
+                max_rpm=_opt_float(self.max_rpm, "max_rpm", lo=0.0),
+                max_tpm=_opt_float(self.max_tpm, "max_tpm", lo=0.0),
+                outage_tolerance=_opt_float(self.outage_tolerance, "outage_tolerance", lo=0.0),
+                sample_rate=_opt_float(self.sample_rate, "sample_rate", lo=0.0, hi=1.0),
+                max_rows=_opt_int(self.max_rows, "max_rows"),
             )
         except (TypeError, ValueError) as exc:  # bad names or numbers: retrying cannot help
             raise AirflowFailException(f"invalid ctxprec settings: {redact(str(exc))}") from None

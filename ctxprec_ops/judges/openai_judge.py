@@ -130,6 +130,15 @@ class OpenAIJudge(JudgeModel):
     def get_model_name(self) -> str:
         return self.model
 
+    @property
+    def endpoint(self) -> str:
+        """The URL requests go to (for messages; the circuit breaker strips any credentials)."""
+        import os
+
+        if self.azure_endpoint:
+            return self.azure_endpoint
+        return self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+
     # -- client per event loop (an httpx pool cannot outlive the loop it was made in) --------
     def _client(self) -> Any:
         import openai
@@ -208,7 +217,8 @@ class OpenAIJudge(JudgeModel):
                 # JSON schema costs more CPU per call than the rest of the request building
                 kwargs["extra_body"] = {"response_format": fmt}
             try:
-                resp = await client.chat.completions.create(**kwargs)
+                raw = await client.chat.completions.with_raw_response.create(**kwargs)
+                resp = raw.parse()
             except openai.BadRequestError as exc:
                 # endpoint capabilities: step down and ask again (not a retry of a fault)
                 if fmt is not None and _mentions(exc, "response_format", "json_schema", "json_object", "structured"):
@@ -249,7 +259,9 @@ class OpenAIJudge(JudgeModel):
             cost: float | None = (pt * self.price_per_million[0] + ct * self.price_per_million[1]) / 1e6
         else:
             cost = cost_of(self.model, pt, ct)
-        return Generation(output=content or "", prompt_tokens=pt, completion_tokens=ct, cost=cost)
+        limits = {k: v for k, v in raw.headers.items() if k.lower().startswith("x-ratelimit-")}
+        return Generation(output=content or "", prompt_tokens=pt, completion_tokens=ct, cost=cost,
+                          rate_limit_headers=limits or None)
 
     async def a_generate(self, prompt: str, schema: type[BaseModel] | None = None) -> Any:
         return (await self.a_generate_with_usage(prompt, schema)).output

@@ -92,6 +92,13 @@ class PartitionData:
     rows: int = 0  # rows seen: scored (any judge) + failed
     rows_failed: int = 0
     run: dict[str, Any] | None = None  # latest ctxprec_runs row, if any
+    #: every row of the partition when its latest run scored a sample (``rows_total`` of that run)
+    rows_total: int | None = None
+
+    @property
+    def volume(self) -> int:
+        """Rows of the partition for the volume rule: all rows, not the sample scored."""
+        return max(self.rows, self.rows_total or 0)
 
 
 @dataclass
@@ -334,8 +341,20 @@ def load_history(
         runs = _latest_runs(conn, tables, metric, pop, ordered)
     for key in ordered:
         s, p = cases.get(key, (np.empty(0), np.empty(0, dtype=bool)))
-        hist.partitions[key] = PartitionData(key, s, p, rows.get(key, 0), failed.get(key, 0), runs.get(key))
+        run = runs.get(key)
+        hist.partitions[key] = PartitionData(key, s, p, rows.get(key, 0), failed.get(key, 0), run,
+                                             _sampled_total(run))
     return hist
+
+
+def _sampled_total(run: dict[str, Any] | None) -> int | None:
+    """``rows_total`` of a run that scored a sample (rate < 1 or fewer rows sampled than total)."""
+    if not run or run.get("rows_total") is None:
+        return None
+    rate, sampled, total = run.get("sample_rate"), run.get("rows_sampled"), int(run["rows_total"])
+    if (rate is not None and float(rate) < 1.0) or (sampled is not None and int(sampled) < total):
+        return total
+    return None
 
 
 def _json_list(value: Any) -> list[Any]:

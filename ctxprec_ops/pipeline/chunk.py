@@ -4,23 +4,34 @@ from __future__ import annotations
 
 import time as _time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Iterator
 
+from ..breaker import BreakerEvent, CircuitBreaker
 from ..budget import Budget
 from ..cache import DictVerdictCache
 from ..errors import InvalidTestCaseError
+from ..judging import use_guards
 from ..results import MetricResult
 from ..secrets import redact
 from ..warehouse.claims import chunk_claim
 from ..warehouse.engine import read_connection, write_transaction
 from ..warehouse.rows import case_or_failure
 from ..warehouse.source import parse_partition_key, read_chunk_rows
-from ..warehouse.store import ScoringKey, analyze_if_grown, load_judgments, run_spend, scored_ids, write_chunk
+from ..warehouse.store import (
+    ScoringKey,
+    analyze_if_grown,
+    delete_failures,
+    load_judgments,
+    run_spend,
+    scored_ids,
+    write_chunk,
+)
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
-from .records import Chunk, ChunkResult, ProgressCallback, ProgressEvent
+from .records import INPUT_PROBLEMS, Chunk, ChunkResult, ProgressCallback, ProgressEvent
 
 __all__ = ["score_chunk", "score_chunk_if_free", "chunk_claim_name"]
 
@@ -50,10 +61,12 @@ class _Throttle:
 class _Intake:
     """A chunk's rows sorted into: already scored, to judge (as cases), failed on their content."""
 
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]]  # the rows in the sample (all rows without sampling)
     done_ids: set[str]
     cases: list[Any] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
+    all_rows: int = 0  # every row of the chunk, sampled or not
+    unsampled_ids: list[str] = field(default_factory=list)
 
 
 def _failure(log_id: str, pk: str, key: ScoringKey, error_type: str, message: str, attempts: int,
@@ -69,10 +82,15 @@ def _failure(log_id: str, pk: str, key: ScoringKey, error_type: str, message: st
 def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
     """Read the chunk, skip rows already scored, turn the rest into cases or ``invalid_input``."""
     key, pk = ctx.key, chunk.partition_key
+    sample = ctx.config.sample
     with read_connection(ctx.engine) as conn:
-        rows = read_chunk_rows(conn, ctx.source, pk, chunk.after_id, chunk.upto_id)
+        every = read_chunk_rows(conn, ctx.source, pk, chunk.after_id, chunk.upto_id)
+        rows = [r for r in every if sample.contains(str(r["id"]), chunk.sample_cutoff)]
         done_ids = scored_ids(conn, ctx.tables, key, [str(r["id"]) for r in rows])
-    intake = _Intake(rows, done_ids)
+    intake = _Intake(rows, done_ids, all_rows=len(every))
+    if len(rows) < len(every):  # outside the sample: neither scored nor a failure
+        picked = {str(r["id"]) for r in rows}
+        intake.unsampled_ids = [i for i in {str(r["id"]) for r in every} if i not in picked]
     now = _now()
     to_case = ctx.config.kind.row_to_case
     id_counts = Counter(str(r["id"]) for r in rows)
@@ -121,13 +139,33 @@ def _judge(ctx: PipelineContext, intake: _Intake, budget: Budget | None, run_id:
         budget = _remaining_budget(ctx, run_id)
     from ..evaluate import evaluate
 
-    base = len(intake.rows) - len(intake.cases)
-    evaluation = evaluate(
-        intake.cases, [ctx.metric], concurrency=ctx.config.concurrency, max_retries=ctx.config.max_retries,
-        show_progress=False, cache=cache, budget=budget,
-        progress_callback=_Throttle(progress, pk, base, len(intake.rows)),
-    )
+    base = intake.all_rows - len(intake.cases)
+    with use_guards(ctx.guards), _breaker_progress(ctx.guards.breaker, progress, pk):
+        evaluation = evaluate(
+            intake.cases, [ctx.metric], concurrency=ctx.config.concurrency, max_retries=ctx.config.max_retries,
+            show_progress=False, cache=cache, budget=budget,
+            progress_callback=_Throttle(progress, pk, base, intake.all_rows),
+        )
     return list(evaluation.results), cache
+
+
+@contextmanager
+def _breaker_progress(breaker: CircuitBreaker | None, progress: ProgressCallback | None,
+                      partition_key: str) -> Iterator[None]:
+    """Forward the breaker's state changes (paused, probing, resumed, gave up) as
+    ``judge_outage`` progress events while a chunk is judged."""
+    if breaker is None or progress is None:
+        yield
+        return
+
+    def forward(ev: BreakerEvent) -> None:
+        progress(ProgressEvent("judge_outage", partition_key, 0, None, ev.message))
+
+    breaker.listeners.append(forward)
+    try:
+        yield
+    finally:
+        breaker.listeners.remove(forward)
 
 
 def _score_row(r: MetricResult, log_id: str, pk: str, key: ScoringKey, run_id: str, at: datetime,
@@ -181,6 +219,8 @@ def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]],
     with write_transaction(ctx.engine) as conn:
         write_chunk(conn, ctx.tables, ctx.key, log_ids=[str(r["id"]) for r in intake.rows],
                     scores=scores, failures=intake.failures, judgments=judgments)
+        if intake.unsampled_ids:  # a failure left by a run at a higher rate is not this run's row
+            delete_failures(conn, ctx.tables, ctx.key, intake.unsampled_ids)
     # PostgreSQL: statistics for the scored-ids lookup's plan (no-op elsewhere; docs/scaling.md)
     analyze_if_grown(ctx.engine, ctx.tables, {ctx.tables.scores.name: len(scores),
                                               ctx.tables.failures.name: len(intake.failures)})
@@ -241,7 +281,7 @@ def score_chunk_if_free(
         if progress is not None:
             progress(ProgressEvent("chunk_started", pk, 0, chunk.rows, f"chunk {chunk.index}"))
         intake = _intake(ctx, chunk, run_id)
-        result = ChunkResult(pk, chunk.index, rows_total=len(intake.rows))
+        result = ChunkResult(pk, chunk.index, rows_total=intake.all_rows, rows_sampled=len(intake.rows))
         scores: list[dict[str, Any]] = []
         cache = None
         if intake.cases:
@@ -253,7 +293,10 @@ def score_chunk_if_free(
     result.rows_failed = len(intake.failures)
     result.failures_by_type = dict(Counter(f["error_type"] for f in intake.failures))
     result.seconds = _time.perf_counter() - started
+    breaker = ctx.guards.breaker
+    if breaker is not None and breaker.gave_up and set(result.failures_by_type) - INPUT_PROBLEMS:
+        result.error_message = breaker.gave_up  # the cause, for the run row and the one-line error
     if progress is not None:
-        progress(ProgressEvent("chunk_done", pk, len(intake.rows), len(intake.rows),
+        progress(ProgressEvent("chunk_done", pk, intake.all_rows, intake.all_rows,
                                f"chunk {chunk.index}: {result.rows_scored} scored, {result.rows_failed} failed"))
     return result

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
 
+from ..breaker import CircuitBreaker
 from ..errors import JudgeConfigurationError
 from ..judges.base import JudgeModel
+from ..judging import JudgeGuards, trip_after_for
+from ..limiter import RequestQuota
 from ..metrics.base import BaseRetrievalMetric
 from ..warehouse.engine import get_engine
 from ..warehouse.identifiers import split_table_name
@@ -31,6 +34,8 @@ class PipelineContext:
     metric: BaseRetrievalMetric
     judge: JudgeModel
     key: ScoringKey
+    #: circuit breaker and request quota shared by every chunk scored with this context
+    guards: JudgeGuards = field(default_factory=JudgeGuards)
 
     @property
     def judge_is_offline(self) -> bool:
@@ -89,4 +94,7 @@ def prepare(config: PipelineConfig) -> PipelineContext:
     metric = config.kind.build(config, judge)
     key = ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version, source.name)
     check_key_fits(tables, key)
-    return PipelineContext(config, engine, tables, source, metric, judge, key)
+    breaker = CircuitBreaker(config.outage_tolerance, endpoint=getattr(judge, "endpoint", None),
+                             trip_after=trip_after_for(config.concurrency))
+    guards = JudgeGuards(breaker=breaker, quota=RequestQuota.from_env(config.max_rpm, config.max_tpm))
+    return PipelineContext(config, engine, tables, source, metric, judge, key, guards)

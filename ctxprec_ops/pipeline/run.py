@@ -106,6 +106,10 @@ def score_partition(
         results = _score_chunks(ctx, chunks, run_id, progress, workers)
         summary = finalize_run(config, partition_key, run_id=run_id, chunk_results=results,
                                started_at=started, context=ctx)
+        cause = next((r.error_message for r in results if r.error_message), None)
+        if cause and not summary.completed:
+            summary.error_message = cause  # e.g. "judge unreachable: connection refused at URL"
+            write_run(ctx, summary)
     except BaseException as exc:
         base.status = RunStatus.FAILED.value
         base.finished_at = _now()

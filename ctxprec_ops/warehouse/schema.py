@@ -25,6 +25,7 @@ import threading
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -171,6 +172,8 @@ def _build(schema: str | None) -> OutputTables:
         # this partition without an id: neither scored nor failed, counted here instead
         Column("rows_unpartitioned", Integer),
         Column("rows_without_id", Integer),
+        Column("sample_rate", _DOUBLE),
+        Column("rows_sampled", Integer),
         PrimaryKeyConstraint("run_id", "partition_key", "metric", "source_table", name=f"{RUNS}_pk"),
         Index(f"ix_{RUNS}_partition", "partition_key", "metric"),
     )

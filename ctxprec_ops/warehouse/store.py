@@ -24,6 +24,7 @@ __all__ = [
     "scored_ids",
     "load_judgments",
     "write_chunk",
+    "delete_failures",
     "partition_scores",
     "partition_counts",
     "failure_counts",
@@ -171,6 +172,13 @@ def write_chunk(
     )
     for cond in _id_lists(conn, f.c.log_id, list(dict.fromkeys(log_ids))):
         conn.execute(delete(f).where(key.where(f), cond, scored))
+
+
+def delete_failures(conn: Connection, t: OutputTables, key: ScoringKey, log_ids: Sequence[str]) -> None:
+    """Delete the failure records of ``log_ids`` (rows outside this run's sample)."""
+    f = t.failures
+    for part in _chunks(list(log_ids)):
+        conn.execute(delete(f).where(key.where(f), f.c.log_id.in_(list(part))))
 
 
 def partition_scores(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str,
