@@ -47,6 +47,10 @@ class PipelineConfig:
     max_retries: int = 6
     #: schema of the ctxprec_* output tables (default: the connection's default schema)
     output_schema: str | None = None
+    #: ``sync`` (on-demand judge calls) or ``batch`` (OpenAI Batch API; see ctxprec_ops/batch)
+    judge_mode: str = "sync"
+    #: batch mode: longest wait between two polls of a batch, seconds
+    batch_poll_seconds: float = 60.0
 
     def __post_init__(self) -> None:
         kind = metric_kind(self.metric)
@@ -68,6 +72,8 @@ class PipelineConfig:
             raise ValueError(f"threshold must be between 0 and 1, got {self.threshold!r}")
         if self.max_cost is not None and self.max_cost < 0:
             raise ValueError(f"max_cost must be >= 0, got {self.max_cost!r}")
+        if self.judge_mode not in ("sync", "batch"):
+            raise ValueError(f"judge_mode must be 'sync' or 'batch', got {self.judge_mode!r}")
         register_secret(self.judge_api_key)
 
     @property
@@ -111,6 +117,8 @@ class PipelineConfig:
             "threshold": s.threshold,
             "concurrency": s.concurrency,
             "chunk_size": s.chunk_size,
+            "judge_mode": s.judge_mode,
+            "batch_poll_seconds": s.batch_poll_seconds,
         }
         base.update(given)
         return cls(**base)

@@ -1,0 +1,338 @@
+"""Score a partition through the OpenAI Batch API (``judge_mode="batch"``).
+
+Rounds: (1) the rows that need a judgment (not scored; nodes not in the judgment cache) become
+one request line per judge call, ``custom_id`` = ``metric|log id|call index|prompt hash``; the
+lines are split into files at the provider's limits, uploaded and submitted, and each batch is
+recorded in ``ctxprec_batches`` as soon as it is created; (2) the open batches are polled with
+backoff until they end; (3) their answers are collected through the ordinary chunk scoring path
+(``AnsweredJudge``), which writes scores, failures and judgments with the usual upserts. Rows
+whose lines got no answer (expired, cancelled, failed batch, error line) are recorded as
+``judge_unavailable`` and submitted again in the next round, up to ``max_rounds``.
+
+A re-run (or a restarted worker) finds the open batches of its partition and configuration and
+resumes polling them: a submitted request is never paid for twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from ..cache import DictVerdictCache
+from ..errors import JudgeConfigurationError
+from ..judges.openai_batch import MAX_BYTES, MAX_REQUESTS, TERMINAL_STATUSES, BatchAnswer, BatchClient, \
+    request_line, split_lines
+from ..judges.openai_judge import OpenAIJudge
+from ..judging import JudgeRun
+from ..limiter import AdaptiveLimiter
+from ..pricing import batch_cost_of
+from ..secrets import redact
+from ..warehouse.engine import read_connection
+from ..warehouse.source import parse_partition_key
+from ..warehouse.store import load_judgments
+from ..pipeline.chunk import _intake, score_chunk
+from ..pipeline.config import PipelineConfig
+from ..pipeline.context import PipelineContext, prepare
+from ..pipeline.finalize import finalize_run, write_run
+from ..pipeline.plan import plan_chunks
+from ..pipeline.records import Chunk, ChunkResult, ProgressCallback, ProgressEvent, RunStatus, RunSummary
+from .judges import AnsweredJudge, RecordingJudge, prompt_hash
+from .store import BatchRecord, batches_table, open_batches, record_batch, update_batch
+
+__all__ = ["score_partition_batch", "BatchOptions", "submit_round", "poll_batches", "collect_round",
+           "batch_context"]
+
+log = logging.getLogger("ctxprec_ops.batch")
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass
+class BatchOptions:
+    """How batches are cut and waited for."""
+
+    #: longest wait between two polls (seconds); polls start at ``first_poll`` and grow x1.5
+    poll_seconds: float = 60.0
+    first_poll: float = 1.0
+    #: submit/collect rounds at most (a round re-queues what an expired batch did not answer)
+    max_rounds: int = 3
+    max_requests: int = MAX_REQUESTS
+    max_bytes: int = MAX_BYTES
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+
+
+class _ReadOnlyCache:
+    """The judgment cache as the submit step sees it: lookups only (placeholders are never stored)."""
+
+    def __init__(self, inner: DictVerdictCache) -> None:
+        self.inner = inner
+
+    def get(self, key: str) -> Any:
+        return self.inner.get(key)
+
+    def put(self, key: str, verdict: Any) -> None:
+        pass
+
+
+@dataclass
+class BatchContext:
+    ctx: PipelineContext
+    judge: OpenAIJudge
+    client: BatchClient
+    table: Any
+
+
+def batch_context(config: PipelineConfig, ctx: PipelineContext | None = None) -> BatchContext:
+    ctx = ctx or prepare(config)
+    if not isinstance(ctx.judge, OpenAIJudge):
+        raise JudgeConfigurationError(
+            f"batch mode needs an OpenAI-compatible judge (a model name), not {ctx.judge.get_model_name()!r}")
+    return BatchContext(ctx, ctx.judge, BatchClient(ctx.judge), batches_table(ctx.engine, config.output_schema))
+
+
+# -- submit ----------------------------------------------------------------------------------
+async def _record_prompts(ctx: PipelineContext, recorder: RecordingJudge, cases: list[Any]) -> None:
+    with read_connection(ctx.engine) as conn:
+        keys = [k for case in cases for k in ctx.metric.judgment_keys(case)]
+        cache = DictVerdictCache(load_judgments(conn, ctx.tables, keys))
+    metric = ctx.config.kind.build(ctx.config, recorder)
+    run = JudgeRun(limiter=AdaptiveLimiter(1), cache=_ReadOnlyCache(cache), max_retries=0)
+    for case in cases:
+        recorder.start_case(str(case.id))
+        await metric.score_case(case, run)
+
+
+def build_requests(bctx: BatchContext, chunks: list[Chunk], run_id: str) -> list[dict[str, Any]]:
+    """One request line per judge call the partition's unscored rows need."""
+    ctx = bctx.ctx
+    recorder = RecordingJudge(bctx.judge)
+    for chunk in chunks:
+        intake = _intake(ctx, chunk, run_id)
+        if intake.cases:
+            asyncio.run(_record_prompts(ctx, recorder, intake.cases))
+    metric = ctx.key.metric
+    return [request_line(bctx.judge, f"{metric}|{p.case_id[:100]}|{p.index}|{h}", p.prompt)
+            for h, p in recorder.prompts.items()]
+
+
+def submit_round(bctx: BatchContext, partition_key: str, run_id: str, options: BatchOptions,
+                 chunks: list[Chunk] | None = None) -> list[BatchRecord]:
+    """Submit the partition's pending judge calls; each batch is recorded the moment it exists."""
+    ctx = bctx.ctx
+    chunks = chunks if chunks is not None else plan_chunks(ctx.config, partition_key, context=ctx)
+    lines = build_requests(bctx, chunks, run_id)
+    records: list[BatchRecord] = []
+    for n, data in enumerate(split_lines(lines, options.max_requests, options.max_bytes)):
+        count = data.count(b"\n")
+        fid = bctx.client.upload(data, f"ctxprec-{partition_key}-{ctx.key.metric}-{n}.jsonl")
+        batch = bctx.client.create(fid, {"partition_key": partition_key, "metric": ctx.key.metric,
+                                         "judge_model": ctx.key.judge_model, "run_id": run_id})
+        record = BatchRecord(batch_id=str(batch.id), partition_key=partition_key, metric=ctx.key.metric,
+                             judge_model=ctx.key.judge_model, prompt_version=ctx.key.prompt_version,
+                             status=str(batch.status), requests=count, input_file_id=fid, submitted_at=_now(),
+                             run_id=run_id)
+        record_batch(ctx.engine, bctx.table, record)  # before anything else can go wrong
+        log.info("partition %s: submitted batch %s (%d requests)", partition_key, record.batch_id, count)
+        records.append(record)
+    return records
+
+
+# -- poll ------------------------------------------------------------------------------------
+def poll_once(bctx: BatchContext, records: list[BatchRecord]) -> dict[str, Any]:
+    """Retrieve each batch once and record its status; returns the provider objects by id."""
+    out = {}
+    for r in records:
+        batch = bctx.client.retrieve(r.batch_id)
+        out[r.batch_id] = batch
+        if str(batch.status) != r.status:
+            r.status = str(batch.status)
+            update_batch(bctx.ctx.engine, bctx.table, r.batch_id, status=r.status)
+    return out
+
+
+def poll_batches(bctx: BatchContext, records: list[BatchRecord], options: BatchOptions,
+                 progress: ProgressCallback | None = None) -> dict[str, Any]:
+    """Poll until every batch has ended (completed, expired, failed or cancelled)."""
+    wait = min(options.first_poll, options.poll_seconds)
+    started = time.monotonic()
+    while True:
+        batches = poll_once(bctx, records)
+        if all(str(b.status) in TERMINAL_STATUSES for b in batches.values()):
+            return batches
+        done = sum((b.request_counts.completed + b.request_counts.failed) if b.request_counts else 0
+                   for b in batches.values())
+        total = sum(r.requests for r in records)
+        states = ", ".join(f"{k}: {b.status}" for k, b in batches.items())
+        log.info("waiting for %d batch(es) (%s): %d of %d requests done after %.0f s", len(records), states,
+                 done, total, time.monotonic() - started)
+        if progress is not None and records:
+            progress(ProgressEvent("batch_waiting", records[0].partition_key, done, total, states))
+        options.sleep(wait)
+        wait = min(options.poll_seconds, wait * 1.5)
+
+
+# -- collect ---------------------------------------------------------------------------------
+def _answers(bctx: BatchContext, records: list[BatchRecord], batches: dict[str, Any]
+             ) -> tuple[dict[str, BatchAnswer], dict[str, str]]:
+    answers: dict[str, BatchAnswer] = {}
+    pending: dict[str, str] = {}
+    for r in records:
+        batch = batches[r.batch_id]
+        got = bctx.client.answers(batch)
+        by_hash = {cid.rsplit("|", 1)[-1]: a for cid, a in got.items()}
+        answered = {h: a for h, a in by_hash.items() if a.error is None}
+        answers.update(answered)
+        # every request of the batch without an answer goes back to the queue
+        for h, a in by_hash.items():
+            if a.error is not None:
+                pending[h] = f"batch {r.batch_id} ({batch.status}) did not answer: {a.error}; re-queued"
+        r.output_file_id, r.error_file_id = batch.output_file_id, batch.error_file_id
+        r.answered = len(answered)
+        r.failed = r.requests - len(answered)
+        pt = sum(a.prompt_tokens or 0 for a in answered.values())
+        ct = sum(a.completion_tokens or 0 for a in answered.values())
+        r.prompt_tokens, r.completion_tokens = pt, ct
+        r.cost = batch_cost_of(r.judge_model, pt, ct)
+        if str(batch.status) != "completed" and r.failed:
+            log.warning("batch %s ended %s: %d of %d requests answered; the rest is re-queued", r.batch_id,
+                        batch.status, r.answered, r.requests)
+    return answers, pending
+
+
+def _missing_lines(bctx: BatchContext, records: list[BatchRecord], answers: dict[str, BatchAnswer],
+                   pending: dict[str, str], batches: dict[str, Any]) -> None:
+    """Lines of a failed batch appear in no file: every request not answered is pending too."""
+    for r in records:
+        if str(batches[r.batch_id].status) == "completed":
+            continue
+        data = bctx.client.client.files.content(r.input_file_id).text
+        for raw in data.splitlines():
+            if not raw.strip():
+                continue
+            h = str(json.loads(raw).get("custom_id", "")).rsplit("|", 1)[-1]
+            if h not in answers and h not in pending:
+                pending[h] = f"batch {r.batch_id} {batches[r.batch_id].status} before answering; re-queued"
+
+
+def collect_round(bctx: BatchContext, partition_key: str, run_id: str, records: list[BatchRecord],
+                  batches: dict[str, Any], chunks: list[Chunk] | None = None,
+                  progress: ProgressCallback | None = None) -> tuple[list[ChunkResult], int]:
+    """Write what the ended batches answered; returns the chunk results and the re-queued count."""
+    ctx = bctx.ctx
+    answers, pending = _answers(bctx, records, batches)
+    _missing_lines(bctx, records, answers, pending, batches)
+    results, sync_calls = score_with_answers(ctx, partition_key, run_id, answers, pending, chunks, progress)
+    now = _now()
+    for r in records:
+        update_batch(ctx.engine, bctx.table, r.batch_id, status=str(batches[r.batch_id].status),
+                     output_file_id=r.output_file_id, error_file_id=r.error_file_id, finished_at=now,
+                     prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens, cost=r.cost,
+                     answered=r.answered, failed=r.failed)
+    if sync_calls:
+        log.info("partition %s: %d repair call(s) went out as sync calls", partition_key, sync_calls)
+    return results, len(pending)
+
+
+def score_with_answers(ctx: PipelineContext, partition_key: str, run_id: str, answers: dict[str, BatchAnswer],
+                       pending: dict[str, str], chunks: list[Chunk] | None = None,
+                       progress: ProgressCallback | None = None) -> tuple[list[ChunkResult], int]:
+    """Score every chunk through the sync path, the judge answering from ``answers``."""
+    judge = AnsweredJudge(ctx.judge, answers, pending)
+    metric = ctx.config.kind.build(ctx.config, judge)
+    answered_ctx = PipelineContext(ctx.config, ctx.engine, ctx.tables, ctx.source, metric, judge, ctx.key)
+    chunks = chunks if chunks is not None else plan_chunks(ctx.config, partition_key, context=ctx)
+    results = [score_chunk(ctx.config, c, run_id=run_id, context=answered_ctx, progress=progress) for c in chunks]
+    return results, judge.sync_calls
+
+
+# -- the whole partition ---------------------------------------------------------------------
+def _merge(results: list[list[ChunkResult]]) -> list[ChunkResult]:
+    """Spend of every round, per chunk (counts come from the tables at finalize)."""
+    merged: dict[int, ChunkResult] = {}
+    for round_results in results:
+        for c in round_results:
+            m = merged.get(c.index)
+            if m is None:
+                merged[c.index] = ChunkResult(c.partition_key, c.index, rows_total=c.rows_total,
+                                              judge_calls=c.judge_calls, prompt_tokens=c.prompt_tokens,
+                                              completion_tokens=c.completion_tokens, cost=c.cost)
+                continue
+            m.judge_calls += c.judge_calls
+            m.prompt_tokens += c.prompt_tokens
+            m.completion_tokens += c.completion_tokens
+            m.cost = None if m.cost is None or c.cost is None else m.cost + c.cost
+    return list(merged.values())
+
+
+def score_partition_batch(config: PipelineConfig, partition_key: str, *, run_id: str | None = None,
+                          progress: ProgressCallback | None = None,
+                          options: BatchOptions | None = None) -> RunSummary:
+    """``score_partition`` in batch mode: submit (or resume), poll, collect, finalize."""
+    parse_partition_key(partition_key)
+    options = options or BatchOptions(poll_seconds=config.batch_poll_seconds)
+    run_id = run_id or uuid.uuid4().hex
+    ctx = prepare(config)
+    started = _now()
+    base = RunSummary(run_id=run_id, partition_key=partition_key, metric=ctx.key.metric, status=RunStatus.RUNNING,
+                      judge_model=ctx.key.judge_model, prompt_version=ctx.key.prompt_version,
+                      started_at=started, threshold=ctx.metric.threshold)
+    write_run(ctx, base)
+    notes: list[str] = []
+    try:
+        bctx = batch_context(config, ctx)
+        chunks = plan_chunks(config, partition_key, context=ctx)
+        total = sum(c.rows for c in chunks)
+        if progress is not None:
+            progress(ProgressEvent("planned", partition_key, 0, total, f"{total} rows in {len(chunks)} chunks"))
+        rounds: list[list[ChunkResult]] = []
+        collected_last = False
+        for n in range(1, options.max_rounds + 1):
+            records = open_batches(ctx.engine, bctx.table, ctx.key, partition_key)
+            if records:
+                log.info("partition %s: resuming %d open batch(es): %s", partition_key, len(records),
+                         ", ".join(r.batch_id for r in records))
+            else:
+                records = submit_round(bctx, partition_key, run_id, options, chunks)
+                if not records:
+                    break
+            batches = poll_batches(bctx, records, options, progress)
+            results, requeued = collect_round(bctx, partition_key, run_id, records, batches, chunks)
+            rounds.append(results)
+            collected_last = True
+            ended = {str(b.status) for b in batches.values()} - {"completed"}
+            if ended:
+                notes.append(f"round {n}: batch(es) {', '.join(sorted(ended))}; {requeued} request(s) re-queued")
+            if not requeued:
+                break
+            collected_last = n == options.max_rounds
+        if not collected_last:
+            # nothing (more) to submit: write what needs no judge call (bad input, cached rows)
+            results, _ = score_with_answers(ctx, partition_key, run_id, {}, {}, chunks)
+            rounds.append(results)
+        bctx.client.close()
+        summary = finalize_run(config, partition_key, run_id=run_id, chunk_results=_merge(rounds),
+                               started_at=started, context=ctx)
+    except BaseException as exc:
+        base.status = RunStatus.FAILED.value
+        base.finished_at = _now()
+        base.error_message = redact(f"{type(exc).__name__}: {exc}")[:4000]
+        log.error("partition %s batch run %s aborted: %s", partition_key, run_id, base.error_message)
+        try:
+            write_run(ctx, base)
+        except Exception:
+            pass
+        raise
+    if notes:
+        summary.error_message = "batch mode: " + "; ".join(notes)
+        write_run(ctx, summary)
+    if progress is not None:
+        progress(ProgressEvent("finished", partition_key, summary.rows_total, summary.rows_total, summary.status))
+    return summary
