@@ -72,3 +72,105 @@ def test_judge_mode_batch_routes_score_partition(judge_server, tmp_path):
     summary = score_partition(config(url, judge_server, judge_mode="batch", batch_poll_seconds=0.01), DAY)
     assert summary.status == "partial" and summary.rows_scored == 3  # the bad-input row is a failure
     assert len(judge_server.batch_created) == 1 and count(get_engine(url), "ctxprec_batches") == 1
+
+
+def test_sigkill_after_submit_then_rerun_resumes_the_recorded_batch(judge_server, tmp_path):
+    """The CLI is SIGKILLed while its batch runs; the re-run submits nothing and finishes from it."""
+    from tests.test_reliability_crash import CTXPREC, run_until_killed, scorer_env
+
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    engine = get_engine(url)
+    create_logs(engine, rows(8))
+    env = dict(scorer_env(judge_server), CTXPREC_BATCH_POLL_SECONDS="0.05")
+    cmd = [CTXPREC, "score", "--warehouse", url, "--partition", DAY, "--judge", "gpt-4o-mini", "--batch",
+           "--chunk-size", "3", "--quiet"]
+    judge_server.batch_hold = True  # the provider keeps working on it
+
+    def submitted() -> bool:
+        try:
+            return count(engine, "ctxprec_batches") == 1 and judge_server.batch_retrieves >= 2
+        except sa.exc.SQLAlchemyError:
+            return False
+
+    run_until_killed(cmd, env, submitted)
+    assert len(judge_server.batch_created) == 1 and count(engine, "ctxprec_scores") == 0
+    (rec,) = batches(engine)
+    assert rec["status"] == "in_progress" and rec["finished_at"] is None and rec["requests"] > 0
+    judge_server.batch_hold = False
+    import subprocess
+
+    done = subprocess.run(cmd + ["--json"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert len(judge_server.batch_created) == 1  # resumed, not submitted again
+    assert judge_server.file_uploads == 1
+    assert count(engine, "ctxprec_scores") == 8 and count(engine, "ctxprec_failures") == 1  # the bad-input row
+    (rec,) = batches(engine)
+    assert rec["status"] == "completed" and rec["finished_at"] is not None
+
+
+def test_expired_batch_keeps_partial_results_and_requeues_the_rest(judge_server, tmp_path):
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    engine = get_engine(url)
+    data = rows(10)
+    create_logs(engine, data)
+    reference_url = f"sqlite:///{tmp_path / 'ref.db'}"
+    create_logs(get_engine(reference_url), data)
+    score_partition(config(reference_url, judge_server), DAY)
+    judge_server.reset()
+    judge_server.batch_final = "expired"
+    judge_server.batch_answer_limit = 7  # the first 7 requests were answered before the window closed
+    cfg = config(url, judge_server, judge_mode="batch")
+
+    # one round only: the answered rows are written, the rest recorded as judge_unavailable
+    one = score_partition_batch(cfg, DAY, options=BatchOptions(poll_seconds=0.01, first_poll=0.0, max_rounds=1))
+    (rec,) = batches(engine)
+    assert rec["status"] == "expired" and rec["answered"] == 7 and rec["failed"] == rec["requests"] - 7
+    assert one.status == "partial" and 0 < one.rows_scored < 10
+    assert one.failures_by_type.get("judge_unavailable", 0) > 0
+    assert "expired" in (one.error_message or "")
+    kept = scores(engine)
+    assert kept and all(scores(get_engine(reference_url))[k] == v for k, v in kept.items())
+
+    # the next run re-queues only what was not answered, and finishes
+    judge_server.batch_final = "completed"
+    two = score_partition_batch(cfg, DAY, options=FAST)
+    assert two.rows_scored == 10 and two.failures_by_type == {"invalid_input": 1}
+    recs = batches(engine)
+    # only the unanswered requests (plus sibling groups of a half-answered row) go out again
+    assert len(recs) == 2 and rec["requests"] - 7 <= recs[1]["requests"] < rec["requests"]
+    assert scores(engine) == scores(get_engine(reference_url))
+
+
+def test_expired_batch_is_requeued_within_one_run(judge_server, tmp_path):
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    create_logs(get_engine(url), rows(6))
+    judge_server.batch_final = "expired"
+    judge_server.batch_answer_limit = 2
+    cfg = config(url, judge_server, judge_mode="batch")
+    calls = {"n": 0}
+
+    def sleep(_s: float) -> None:  # the next batch completes
+        calls["n"] += 1
+        judge_server.batch_final = "completed"
+
+    summary = score_partition_batch(cfg, DAY, options=BatchOptions(poll_seconds=0.0, first_poll=0.0, sleep=sleep))
+    assert summary.rows_scored == 6 and summary.failures_by_type == {"invalid_input": 1}
+    assert len(judge_server.batch_created) == 2
+    assert "expired" in (summary.error_message or "")
+
+
+def test_failed_batch_and_error_lines_are_requeued(judge_server, tmp_path):
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    engine = get_engine(url)
+    create_logs(engine, rows(5))
+    judge_server.batch_final = "failed"
+    cfg = config(url, judge_server, judge_mode="batch")
+    one = score_partition_batch(cfg, DAY, options=BatchOptions(poll_seconds=0, first_poll=0, max_rounds=1))
+    assert one.rows_scored == 0 and one.failures_by_type.get("judge_unavailable") == 5
+    judge_server.batch_final = "completed"
+    judge_server.batch_line_error = lambda cid: cid.split("|")[1] == "3"  # every request of row 3 fails
+    two = score_partition_batch(cfg, DAY, options=BatchOptions(poll_seconds=0, first_poll=0, max_rounds=1))
+    assert two.rows_scored == 4 and two.failures_by_type.get("judge_unavailable") == 1
+    judge_server.batch_line_error = None
+    three = score_partition_batch(cfg, DAY, options=FAST)
+    assert three.rows_scored == 5 and [r["status"] for r in batches(engine)] == ["failed", "completed", "completed"]
