@@ -27,7 +27,7 @@ from .judges import JudgeModel, make_judge
 from .judging import EST_COMPLETION_TOKENS_PER_NODE
 from .pipeline import PipelineConfig
 from .pipeline.plan import iter_chunk_rows
-from .pricing import price_of
+from .pricing import BATCH_DISCOUNT, batch_price_of, price_of
 from .warehouse.engine import get_engine, read_connection
 from .warehouse.schema import JUDGMENTS, SCORES, output_tables
 from .warehouse.source import parse_partition_key, reflect_source
@@ -64,6 +64,9 @@ class Estimate:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float | None = 0.0  # None when the judge's price is unknown
+    #: the same calls through the Batch API (``judge_mode="batch"``): half price unless
+    #: CTXPREC_PRICES has a ``"model@batch"`` entry
+    batch_cost: float | None = 0.0
     price_per_million: tuple[float, float] | None = None
     invalid_examples: list[str] = field(default_factory=list)  # up to 5 messages
     method: str = (
@@ -159,4 +162,9 @@ def estimate_partition(
         est.cost = None
     else:
         est.cost = (est.prompt_tokens * price[0] + est.completion_tokens * price[1]) / 1_000_000
+    batch_price = batch_price_of(est.judge_model) if price is not None else None
+    if judge.price_per_million is not None and price is not None:
+        batch_price = (price[0] * BATCH_DISCOUNT, price[1] * BATCH_DISCOUNT)
+    est.batch_cost = (None if batch_price is None else
+                      (est.prompt_tokens * batch_price[0] + est.completion_tokens * batch_price[1]) / 1_000_000)
     return est
