@@ -40,6 +40,9 @@ def test_demo_command_end_to_end(tmp_path, capsys):
     assert report.exists() and "<html" in report.read_text().lower()
     assert (tmp_path / "report_conversations.html").exists()  # the turn metric's report
     assert "[8/8]" in captured.err  # non-interactive progress: one line per partition run
+    # the sample's malformed rows are recorded input problems, not a failed or "partial" day
+    assert "partial" not in out and "partial" not in captured.err
+    assert "bad input" in out and "bad input row(s) recorded" in captured.err
 
     rows = _count(url, "SELECT count(*) FROM retrieval_logs")
     convs = _count(url, "SELECT count(*) FROM conversation_logs")
