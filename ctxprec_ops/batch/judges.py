@@ -43,10 +43,10 @@ class _NotAnswered(Exception):
 
 
 class RecordedPrompt:
-    __slots__ = ("case_id", "prompt", "index")
+    __slots__ = ("case_id", "prompt", "index", "schema")
 
-    def __init__(self, case_id: str, prompt: str, index: int) -> None:
-        self.case_id, self.prompt, self.index = case_id, prompt, index
+    def __init__(self, case_id: str, prompt: str, index: int, schema: type[BaseModel] | None) -> None:
+        self.case_id, self.prompt, self.index, self.schema = case_id, prompt, index, schema
 
 
 class RecordingJudge(JudgeModel):
@@ -72,7 +72,7 @@ class RecordingJudge(JudgeModel):
     async def a_generate_with_usage(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
         h = prompt_hash(prompt)
         if h not in self.prompts:
-            self.prompts[h] = RecordedPrompt(self.case_id, prompt, self._calls_of_case)
+            self.prompts[h] = RecordedPrompt(self.case_id, prompt, self._calls_of_case, schema)
         self._calls_of_case += 1
         ids = [int(k) for k in _NODE_ID.findall(prompt)]
         if not ids:  # a custom template: the case's later calls are made in the sync collect step

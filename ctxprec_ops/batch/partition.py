@@ -119,7 +119,7 @@ def build_requests(bctx: BatchContext, chunks: list[Chunk], run_id: str) -> list
         if intake.cases:
             asyncio.run(_record_prompts(ctx, recorder, intake.cases))
     metric = ctx.key.metric
-    return [request_line(bctx.judge, f"{metric}|{p.case_id[:100]}|{p.index}|{h}", p.prompt)
+    return [request_line(bctx.judge, f"{metric}|{p.case_id[:100]}|{p.index}|{h}", p.prompt, p.schema)
             for h, p in recorder.prompts.items()]
 
 

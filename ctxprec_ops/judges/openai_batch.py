@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from pydantic import BaseModel
+
 from ..errors import JudgeConfigurationError
 from ..secrets import redact
 from ..verdicts import JudgeAnswer
@@ -39,12 +41,13 @@ class BatchAnswer:
     error: str | None = None
 
 
-def request_line(judge: OpenAIJudge, custom_id: str, prompt: str) -> dict[str, Any]:
+def request_line(judge: OpenAIJudge, custom_id: str, prompt: str,
+                 schema: type[BaseModel] | None = JudgeAnswer) -> dict[str, Any]:
     """The request line for ``prompt``: the body the sync judge sends for it, nothing else."""
     body: dict[str, Any] = {"model": judge.model, "messages": [{"role": "user", "content": prompt}]}
     if judge.temperature is not None:
         body["temperature"] = judge.temperature
-    fmt = judge._response_format(JudgeAnswer)
+    fmt = judge._response_format(schema)
     if fmt is not None:
         body["response_format"] = fmt
     return {"custom_id": custom_id, "method": "POST", "url": ENDPOINT, "body": body}
