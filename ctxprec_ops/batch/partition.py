@@ -45,8 +45,8 @@ from ..pipeline.records import Chunk, ChunkResult, ProgressCallback, ProgressEve
 from .judges import AnsweredJudge, RecordingJudge, prompt_hash
 from .store import BatchRecord, batches_table, open_batches, record_batch, update_batch
 
-__all__ = ["score_partition_batch", "BatchOptions", "submit_round", "poll_batches", "collect_round",
-           "batch_context"]
+__all__ = ["score_partition_batch", "batch_step", "BatchStep", "BatchOptions", "submit_round", "poll_batches",
+           "collect_round", "batch_context"]
 
 log = logging.getLogger("ctxprec_ops.batch")
 
@@ -253,86 +253,107 @@ def score_with_answers(ctx: PipelineContext, partition_key: str, run_id: str, an
     return results, judge.sync_calls
 
 
-# -- the whole partition ---------------------------------------------------------------------
-def _merge(results: list[list[ChunkResult]]) -> list[ChunkResult]:
-    """Spend of every round, per chunk (counts come from the tables at finalize)."""
-    merged: dict[int, ChunkResult] = {}
-    for round_results in results:
-        for c in round_results:
-            m = merged.get(c.index)
-            if m is None:
-                merged[c.index] = ChunkResult(c.partition_key, c.index, rows_total=c.rows_total,
-                                              judge_calls=c.judge_calls, prompt_tokens=c.prompt_tokens,
-                                              completion_tokens=c.completion_tokens, cost=c.cost)
+# -- the whole partition, one step at a time ------------------------------------------------
+@dataclass
+class BatchStep:
+    """Where a batch run stands: still ``waiting`` for batches (their ids), or ``summary`` (done).
+
+    ``state`` is JSON-safe: an orchestrator that stops between steps (Airflow's deferral) passes
+    it back to the next ``batch_step``."""
+
+    waiting: list[str] = field(default_factory=list)
+    summary: RunSummary | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+def _finish(ctx: PipelineContext, config: PipelineConfig, partition_key: str, run_id: str,
+            state: dict[str, Any]) -> RunSummary:
+    started = datetime.fromisoformat(state["started_at"]) if state.get("started_at") else None
+    summary = finalize_run(config, partition_key, run_id=run_id, started_at=started, context=ctx)
+    if state.get("notes"):
+        summary.error_message = "batch mode: " + "; ".join(state["notes"])
+        write_run(ctx, summary)
+    return summary
+
+
+def batch_step(config: PipelineConfig, partition_key: str, *, run_id: str, state: dict[str, Any] | None = None,
+               options: BatchOptions | None = None, wait: bool = False,
+               progress: ProgressCallback | None = None) -> BatchStep:
+    """Advance a batch run: collect the open batches once they have ended, submit what is still
+    to judge, finalize when nothing is. With ``wait`` it polls (blocking) until the run is done."""
+    parse_partition_key(partition_key)
+    options = options or BatchOptions(poll_seconds=config.batch_poll_seconds)
+    state = dict(state or {})
+    state.setdefault("round", 0)
+    state.setdefault("notes", [])
+    ctx = prepare(config)
+    if not state.get("started_at"):
+        started = _now()
+        state["started_at"] = started.isoformat()
+        write_run(ctx, RunSummary(run_id=run_id, partition_key=partition_key, metric=ctx.key.metric,
+                                  status=RunStatus.RUNNING, judge_model=ctx.key.judge_model,
+                                  prompt_version=ctx.key.prompt_version, started_at=started,
+                                  threshold=ctx.metric.threshold))
+    bctx = batch_context(config, ctx)
+    try:
+        chunks = plan_chunks(config, partition_key, context=ctx)
+        while True:
+            records = open_batches(ctx.engine, bctx.table, ctx.key, partition_key)
+            if records:
+                if wait:
+                    batches = poll_batches(bctx, records, options, progress)
+                else:
+                    batches = poll_once(bctx, records)
+                    if not all(str(b.status) in TERMINAL_STATUSES for b in batches.values()):
+                        return BatchStep(waiting=[r.batch_id for r in records], state=state)
+                _, requeued = collect_round(bctx, partition_key, run_id, records, batches, chunks)
+                ended = sorted({str(b.status) for b in batches.values()} - {"completed"})
+                if ended:
+                    state["notes"].append(f"batch(es) {', '.join(ended)}: {requeued} request(s) re-queued")
+                if requeued and state["round"] >= options.max_rounds:
+                    return BatchStep(summary=_finish(ctx, config, partition_key, run_id, state), state=state)
+            records = submit_round(bctx, partition_key, run_id, options, chunks)
+            if records:
+                state["round"] += 1
+                if not wait:
+                    return BatchStep(waiting=[r.batch_id for r in records], state=state)
                 continue
-            m.judge_calls += c.judge_calls
-            m.prompt_tokens += c.prompt_tokens
-            m.completion_tokens += c.completion_tokens
-            m.cost = None if m.cost is None or c.cost is None else m.cost + c.cost
-    return list(merged.values())
+            # nothing (more) to judge: write what needs no judge call (bad input, cached rows)
+            score_with_answers(ctx, partition_key, run_id, {}, {}, chunks)
+            return BatchStep(summary=_finish(ctx, config, partition_key, run_id, state), state=state)
+    finally:
+        bctx.client.close()
 
 
 def score_partition_batch(config: PipelineConfig, partition_key: str, *, run_id: str | None = None,
                           progress: ProgressCallback | None = None,
                           options: BatchOptions | None = None) -> RunSummary:
     """``score_partition`` in batch mode: submit (or resume), poll, collect, finalize."""
-    parse_partition_key(partition_key)
-    options = options or BatchOptions(poll_seconds=config.batch_poll_seconds)
     run_id = run_id or uuid.uuid4().hex
-    ctx = prepare(config)
-    started = _now()
-    base = RunSummary(run_id=run_id, partition_key=partition_key, metric=ctx.key.metric, status=RunStatus.RUNNING,
-                      judge_model=ctx.key.judge_model, prompt_version=ctx.key.prompt_version,
-                      started_at=started, threshold=ctx.metric.threshold)
-    write_run(ctx, base)
-    notes: list[str] = []
+    state: dict[str, Any] = {}
     try:
-        bctx = batch_context(config, ctx)
-        chunks = plan_chunks(config, partition_key, context=ctx)
-        total = sum(c.rows for c in chunks)
-        if progress is not None:
-            progress(ProgressEvent("planned", partition_key, 0, total, f"{total} rows in {len(chunks)} chunks"))
-        rounds: list[list[ChunkResult]] = []
-        collected_last = False
-        for n in range(1, options.max_rounds + 1):
-            records = open_batches(ctx.engine, bctx.table, ctx.key, partition_key)
-            if records:
-                log.info("partition %s: resuming %d open batch(es): %s", partition_key, len(records),
-                         ", ".join(r.batch_id for r in records))
-            else:
-                records = submit_round(bctx, partition_key, run_id, options, chunks)
-                if not records:
-                    break
-            batches = poll_batches(bctx, records, options, progress)
-            results, requeued = collect_round(bctx, partition_key, run_id, records, batches, chunks)
-            rounds.append(results)
-            collected_last = True
-            ended = {str(b.status) for b in batches.values()} - {"completed"}
-            if ended:
-                notes.append(f"round {n}: batch(es) {', '.join(sorted(ended))}; {requeued} request(s) re-queued")
-            if not requeued:
-                break
-            collected_last = n == options.max_rounds
-        if not collected_last:
-            # nothing (more) to submit: write what needs no judge call (bad input, cached rows)
-            results, _ = score_with_answers(ctx, partition_key, run_id, {}, {}, chunks)
-            rounds.append(results)
-        bctx.client.close()
-        summary = finalize_run(config, partition_key, run_id=run_id, chunk_results=_merge(rounds),
-                               started_at=started, context=ctx)
+        step = batch_step(config, partition_key, run_id=run_id, state=state, options=options, wait=True,
+                          progress=progress)
     except BaseException as exc:
-        base.status = RunStatus.FAILED.value
-        base.finished_at = _now()
-        base.error_message = redact(f"{type(exc).__name__}: {exc}")[:4000]
-        log.error("partition %s batch run %s aborted: %s", partition_key, run_id, base.error_message)
-        try:
-            write_run(ctx, base)
-        except Exception:
-            pass
+        _record_abort(config, partition_key, run_id, exc)
         raise
-    if notes:
-        summary.error_message = "batch mode: " + "; ".join(notes)
-        write_run(ctx, summary)
+    assert step.summary is not None
+    summary = step.summary
+    log.info("partition %s (batch mode): %s; %d scored, %d failed", partition_key, summary.status,
+             summary.rows_scored, summary.rows_failed)
     if progress is not None:
         progress(ProgressEvent("finished", partition_key, summary.rows_total, summary.rows_total, summary.status))
     return summary
+
+
+def _record_abort(config: PipelineConfig, partition_key: str, run_id: str, exc: BaseException) -> None:
+    message = redact(f"{type(exc).__name__}: {exc}")[:4000]
+    log.error("partition %s batch run %s aborted: %s", partition_key, run_id, message)
+    try:
+        ctx = prepare(config)
+        write_run(ctx, RunSummary(run_id=run_id, partition_key=partition_key, metric=ctx.key.metric,
+                                  status=RunStatus.FAILED, judge_model=ctx.key.judge_model,
+                                  prompt_version=ctx.key.prompt_version, finished_at=_now(),
+                                  error_message=message))
+    except Exception:  # the original error matters more
+        pass
