@@ -20,16 +20,29 @@ FAST = BatchOptions(poll_seconds=0.01, first_poll=0.0)
 def rows(n: int = 12) -> list[dict]:
     out = []
     for i in range(1, n + 1):
-        nodes = [f"note {i} IRRELEVANT", f"fact {i} RELEVANT", f"filler {i} IRRELEVANT",
-                 f"more {i} RELEVANT", f"tail {i} RELEVANT"][: 2 + i % 4]
+        nodes = [
+            f"note {i} IRRELEVANT",
+            f"fact {i} RELEVANT",
+            f"filler {i} IRRELEVANT",
+            f"more {i} RELEVANT",
+            f"tail {i} RELEVANT",
+        ][: 2 + i % 4]
         out.append(log_row(i, datetime(2026, 11, 28, i % 24), context=nodes))
     out.append(log_row(999, datetime(2026, 11, 28, 5), context=[]))  # bad input: no judge call
     return out
 
 
 def config(url: str, server, **kw) -> PipelineConfig:
-    return PipelineConfig(warehouse=url, judge="gpt-4o-mini", judge_base_url=server.base_url,
-                          judge_api_key="test-key", chunk_size=5, concurrency=4, max_nodes_per_call=3, **kw)
+    return PipelineConfig(
+        warehouse=url,
+        judge="gpt-4o-mini",
+        judge_base_url=server.base_url,
+        judge_api_key="test-key",
+        chunk_size=5,
+        concurrency=4,
+        max_nodes_per_call=3,
+        **kw,
+    )
 
 
 def scores(engine) -> dict[str, tuple]:
@@ -82,8 +95,20 @@ def test_sigkill_after_submit_then_rerun_resumes_the_recorded_batch(judge_server
     engine = get_engine(url)
     create_logs(engine, rows(8))
     env = dict(scorer_env(judge_server), CTXPREC_BATCH_POLL_SECONDS="0.05")
-    cmd = [CTXPREC, "score", "--warehouse", url, "--partition", DAY, "--judge", "gpt-4o-mini", "--batch",
-           "--chunk-size", "3", "--quiet"]
+    cmd = [
+        CTXPREC,
+        "score",
+        "--warehouse",
+        url,
+        "--partition",
+        DAY,
+        "--judge",
+        "gpt-4o-mini",
+        "--batch",
+        "--chunk-size",
+        "3",
+        "--quiet",
+    ]
     judge_server.batch_hold = True  # the provider keeps working on it
 
     def submitted() -> bool:

@@ -104,9 +104,12 @@ class AnsweredJudge(JudgeModel):
         answer = self.answers.get(h)
         if answer is not None and answer.error is None:
             self.batch_answers_used += 1
-            return Generation(output=answer.content or "", prompt_tokens=answer.prompt_tokens,
-                              completion_tokens=answer.completion_tokens,
-                              cost=batch_cost_of(self.model, answer.prompt_tokens, answer.completion_tokens))
+            return Generation(
+                output=answer.content or "",
+                prompt_tokens=answer.prompt_tokens,
+                completion_tokens=answer.completion_tokens,
+                cost=batch_cost_of(self.model, answer.prompt_tokens, answer.completion_tokens),
+            )
         if h in self.pending:
             raise BatchPendingError(self.pending[h])
         self.sync_calls += 1

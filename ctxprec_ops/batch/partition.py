@@ -20,39 +20,55 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from ..cache import DictVerdictCache
 from ..errors import JudgeConfigurationError
-from ..judges.openai_batch import MAX_BYTES, MAX_REQUESTS, TERMINAL_STATUSES, BatchAnswer, BatchClient, \
-    request_line, split_lines
+from ..judges.openai_batch import (
+    MAX_BYTES,
+    MAX_REQUESTS,
+    TERMINAL_STATUSES,
+    BatchAnswer,
+    BatchClient,
+    request_line,
+    split_lines,
+)
 from ..judges.openai_judge import OpenAIJudge
 from ..judging import JudgeRun
 from ..limiter import AdaptiveLimiter
-from ..pricing import batch_cost_of
-from ..secrets import redact
-from ..warehouse.engine import read_connection
-from ..warehouse.source import parse_partition_key
-from ..warehouse.store import load_judgments
 from ..pipeline.chunk import _intake, score_chunk
 from ..pipeline.config import PipelineConfig
 from ..pipeline.context import PipelineContext, prepare
 from ..pipeline.finalize import finalize_run, write_run
 from ..pipeline.plan import plan_chunks
 from ..pipeline.records import Chunk, ChunkResult, ProgressCallback, ProgressEvent, RunStatus, RunSummary
-from .judges import AnsweredJudge, RecordingJudge, prompt_hash
+from ..pricing import batch_cost_of
+from ..secrets import redact
+from ..warehouse.engine import read_connection
+from ..warehouse.source import parse_partition_key
+from ..warehouse.store import load_judgments
+from .judges import AnsweredJudge, RecordingJudge
 from .store import BatchRecord, batches_table, open_batches, record_batch, update_batch
 
-__all__ = ["score_partition_batch", "batch_step", "BatchStep", "BatchOptions", "submit_round", "poll_batches",
-           "collect_round", "batch_context"]
+__all__ = [
+    "score_partition_batch",
+    "batch_step",
+    "BatchStep",
+    "BatchOptions",
+    "submit_round",
+    "poll_batches",
+    "collect_round",
+    "batch_context",
+]
 
 log = logging.getLogger("ctxprec_ops.batch")
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -94,7 +110,8 @@ def batch_context(config: PipelineConfig, ctx: PipelineContext | None = None) ->
     ctx = ctx or prepare(config)
     if not isinstance(ctx.judge, OpenAIJudge):
         raise JudgeConfigurationError(
-            f"batch mode needs an OpenAI-compatible judge (a model name), not {ctx.judge.get_model_name()!r}")
+            f"batch mode needs an OpenAI-compatible judge (a model name), not {ctx.judge.get_model_name()!r}"
+        )
     return BatchContext(ctx, ctx.judge, BatchClient(ctx.judge), batches_table(ctx.engine, config.output_schema))
 
 
@@ -119,12 +136,15 @@ def build_requests(bctx: BatchContext, chunks: list[Chunk], run_id: str) -> list
         if intake.cases:
             asyncio.run(_record_prompts(ctx, recorder, intake.cases))
     metric = ctx.key.metric
-    return [request_line(bctx.judge, f"{metric}|{p.case_id[:100]}|{p.index}|{h}", p.prompt, p.schema)
-            for h, p in recorder.prompts.items()]
+    return [
+        request_line(bctx.judge, f"{metric}|{p.case_id[:100]}|{p.index}|{h}", p.prompt, p.schema)
+        for h, p in recorder.prompts.items()
+    ]
 
 
-def submit_round(bctx: BatchContext, partition_key: str, run_id: str, options: BatchOptions,
-                 chunks: list[Chunk] | None = None) -> list[BatchRecord]:
+def submit_round(
+    bctx: BatchContext, partition_key: str, run_id: str, options: BatchOptions, chunks: list[Chunk] | None = None
+) -> list[BatchRecord]:
     """Submit the partition's pending judge calls; each batch is recorded the moment it exists."""
     ctx = bctx.ctx
     chunks = chunks if chunks is not None else plan_chunks(ctx.config, partition_key, context=ctx)
@@ -133,12 +153,27 @@ def submit_round(bctx: BatchContext, partition_key: str, run_id: str, options: B
     for n, data in enumerate(split_lines(lines, options.max_requests, options.max_bytes)):
         count = data.count(b"\n")
         fid = bctx.client.upload(data, f"ctxprec-{partition_key}-{ctx.key.metric}-{n}.jsonl")
-        batch = bctx.client.create(fid, {"partition_key": partition_key, "metric": ctx.key.metric,
-                                         "judge_model": ctx.key.judge_model, "run_id": run_id})
-        record = BatchRecord(batch_id=str(batch.id), partition_key=partition_key, metric=ctx.key.metric,
-                             judge_model=ctx.key.judge_model, prompt_version=ctx.key.prompt_version,
-                             status=str(batch.status), requests=count, input_file_id=fid, submitted_at=_now(),
-                             run_id=run_id)
+        batch = bctx.client.create(
+            fid,
+            {
+                "partition_key": partition_key,
+                "metric": ctx.key.metric,
+                "judge_model": ctx.key.judge_model,
+                "run_id": run_id,
+            },
+        )
+        record = BatchRecord(
+            batch_id=str(batch.id),
+            partition_key=partition_key,
+            metric=ctx.key.metric,
+            judge_model=ctx.key.judge_model,
+            prompt_version=ctx.key.prompt_version,
+            status=str(batch.status),
+            requests=count,
+            input_file_id=fid,
+            submitted_at=_now(),
+            run_id=run_id,
+        )
         record_batch(ctx.engine, bctx.table, record)  # before anything else can go wrong
         log.info("partition %s: submitted batch %s (%d requests)", partition_key, record.batch_id, count)
         records.append(record)
@@ -158,8 +193,9 @@ def poll_once(bctx: BatchContext, records: list[BatchRecord]) -> dict[str, Any]:
     return out
 
 
-def poll_batches(bctx: BatchContext, records: list[BatchRecord], options: BatchOptions,
-                 progress: ProgressCallback | None = None) -> dict[str, Any]:
+def poll_batches(
+    bctx: BatchContext, records: list[BatchRecord], options: BatchOptions, progress: ProgressCallback | None = None
+) -> dict[str, Any]:
     """Poll until every batch has ended (completed, expired, failed or cancelled)."""
     wait = min(options.first_poll, options.poll_seconds)
     started = time.monotonic()
@@ -167,12 +203,19 @@ def poll_batches(bctx: BatchContext, records: list[BatchRecord], options: BatchO
         batches = poll_once(bctx, records)
         if all(str(b.status) in TERMINAL_STATUSES for b in batches.values()):
             return batches
-        done = sum((b.request_counts.completed + b.request_counts.failed) if b.request_counts else 0
-                   for b in batches.values())
+        done = sum(
+            (b.request_counts.completed + b.request_counts.failed) if b.request_counts else 0 for b in batches.values()
+        )
         total = sum(r.requests for r in records)
         states = ", ".join(f"{k}: {b.status}" for k, b in batches.items())
-        log.info("waiting for %d batch(es) (%s): %d of %d requests done after %.0f s", len(records), states,
-                 done, total, time.monotonic() - started)
+        log.info(
+            "waiting for %d batch(es) (%s): %d of %d requests done after %.0f s",
+            len(records),
+            states,
+            done,
+            total,
+            time.monotonic() - started,
+        )
         if progress is not None and records:
             progress(ProgressEvent("batch_waiting", records[0].partition_key, done, total, states))
         options.sleep(wait)
@@ -180,8 +223,9 @@ def poll_batches(bctx: BatchContext, records: list[BatchRecord], options: BatchO
 
 
 # -- collect ---------------------------------------------------------------------------------
-def _answers(bctx: BatchContext, records: list[BatchRecord], batches: dict[str, Any]
-             ) -> tuple[dict[str, BatchAnswer], dict[str, str]]:
+def _answers(
+    bctx: BatchContext, records: list[BatchRecord], batches: dict[str, Any]
+) -> tuple[dict[str, BatchAnswer], dict[str, str]]:
     answers: dict[str, BatchAnswer] = {}
     pending: dict[str, str] = {}
     for r in records:
@@ -202,13 +246,23 @@ def _answers(bctx: BatchContext, records: list[BatchRecord], batches: dict[str, 
         r.prompt_tokens, r.completion_tokens = pt, ct
         r.cost = batch_cost_of(r.judge_model, pt, ct)
         if str(batch.status) != "completed" and r.failed:
-            log.warning("batch %s ended %s: %d of %d requests answered; the rest is re-queued", r.batch_id,
-                        batch.status, r.answered, r.requests)
+            log.warning(
+                "batch %s ended %s: %d of %d requests answered; the rest is re-queued",
+                r.batch_id,
+                batch.status,
+                r.answered,
+                r.requests,
+            )
     return answers, pending
 
 
-def _missing_lines(bctx: BatchContext, records: list[BatchRecord], answers: dict[str, BatchAnswer],
-                   pending: dict[str, str], batches: dict[str, Any]) -> None:
+def _missing_lines(
+    bctx: BatchContext,
+    records: list[BatchRecord],
+    answers: dict[str, BatchAnswer],
+    pending: dict[str, str],
+    batches: dict[str, Any],
+) -> None:
     """Lines of a failed batch appear in no file: every request not answered is pending too."""
     for r in records:
         if str(batches[r.batch_id].status) == "completed":
@@ -222,9 +276,15 @@ def _missing_lines(bctx: BatchContext, records: list[BatchRecord], answers: dict
                 pending[h] = f"batch {r.batch_id} {batches[r.batch_id].status} before answering; re-queued"
 
 
-def collect_round(bctx: BatchContext, partition_key: str, run_id: str, records: list[BatchRecord],
-                  batches: dict[str, Any], chunks: list[Chunk] | None = None,
-                  progress: ProgressCallback | None = None) -> tuple[list[ChunkResult], int]:
+def collect_round(
+    bctx: BatchContext,
+    partition_key: str,
+    run_id: str,
+    records: list[BatchRecord],
+    batches: dict[str, Any],
+    chunks: list[Chunk] | None = None,
+    progress: ProgressCallback | None = None,
+) -> tuple[list[ChunkResult], int]:
     """Write what the ended batches answered; returns the chunk results and the re-queued count."""
     ctx = bctx.ctx
     answers, pending = _answers(bctx, records, batches)
@@ -232,18 +292,34 @@ def collect_round(bctx: BatchContext, partition_key: str, run_id: str, records: 
     results, sync_calls = score_with_answers(ctx, partition_key, run_id, answers, pending, chunks, progress)
     now = _now()
     for r in records:
-        update_batch(ctx.engine, bctx.table, r.batch_id, status=str(batches[r.batch_id].status),
-                     output_file_id=r.output_file_id, error_file_id=r.error_file_id, finished_at=now,
-                     prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens, cost=r.cost,
-                     answered=r.answered, failed=r.failed)
+        update_batch(
+            ctx.engine,
+            bctx.table,
+            r.batch_id,
+            status=str(batches[r.batch_id].status),
+            output_file_id=r.output_file_id,
+            error_file_id=r.error_file_id,
+            finished_at=now,
+            prompt_tokens=r.prompt_tokens,
+            completion_tokens=r.completion_tokens,
+            cost=r.cost,
+            answered=r.answered,
+            failed=r.failed,
+        )
     if sync_calls:
         log.info("partition %s: %d repair call(s) went out as sync calls", partition_key, sync_calls)
     return results, len(pending)
 
 
-def score_with_answers(ctx: PipelineContext, partition_key: str, run_id: str, answers: dict[str, BatchAnswer],
-                       pending: dict[str, str], chunks: list[Chunk] | None = None,
-                       progress: ProgressCallback | None = None) -> tuple[list[ChunkResult], int]:
+def score_with_answers(
+    ctx: PipelineContext,
+    partition_key: str,
+    run_id: str,
+    answers: dict[str, BatchAnswer],
+    pending: dict[str, str],
+    chunks: list[Chunk] | None = None,
+    progress: ProgressCallback | None = None,
+) -> tuple[list[ChunkResult], int]:
     """Score every chunk through the sync path, the judge answering from ``answers``."""
     judge = AnsweredJudge(ctx.judge, answers, pending)
     metric = ctx.config.kind.build(ctx.config, judge)
@@ -266,8 +342,9 @@ class BatchStep:
     state: dict[str, Any] = field(default_factory=dict)
 
 
-def _finish(ctx: PipelineContext, config: PipelineConfig, partition_key: str, run_id: str,
-            state: dict[str, Any]) -> RunSummary:
+def _finish(
+    ctx: PipelineContext, config: PipelineConfig, partition_key: str, run_id: str, state: dict[str, Any]
+) -> RunSummary:
     started = datetime.fromisoformat(state["started_at"]) if state.get("started_at") else None
     summary = finalize_run(config, partition_key, run_id=run_id, started_at=started, context=ctx)
     if state.get("notes"):
@@ -276,9 +353,16 @@ def _finish(ctx: PipelineContext, config: PipelineConfig, partition_key: str, ru
     return summary
 
 
-def batch_step(config: PipelineConfig, partition_key: str, *, run_id: str, state: dict[str, Any] | None = None,
-               options: BatchOptions | None = None, wait: bool = False,
-               progress: ProgressCallback | None = None) -> BatchStep:
+def batch_step(
+    config: PipelineConfig,
+    partition_key: str,
+    *,
+    run_id: str,
+    state: dict[str, Any] | None = None,
+    options: BatchOptions | None = None,
+    wait: bool = False,
+    progress: ProgressCallback | None = None,
+) -> BatchStep:
     """Advance a batch run: collect the open batches once they have ended, submit what is still
     to judge, finalize when nothing is. With ``wait`` it polls (blocking) until the run is done."""
     parse_partition_key(partition_key)
@@ -290,10 +374,19 @@ def batch_step(config: PipelineConfig, partition_key: str, *, run_id: str, state
     if not state.get("started_at"):
         started = _now()
         state["started_at"] = started.isoformat()
-        write_run(ctx, RunSummary(run_id=run_id, partition_key=partition_key, metric=ctx.key.metric,
-                                  status=RunStatus.RUNNING, judge_model=ctx.key.judge_model,
-                                  prompt_version=ctx.key.prompt_version, started_at=started,
-                                  threshold=ctx.metric.threshold))
+        write_run(
+            ctx,
+            RunSummary(
+                run_id=run_id,
+                partition_key=partition_key,
+                metric=ctx.key.metric,
+                status=RunStatus.RUNNING,
+                judge_model=ctx.key.judge_model,
+                prompt_version=ctx.key.prompt_version,
+                started_at=started,
+                threshold=ctx.metric.threshold,
+            ),
+        )
     bctx = batch_context(config, ctx)
     try:
         chunks = plan_chunks(config, partition_key, context=ctx)
@@ -325,22 +418,33 @@ def batch_step(config: PipelineConfig, partition_key: str, *, run_id: str, state
         bctx.client.close()
 
 
-def score_partition_batch(config: PipelineConfig, partition_key: str, *, run_id: str | None = None,
-                          progress: ProgressCallback | None = None,
-                          options: BatchOptions | None = None) -> RunSummary:
+def score_partition_batch(
+    config: PipelineConfig,
+    partition_key: str,
+    *,
+    run_id: str | None = None,
+    progress: ProgressCallback | None = None,
+    options: BatchOptions | None = None,
+) -> RunSummary:
     """``score_partition`` in batch mode: submit (or resume), poll, collect, finalize."""
     run_id = run_id or uuid.uuid4().hex
     state: dict[str, Any] = {}
     try:
-        step = batch_step(config, partition_key, run_id=run_id, state=state, options=options, wait=True,
-                          progress=progress)
+        step = batch_step(
+            config, partition_key, run_id=run_id, state=state, options=options, wait=True, progress=progress
+        )
     except BaseException as exc:
         _record_abort(config, partition_key, run_id, exc)
         raise
     assert step.summary is not None
     summary = step.summary
-    log.info("partition %s (batch mode): %s; %d scored, %d failed", partition_key, summary.status,
-             summary.rows_scored, summary.rows_failed)
+    log.info(
+        "partition %s (batch mode): %s; %d scored, %d failed",
+        partition_key,
+        summary.status,
+        summary.rows_scored,
+        summary.rows_failed,
+    )
     if progress is not None:
         progress(ProgressEvent("finished", partition_key, summary.rows_total, summary.rows_total, summary.status))
     return summary
@@ -351,9 +455,18 @@ def _record_abort(config: PipelineConfig, partition_key: str, run_id: str, exc: 
     log.error("partition %s batch run %s aborted: %s", partition_key, run_id, message)
     try:
         ctx = prepare(config)
-        write_run(ctx, RunSummary(run_id=run_id, partition_key=partition_key, metric=ctx.key.metric,
-                                  status=RunStatus.FAILED, judge_model=ctx.key.judge_model,
-                                  prompt_version=ctx.key.prompt_version, finished_at=_now(),
-                                  error_message=message))
+        write_run(
+            ctx,
+            RunSummary(
+                run_id=run_id,
+                partition_key=partition_key,
+                metric=ctx.key.metric,
+                status=RunStatus.FAILED,
+                judge_model=ctx.key.judge_model,
+                prompt_version=ctx.key.prompt_version,
+                finished_at=_now(),
+                error_message=message,
+            ),
+        )
     except Exception:  # the original error matters more
         pass

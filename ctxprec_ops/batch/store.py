@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Column, DateTime, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String, Table, select
@@ -20,8 +20,15 @@ from ..warehouse.engine import read_connection, write_transaction
 from ..warehouse.store import ScoringKey
 from ..warehouse.upsert import upsert
 
-__all__ = ["BATCHES", "BatchRecord", "batches_table", "record_batch", "open_batches", "update_batch",
-           "partition_batches"]
+__all__ = [
+    "BATCHES",
+    "BatchRecord",
+    "batches_table",
+    "record_batch",
+    "open_batches",
+    "update_batch",
+    "partition_batches",
+]
 
 BATCHES = "ctxprec_batches"
 _TS = DateTime(timezone=True)
@@ -32,7 +39,8 @@ _lock = threading.Lock()
 
 def _build(schema: str | None) -> Table:
     return Table(
-        BATCHES, MetaData(schema=schema),
+        BATCHES,
+        MetaData(schema=schema),
         Column("batch_id", String(255), nullable=False),
         Column("partition_key", String(10), nullable=False),
         Column("metric", String(64), nullable=False),
@@ -103,12 +111,17 @@ def update_batch(engine: Engine, table: Table, batch_id: str, **values: Any) -> 
 
 
 def _where(table: Table, key: ScoringKey, partition_key: str) -> Any:
-    return ((table.c.partition_key == partition_key) & (table.c.metric == key.metric)
-            & (table.c.judge_model == key.judge_model) & (table.c.prompt_version == key.prompt_version))
+    return (
+        (table.c.partition_key == partition_key)
+        & (table.c.metric == key.metric)
+        & (table.c.judge_model == key.judge_model)
+        & (table.c.prompt_version == key.prompt_version)
+    )
 
 
-def partition_batches(engine: Engine, table: Table, key: ScoringKey, partition_key: str,
-                      open_only: bool = False) -> list[BatchRecord]:
+def partition_batches(
+    engine: Engine, table: Table, key: ScoringKey, partition_key: str, open_only: bool = False
+) -> list[BatchRecord]:
     """The batches of a partition's scoring configuration, oldest first."""
     cond = _where(table, key, partition_key)
     if open_only:
@@ -123,4 +136,4 @@ def open_batches(engine: Engine, table: Table, key: ScoringKey, partition_key: s
 
 
 def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

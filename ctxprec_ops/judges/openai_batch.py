@@ -9,8 +9,9 @@ Works with OpenAI and Azure OpenAI (``OpenAIJudge(azure_endpoint=...)``) through
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -19,8 +20,17 @@ from ..secrets import redact
 from ..verdicts import JudgeAnswer
 from .openai_judge import OpenAIJudge
 
-__all__ = ["BatchAnswer", "BatchClient", "request_line", "split_lines", "parse_result_file", "MAX_REQUESTS",
-           "MAX_BYTES", "ENDPOINT", "TERMINAL_STATUSES"]
+__all__ = [
+    "BatchAnswer",
+    "BatchClient",
+    "request_line",
+    "split_lines",
+    "parse_result_file",
+    "MAX_REQUESTS",
+    "MAX_BYTES",
+    "ENDPOINT",
+    "TERMINAL_STATUSES",
+]
 
 ENDPOINT = "/v1/chat/completions"
 #: provider limits per input file (OpenAI: 50,000 requests, 200 MB)
@@ -41,8 +51,9 @@ class BatchAnswer:
     error: str | None = None
 
 
-def request_line(judge: OpenAIJudge, custom_id: str, prompt: str,
-                 schema: type[BaseModel] | None = JudgeAnswer) -> dict[str, Any]:
+def request_line(
+    judge: OpenAIJudge, custom_id: str, prompt: str, schema: type[BaseModel] | None = JudgeAnswer
+) -> dict[str, Any]:
     """The request line for ``prompt``: the body the sync judge sends for it, nothing else."""
     body: dict[str, Any] = {"model": judge.model, "messages": [{"role": "user", "content": prompt}]}
     if judge.temperature is not None:
@@ -53,8 +64,9 @@ def request_line(judge: OpenAIJudge, custom_id: str, prompt: str,
     return {"custom_id": custom_id, "method": "POST", "url": ENDPOINT, "body": body}
 
 
-def split_lines(lines: list[dict[str, Any]], max_requests: int = MAX_REQUESTS,
-                max_bytes: int = MAX_BYTES) -> Iterator[bytes]:
+def split_lines(
+    lines: list[dict[str, Any]], max_requests: int = MAX_REQUESTS, max_bytes: int = MAX_BYTES
+) -> Iterator[bytes]:
     """JSONL files of at most ``max_requests`` lines and ``max_bytes`` bytes each."""
     part: list[bytes] = []
     size = 0
@@ -104,23 +116,34 @@ class BatchClient:
         self.judge = judge
         try:
             if judge.azure_endpoint:
-                self.client: Any = openai.AzureOpenAI(azure_endpoint=judge.azure_endpoint,
-                                                      api_version=judge.api_version, api_key=judge._api_key,
-                                                      timeout=judge.timeout, max_retries=3)
+                self.client: Any = openai.AzureOpenAI(
+                    azure_endpoint=judge.azure_endpoint,
+                    api_version=judge.api_version,
+                    api_key=judge._api_key,
+                    timeout=judge.timeout,
+                    max_retries=3,
+                )
             else:
-                self.client = openai.OpenAI(base_url=judge.base_url, api_key=judge._api_key, timeout=judge.timeout,
-                                            max_retries=3, default_headers=judge.default_headers)
+                self.client = openai.OpenAI(
+                    base_url=judge.base_url,
+                    api_key=judge._api_key,
+                    timeout=judge.timeout,
+                    max_retries=3,
+                    default_headers=judge.default_headers,
+                )
         except openai.OpenAIError:
             raise JudgeConfigurationError(
                 f"cannot create the OpenAI client for batch judge {judge.model!r}: set OPENAI_API_KEY "
-                "(or pass api_key) and, for other endpoints, OPENAI_BASE_URL") from None
+                "(or pass api_key) and, for other endpoints, OPENAI_BASE_URL"
+            ) from None
 
     def upload(self, data: bytes, filename: str) -> str:
         return str(self.client.files.create(file=(filename, data, "application/jsonl"), purpose="batch").id)
 
     def create(self, input_file_id: str, metadata: dict[str, str]) -> Any:
-        return self.client.batches.create(input_file_id=input_file_id, endpoint=ENDPOINT, completion_window="24h",
-                                          metadata=metadata)
+        return self.client.batches.create(
+            input_file_id=input_file_id, endpoint=ENDPOINT, completion_window="24h", metadata=metadata
+        )
 
     def retrieve(self, batch_id: str) -> Any:
         return self.client.batches.retrieve(batch_id)
