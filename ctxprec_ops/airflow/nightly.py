@@ -17,8 +17,9 @@ Airflow-only knobs (the ``CTXPREC_*`` variables of ``ctxprec_ops.config`` config
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param
 
@@ -45,7 +46,7 @@ def _start_date(value: str) -> datetime:
         d = datetime.fromisoformat(value)
     except ValueError:
         raise ValueError(f"CTXPREC_START_DATE must be a date YYYY-MM-DD, got {value!r}") from None
-    return d.replace(tzinfo=timezone.utc) if d.tzinfo is None else d
+    return d.replace(tzinfo=UTC) if d.tzinfo is None else d
 
 
 def _number_param(default: float | None, description: str, *, integer: bool = False,
@@ -65,11 +66,15 @@ def nightly_dag(
     on_failure_callback: list[Callable[[Any], None]] | None = None,
     tags: list[str] | None = None,
     doc_md: str | None = None,
+    judge_mode: str | None = None,
 ) -> DAG:
     """Build the nightly DAG for ``metric``: ``plan_chunks`` -> ``score_chunk`` (mapped, one
     task per chunk, capped and retried with exponential backoff) -> ``aggregate`` ->
     ``alert`` (fails, unretried, when an alert fires). Params override the defaults on a
-    manual trigger; ``partition_key`` scores a chosen day instead of ``{{ ds }}``."""
+    manual trigger; ``partition_key`` scores a chosen day instead of ``{{ ds }}``.
+
+    ``judge_mode="batch"`` (default: ``CTXPREC_JUDGE_MODE``): ``score_batch`` (one deferrable
+    task through the OpenAI Batch API) -> ``alert``."""
     settings = Settings.from_env()
     callbacks = failure_callbacks(on_failure_callback, settings)
     params = {
@@ -113,6 +118,23 @@ def nightly_dag(
         doc_md=doc_md or __doc__,
         max_active_runs=1,
     ) as dag:
+        alert = ContextualPrecisionAlertOperator(
+            task_id="alert",
+            min_mean="{{ params.min_mean }}",
+            min_pass_rate="{{ params.min_pass_rate }}",
+            min_drop="{{ params.min_drop }}",
+            retries=0,
+            **common,
+        )
+        if (judge_mode or settings.judge_mode) == "batch":
+            # one deferrable task: submits the partition's batch(es), waits on the triggerer,
+            # resumes to write the answers and the run row
+            batch = ContextualPrecisionOperator(
+                task_id="score_batch", judge_mode="batch",
+                **({"pool": settings.airflow_pool} if settings.airflow_pool else {}), **common,
+            )
+            batch >> alert
+            return dag
         plan = ContextualPrecisionPlanOperator(task_id="plan_chunks", **common)
         score = ContextualPrecisionOperator.partial(
             task_id="score_chunk",
@@ -122,14 +144,6 @@ def nightly_dag(
         ).expand(chunk=plan.output)
         aggregate = ContextualPrecisionFinalizeOperator(
             task_id="aggregate", chunk_results=score.output, trigger_rule="none_failed", **common,
-        )
-        alert = ContextualPrecisionAlertOperator(
-            task_id="alert",
-            min_mean="{{ params.min_mean }}",
-            min_pass_rate="{{ params.min_pass_rate }}",
-            min_drop="{{ params.min_drop }}",
-            retries=0,
-            **common,
         )
         aggregate >> alert
     return dag
