@@ -17,9 +17,8 @@ Airflow-only knobs (the ``CTXPREC_*`` variables of ``ctxprec_ops.config`` config
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param
 
@@ -46,7 +45,7 @@ def _start_date(value: str) -> datetime:
         d = datetime.fromisoformat(value)
     except ValueError:
         raise ValueError(f"CTXPREC_START_DATE must be a date YYYY-MM-DD, got {value!r}") from None
-    return d.replace(tzinfo=UTC) if d.tzinfo is None else d
+    return d.replace(tzinfo=timezone.utc) if d.tzinfo is None else d
 
 
 def _number_param(default: float | None, description: str, *, integer: bool = False,

@@ -17,10 +17,9 @@ from __future__ import annotations
 import json
 import math
 import traceback
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
@@ -28,8 +27,8 @@ from airflow.sdk.exceptions import AirflowFailException
 from ..config import Settings
 from ..errors import CtxPrecError, JudgeUnavailableError
 from ..pipeline.kinds import metric_kind
-from ..pipeline.outcome import Decision, Outcome, decide, decide_error
 from ..pipeline.records import ChunkResult, RunSummary
+from ..pipeline.outcome import Decision, Outcome, decide, decide_error
 from ..secrets import redact
 from ..warehouse.source import PartitionKeyError, parse_partition_key
 from .hooks import (
