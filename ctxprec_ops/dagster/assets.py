@@ -58,6 +58,8 @@ def build_pipeline_config(
         concurrency=judge.concurrency,
         max_cost=judge.max_cost,
         max_retries=judge.max_retries,
+        judge_mode=judge.judge_mode,
+        batch_poll_seconds=judge.batch_poll_seconds,
     )
 
 

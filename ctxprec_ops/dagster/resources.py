@@ -67,6 +67,10 @@ class JudgeResource(ConfigurableResource):
     chunk_size: int = Field(default=500, description="Rows per chunk (one write transaction each).")
     max_cost: float | None = Field(default=None, description="USD cap on one partition run's judge spend.")
     max_retries: int = Field(default=6, description="Per-request retries of transient judge errors.")
+    judge_mode: str = Field(default="sync", description="'sync' or 'batch' (OpenAI Batch API: half price; the "
+                            "materialization submits, then polls until the batch ends, up to its 24 h window; "
+                            "a terminated run's batch is resumed by the next materialization).")
+    batch_poll_seconds: float = Field(default=60.0, description="Batch mode: longest wait between two polls.")
 
 
 class AlertThresholdsResource(ConfigurableResource):
@@ -126,6 +130,7 @@ def _judge(settings: Settings, *, require_key: bool) -> JudgeResource:
     return JudgeResource(
         model=settings.judge, base_url=_env_or("OPENAI_BASE_URL", None), api_key=key if llm else None,
         concurrency=settings.concurrency, chunk_size=settings.chunk_size,
+        judge_mode=settings.judge_mode, batch_poll_seconds=settings.batch_poll_seconds,
     )
 
 
