@@ -37,14 +37,23 @@ def rows(n: int, seed: int = 7) -> list[dict]:
         nodes = []
         for k in range(5):
             word = "RELEVANT" if rng.random() < 0.4 else "unrelated"
-            nodes.append(f"Passage {i}.{k} on {topic}: {word} " + " ".join(
-                rng.choice(["policy", "account", "customer", "window", "days", "support", "team", "settings"])
-                for _ in range(22)))
-        out.append({"id": i + 1, "event_time": t0 + timedelta(seconds=i * 86_000 // max(n, 1)),
-                    "input": f"How do I handle {topic} for order {i} when the customer asks twice?",
-                    "actual_output": "Follow the policy.",
-                    "expected_output": f"The {topic} policy says to answer within 30 days and record the request.",
-                    "retrieval_context": nodes})
+            nodes.append(
+                f"Passage {i}.{k} on {topic}: {word} "
+                + " ".join(
+                    rng.choice(["policy", "account", "customer", "window", "days", "support", "team", "settings"])
+                    for _ in range(22)
+                )
+            )
+        out.append(
+            {
+                "id": i + 1,
+                "event_time": t0 + timedelta(seconds=i * 86_000 // max(n, 1)),
+                "input": f"How do I handle {topic} for order {i} when the customer asks twice?",
+                "actual_output": "Follow the policy.",
+                "expected_output": f"The {topic} policy says to answer within 30 days and record the request.",
+                "retrieval_context": nodes,
+            }
+        )
     return out
 
 
@@ -67,8 +76,14 @@ def main() -> int:
         for mode in ("sync", "batch"):
             url = f"sqlite:///{tmp / (mode + '.db')}"
             create_logs(sa.create_engine(url), data)
-            cfg = PipelineConfig(warehouse=url, judge="gpt-4o-mini", judge_base_url=server.base_url,
-                                 judge_api_key="bench-key", judge_mode=mode, concurrency=16)
+            cfg = PipelineConfig(
+                warehouse=url,
+                judge="gpt-4o-mini",
+                judge_base_url=server.base_url,
+                judge_api_key="bench-key",
+                judge_mode=mode,
+                concurrency=16,
+            )
             server.reset()
             t0 = time.perf_counter()
             if mode == "sync":
@@ -79,15 +94,21 @@ def main() -> int:
             with sa.create_engine(url).connect() as conn:
                 scores = dict(conn.execute(sa.text("SELECT log_id, score FROM ctxprec_scores")).all())
             figures[mode] = (s, seconds, server.calls, len(server.batch_created), server.file_uploads, scores)
-    print(f"{args.rows} rows, 5 nodes each, judge gpt-4o-mini (list price {price_of('gpt-4o-mini')}, "
-          f"batch price {batch_price_of('gpt-4o-mini')} USD per 1M in/out tokens)")
-    print(f"{'mode':6} {'status':9} {'scored':>7} {'prompt tok/case':>16} {'compl tok/case':>15} "
-          f"{'USD/case':>11} {'USD/1M cases':>13} {'chat reqs':>9} {'batches':>7} {'seconds':>8}")
-    for mode, (s, seconds, calls, batches, uploads, _) in figures.items():
+    print(
+        f"{args.rows} rows, 5 nodes each, judge gpt-4o-mini (list price {price_of('gpt-4o-mini')}, "
+        f"batch price {batch_price_of('gpt-4o-mini')} USD per 1M in/out tokens)"
+    )
+    print(
+        f"{'mode':6} {'status':9} {'scored':>7} {'prompt tok/case':>16} {'compl tok/case':>15} "
+        f"{'USD/case':>11} {'USD/1M cases':>13} {'chat reqs':>9} {'batches':>7} {'seconds':>8}"
+    )
+    for mode, (s, seconds, calls, batches, _uploads, _) in figures.items():
         n = max(s.rows_scored, 1)
         per_case = (s.cost or 0.0) / n
-        print(f"{mode:6} {s.status:9} {s.rows_scored:7d} {s.prompt_tokens / n:16.1f} {s.completion_tokens / n:15.1f} "
-              f"{per_case:11.8f} {per_case * 1e6:13.2f} {calls:9d} {batches:7d} {seconds:8.2f}")
+        print(
+            f"{mode:6} {s.status:9} {s.rows_scored:7d} {s.prompt_tokens / n:16.1f} {s.completion_tokens / n:15.1f} "
+            f"{per_case:11.8f} {per_case * 1e6:13.2f} {calls:9d} {batches:7d} {seconds:8.2f}"
+        )
     same = figures["sync"][5] == figures["batch"][5]
     ratio = (figures["batch"][0].cost or 0) / (figures["sync"][0].cost or 1)
     print(f"scores identical: {same}; batch cost / sync cost = {ratio:.3f}")

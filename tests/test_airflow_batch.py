@@ -13,8 +13,9 @@ from tests.fixtures.warehouse_data import query
 from tests.test_airflow_dags import DAG_ID, DAY, GOOD, JUDGE_KEY, assert_no_secrets, seed_day, sqlite_env
 
 
-def test_nightly_dag_in_batch_mode_defers_and_completes(airflow_env: AirflowEnv, judge_server_session: Any,
-                                                        tmp_path: Path) -> None:
+def test_nightly_dag_in_batch_mode_defers_and_completes(
+    airflow_env: AirflowEnv, judge_server_session: Any, tmp_path: Path
+) -> None:
     server = judge_server_session
     server.reset()
     db = tmp_path / "warehouse.db"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 import pytest
@@ -143,13 +144,16 @@ def test_expired_batch_keeps_partial_results_and_requeues_the_rest(judge_server,
     score_partition(config(reference_url, judge_server), DAY)
     judge_server.reset()
     judge_server.batch_final = "expired"
-    judge_server.batch_answer_limit = 7  # the first 7 requests were answered before the window closed
+    judge_server.batch_answer_limit = 8  # the first 8 requests were answered before the window closed
     cfg = config(url, judge_server, judge_mode="batch")
 
     # one round only: the answered rows are written, the rest recorded as judge_unavailable
     one = score_partition_batch(cfg, DAY, options=BatchOptions(poll_seconds=0.01, first_poll=0.0, max_rounds=1))
     (rec,) = batches(engine)
-    assert rec["status"] == "expired" and rec["answered"] == 7 and rec["failed"] == rec["requests"] - 7
+    assert rec["status"] == "expired" and rec["answered"] == 8 and rec["failed"] == rec["requests"] - 8
+    lines = judge_server.files[rec["input_file_id"]]["data"].decode().splitlines()
+    row_of = [json.loads(line)["custom_id"].split("|")[1] for line in lines]
+    assert row_of[7] == row_of[8]  # a row with two node groups got one answer and lost the other
     assert one.status == "partial" and 0 < one.rows_scored < 10
     assert one.failures_by_type.get("judge_unavailable", 0) > 0
     assert "expired" in (one.error_message or "")
@@ -161,8 +165,9 @@ def test_expired_batch_keeps_partial_results_and_requeues_the_rest(judge_server,
     two = score_partition_batch(cfg, DAY, options=FAST)
     assert two.rows_scored == 10 and two.failures_by_type == {"invalid_input": 1}
     recs = batches(engine)
-    # only the unanswered requests (plus sibling groups of a half-answered row) go out again
-    assert len(recs) == 2 and rec["requests"] - 7 <= recs[1]["requests"] < rec["requests"]
+    # only the unanswered requests go out again: an answered node group of a half-answered row
+    # is taken from the first batch's output, never paid for twice
+    assert len(recs) == 2 and recs[1]["requests"] == rec["requests"] - 8
     assert scores(engine) == scores(get_engine(reference_url))
 
 
@@ -199,3 +204,34 @@ def test_failed_batch_and_error_lines_are_requeued(judge_server, tmp_path):
     judge_server.batch_line_error = None
     three = score_partition_batch(cfg, DAY, options=FAST)
     assert three.rows_scored == 5 and [r["status"] for r in batches(engine)] == ["failed", "completed", "completed"]
+
+
+def test_batch_mode_on_postgres_equals_sync(judge_server, pg_url):
+    """The same on PostgreSQL (non-UTC server time zone): ctxprec_batches, resume, identical scores."""
+    data = rows(6)
+    engine = get_engine(pg_url)
+    create_logs(engine, data)
+    sync = score_partition(config(pg_url, judge_server), DAY)
+    reference = scores(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM ctxprec_scores"))
+        conn.execute(sa.text("DELETE FROM ctxprec_judgments"))
+    batch = score_partition_batch(config(pg_url, judge_server, judge_mode="batch"), DAY, options=FAST)
+    assert scores(engine) == reference and batch.rows_scored == sync.rows_scored
+    (rec,) = batches(engine)
+    assert rec["status"] == "completed" and rec["submitted_at"] <= rec["finished_at"]
+
+
+def test_rejected_key_fails_at_once_by_the_outcome_policy(judge_server, tmp_path):
+    from ctxprec_ops.errors import JudgeConfigurationError
+    from ctxprec_ops.pipeline.outcome import Outcome, decide_error
+
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    create_logs(get_engine(url), rows(2))
+    judge_server.api_key = "the-right-key"
+    with pytest.raises(JudgeConfigurationError) as err:
+        score_partition_batch(config(url, judge_server, judge_mode="batch"), DAY, options=FAST)
+    assert decide_error(err.value).outcome is Outcome.FAIL and "test-key" not in str(err.value)
+    with get_engine(url).connect() as conn:
+        (status,) = conn.execute(sa.text("SELECT status FROM ctxprec_runs")).one()
+    assert status == "failed" and count(get_engine(url), "ctxprec_batches") == 0

@@ -19,9 +19,16 @@ DAY = "2026-11-20"
 def _resources(url: str, server) -> dict:
     return {
         "warehouse": WarehouseResource(url=url),
-        "judge": JudgeResource(model="judge-test-model", base_url=server.base_url, api_key="test-key",
-                               timeout=5.0, max_retries=1, concurrency=4, judge_mode="batch",
-                               batch_poll_seconds=0.01),
+        "judge": JudgeResource(
+            model="judge-test-model",
+            base_url=server.base_url,
+            api_key="test-key",
+            timeout=5.0,
+            max_retries=1,
+            concurrency=4,
+            judge_mode="batch",
+            batch_poll_seconds=0.01,
+        ),
         "thresholds": AlertThresholdsResource(),
     }
 
@@ -30,8 +37,13 @@ def test_batch_mode_asset_submits_polls_and_writes(tmp_path, judge_server):
     url = f"sqlite:///{tmp_path / 'warehouse.db'}"
     seed(url, DAY, GOOD * 2)
     with DagsterInstance.ephemeral() as instance:
-        result = materialize([retrieval_logs, contextual_precision_scores], instance=instance, partition_key=DAY,
-                             resources=_resources(url, judge_server), raise_on_error=False)
+        result = materialize(
+            [retrieval_logs, contextual_precision_scores],
+            instance=instance,
+            partition_key=DAY,
+            resources=_resources(url, judge_server),
+            raise_on_error=False,
+        )
         assert result.success
         logs = [e.message for e in instance.all_logs(result.run_id) if e.message]
     assert len(judge_server.batch_created) == 1 and judge_server.calls == 0

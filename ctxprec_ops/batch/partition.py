@@ -33,6 +33,7 @@ from ..judges.openai_batch import (
     TERMINAL_STATUSES,
     BatchAnswer,
     BatchClient,
+    parse_result_file,
     request_line,
     split_lines,
 )
@@ -51,7 +52,7 @@ from ..warehouse.engine import read_connection
 from ..warehouse.source import parse_partition_key
 from ..warehouse.store import load_judgments
 from .judges import AnsweredJudge, RecordingJudge
-from .store import BatchRecord, batches_table, open_batches, record_batch, update_batch
+from .store import BatchRecord, batches_table, open_batches, partition_batches, record_batch, update_batch
 
 __all__ = [
     "score_partition_batch",
@@ -104,6 +105,34 @@ class BatchContext:
     judge: OpenAIJudge
     client: BatchClient
     table: Any
+    #: answers of the partition's finished batches, by prompt hash (loaded on first use)
+    prior: dict[str, BatchAnswer] | None = None
+
+    def prior_answers(self, partition_key: str) -> dict[str, BatchAnswer]:
+        """What earlier batches of this partition and configuration already answered (paid for):
+        a request they answered is never submitted again, e.g. the answered node group of a row
+        whose other group expired."""
+        if self.prior is None:
+            self.prior = {}
+            done = [
+                r
+                for r in partition_batches(self.ctx.engine, self.table, self.ctx.key, partition_key)
+                if r.finished_at is not None and r.output_file_id
+            ]
+            for r in done:
+                try:
+                    text = self.client.client.files.content(r.output_file_id).text
+                except Exception as exc:  # deleted or expired at the provider: ask again
+                    log.info(
+                        "output file of batch %s is gone (%s): its answers are not reused",
+                        r.batch_id,
+                        redact(str(exc))[:200],
+                    )
+                    continue
+                for cid, a in parse_result_file(text).items():
+                    if a.error is None:
+                        self.prior[cid.rsplit("|", 1)[-1]] = a
+        return self.prior
 
 
 def batch_context(config: PipelineConfig, ctx: PipelineContext | None = None) -> BatchContext:
@@ -128,17 +157,22 @@ async def _record_prompts(ctx: PipelineContext, recorder: RecordingJudge, cases:
 
 
 def build_requests(bctx: BatchContext, chunks: list[Chunk], run_id: str) -> list[dict[str, Any]]:
-    """One request line per judge call the partition's unscored rows need."""
+    """One request line per judge call the partition's unscored rows need (and no earlier batch
+    of the partition answered)."""
     ctx = bctx.ctx
     recorder = RecordingJudge(bctx.judge)
     for chunk in chunks:
         intake = _intake(ctx, chunk, run_id)
         if intake.cases:
             asyncio.run(_record_prompts(ctx, recorder, intake.cases))
+    if not recorder.prompts:
+        return []
+    prior = bctx.prior_answers(chunks[0].partition_key)
     metric = ctx.key.metric
     return [
         request_line(bctx.judge, f"{metric}|{p.case_id[:100]}|{p.index}|{h}", p.prompt, p.schema)
         for h, p in recorder.prompts.items()
+        if h not in prior
     ]
 
 
@@ -289,7 +323,10 @@ def collect_round(
     ctx = bctx.ctx
     answers, pending = _answers(bctx, records, batches)
     _missing_lines(bctx, records, answers, pending, batches)
-    results, sync_calls = score_with_answers(ctx, partition_key, run_id, answers, pending, chunks, progress)
+    prior = bctx.prior_answers(partition_key)  # the earlier batches (these are not finished yet)
+    merged = {**prior, **answers}
+    pending = {h: why for h, why in pending.items() if h not in merged}
+    results, sync_calls = score_with_answers(ctx, partition_key, run_id, merged, pending, chunks, progress)
     now = _now()
     for r in records:
         update_batch(
@@ -306,6 +343,7 @@ def collect_round(
             answered=r.answered,
             failed=r.failed,
         )
+    prior.update(answers)
     if sync_calls:
         log.info("partition %s: %d repair call(s) went out as sync calls", partition_key, sync_calls)
     return results, len(pending)
@@ -327,6 +365,20 @@ def score_with_answers(
     chunks = chunks if chunks is not None else plan_chunks(ctx.config, partition_key, context=ctx)
     results = [score_chunk(ctx.config, c, run_id=run_id, context=answered_ctx, progress=progress) for c in chunks]
     return results, judge.sync_calls
+
+
+class _Lazy(dict[str, BatchAnswer]):
+    """Answers loaded on the first lookup (a complete partition's re-run never downloads them)."""
+
+    def __init__(self, load: Callable[[], dict[str, BatchAnswer]]) -> None:
+        super().__init__()
+        self._load: Callable[[], dict[str, BatchAnswer]] | None = load
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if self._load is not None:
+            self.update(self._load())
+            self._load = None
+        return super().get(key, default)
 
 
 # -- the whole partition, one step at a time ------------------------------------------------
@@ -412,7 +464,7 @@ def batch_step(
                     return BatchStep(waiting=[r.batch_id for r in records], state=state)
                 continue
             # nothing (more) to judge: write what needs no judge call (bad input, cached rows)
-            score_with_answers(ctx, partition_key, run_id, {}, {}, chunks)
+            score_with_answers(ctx, partition_key, run_id, _Lazy(lambda: bctx.prior_answers(partition_key)), {}, chunks)
             return BatchStep(summary=_finish(ctx, config, partition_key, run_id, state), state=state)
     finally:
         bctx.client.close()

@@ -128,7 +128,11 @@ def partition_batches(
         cond = cond & table.c.finished_at.is_(None)
     with read_connection(engine) as conn:
         rows = conn.execute(select(table).where(cond).order_by(table.c.submitted_at, table.c.batch_id)).mappings()
-        return [BatchRecord(**{k: _utc(v) if isinstance(v, datetime) else v for k, v in r.items()}) for r in rows]
+        out = []
+        for r in rows:
+            values: dict[str, Any] = {str(k): _utc(v) if isinstance(v, datetime) else v for k, v in r.items()}
+            out.append(BatchRecord(**values))
+        return out
 
 
 def open_batches(engine: Engine, table: Table, key: ScoringKey, partition_key: str) -> list[BatchRecord]:

@@ -137,13 +137,34 @@ class BatchClient:
                 "(or pass api_key) and, for other endpoints, OPENAI_BASE_URL"
             ) from None
 
+    def _configuration_errors(self, exc: Exception) -> None:
+        """A rejected key, an unknown endpoint or model, a refused request: no retry can fix it."""
+        import openai
+
+        if isinstance(
+            exc,
+            (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError, openai.BadRequestError),
+        ):
+            raise JudgeConfigurationError(
+                f"the Batch API of judge {self.judge.model!r} refused the request "
+                f"(HTTP {exc.status_code}): {redact(str(exc))[:300]}"
+            ) from None
+
     def upload(self, data: bytes, filename: str) -> str:
-        return str(self.client.files.create(file=(filename, data, "application/jsonl"), purpose="batch").id)
+        try:
+            return str(self.client.files.create(file=(filename, data, "application/jsonl"), purpose="batch").id)
+        except Exception as exc:
+            self._configuration_errors(exc)
+            raise
 
     def create(self, input_file_id: str, metadata: dict[str, str]) -> Any:
-        return self.client.batches.create(
-            input_file_id=input_file_id, endpoint=ENDPOINT, completion_window="24h", metadata=metadata
-        )
+        try:
+            return self.client.batches.create(
+                input_file_id=input_file_id, endpoint=ENDPOINT, completion_window="24h", metadata=metadata
+            )
+        except Exception as exc:
+            self._configuration_errors(exc)
+            raise
 
     def retrieve(self, batch_id: str) -> Any:
         return self.client.batches.retrieve(batch_id)

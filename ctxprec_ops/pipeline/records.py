@@ -161,7 +161,7 @@ class RunSummary:
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    kind: Literal["planned", "chunk_started", "rows_done", "chunk_done", "finished"]
+    kind: Literal["planned", "chunk_started", "rows_done", "chunk_done", "finished", "batch_waiting"]
     partition_key: str
     done: int = 0
     total: int | None = None
