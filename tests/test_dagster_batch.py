@@ -3,16 +3,35 @@ and writes; a later materialization resumes a recorded batch instead of submitti
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import pytest
+import sqlalchemy as sa
 from dagster import DagsterInstance, materialize
 
+from ctxprec_ops.dagster import build_scores_asset
 from ctxprec_ops.dagster.resources import AlertThresholdsResource, JudgeResource, WarehouseResource
-from dagster_defs.definitions import log_tables, scores_assets
-from tests.fixtures.warehouse_data import query
-from tests.test_dagster_materialize import GOOD, expected_score, seed
+from ctxprec_ops.scoring import contextual_precision
+from tests.fixtures.warehouse_data import create_logs, log_row, query
 
-retrieval_logs = log_tables[0]
-contextual_precision_scores = scores_assets["contextual_precision"]
+# built here, not imported from dagster_defs: that module reads CTXPREC_* knobs when first imported
+contextual_precision_scores = build_scores_asset("contextual_precision")
+R, N = "RELEVANT: the refund window is 30 days.", "unrelated text about the weather"
+GOOD = [[R, N, N], [R, R, N], [R, N, R], [N, R, N]]
+
+
+def expected_score(nodes: list[str]) -> float:
+    return contextual_precision([n == R for n in nodes])
+
+
+def seed(url: str, day: str, contexts: list[list[str]]) -> None:
+    t0 = datetime.fromisoformat(day)
+    create_logs(
+        sa.create_engine(url),
+        [log_row(i + 1, t0 + timedelta(minutes=7 * i), context=ctx) for i, ctx in enumerate(contexts)],
+    )
+
+
 DAY = "2026-11-20"
 
 
@@ -38,7 +57,7 @@ def test_batch_mode_asset_submits_polls_and_writes(tmp_path, judge_server):
     seed(url, DAY, GOOD * 2)
     with DagsterInstance.ephemeral() as instance:
         result = materialize(
-            [retrieval_logs, contextual_precision_scores],
+            [contextual_precision_scores],
             instance=instance,
             partition_key=DAY,
             resources=_resources(url, judge_server),
@@ -50,5 +69,5 @@ def test_batch_mode_asset_submits_polls_and_writes(tmp_path, judge_server):
     assert any("batch_waiting" in m for m in logs)  # progress while the provider works
     rows = dict(query(url, "SELECT log_id, score FROM ctxprec_scores"))
     for i, ctx in enumerate(GOOD * 2):
-        assert rows[f"{DAY}-{i}"] == pytest.approx(expected_score(ctx))
+        assert rows[str(i + 1)] == pytest.approx(expected_score(ctx))
     assert query(url, "SELECT status FROM ctxprec_batches") == [("completed",)]
