@@ -127,7 +127,8 @@ class Settings:
     batch_poll_seconds: float = _setting("CTXPREC_BATCH_POLL_SECONDS", "batch mode: longest wait between two "
                                          "polls of a batch (seconds; polls start at 1 s and back off)", 60.0,
                                          kind="float", minimum=0)
-    prices: dict = _setting("CTXPREC_PRICES", 'USD per 1M tokens, JSON (`{"model": [input, output]}`; batch price: key `model@batch`, default half)', {},
+    prices: dict = _setting("CTXPREC_PRICES", 'USD per 1M tokens, JSON (`{"model": [input, output]}`; batch '
+                            'price: key `model@batch`, default half)', {},
                             kind="json")
     retry_initial_wait: float = _setting("CTXPREC_RETRY_INITIAL_WAIT", "seconds before the first judge retry",
                                          0.5, kind="float", minimum=0)
