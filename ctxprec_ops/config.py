@@ -122,7 +122,13 @@ class Settings:
                                 minimum=1)
     chunk_size: int = _setting("CTXPREC_CHUNK_SIZE", "rows per chunk (one write transaction each)", 500,
                                kind="int", minimum=1)
-    prices: dict = _setting("CTXPREC_PRICES", 'USD per 1M tokens, JSON (`{"model": [input, output]}`)', {},
+    judge_mode: str = _setting("CTXPREC_JUDGE_MODE", "`sync` (on-demand calls) or `batch` (OpenAI Batch API: half "
+                               "price, results within 24 h)", "sync", choices=("sync", "batch"))
+    batch_poll_seconds: float = _setting("CTXPREC_BATCH_POLL_SECONDS", "batch mode: longest wait between two "
+                                         "polls of a batch (seconds; polls start at 1 s and back off)", 60.0,
+                                         kind="float", minimum=0)
+    prices: dict = _setting("CTXPREC_PRICES", 'USD per 1M tokens, JSON (`{"model": [input, output]}`; batch '
+                            'price: key `model@batch`, default half)', {},
                             kind="json")
     retry_initial_wait: float = _setting("CTXPREC_RETRY_INITIAL_WAIT", "seconds before the first judge retry",
                                          0.5, kind="float", minimum=0)

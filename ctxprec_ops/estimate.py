@@ -29,7 +29,7 @@ from .judges import JudgeModel, make_judge
 from .judging import EST_COMPLETION_TOKENS_PER_NODE
 from .pipeline import PipelineConfig
 from .pipeline.plan import iter_chunk_rows
-from .pricing import price_of
+from .pricing import BATCH_DISCOUNT, batch_price_of, price_of
 from .template import answer_format
 from .tokens import token_counter
 from .warehouse.engine import get_engine, read_connection
@@ -68,6 +68,9 @@ class Estimate:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float | None = 0.0  # None when the judge's price is unknown
+    #: the same calls through the Batch API (``judge_mode="batch"``): half price unless
+    #: CTXPREC_PRICES has a ``"model@batch"`` entry
+    batch_cost: float | None = 0.0
     price_per_million: tuple[float, float] | None = None
     invalid_examples: list[str] = field(default_factory=list)  # up to 5 messages
     #: how prompt tokens were counted: "o200k_base BPE (bpe-openai)" or "characters/4 (...)"
@@ -174,4 +177,9 @@ def estimate_partition(
         est.cost = None
     else:
         est.cost = (est.prompt_tokens * price[0] + est.completion_tokens * price[1]) / 1_000_000
+    batch_price = batch_price_of(est.judge_model) if price is not None else None
+    if judge.price_per_million is not None and price is not None:
+        batch_price = (price[0] * BATCH_DISCOUNT, price[1] * BATCH_DISCOUNT)
+    est.batch_cost = (None if batch_price is None else
+                      (est.prompt_tokens * batch_price[0] + est.completion_tokens * batch_price[1]) / 1_000_000)
     return est

@@ -66,6 +66,7 @@ def nightly_dag(
     tags: list[str] | None = None,
     doc_md: str | None = None,
     pool: str | None = None,
+    judge_mode: str | None = None,
 ) -> DAG:
     """Build the nightly DAG for ``metric``: ``plan_chunks`` -> ``score_chunk`` (mapped, one
     task per chunk, capped and retried with exponential backoff) -> ``aggregate`` ->
@@ -75,7 +76,10 @@ def nightly_dag(
     ``pool`` (default ``CTXPREC_AIRFLOW_POOL``): the Airflow pool the ``score_chunk`` tasks run in,
     so every DAG calling one judge shares its quota — at most ``slots`` chunk tasks at once, each
     with ``max_rpm`` / ``max_tpm`` = the quota / ``slots`` (see docs/scaling.md). The pool's name is
-    shown in the DAG params as ``judge_pool`` (fixed when the DAG file is parsed)."""
+    shown in the DAG params as ``judge_pool`` (fixed when the DAG file is parsed).
+
+    ``judge_mode="batch"`` (default: ``CTXPREC_JUDGE_MODE``): ``score_batch`` (one deferrable
+    task through the OpenAI Batch API) -> ``alert``."""
     settings = Settings.from_env()
     pool = pool or settings.airflow_pool
     callbacks = failure_callbacks(on_failure_callback, settings)
@@ -139,6 +143,23 @@ def nightly_dag(
         doc_md=doc_md or __doc__,
         max_active_runs=1,
     ) as dag:
+        alert = ContextualPrecisionAlertOperator(
+            task_id="alert",
+            min_mean="{{ params.min_mean }}",
+            min_pass_rate="{{ params.min_pass_rate }}",
+            min_drop="{{ params.min_drop }}",
+            retries=0,
+            **common,
+        )
+        if (judge_mode or settings.judge_mode) == "batch":
+            # one deferrable task: submits the partition's batch(es), waits on the triggerer,
+            # resumes to write the answers and the run row
+            batch = ContextualPrecisionOperator(
+                task_id="score_batch", judge_mode="batch",
+                **({"pool": pool} if pool else {}), **common,
+            )
+            batch >> alert
+            return dag
         plan = ContextualPrecisionPlanOperator(task_id="plan_chunks", **common)
         score = ContextualPrecisionOperator.partial(
             task_id="score_chunk",
@@ -148,14 +169,6 @@ def nightly_dag(
         ).expand(chunk=plan.output)
         aggregate = ContextualPrecisionFinalizeOperator(
             task_id="aggregate", chunk_results=score.output, trigger_rule="none_failed", **common,
-        )
-        alert = ContextualPrecisionAlertOperator(
-            task_id="alert",
-            min_mean="{{ params.min_mean }}",
-            min_pass_rate="{{ params.min_pass_rate }}",
-            min_drop="{{ params.min_drop }}",
-            retries=0,
-            **common,
         )
         aggregate >> alert
     return dag

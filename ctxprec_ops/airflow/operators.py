@@ -254,6 +254,7 @@ class CtxPrecBaseOperator(BaseOperator):
                 outage_tolerance=_opt_float(self.outage_tolerance, "outage_tolerance", lo=0.0),
                 sample_rate=_opt_float(self.sample_rate, "sample_rate", lo=0.0, hi=1.0),
                 max_rows=_opt_int(self.max_rows, "max_rows"),
+                judge_mode=getattr(self, "judge_mode", None) or None,
             )
         except (TypeError, ValueError) as exc:  # bad names or numbers: retrying cannot help
             raise AirflowFailException(f"invalid ctxprec settings: {redact(str(exc))}") from None
@@ -337,24 +338,32 @@ class ContextualPrecisionOperator(CtxPrecBaseOperator):
     re-judges only what is still missing.
     """
 
-    template_fields: Sequence[str] = (*CtxPrecBaseOperator.template_fields, "chunk")
+    template_fields: Sequence[str] = (*CtxPrecBaseOperator.template_fields, "chunk", "judge_mode")
 
     def __init__(
         self,
         *,
         chunk: dict[str, Any] | None = None,
         fail_on_judge_errors: bool = True,
+        judge_mode: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.chunk = chunk
         self.fail_on_judge_errors = fail_on_judge_errors
+        #: ``sync`` or ``batch`` (default: CTXPREC_JUDGE_MODE); batch mode scores the whole
+        #: partition and defers to ``BatchPollTrigger`` while the provider works
+        self.judge_mode = judge_mode
 
     def execute(self, context: Any) -> dict[str, Any]:
         from ..pipeline import Chunk, score_chunk, score_partition
 
         config = self.pipeline_config()
         run_id = self.ctxprec_run_id(context)
+        if config.judge_mode == "batch":
+            if self.chunk:
+                raise AirflowFailException("batch mode scores a whole partition: do not map it over chunks")
+            return self._batch_step(context, config, {})
         if self.chunk:
             try:
                 chunk = Chunk.from_dict(dict(self.chunk))
@@ -373,6 +382,37 @@ class ContextualPrecisionOperator(CtxPrecBaseOperator):
         self.log.info("result: %s", out)
         self.finish(result)
         return out
+
+    def _batch_step(self, context: Any, config: Any, state: dict[str, Any]) -> dict[str, Any]:
+        """Collect ended batches / submit what is left; defer while batches run; finish when done."""
+        from ..batch import batch_step
+
+        key = _partition(self.partition_key)
+        step = self._call(batch_step, config, key, run_id=self.ctxprec_run_id(context), state=state)
+        if step.summary is None:
+            from .triggers import BatchPollTrigger
+
+            self.log.info("partition %s: deferring while %d batch(es) run: %s", key, len(step.waiting),
+                          ", ".join(step.waiting))
+            self.defer(
+                trigger=BatchPollTrigger(step.waiting, base_url=config.judge_base_url,
+                                         judge_conn_id=self.judge_conn_id, poll_seconds=config.batch_poll_seconds),
+                method_name="resume_batch", kwargs={"state": step.state},
+            )
+        summary = step.summary
+        out = _public(summary.to_dict())
+        self.log.info("result: %s", out)
+        self.finish(summary)
+        return out
+
+    def resume_batch(self, context: Any, event: dict[str, Any] | None = None,
+                     state: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Back from the trigger: write what the batches answered (or submit the next round)."""
+        if event and event.get("status") == "error":
+            raise CtxPrecTaskError(f"polling the batches failed: {event.get('message')}")
+        if event:
+            self.log.info("batches ended: %s", event.get("batches"))
+        return self._batch_step(context, self.pipeline_config(), dict(state or {}))
 
     def finish(self, result: ChunkResult | RunSummary) -> None:
         """Apply the outcome policy to a chunk's or partition's result (``fail_on_judge_errors=False``

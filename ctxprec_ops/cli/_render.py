@@ -138,6 +138,7 @@ def estimate_table(e: Estimate) -> Table:
         ("nodes to judge", f"{e.nodes_to_judge:,}"), ("judge calls", f"{e.judge_calls:,}"),
         ("prompt tokens", f"{e.prompt_tokens:,}"), ("completion tokens", f"{e.completion_tokens:,}"),
         ("estimated cost", fmt_cost(e.cost)),
+        ("estimated cost, batch mode", fmt_cost(getattr(e, "batch_cost", None))),
     ]
     for name, value in rows:
         table.add_row(name, value)

@@ -82,6 +82,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "large partitions with a fast judge)")
     p.add_argument("--chunk", type=int, metavar="INDEX",
                    help="score only this chunk (0-based, as planned by --chunk-size); ctxprec_runs is not updated")
+    p.add_argument("--batch", action="store_true",
+                   help="judge through the OpenAI Batch API: half price, results within 24 h; resumes the "
+                        "partition's open batches instead of submitting again (default: CTXPREC_JUDGE_MODE)")
     p.add_argument("--run-id", metavar="ID", help="run id to record (default: a new random id)")
     p.add_argument("--finalize", action="store_true",
                    help="only summarise the partition into ctxprec_runs (after scoring its chunks with --chunk)")
@@ -112,7 +115,10 @@ def run(args: argparse.Namespace) -> int:
         args, concurrency=args.concurrency, max_cost=args.max_cost, strict_mode=True if args.strict else None,
         max_rpm=args.max_rpm, max_tpm=args.max_tpm, outage_tolerance=args.outage_tolerance,
         sample_rate=args.sample_rate, max_rows=args.max_rows,
+        judge_mode="batch" if args.batch else None,
     )
+    if config.judge_mode == "batch" and (args.chunk is not None or args.workers > 1):
+        raise UsageError("--batch scores the whole partition in one process: drop --chunk/--workers")
     check_judge(config.judge)
     run_id = args.run_id or uuid.uuid4().hex
     label = f"{partition} {config.metric}"

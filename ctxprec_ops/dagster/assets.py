@@ -63,6 +63,8 @@ def build_pipeline_config(
         outage_tolerance=judge.outage_tolerance,
         sample_rate=judge.sample_rate,
         max_rows=judge.max_rows,
+        judge_mode=judge.judge_mode,
+        batch_poll_seconds=judge.batch_poll_seconds,
     )
 
 

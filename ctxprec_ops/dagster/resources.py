@@ -76,6 +76,10 @@ class JudgeResource(ConfigurableResource):
                                  "(CTXPREC_MAX_ROWS).")
     outage_tolerance: float = Field(default=600.0, description="Seconds a judge outage is waited out before the run's "
                                     "remaining rows fail (CTXPREC_OUTAGE_TOLERANCE).")
+    judge_mode: str = Field(default="sync", description="'sync' or 'batch' (OpenAI Batch API: half price; the "
+                            "materialization submits, then polls until the batch ends, up to its 24 h window; "
+                            "a terminated run's batch is resumed by the next materialization).")
+    batch_poll_seconds: float = Field(default=60.0, description="Batch mode: longest wait between two polls.")
 
 
 class AlertThresholdsResource(ConfigurableResource):
@@ -137,6 +141,7 @@ def _judge(settings: Settings, *, require_key: bool) -> JudgeResource:
         concurrency=settings.concurrency, chunk_size=settings.chunk_size,
         max_rpm=settings.max_rpm, max_tpm=settings.max_tpm, outage_tolerance=settings.outage_tolerance,
         sample_rate=settings.sample_rate, max_rows=settings.max_rows,
+        judge_mode=settings.judge_mode, batch_poll_seconds=settings.batch_poll_seconds,
     )
 
 

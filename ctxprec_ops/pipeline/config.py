@@ -59,6 +59,10 @@ class PipelineConfig:
     sample_rate: float = 1.0
     max_rows: int | None = None
     sample_seed: str = DEFAULT_SAMPLE_SEED
+    #: ``sync`` (on-demand judge calls) or ``batch`` (OpenAI Batch API; see ctxprec_ops/batch)
+    judge_mode: str = "sync"
+    #: batch mode: longest wait between two polls of a batch, seconds
+    batch_poll_seconds: float = 60.0
 
     def __post_init__(self) -> None:
         kind = metric_kind(self.metric)
@@ -90,6 +94,8 @@ class PipelineConfig:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
+        if self.judge_mode not in ("sync", "batch"):
+            raise ValueError(f"judge_mode must be 'sync' or 'batch', got {self.judge_mode!r}")
         register_secret(self.judge_api_key)
 
     @property
@@ -142,6 +148,8 @@ class PipelineConfig:
             "max_tpm": s.max_tpm,
             "sample_rate": s.sample_rate,
             "max_rows": s.max_rows,
+            "judge_mode": s.judge_mode,
+            "batch_poll_seconds": s.batch_poll_seconds,
         }
         base.update(given)
         return cls(**base)

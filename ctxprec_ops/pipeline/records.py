@@ -181,7 +181,8 @@ class RunSummary:
 class ProgressEvent:
     #: ``judge_outage``: the circuit breaker paused, probed, resumed or gave up (``message`` says
     #: which, why and for how long)
-    kind: Literal["planned", "chunk_started", "rows_done", "chunk_done", "finished", "judge_outage"]
+    kind: Literal["planned", "chunk_started", "rows_done", "chunk_done", "finished", "judge_outage",
+                  "batch_waiting"]
     partition_key: str
     done: int = 0
     total: int | None = None

@@ -87,6 +87,10 @@ def score_partition(
     otherwise chunks are scored in this process, in order.
     """
     parse_partition_key(partition_key)
+    if config.judge_mode == "batch":  # OpenAI Batch API: submit or resume, poll, collect (ctxprec_ops/batch)
+        from ..batch.partition import score_partition_batch
+
+        return score_partition_batch(config, partition_key, run_id=run_id, progress=progress)
     run_id = run_id or uuid.uuid4().hex
     ctx = prepare(config)
     started = _now()
