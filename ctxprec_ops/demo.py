@@ -92,8 +92,11 @@ def _fresh_engine(url: str, *, force: bool) -> Engine:
         return sa.create_engine(normalize_url(url), connect_args={"check_same_thread": False})
     check_demo_warehouse(url, force=force)
     engine = sa.create_engine(normalize_url(url), pool_pre_ping=True)
+    from .warehouse.label_figures import label_figures_table
+
     with engine.begin() as conn:
         output_tables().metadata.drop_all(conn, checkfirst=True)
+        label_figures_table().drop(conn, checkfirst=True)
     return engine
 
 

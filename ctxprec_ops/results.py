@@ -51,6 +51,8 @@ class MetricResult:
     _verbose: Any = field(default=None, repr=False, compare=False)
     windows: list[WindowResult] | None = None
     case_index: int = 0
+    #: metric-specific figures besides the score (label metric: recall, reciprocal rank, NDCG@k)
+    figures: dict[str, Any] | None = None
 
     @property
     def verbose_logs(self) -> str | None:

@@ -14,6 +14,7 @@ from ..errors import InvalidTestCaseError
 from ..results import MetricResult
 from ..secrets import redact
 from ..warehouse.engine import read_connection, write_transaction
+from ..warehouse.label_figures import figure_row, write_figures
 from ..warehouse.source import parse_partition_key, read_chunk_rows
 from ..warehouse.store import ScoringKey, load_judgments, run_spend, scored_ids, write_chunk
 from .config import PipelineConfig
@@ -52,6 +53,8 @@ class _Intake:
     done_ids: set[str]
     cases: list[Any] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
+    #: per-case figures of metrics that have them (``MetricResult.figures``), as rows to write
+    figures: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _failure(log_id: str, pk: str, key: ScoringKey, error_type: str, message: str, attempts: int,
@@ -104,6 +107,9 @@ def _remaining_budget(ctx: PipelineContext, run_id: str) -> Budget | None:
 def _judge(ctx: PipelineContext, intake: _Intake, budget: Budget | None, run_id: str,
            progress: ProgressCallback | None, pk: str) -> tuple[list[MetricResult], DictVerdictCache | None]:
     """Judge the intake's cases through ``evaluate`` with the judgment cache preloaded."""
+    if not ctx.config.kind.needs_judge:  # pure computation: no judge, cache, budget or event loop
+        compute = ctx.metric.compute  # type: ignore[attr-defined]
+        return [compute(case, i) for i, case in enumerate(intake.cases)], None
     cache: DictVerdictCache | None = None
     if not ctx.judge_is_offline:  # offline judges are free and instant: nothing worth caching
         with read_connection(ctx.engine) as conn:
@@ -155,6 +161,8 @@ def _collect(ctx: PipelineContext, chunk: Chunk, intake: _Intake, results: list[
         if r.judge_calls == 0 and r.cached_nodes > 0:
             result.rows_cached += 1
         scores.append(_score_row(r, log_id, pk, key, run_id, scored_at, chunk.index))
+        if r.figures is not None:
+            intake.figures.append(figure_row(r.figures, log_id, pk, key, run_id))
     return scores
 
 
@@ -172,6 +180,8 @@ def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]],
     with write_transaction(ctx.engine) as conn:
         write_chunk(conn, ctx.tables, ctx.key, log_ids=[str(r["id"]) for r in intake.rows],
                     scores=scores, failures=intake.failures, judgments=judgments)
+        if intake.figures:
+            write_figures(conn, ctx.config.output_schema, intake.figures)
 
 
 def score_chunk(

@@ -26,12 +26,13 @@ class PipelineContext:
     tables: OutputTables
     source: SourceTable
     metric: BaseRetrievalMetric
-    judge: JudgeModel
+    #: None for a metric kind that needs no judge (``MetricKind.needs_judge``)
+    judge: JudgeModel | None
     key: ScoringKey
 
     @property
     def judge_is_offline(self) -> bool:
-        return bool(getattr(self.judge, "offline", False))
+        return self.judge is None or bool(getattr(self.judge, "offline", False))
 
 
 def prepare(config: PipelineConfig) -> PipelineContext:
@@ -44,8 +45,10 @@ def prepare(config: PipelineConfig) -> PipelineContext:
     source = reflect_source(engine, config.table_name, config.source_schema, config.source_columns.as_dict(),
                             columns_env=config.kind.columns_env,
                             optional=config.source_columns.optional_missing_ok())
-    judge = make_judge(config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key,
-                       timeout=config.judge_timeout)
+    judge = None
+    if config.kind.needs_judge:  # a pure computation (labels) needs no judge, key or endpoint
+        judge = make_judge(config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key,
+                           timeout=config.judge_timeout)
     metric = config.kind.build(config, judge)
     key = ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version)
     return PipelineContext(config, engine, tables, source, metric, judge, key)
