@@ -141,3 +141,24 @@ def test_cli_calibrate_and_compare(tmp_path, capsys) -> None:
     assert "--compare needs exactly two" in capsys.readouterr().err
     assert ctxprec(["calibrate", "--warehouse", url, "--labels", str(tmp_path / "nope.csv"), "--judge", "lexical"]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_demo_labels_calibrate_the_lexical_judge_offline_and_show_in_the_report(tmp_path, monkeypatch) -> None:
+    """The demo writes ~200 node labels over its topics, calibrates its (lexical) judge against
+    them, and the report shows the calibration; ``ctxprec calibrate`` re-runs on the file."""
+    from ctxprec_ops.demo import run_demo
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    url, out = f"sqlite:///{tmp_path / 'demo.db'}", tmp_path / "report.html"
+    result = run_demo(url, days=3, rows_per_day=(100, 120), conversations_per_day=(2, 3), end_date="2026-11-28", out=out)
+    labels = read_labels(result.labels_path)
+    assert 190 <= labels.nodes <= 210 and len(labels.labels) >= 25
+    a = result.calibration.agreement
+    assert a.nodes == labels.nodes and a.scored_cases == a.cases  # every node of each case is labelled
+    assert a.tp and a.tn and result.calibration.judge_calls == 0  # offline
+    assert 0 < a.f1.value < 1 and a.kappa.low <= a.kappa.value <= a.kappa.high
+    html = out.read_text()
+    assert 'id="calibration"' in html and "report_node_labels.csv" in html
+    assert ctxprec(["calibrate", "--warehouse", url, "--labels", str(result.labels_path), "--judge", "lexical",
+                    "--resamples", "100"]) == 0
+    assert query(url, "SELECT COUNT(*) FROM ctxprec_calibrations")[0][0] == 1  # same judge, prompt and labels
