@@ -13,14 +13,15 @@ from .errors import (
     JudgeUnavailableError,
     NotScorableError,
 )
-from .evaluate import a_evaluate, evaluate
-from .judges import JudgeModel, LexicalJudge, OpenAIJudge, make_judge
+from .evaluate import a_evaluate, assert_test, evaluate
+from .evaluate_configs import AsyncConfig, CacheConfig, DisplayConfig, ErrorConfig
+from .judges import DeepEvalBaseLLM, JudgeModel, LexicalJudge, OpenAIJudge, make_judge
 from .metrics.contextual_precision import ContextualPrecisionMetric
 from .metrics.turn_contextual_precision import TurnContextualPrecisionMetric
-from .results import EvaluationResult, MetricResult, WindowResult
+from .results import EvaluationResult, MetricData, MetricResult, TestResult, WindowResult
 from .retry import TransientJudgeError
 from .template import ContextualPrecisionTemplate, TurnContextualPrecisionTemplate
-from .test_case import ConversationalTestCase, LLMTestCase, ModelTestCase, Turn
+from .test_case import ConversationalTestCase, LLMTestCase, ModelTestCase, TestCaseTypeError, ToolCall, Turn
 from .verdicts import NodeVerdict
 
 __version__ = "0.1.0"
@@ -32,4 +33,7 @@ __all__ = [
     "EvaluationResult", "MetricResult", "WindowResult", "NodeVerdict", "TransientJudgeError",
     "CtxPrecError", "InvalidTestCaseError", "JudgeAnswerError", "JudgeUnavailableError",
     "JudgeConfigurationError", "BudgetExhaustedError", "NotScorableError",
+    # deepeval compatibility
+    "assert_test", "AsyncConfig", "DisplayConfig", "ErrorConfig", "CacheConfig", "DeepEvalBaseLLM",
+    "MetricData", "TestResult", "ToolCall", "TestCaseTypeError",
 ]

@@ -28,6 +28,7 @@ from .judging import EST_COMPLETION_TOKENS_PER_NODE
 from .pipeline import PipelineConfig
 from .pipeline.plan import iter_chunk_rows
 from .pricing import price_of
+from .template import answer_format
 from .warehouse.engine import get_engine, read_connection
 from .warehouse.schema import JUDGMENTS, SCORES, output_tables
 from .warehouse.source import parse_partition_key, reflect_source
@@ -146,7 +147,7 @@ def estimate_partition(
             est.nodes_to_judge += len(todo)
             for i in range(0, len(todo), group):
                 part = todo[i : i + group]
-                prompt = template.generate_verdicts(q, a, [t for _, t in part], [r for r, _ in part])
+                prompt = answer_format(template).prompt(q, a, [t for _, t in part], [r for r, _ in part])
                 chars += len(prompt)
                 est.judge_calls += 1
                 est.prompt_tokens += PROMPT_TOKENS_PER_CALL

@@ -10,17 +10,20 @@ import logging
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from pydantic import BaseModel
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from .budget import Budget
 from .cache import VerdictCache, judgment_keys
 from .errors import JudgeAnswerError, JudgeConfigurationError, JudgeUnavailableError
+from .judge_events import JudgeRetry, notify_retry, retry_reason
 from .judges.base import Generation, JudgeModel
 from .limiter import AdaptiveLimiter
 from .pricing import price_of
 from .retry import backoff_seconds, is_rate_limit, is_transient, retry_after_seconds
 from .secrets import redact
-from .verdicts import AnswerProblem, JudgeAnswer, NodeVerdict, check_coverage, parse_answer
+from .template import answer_format
+from .verdicts import AnswerProblem, JudgeAnswer, NodeVerdict
 
 log = logging.getLogger("ctxprec_ops.judging")
 
@@ -108,10 +111,14 @@ async def _retry(attempt_once, first: Exception, run: JudgeRun) -> Generation:
         run.stats["retries"] += 1
         exc = state.outcome.exception()
         log.debug("judge call failed (%s), retry %d", redact(str(exc))[:200], state.attempt_number + 1)
+        wait = state.next_action.sleep if state.next_action else 0.0
+        notify_retry(JudgeRetry(state.attempt_number + 1, run.max_retries, wait, retry_reason(exc)))
 
     run.stats["retries"] += 1
     log.debug("judge call failed (%s), retry 1", redact(str(first))[:200])
-    await asyncio.sleep(backoff_seconds(1, first))
+    first_wait = backoff_seconds(1, first)
+    notify_retry(JudgeRetry(1, run.max_retries, first_wait, retry_reason(first)))
+    await asyncio.sleep(first_wait)
     retrying = AsyncRetrying(
         stop=stop_after_attempt(run.max_retries),
         wait=_wait,
@@ -125,7 +132,8 @@ async def _retry(attempt_once, first: Exception, run: JudgeRun) -> Generation:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage) -> object:
+async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage,
+                schema: type[BaseModel] = JudgeAnswer) -> object:
     """One judge call with retries; returns the raw answer."""
     reserved = 0.0
     if run.budget is not None:
@@ -142,7 +150,7 @@ async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usa
         usage.attempts = max(usage.attempts, number)
         await run.limiter.acquire()
         try:
-            out = await judge.a_generate_with_usage(prompt, JudgeAnswer)
+            out = await judge.a_generate_with_usage(prompt, schema)
         except BaseException as exc:
             if isinstance(exc, Exception) and is_rate_limit(exc):
                 run.limiter.on_rate_limited(retry_after_seconds(exc))
@@ -187,17 +195,18 @@ async def _judge_group(
     usage: Usage,
 ) -> dict[int, NodeVerdict]:
     ids = [k for k, _ in group]
-    prompt = template.generate_verdicts(input, expected, [t for _, t in group], ids)
-    raw = await _call(judge, prompt, len(group), run, usage)
+    fmt = answer_format(template)  # by node id (ctxprec templates) or in node order (deepeval-style)
+    prompt = fmt.prompt(input, expected, [t for _, t in group], ids)
+    raw = await _call(judge, prompt, len(group), run, usage, fmt.schema)
     try:
-        return check_coverage(parse_answer(raw), ids)
+        return fmt.verdicts(raw, ids)
     except AnswerProblem as problem:
         first_problem = str(problem)
     usage.repairs += 1
     run.stats["repairs"] += 1
-    raw = await _call(judge, template.repair(prompt, first_problem, ids), len(group), run, usage)
+    raw = await _call(judge, fmt.repair(prompt, first_problem, ids), len(group), run, usage, fmt.schema)
     try:
-        return check_coverage(parse_answer(raw), ids)
+        return fmt.verdicts(raw, ids)
     except AnswerProblem as problem:
         second_problem = str(problem)
     if len(group) == 1:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from .verdicts import NodeVerdict
 
-__all__ = ["MetricResult", "WindowResult", "EvaluationResult"]
+__all__ = ["EvaluationResult", "MetricData", "MetricResult", "TestResult", "WindowResult"]
 
 
 @dataclass
@@ -31,9 +32,10 @@ class MetricResult:
 
     case_id: str | None
     metric: str
-    threshold: float
+    threshold: float | None
     score: float | None = None
-    success: bool = False
+    #: ``score >= threshold``; False after an error; None when the metric has no threshold
+    success: bool | None = False
     reason: str | None = None
     verdicts: list[NodeVerdict] = field(default_factory=list)
     error: str | None = None
@@ -53,6 +55,9 @@ class MetricResult:
     case_index: int = 0
     #: metric-specific figures besides the score (label metric: recall, reciprocal rank, NDCG@k)
     figures: dict[str, Any] | None = None
+    #: False when the metric does not score this kind of case (e.g. a turn metric on an
+    #: ``LLMTestCase``): the row says so in ``error``, ``test_results`` leaves it out
+    applicable: bool = True
 
     @property
     def verbose_logs(self) -> str | None:
@@ -95,6 +100,12 @@ class EvaluationResult:
     """Results of ``evaluate()``, in input order (case-major, then metric order)."""
 
     results: list[MetricResult]
+    #: the scored cases and metrics (deepeval's ``test_results`` view is built from them)
+    cases: list[Any] = field(default_factory=list, repr=False)
+    metrics: list[Any] = field(default_factory=list, repr=False)
+    #: deepeval's fields, always None here (no hosted test run)
+    confident_link: str | None = None
+    test_run_id: str | None = None
 
     def __repr__(self) -> str:  # short: a batch can hold millions of verdicts
         return f"EvaluationResult({len(self.results)} results, {len(self.errors)} errors)"
@@ -131,6 +142,15 @@ class EvaluationResult:
             return None
         return float(sum(costs))  # type: ignore[arg-type]
 
+    @property
+    def test_results(self) -> list[TestResult]:
+        """deepeval's view: one ``TestResult`` per case, in input order, with ``metrics_data``."""
+        cached = self.__dict__.get("_test_results")
+        if cached is None:
+            cached = _test_results(self)
+            self.__dict__["_test_results"] = cached
+        return cached
+
     def to_pandas(self):
         import pandas as pd
 
@@ -143,3 +163,76 @@ class EvaluationResult:
         df = pd.DataFrame(rows, columns=columns)
         df["score"] = df["score"].astype("float64")
         return df
+
+
+@dataclass
+class MetricData:
+    """One metric's outcome on one case, in deepeval's field names."""
+
+    name: str
+    threshold: float | None
+    success: bool | None
+    score: float | None
+    reason: str | None
+    strict_mode: bool
+    evaluation_model: str | None
+    error: str | None
+    evaluation_cost: float | None
+    verbose_logs: str | None
+    flaky: bool = False
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+@dataclass
+class TestResult:
+    """One case's outcome across metrics (deepeval's ``TestResult``): ``success`` is False when
+    any metric failed or errored."""
+
+    __test__ = False  # not a pytest test class
+
+    name: str
+    success: bool
+    metrics_data: list[MetricData]
+    conversational: bool
+    index: int | None = None
+    multimodal: bool | None = None
+    input: str | None = None
+    actual_output: str | None = None
+    expected_output: str | None = None
+    context: list[str] | None = None
+    retrieval_context: list[str] | None = None
+    turns: list[Any] | None = None
+    metadata: dict | None = None
+
+
+def _metric_data(r: MetricResult, metric: Any) -> MetricData:
+    return MetricData(
+        name=getattr(metric, "__name__", r.metric), threshold=r.threshold, success=r.success, score=r.score,
+        reason=r.reason if getattr(metric, "include_reason", True) else None,
+        strict_mode=bool(getattr(metric, "strict_mode", False)), evaluation_model=r.judge_model, error=r.error,
+        evaluation_cost=r.cost, verbose_logs=r.verbose_logs, flaky=bool(getattr(metric, "flaky", False)),
+        input_tokens=r.prompt_tokens, output_tokens=r.completion_tokens,
+    )
+
+
+def _test_results(ev: EvaluationResult) -> list[TestResult]:
+    n_metrics = len(ev.metrics)
+    out: list[TestResult] = []
+    for i, case in enumerate(ev.cases):
+        rows = ev.results[i * n_metrics : (i + 1) * n_metrics] if n_metrics else []
+        data = [_metric_data(r, m) for r, m in zip(rows, ev.metrics) if r.applicable]
+        conversational = hasattr(case, "turns")
+        out.append(TestResult(
+            name=getattr(case, "name", None) or getattr(case, "id", None) or f"test_case_{i}",
+            success=all(d.error is None and d.success is not False for d in data),
+            metrics_data=data, conversational=conversational, index=i,
+            multimodal=getattr(case, "multimodal", None),
+            input=None if conversational else getattr(case, "input", None),
+            actual_output=getattr(case, "actual_output", None),
+            expected_output=getattr(case, "expected_output", None),
+            context=getattr(case, "context", None),
+            retrieval_context=getattr(case, "retrieval_context", None),
+            turns=getattr(case, "turns", None), metadata=getattr(case, "metadata", None),
+        ))
+    return out

@@ -4,12 +4,29 @@ change the wording; the prompt version recorded with every score changes with it
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from typing import Sequence
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from .verdicts import (
+    JudgeAnswer,
+    NodeVerdict,
+    YesNoAnswer,
+    check_coverage,
+    parse_answer,
+    parse_in_order,
+)
 
 __all__ = [
+    "AnswerFormat",
     "ContextualPrecisionTemplate",
     "TurnContextualPrecisionTemplate",
+    "answer_format",
     "escape_node_text",
     "prompt_version",
 ]
@@ -86,6 +103,16 @@ Your previous answer could not be used: {problem}. Answer again with a single JS
 containing exactly one verdict for each node id in [{id_list}], no other ids, no repeats."""
 
 
+    @classmethod
+    def repair_in_order(cls, original_prompt: str, problem: str, count: int) -> str:
+        """Re-ask after an unusable answer to a deepeval-style template (yes/no verdicts in order)."""
+        return f"""{original_prompt}
+
+Your previous answer could not be used: {problem}. Answer again with a single JSON object \
+{{"verdicts": [...]}} holding exactly {count} verdict(s), one per document in the order the documents \
+were given, each {{"verdict": "yes" or "no", "reason": "<one short sentence>"}}."""
+
+
 class TurnContextualPrecisionTemplate(ContextualPrecisionTemplate):
     """Wording for one window of a conversation: the user's messages and the expected outcome."""
 
@@ -128,8 +155,97 @@ _CANONICAL = (
 
 
 def prompt_version(template: type | object) -> str:
-    """A short hash of what the template renders for a fixed sample: wording changes, it changes."""
-    t = template
-    rendered = t.generate_verdicts(_CANONICAL[0], _CANONICAL[1], _CANONICAL[2], [1, 2])
-    rendered += "\x00" + t.repair("P", "PROBLEM", [1, 2])
+    """A short hash of what the template renders for a fixed sample: wording changes, it changes.
+    A deepeval-style template (verdicts in node order) hashes its own rendering and repair text."""
+    fmt = answer_format(template)
+    rendered = fmt.prompt(_CANONICAL[0], _CANONICAL[1], _CANONICAL[2], [1, 2])
+    rendered += "\x00" + fmt.repair("P", "PROBLEM", [1, 2])
+    if fmt.in_order:
+        rendered += "\x00in-order"
     return "v1-" + hashlib.sha256(rendered.encode("utf-8")).hexdigest()[:12]
+
+
+#: what a deepeval-style ``generate_verdicts`` may declare, by name (deepeval passes only the
+#: variables a template declares; older templates take ``retrieval_context``, newer ones
+#: ``context_to_display``/``document_count_str``; turn templates ``expected_outcome``)
+_DEEPEVAL_VARIABLES = ("input", "expected_output", "expected_outcome", "retrieval_context", "context_to_display",
+                       "document_count_str", "multimodal_note", "multimodal", "strict")
+
+
+@dataclass(frozen=True)
+class AnswerFormat:
+    """How one template is asked and answered.
+
+    ctxprec templates (``generate_verdicts`` takes ``node_ids``) get numbered ``<node>`` blocks
+    and answer by node id. deepeval-style templates (no ``node_ids``) render exactly as written
+    and answer ``{"verdicts": [{"verdict": "yes"|"no", "reason": ...}]}`` in node order; their
+    count is validated and repaired like any other answer.
+    """
+
+    template: Any
+    in_order: bool
+    #: the deepeval variables the template declares (None: it takes ``**kwargs``, pass all)
+    declared: tuple[str, ...] | None = None
+
+    @property
+    def schema(self) -> type[BaseModel]:
+        return YesNoAnswer if self.in_order else JudgeAnswer
+
+    def prompt(self, input: str, expected: str, nodes: Sequence[str], ids: Sequence[int]) -> str:
+        if not self.in_order:
+            return self.template.generate_verdicts(input, expected, list(nodes), list(ids))
+        n = len(nodes)
+        values = {"input": input, "expected_output": expected, "expected_outcome": expected,
+                  "retrieval_context": list(nodes), "context_to_display": list(nodes),
+                  "document_count_str": f" ({n} document{'s' if n != 1 else ''})", "multimodal_note": "",
+                  "multimodal": False, "strict": True}
+        names = self.declared if self.declared is not None else _DEEPEVAL_VARIABLES
+        return self.template.generate_verdicts(**{k: values[k] for k in names})
+
+    def repair(self, prompt: str, problem: str, ids: Sequence[int]) -> str:
+        if not self.in_order:
+            return self.template.repair(prompt, problem, list(ids))
+        custom = getattr(self.template, "repair_in_order", None)
+        if callable(custom):
+            return custom(prompt, problem, len(ids))
+        return ContextualPrecisionTemplate.repair_in_order(prompt, problem, len(ids))
+
+    def verdicts(self, raw: Any, ids: Sequence[int]) -> dict[int, NodeVerdict]:
+        """The answer mapped to node ids; raises ``AnswerProblem`` when it cannot be used."""
+        if self.in_order:
+            return parse_in_order(raw, ids)
+        return check_coverage(parse_answer(raw), ids)
+
+
+def answer_format(template: Any) -> AnswerFormat:
+    """The ``AnswerFormat`` of a template class (or instance), worked out once per template."""
+    try:
+        return _answer_format(template)
+    except TypeError:  # unhashable template instance
+        return _answer_format.__wrapped__(template)
+
+
+@functools.lru_cache(maxsize=256)
+def _answer_format(template: Any) -> AnswerFormat:
+    fn = getattr(template, "generate_verdicts", None)
+    if not callable(fn):
+        raise TypeError(f"evaluation_template {template!r} has no generate_verdicts method")
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return AnswerFormat(template, in_order=False)
+    if params and params[0].name in ("self", "cls"):  # an unbound method on a template instance's class
+        params = params[1:]
+    names = [p.name for p in params]
+    if "node_ids" in names:
+        return AnswerFormat(template, in_order=False)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return AnswerFormat(template, in_order=True, declared=None)
+    unknown = [p.name for p in params if p.name not in _DEEPEVAL_VARIABLES and p.default is inspect.Parameter.empty
+               and p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    if unknown:
+        raise TypeError(
+            f"evaluation_template.generate_verdicts takes {', '.join(map(repr, unknown))}, which ctxprec-ops "
+            f"cannot supply (it passes: {', '.join(_DEEPEVAL_VARIABLES)}; or declare node_ids for id-keyed answers)"
+        )
+    return AnswerFormat(template, in_order=True, declared=tuple(n for n in names if n in _DEEPEVAL_VARIABLES))

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["NodeVerdict", "JudgeAnswer", "parse_answer", "check_coverage", "AnswerProblem"]
+__all__ = [
+    "AnswerProblem",
+    "JudgeAnswer",
+    "NodeVerdict",
+    "YesNoAnswer",
+    "YesNoVerdict",
+    "check_coverage",
+    "parse_answer",
+    "parse_in_order",
+]
 
 
 class NodeVerdict(BaseModel):
@@ -109,3 +119,81 @@ def check_coverage(answer: JudgeAnswer, expected_ids: Iterable[int]) -> dict[int
     if problems:
         raise AnswerProblem("; ".join(problems))
     return by_id
+
+
+# -- deepeval-style answers: yes/no verdicts in node order ---------------------------------------
+
+class YesNoVerdict(BaseModel):
+    """One verdict of a deepeval-style answer: ``verdict`` is ``"yes"`` or ``"no"``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    verdict: str
+    reason: str = ""
+
+
+class YesNoAnswer(BaseModel):
+    """A deepeval-style answer: one verdict per node, in the order the nodes were shown."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    verdicts: list[YesNoVerdict]
+
+
+#: strict JSON schema of ``YesNoAnswer`` (structured-output modes need every property required)
+YES_NO_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "verdicts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"verdict": {"type": "string", "enum": ["yes", "no"]}, "reason": {"type": "string"}},
+                "required": ["verdict", "reason"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["verdicts"],
+    "additionalProperties": False,
+}
+
+
+def _yes_no(value: Any, position: int) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("yes", "no"):
+        return value.strip().lower() == "yes"
+    raise AnswerProblem(f'verdict {position} is {value!r}, not "yes" or "no"')
+
+
+def parse_in_order(raw: Any, expected_ids: Iterable[int]) -> dict[int, NodeVerdict]:
+    """Map an in-order yes/no answer onto the node ids it was asked about (position i -> id i).
+
+    The count must match exactly: a short or long answer cannot be mapped by position, so it
+    is an ``AnswerProblem`` (the caller re-asks, then splits the group).
+    """
+    ids = list(expected_ids)
+    if isinstance(raw, BaseModel):
+        raw = raw.model_dump()
+    if isinstance(raw, (bytes, bytearray)):
+        raw = raw.decode("utf-8", "replace")
+    if isinstance(raw, str):
+        raw = _loads_tolerant(raw)
+    if isinstance(raw, list):
+        raw = {"verdicts": raw}
+    items = raw.get("verdicts") if isinstance(raw, dict) else None
+    if not isinstance(items, list):
+        raise AnswerProblem("the answer must be a JSON object with a 'verdicts' list")
+    if len(items) != len(ids):
+        raise AnswerProblem(f"the answer has {len(items)} verdict(s) for {len(ids)} document(s)")
+    out: dict[int, NodeVerdict] = {}
+    for position, (node, item) in enumerate(zip(ids, items), start=1):
+        if isinstance(item, BaseModel):
+            item = item.model_dump()
+        if not isinstance(item, dict) or ("verdict" not in item and "relevant" not in item):
+            raise AnswerProblem(f"verdict {position} is not an object with a 'verdict' field")
+        relevant = _yes_no(item.get("verdict", item.get("relevant")), position)
+        reason = item.get("reason")
+        out[node] = NodeVerdict(node=node, relevant=relevant, reason=reason if isinstance(reason, str) else "")
+    return out

@@ -183,3 +183,34 @@ def test_unmapped_operator_scores_a_whole_partition(probes: dict[str, Any]) -> N
                           "ci_high", "prompt_tokens", "completion_tokens", "cost", "judge_model",
                           "prompt_version", "started_at", "finished_at", "threshold", "judge_calls",
                           "failures_by_type", "error_message"}  # counts and figures, never rows
+
+
+NO_WAREHOUSE_PROBE = r'''
+import os, tempfile
+from ctxprec_ops.airflow.hooks import CtxPrecWarehouseHook, MissingWarehouseError
+from ctxprec_ops.airflow.operators import ContextualPrecisionPlanOperator
+out = {}
+work = tempfile.mkdtemp()
+os.chdir(work)  # a worker's working directory: the old fallback created ctxprec.db here
+try:
+    CtxPrecWarehouseHook().get_url()
+except MissingWarehouseError as exc:
+    out["hook"] = str(exc)
+op = ContextualPrecisionPlanOperator(task_id="plan_chunks", partition_key="2026-11-28")
+try:
+    op.execute({})
+    out["task"] = "no error"
+except Exception as exc:
+    out["task"] = f"{type(exc).__name__}: {exc}"
+out["files"] = sorted(os.listdir(work))
+emit(out)
+'''
+
+
+def test_missing_warehouse_setting_fails_first_and_clearly(airflow_env: AirflowEnv) -> None:
+    """No `ctxprec_warehouse` connection and no CTXPREC_WAREHOUSE_URL: the first task fails at
+    once, saying what to configure, and writes nothing (no sqlite file in the worker's cwd)."""
+    out = airflow_env.run_python(NO_WAREHOUSE_PROBE)
+    assert "no Airflow connection 'ctxprec_warehouse'" in out["hook"] and "CTXPREC_WAREHOUSE_URL" in out["hook"]
+    assert out["task"].startswith("AirflowFailException: no warehouse configured")
+    assert out["files"] == []

@@ -67,7 +67,8 @@ def test_retry_policy_is_exponential_with_jitter_and_backfills_run_one_partition
         policy = assets_def.op.retry_policy
         assert policy.max_retries == 3 and policy.backoff == Backoff.EXPONENTIAL and policy.jitter == Jitter.PLUS_MINUS
         assert policy.delay == pytest.approx(float(os.environ["CTXPREC_DAGSTER_RETRY_DELAY"]))
-        assert assets_def.backfill_policy.max_partitions_per_run == 1
+        # no BackfillPolicy (beta: it warned on every load): Dagster's default is one run per partition
+        assert assets_def.backfill_policy is None
 
 
 def test_each_scores_asset_has_threshold_regression_and_volume_checks():

@@ -41,6 +41,9 @@ def test_demo_command_end_to_end(tmp_path, capsys):
     assert (tmp_path / "report_conversations.html").exists()  # the turn metric's report
     assert (tmp_path / "report_labels.html").exists()  # the label metric's report
     assert "[12/12]" in captured.err  # non-interactive progress: one line per partition run (3 metrics x 4 days)
+    # the sample's malformed rows are recorded input problems, not a failed or "partial" day
+    assert "partial" not in out and "partial" not in captured.err
+    assert "bad input" in out and "bad input row(s) recorded" in captured.err
 
     rows = _count(url, "SELECT count(*) FROM retrieval_logs")
     convs = _count(url, "SELECT count(*) FROM conversation_logs")

@@ -82,7 +82,9 @@ def test_zero_volume_day_fires_volume(engine):
     r = check_partition(engine, P)  # nothing at all for P: no scores, no failures, no run
     assert r.figures.rows == 0 and r.figures.summary.n == 0 and r.figures.run_status is None
     assert _rules(r) == ["volume"] and r.alerts[0].severity == "warn"
-    assert "no rows at all" in r.alerts[0].message and "median 60 rows" in r.alerts[0].message
+    # never scored is said as such, not as an empty source
+    assert "not scored yet" in r.alerts[0].message and "median 60 rows" in r.alerts[0].message
+    assert r.notes[0].startswith(f"{P} has not been scored yet")
     assert r.regression.verdict == "no scores"
 
 

@@ -212,3 +212,11 @@ def test_turn_metric_windows_render_separately(tmp_path):
     assert len(tables) == 2
     assert [td.all_text() for td in tables[0].find_all("td", "rank")] == ["#1", "#2"]
     assert "w2 n1" in tables[1].all_text() and "window 2 of 2" in case.all_text()
+
+
+def test_worst_cases_show_the_expected_output(report):
+    _, root, _ = report
+    case = root.find_all("div", "case")[0]
+    expected = case.find_all("div", "expected")
+    assert expected and "".join(expected[0].text) == "x"  # the fixture's expected_output
+

@@ -14,12 +14,12 @@ def test_llm_test_case_roundtrip_and_alias():
 @pytest.mark.parametrize(
     "kwargs, fragment",
     [
-        (dict(input=3), "input must be a string"),
-        (dict(input="q", retrieval_context="one string"), "retrieval_context must be a list"),
-        (dict(input="q", retrieval_context=["ok", 5]), "retrieval_context[1] must be a string"),
-        (dict(input="q", expected_output=["a"]), "expected_output must be a string"),
-        (dict(input="q", id=1.5), "id must be"),
-        (dict(input="q", metadata=[1]), "metadata must be a dict"),
+        (dict(input=3), "'input' must be a string"),
+        (dict(input="q", retrieval_context="one string"), "'retrieval_context' must be None or a list of strings"),
+        (dict(input="q", retrieval_context=["ok", 5]), "'retrieval_context[1]' must be a string"),
+        (dict(input="q", expected_output=["a"]), "'expected_output' must be a string"),
+        (dict(input="q", id=1.5), "'id' must be"),
+        (dict(input="q", metadata=[1]), "'metadata' must be a dict"),
     ],
 )
 def test_llm_test_case_rejects_bad_fields(kwargs, fragment):

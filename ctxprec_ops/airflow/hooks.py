@@ -1,8 +1,11 @@
 """``CtxPrecWarehouseHook``: an Airflow connection (or a URL) -> the warehouse's SQLAlchemy engine.
 
 Resolution order: an explicit ``warehouse_url``; else the connection ``warehouse_conn_id``
-(default ``ctxprec_warehouse``) when it exists; else ``CTXPREC_WAREHOUSE_URL``; else the
-embedded default ``sqlite:///ctxprec.db``.
+(default ``ctxprec_warehouse``) when it exists; else ``CTXPREC_WAREHOUSE_URL``; else a clear
+``MissingWarehouseError`` — never the CLI's embedded default ``sqlite:///ctxprec.db``: under an
+orchestrator that would be a throw-away file in each worker's working directory, with the output
+tables created there before the run failed on the missing source table. (A deliberate SQLite
+warehouse is one setting away: ``CTXPREC_WAREHOUSE_URL=sqlite:////abs/path/ctxprec.db``.)
 
 Connections are turned into URLs by their own providers' hooks, as those providers define them:
 
@@ -26,9 +29,14 @@ from sqlalchemy.engine import URL, Engine, make_url
 from ..config import DEFAULT_WAREHOUSE_URL, Settings
 from ..secrets import redact, redact_url, register_secret
 
-__all__ = ["CtxPrecWarehouseHook", "DEFAULT_WAREHOUSE_CONN_ID", "DEFAULT_WAREHOUSE_URL", "mask"]
+__all__ = ["CtxPrecWarehouseHook", "DEFAULT_WAREHOUSE_CONN_ID", "DEFAULT_WAREHOUSE_URL", "MissingWarehouseError",
+           "mask"]
 
 DEFAULT_WAREHOUSE_CONN_ID = "ctxprec_warehouse"
+
+
+class MissingWarehouseError(ValueError):
+    """No warehouse is configured for the Airflow task (no connection, no CTXPREC_WAREHOUSE_URL)."""
 
 # libpq options a postgres connection keeps in its extra that belong in the SQLAlchemy URL
 _LIBPQ_EXTRAS = frozenset({
@@ -109,7 +117,12 @@ class CtxPrecWarehouseHook(BaseHook):
         settings = Settings.from_env()
         if settings.is_set("CTXPREC_WAREHOUSE_URL"):
             return _parse(settings.warehouse_url, "CTXPREC_WAREHOUSE_URL"), "CTXPREC_WAREHOUSE_URL"
-        return make_url(DEFAULT_WAREHOUSE_URL), "default"
+        conn_id = self.warehouse_conn_id or DEFAULT_WAREHOUSE_CONN_ID
+        raise MissingWarehouseError(
+            f"no warehouse configured: there is no Airflow connection {conn_id!r} and CTXPREC_WAREHOUSE_URL is "
+            f"not set for this worker. Add the connection (airflow connections add {conn_id} --conn-type postgres "
+            "...) or set CTXPREC_WAREHOUSE_URL on the scheduler and workers; nothing was read or written"
+        )
 
     def get_engine(self) -> Engine:
         """The warehouse engine (ctxprec's engine factory: psycopg 3, SQLite WAL + busy timeout)."""

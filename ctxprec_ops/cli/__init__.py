@@ -40,7 +40,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return _common.run_command(args)
+    try:
+        return _common.run_command(args)
+    finally:
+        # the user's SQLite file is left whole: WAL checkpointed, no -wal/-shm beside it
+        from ..warehouse.engine import release_sqlite_files
+
+        release_sqlite_files()
 
 
 if __name__ == "__main__":  # pragma: no cover

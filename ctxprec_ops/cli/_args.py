@@ -16,6 +16,7 @@ from ..pipeline import DEFAULT_METRIC, METRIC_KINDS, METRIC_NAMES, MetricKind, P
 from ..pipeline.columns import parse_column_flags
 from ..pipeline.outcome import EXIT_BUDGET, decide_error
 from ..secrets import redact
+from ..warehouse.engine import MissingDriverError, UnknownDialectError, check_dialect
 from ..warehouse.source import PartitionKeyError, parse_partition_key
 from ._common import err_console
 
@@ -106,6 +107,14 @@ def check_warehouse(url: str) -> None:
     except Exception:
         raise UsageError(f"invalid warehouse URL {redact(url)!r} (expected e.g. sqlite:///ctxprec.db or "
                          "postgresql://user@host/db)") from None
+    try:
+        check_dialect(url)
+    except UnknownDialectError as exc:  # a malformed URL, like any other: exit 2
+        raise UsageError(str(exc)) from None
+    except MissingDriverError as exc:  # a setup problem: exit 1, naming the package to install
+        raise CtxPrecError(str(exc)) from None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:") and not u.database.startswith("file:"):
         if not Path(u.database).exists():
             raise CtxPrecError(f"the SQLite warehouse file {u.database!r} does not exist")

@@ -47,6 +47,17 @@ def _ci(s: RunSummary) -> str:
 _STATUS_STYLE = {"succeeded": "green", "partial": "yellow", "budget_exhausted": "magenta", "failed": "red"}
 
 
+def status_cell(s: RunSummary) -> str:
+    """The run's status as printed: a ``partial`` run whose only failures are bad input rows is
+    complete (the rows are recorded input problems in ``ctxprec_failures``, not a failed run), so it
+    reads ``done, N bad input`` rather than ``partial``. The stored ``status`` is unchanged."""
+    if s.status == "partial" and s.completed:
+        bad = sum(s.failures_by_type.values())
+        return f"[green]done[/], [yellow]{bad} bad input[/]"
+    style = _STATUS_STYLE.get(s.status)
+    return f"[{style}]{s.status}[/]" if style else s.status
+
+
 def runs_table(summaries: Sequence[RunSummary], *, title: str | None = None, show_metric: bool = True) -> Table:
     """One row per partition run: counts, mean/median, pass rate, 95% CI of the mean, spend."""
     table = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -60,8 +71,7 @@ def runs_table(summaries: Sequence[RunSummary], *, title: str | None = None, sho
         cells = [s.partition_key]
         if show_metric:
             cells.append(s.metric)
-        style = _STATUS_STYLE.get(s.status)
-        cells.append(f"[{style}]{s.status}[/]" if style else s.status)
+        cells.append(status_cell(s))
         cells += [
             str(s.rows_total), str(s.rows_scored), str(s.rows_cached), str(s.rows_failed),
             fmt_num(s.mean_score), fmt_num(s.median_score),
@@ -77,11 +87,10 @@ def run_table(s: RunSummary, *, title: str | None = None) -> Table:
     table = Table(title=title, show_header=False, box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("figure", style="bold")
     table.add_column("value", justify="right")
-    style = _STATUS_STYLE.get(s.status)
     failures = ", ".join(f"{t} {n}" for t, n in sorted(s.failures_by_type.items()))
     rows = [
         ("partition", s.partition_key), ("metric", s.metric),
-        ("status", f"[{style}]{s.status}[/]" if style else s.status),
+        ("status", status_cell(s)),
         ("rows", f"{s.rows_total:,}"), ("scored", f"{s.rows_scored:,}"),
         ("  of which cached / already scored", f"{s.rows_cached:,}"),
         ("failed", f"{s.rows_failed:,}" + (f" ({failures})" if failures else "")),

@@ -25,7 +25,9 @@ alert rules:
   threshold   mean < --min-mean, pass rate < --min-pass-rate           (severity error)
   regression  mean more than --min-drop below the pooled per-case scores of the previous
               --baseline-partitions scored partitions AND one-sided Welch t-test p < --alpha;
-              no verdict with fewer than 2 baseline partitions / 20 cases  (warn)
+              no verdict with fewer than 2 baseline partitions / 20 cases  (warn).
+              Partitions that fired this rule are left out of later baselines
+              (--keep-regressions-in-baseline to pool them anyway)
   volume      rows < --volume-ratio x the baseline median rows per partition; a partition
               with no rows at all is checked too                            (warn)
   failure     failed rows / rows > --max-failure-rate                       (warn)
@@ -102,6 +104,9 @@ def _common(p: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
         p.add_argument("--baseline-partitions", type=_positive, default=7, metavar="N", help="trailing baseline size in scored partitions (default: %(default)s)")
         p.add_argument("--volume-ratio", type=_unit("--volume-ratio"), default=0.5, metavar="X", help="volume: alert below X times the baseline median rows (default: %(default)s)")
         p.add_argument("--max-failure-rate", type=_unit("--max-failure-rate"), default=0.2, metavar="X", help="alert when more than X of the rows failed (default: %(default)s)")
+        p.add_argument("--keep-regressions-in-baseline", action="store_true",
+                       help="pool partitions that fired a regression alert into later baselines "
+                            "(default: leave them out, as process control does)")
 
 
 def _settings(args: argparse.Namespace) -> tuple[str, "AlertRules"]:
@@ -120,6 +125,7 @@ def _settings(args: argparse.Namespace) -> tuple[str, "AlertRules"]:
             baseline_partitions=args.baseline_partitions,
             volume_ratio=args.volume_ratio,
             max_failure_rate=args.max_failure_rate,
+            exclude_regressions_from_baseline=not args.keep_regressions_in_baseline,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -231,6 +237,7 @@ def run_check(args: argparse.Namespace) -> int:
         min_drop=rules.min_drop, alpha=rules.alpha, baseline_partitions=rules.baseline_partitions,
         volume_ratio=rules.volume_ratio, max_failure_rate=rules.max_failure_rate,
         judge_model=args.judge_model, prompt_version=args.prompt_version,
+        exclude_regressions_from_baseline=rules.exclude_regressions_from_baseline,
     )  # fmt: skip
     try:
         sinks = sinks_from_env(webhook=args.webhook, email_to=args.email_to)
@@ -241,13 +248,14 @@ def run_check(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:
         console.print(_figures_table(result))
+        console.print(f"baseline: {result.baseline.describe()}", markup=False, highlight=False, soft_wrap=True)
         if result.population:
             console.print(f"population: {result.population.label()}", markup=False, highlight=False)
         for a in result.alerts:
             style = "bold red" if a.severity == "error" else "bold yellow"
             console.print(Text.assemble(("ALERT", style), f" [{a.severity}] {a.rule}: {a.message}"))
         for n in result.notes:
-            console.print(f"note: {n}", markup=False, highlight=False)
+            console.print(f"note: {n}", markup=False, highlight=False, soft_wrap=True)
         if not result.fired:
             console.print("[green]no alerts[/green]")
     # the log sink is for schedulers' logs; the console already shows everything

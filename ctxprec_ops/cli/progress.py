@@ -1,9 +1,14 @@
 """Render the pipeline's ``ProgressEvent``s: rich bars on an interactive stderr, plain log
-lines otherwise (CI logs, cron mail, Airflow task logs)."""
+lines otherwise (CI logs, cron mail, Airflow task logs).
+
+Judge retries (``judge_events``) are shown too: while calls are being retried the display says so,
+why (rate limit, endpoint unreachable, HTTP status) and for how long the judge has been failing —
+as a note on the bars, or as a plain line at most every ``RETRY_LINE_EVERY`` seconds."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from types import TracebackType
 
 from rich.console import Console
@@ -17,9 +22,21 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from ..judge_events import JudgeRetry, add_retry_listener
 from ..pipeline import ProgressCallback, ProgressEvent
 
-__all__ = ["ProgressDisplay"]
+__all__ = ["ProgressDisplay", "retry_line"]
+
+#: plain mode: at most one "judge retrying" line per this many seconds (many calls retry at once)
+RETRY_LINE_EVERY = 10.0
+
+
+def retry_line(event: JudgeRetry, failing_for: float, retried: int) -> str:
+    """The message shown while the judge is being retried."""
+    more = f"; {retried} failed call(s) being retried" if retried > 1 else ""
+    return (f"judge retrying: {event.reason} — retry {event.retry} of {event.max_retries}, next attempt in "
+            f"{event.wait_seconds:.0f}s; failing for {failing_for:.0f}s{more} (rows whose calls still fail after "
+            f"the last retry are recorded as judge_unavailable failures)")
 
 
 class ProgressDisplay:
@@ -42,8 +59,15 @@ class ProgressDisplay:
         self._progress: Progress | None = None
         self._overall: TaskID | None = None
         self._runs_done = 0
+        self._unsubscribe: Callable[[], None] | None = None
+        self._retry_since: float | None = None  # first retry of the current failing streak
+        self._retry_count = 0
+        self._retry_logged = 0.0
+        self._retry_task: TaskID | None = None
 
     def __enter__(self) -> "ProgressDisplay":
+        if self.enabled:
+            self._unsubscribe = add_retry_listener(self._on_retry)
         if self.enabled and self.interactive:
             self._progress = Progress(
                 TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -57,6 +81,9 @@ class ProgressDisplay:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
@@ -65,6 +92,32 @@ class ProgressDisplay:
         """A plain line above the bars (or on stderr when not interactive)."""
         if self.enabled:
             self.console.print(message, markup=False, highlight=False, soft_wrap=True)
+
+    # -- judge retries -------------------------------------------------------------------------
+    def _on_retry(self, event: JudgeRetry) -> None:
+        now = time.monotonic()
+        if self._retry_since is None:
+            self._retry_since = now
+        self._retry_count += 1
+        message = retry_line(event, now - self._retry_since, self._retry_count)
+        progress = self._progress
+        if progress is not None:
+            if self._retry_task is None:
+                self._retry_task = progress.add_task("[yellow]judge", total=None, note=message)
+            else:
+                progress.update(self._retry_task, note=message)
+        elif self._retry_logged == 0.0 or now - self._retry_logged >= RETRY_LINE_EVERY:
+            self._retry_logged = now
+            self.log(message)
+
+    def _progressed(self) -> None:
+        """Rows got done: a failing streak (if any) is over."""
+        if self._retry_since is None:
+            return
+        self._retry_since, self._retry_count, self._retry_logged = None, 0, 0.0
+        if self._progress is not None and self._retry_task is not None:
+            self._progress.remove_task(self._retry_task)
+            self._retry_task = None
 
     def callback(self, label: str) -> ProgressCallback:
         """The progress callback for one partition run, shown as ``label``."""
@@ -81,6 +134,8 @@ class ProgressDisplay:
         task: TaskID = progress.add_task(label, total=None, note="")
 
         def on(ev: ProgressEvent) -> None:
+            if ev.kind in ("rows_done", "chunk_done", "finished") and ev.done:
+                self._progressed()
             if ev.kind == "planned":
                 progress.update(task, total=ev.total or 0, completed=0, note=ev.message)
             elif ev.kind in ("rows_done", "chunk_done"):
@@ -105,6 +160,8 @@ class ProgressDisplay:
         state = {"chunks": 0}
 
         def on(ev: ProgressEvent) -> None:
+            if ev.kind in ("rows_done", "chunk_done", "finished") and ev.done:
+                self._progressed()
             if ev.kind == "planned" and not self.compact:
                 self.log(f"{label}: {ev.message or f'{ev.total} rows'}")
             elif ev.kind == "chunk_done":

@@ -9,7 +9,7 @@ from .assets import apply_decision, build_pipeline_config, build_scores_asset
 from .checks import CHECK_KINDS, build_score_checks
 from .jobs import build_score_job
 from .partitions import build_daily_partitions
-from .policies import one_partition_per_run, scoring_retry_policy
+from .policies import scoring_retry_policy
 from .resources import AlertThresholdsResource, JudgeResource, WarehouseResource, resources_for
 from .schedules import build_nightly_schedule
 from .sources import log_table_spec
@@ -18,5 +18,5 @@ __all__ = [
     "AlertThresholdsResource", "JudgeResource", "WarehouseResource", "resources_for",
     "build_scores_asset", "build_pipeline_config", "apply_decision", "build_score_checks", "CHECK_KINDS",
     "build_score_job", "build_nightly_schedule", "build_daily_partitions", "scoring_retry_policy",
-    "one_partition_per_run", "log_table_spec",
+    "log_table_spec",
 ]

@@ -31,7 +31,7 @@ from ctxprec_ops.secrets import redact, register_secret
 
 from .metadata import summary_metadata
 from .partitions import build_daily_partitions
-from .policies import one_partition_per_run, scoring_retry_policy
+from .policies import scoring_retry_policy
 from .progress import RunLogProgress
 from .resources import AlertThresholdsResource, JudgeResource, WarehouseResource
 from .sources import GROUP
@@ -72,7 +72,8 @@ def apply_decision(decision: Decision, metadata: dict | None = None) -> None:
 
 def _attempt_run_id(context: AssetExecutionContext) -> str:
     """``ctxprec_runs.run_id``: the Dagster run id, suffixed by the retry number on a retry."""
-    return context.run_id if context.retry_number == 0 else f"{context.run_id}.retry{context.retry_number}"
+    run_id = context.run.run_id  # (context.run_id is deprecated)
+    return run_id if context.retry_number == 0 else f"{run_id}.retry{context.retry_number}"
 
 
 def _error_failure(exc: BaseException, metric: str, partition_key: str) -> Failure:
@@ -105,7 +106,8 @@ def build_scores_asset(
         partitions_def=partitions_def or build_daily_partitions(),
         deps=[kind.default_table],
         retry_policy=retry_policy or scoring_retry_policy(),
-        backfill_policy=one_partition_per_run,
+        # no backfill_policy (a beta parameter that warns on every load): Dagster's default for an
+        # asset without one is already one run per partition
         pool="ctxprec_judge",
         group_name=GROUP,
         kinds={"python", "sql"},

@@ -36,11 +36,17 @@ from .resources import AlertThresholdsResource, WarehouseResource
 
 __all__ = ["CHECK_KINDS", "build_score_checks", "check_metadata"]
 
-#: check name -> (severity when it fails, what it guards)
+#: check name -> (severity when it fails, what it checks). The spec's description names the rule,
+#: never an outcome: Dagster shows it next to a failed result too (the result's own description
+#: says what was found).
 CHECK_KINDS: dict[str, tuple[AssetCheckSeverity, str]] = {
-    "threshold": (AssetCheckSeverity.ERROR, "Partition mean / pass rate at or above CTXPREC_MIN_MEAN / CTXPREC_MIN_PASS_RATE."),
-    "regression": (AssetCheckSeverity.WARN, "No statistically significant drop below the trailing 7-partition baseline."),
-    "volume": (AssetCheckSeverity.WARN, "Rows at least half the baseline's median, failed rows within max_failure_rate."),
+    "threshold": (AssetCheckSeverity.ERROR,
+                  "Fails when the partition mean / pass rate is below CTXPREC_MIN_MEAN / CTXPREC_MIN_PASS_RATE."),
+    "regression": (AssetCheckSeverity.WARN,
+                   "Fails when the mean drops significantly below the trailing baseline (previous scored partitions, "
+                   "regressed ones left out)."),
+    "volume": (AssetCheckSeverity.WARN,
+               "Fails when rows fall below half the baseline's median or too many rows failed (max_failure_rate)."),
 }
 
 
@@ -72,6 +78,8 @@ def check_metadata(result: CheckResult, kind: str) -> dict[str, MetadataValue]:
         md["baseline_mean"] = _num(b.mean)
         md["baseline_cases"] = _num(b.n)
         md["baseline_partitions"] = MetadataValue.text(", ".join(base.partitions) or "none")
+        md["baseline_excluded"] = MetadataValue.text(", ".join(base.excluded) or "none")
+        md["baseline_not_yet_scored"] = MetadataValue.text(", ".join(base.missing) or "none")
         md["drop"] = _num(result.regression.drop)
         md["p_value"] = _num(result.regression.p_value)
         md["min_drop"] = _num(result.rules.min_drop)
@@ -92,12 +100,16 @@ def check_metadata(result: CheckResult, kind: str) -> dict[str, MetadataValue]:
 
 def _description(result: CheckResult, kind: str) -> str:
     fired = result.alerts_of(kind)
+    if kind == "regression":
+        text = ("\n".join(a.message for a in fired) if fired
+                else f"{result.regression.verdict}: {result.regression.detail}".rstrip(": "))
+        if result.baseline.missing:  # a backfill runs days concurrently: say what the baseline lacks
+            text += f"\nbaseline incomplete: {', '.join(result.baseline.missing)} not yet scored"
+        return text
     if fired:
         return "\n".join(a.message for a in fired)
     if kind == "threshold" and result.rules.min_mean is None and result.rules.min_pass_rate is None:
         return "no threshold configured (CTXPREC_MIN_MEAN / CTXPREC_MIN_PASS_RATE unset)"
-    if kind == "regression":
-        return f"{result.regression.verdict}: {result.regression.detail}".rstrip(": ")
     return result.headline()
 
 

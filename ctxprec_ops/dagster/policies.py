@@ -5,11 +5,11 @@ endpoint or warehouse that stays down for minutes. Each retry re-runs the whole 
 is cheap: rows already scored are upserted again from the judgment cache, never re-judged.
 """
 
-from dagster import Backoff, BackfillPolicy, Jitter, RetryPolicy
+from dagster import Backoff, Jitter, RetryPolicy
 
 from ctxprec_ops.config import Settings
 
-__all__ = ["scoring_retry_policy", "one_partition_per_run"]
+__all__ = ["scoring_retry_policy"]
 
 
 def scoring_retry_policy(delay: float | None = None, max_retries: int | None = None) -> RetryPolicy:
@@ -24,5 +24,6 @@ def scoring_retry_policy(delay: float | None = None, max_retries: int | None = N
     )
 
 
-#: a backfill launches one run per partition, so each day succeeds, fails and retries on its own
-one_partition_per_run = BackfillPolicy.multi_run(max_partitions_per_run=1)
+# Backfills: no BackfillPolicy on the assets (the parameter is beta in Dagster 1.13 and warns on
+# every code load). Without one, Dagster launches one run per partition, so each day succeeds,
+# fails and retries on its own.

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from ..config import default_judge_name
 from ..errors import JudgeConfigurationError
-from .base import Generation, JudgeModel
+from .base import CustomModelJudge, DeepEvalBaseLLM, Generation, JudgeModel
 from .lexical import LexicalJudge
 from .openai_judge import OpenAIJudge
 
-__all__ = ["JudgeModel", "Generation", "LexicalJudge", "OpenAIJudge", "make_judge", "resolve_judge"]
+__all__ = ["CustomModelJudge", "DeepEvalBaseLLM", "Generation", "JudgeModel", "LexicalJudge", "OpenAIJudge", "make_judge", "resolve_judge"]
 
 
 def make_judge(
@@ -26,11 +26,14 @@ def make_judge(
     """
     if isinstance(name, JudgeModel):
         return name
+    if not isinstance(name, str) and name is not None and CustomModelJudge.fits(name):
+        return CustomModelJudge(name)  # a deepeval-style custom model (e.g. a DeepEvalBaseLLM)
     if name is None:
         name = default_judge_name()
     if not isinstance(name, str) or not name.strip():
         raise JudgeConfigurationError(
-            f"model must be a model name, 'lexical' or a JudgeModel instance, got {type(name).__name__}"
+            f"model must be a model name, 'lexical', a JudgeModel or a deepeval-style model (get_model_name, "
+            f"generate, a_generate), got {type(name).__name__}"
         )
     name = name.strip()
     if name.lower() == "lexical":

@@ -8,13 +8,14 @@ implement ``a_generate_with_usage``; the metric uses it when present.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["JudgeModel", "Generation"]
+__all__ = ["CustomModelJudge", "DeepEvalBaseLLM", "Generation", "JudgeModel", "call_custom_model"]
 
 
 @dataclass
@@ -66,3 +67,81 @@ class JudgeModel(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.get_model_name()!r})"
+
+
+def _takes_schema(fn: Any) -> bool:
+    """Whether a custom model's ``generate``/``a_generate`` accepts a ``schema`` argument."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "schema" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+async def call_custom_model(model: Any, prompt: str, schema: type[BaseModel] | None) -> Any:
+    """Ask a deepeval-style model (``generate``/``a_generate``, with or without ``schema``).
+
+    ``schema`` is passed by keyword when the method declares it (as deepeval does), otherwise
+    the prompt alone; a synchronous ``a_generate`` or a model with only ``generate`` works too
+    (``generate`` then runs in a thread so the event loop keeps serving other cases).
+    """
+    fn = getattr(model, "a_generate", None)
+    if callable(fn):
+        out = fn(prompt, schema=schema) if schema is not None and _takes_schema(fn) else fn(prompt)
+        return await out if inspect.isawaitable(out) else out
+    gen = model.generate
+    if schema is not None and _takes_schema(gen):
+        return await asyncio.to_thread(gen, prompt, schema=schema)
+    return await asyncio.to_thread(gen, prompt)
+
+
+def _generation(out: Any) -> Generation:
+    cost = None
+    if isinstance(out, tuple) and len(out) == 2:  # deepeval's (answer, cost) convention
+        out, cost = out
+    return Generation(output=out, cost=cost)
+
+
+class DeepEvalBaseLLM(JudgeModel):
+    """deepeval's custom-model base class, under the same name: a model written for deepeval
+    (``load_model``, ``generate``, ``a_generate``, ``get_model_name``) works with only the import
+    changed. ``generate``/``a_generate`` may or may not declare ``schema``; they may answer
+    with a string, a dict or an instance of ``schema``."""
+
+    def __init__(self, model: Any = None, *args: Any, **kwargs: Any) -> None:
+        self.name = model
+        self.model = self.load_model(*args, **kwargs)
+
+    @abstractmethod
+    def load_model(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    async def a_generate_with_usage(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
+        return _generation(await call_custom_model(self, prompt, schema))
+
+
+class CustomModelJudge(JudgeModel):
+    """A judge around any object shaped like deepeval's ``DeepEvalBaseLLM`` (duck-typed on
+    ``get_model_name`` and ``generate``/``a_generate``): deepeval's own instances work without
+    importing deepeval."""
+
+    def __init__(self, model: Any) -> None:
+        self.wrapped = model
+
+    def get_model_name(self) -> str:
+        return str(self.wrapped.get_model_name())
+
+    def generate(self, prompt: str, schema: type[BaseModel] | None = None) -> Any:
+        gen = self.wrapped.generate
+        return gen(prompt, schema=schema) if schema is not None and _takes_schema(gen) else gen(prompt)
+
+    async def a_generate(self, prompt: str, schema: type[BaseModel] | None = None) -> Any:
+        return await call_custom_model(self.wrapped, prompt, schema)
+
+    async def a_generate_with_usage(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
+        return _generation(await call_custom_model(self.wrapped, prompt, schema))
+
+    @staticmethod
+    def fits(model: Any) -> bool:
+        return callable(getattr(model, "get_model_name", None)) and (
+            callable(getattr(model, "a_generate", None)) or callable(getattr(model, "generate", None))
+        )

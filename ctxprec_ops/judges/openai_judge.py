@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from ..errors import JudgeConfigurationError
 from ..pricing import cost_of
 from ..secrets import register_secret
-from ..verdicts import JudgeAnswer
+from ..verdicts import YES_NO_SCHEMA, JudgeAnswer, YesNoAnswer
 from .base import Generation, JudgeModel
 
 __all__ = ["OpenAIJudge", "JUDGE_ANSWER_SCHEMA"]
@@ -54,6 +54,8 @@ def _schema_for(schema: type[BaseModel] | None) -> dict[str, Any] | None:
         return None
     if schema is JudgeAnswer:
         return JUDGE_ANSWER_SCHEMA
+    if schema is YesNoAnswer:  # a deepeval-style template's answer
+        return YES_NO_SCHEMA
     return schema.model_json_schema()
 
 

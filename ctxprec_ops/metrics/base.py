@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from .._async import run_sync
-from ..errors import CtxPrecError, InvalidTestCaseError
+from ..errors import CtxPrecError, InvalidTestCaseError, JudgeConfigurationError
 from ..judges import JudgeModel, resolve_judge
 from ..judging import JudgeRun
 from ..limiter import AdaptiveLimiter
@@ -27,28 +27,45 @@ class BaseRetrievalMetric:
 
     def __init__(
         self,
-        threshold: float = 0.5,
-        model: str | JudgeModel | None = None,
+        threshold: float | None = 0.5,
+        model: Any = None,
+        system_one_model: Any = None,
+        eval_mode: str | None = None,
         include_reason: bool = True,
-        strict_mode: bool = False,
         async_mode: bool = True,
+        strict_mode: bool = False,
         verbose_mode: bool = False,
+        flaky: bool = False,
         evaluation_template: type | None = None,
         *,
         max_nodes_per_call: int = 20,
         max_retries: int = 6,
     ) -> None:
-        if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not 0 <= threshold <= 1:
-            raise ValueError(f"threshold must be a number between 0 and 1, got {threshold!r}")
+        """Arguments in deepeval's (4.3) names and positional order. ``threshold=None`` scores
+        without a pass/fail verdict (``success`` stays None); ``model`` is a model name,
+        ``"lexical"``, a ``JudgeModel`` or a deepeval-style custom model (``get_model_name``,
+        ``generate``, ``a_generate``). deepeval's ``eval_mode`` is accepted as ``None``/``"llm"``
+        only (the judge is always an LLM-style model here); ``system_one_model`` is not supported."""
+        if system_one_model is not None:
+            raise JudgeConfigurationError("system_one_model is not supported: pass the judge as model=")
+        if eval_mode not in (None, "llm"):
+            raise JudgeConfigurationError(f"eval_mode={eval_mode!r} is not supported (only 'llm')")
+        if threshold is not None and (
+            not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not 0 <= threshold <= 1
+        ):
+            raise ValueError(f"threshold must be a number between 0 and 1 or None, got {threshold!r}")
         if max_nodes_per_call < 1:
             raise ValueError("max_nodes_per_call must be at least 1")
         self.strict_mode = strict_mode
-        self.threshold = 1.0 if strict_mode else float(threshold)
+        self.threshold: float | None = 1.0 if strict_mode else (None if threshold is None else float(threshold))
         self.model: JudgeModel = resolve_judge(model)
         self.evaluation_model = self.model.get_model_name()
         self.include_reason = include_reason
         self.async_mode = async_mode
         self.verbose_mode = verbose_mode
+        self.flaky = flaky
+        self.eval_mode = eval_mode or "llm"
+        self.system_one_model = None
         self.evaluation_template = evaluation_template or self.default_template
         self.prompt_version = _prompt_version(self.evaluation_template)
         self.max_nodes_per_call = max_nodes_per_call
@@ -64,11 +81,18 @@ class BaseRetrievalMetric:
         self.verbose_logs: str | None = None
         self.error: str | None = None
         self.result: MetricResult | None = None
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
 
     # -- to implement ------------------------------------------------------------------------
     def accepts(self, test_case: Any) -> bool:
         """Whether this metric scores this kind of case (``evaluate`` pairs them up)."""
         raise NotImplementedError
+
+    def coerce(self, test_case: Any) -> Any:
+        """The case as this metric's own test-case class (a deepeval case is copied by attribute);
+        returned unchanged when it is of another kind (``_validate`` then says so)."""
+        return test_case
 
     def _validate(self, test_case: Any) -> None:
         raise NotImplementedError
@@ -98,9 +122,15 @@ class BaseRetrievalMetric:
         )
         started = time.perf_counter()
         try:
+            test_case = self.coerce(test_case)
+            if getattr(test_case, "multimodal", False):
+                raise InvalidTestCaseError(
+                    "images are not supported: this case is multimodal (it contains an image placeholder); "
+                    "ctxprec-ops scores text retrieval only (no judge call was made)"
+                )
             self._validate(test_case)
             await self._evaluate(test_case, run, result)
-            result.success = result.score is not None and result.score >= self.threshold
+            result.success = _passes(result.score, self.threshold)
         except Exception as exc:  # isolate: one case never takes others down
             result.score = None
             result.success = False
@@ -120,6 +150,8 @@ class BaseRetrievalMetric:
         self.evaluation_cost = result.cost
         self.verbose_logs = result.verbose_logs
         self.error = result.error
+        self.input_tokens = result.prompt_tokens
+        self.output_tokens = result.completion_tokens
         if self.verbose_mode and result.verbose_logs:
             print(result.verbose_logs)
 
@@ -142,8 +174,16 @@ class BaseRetrievalMetric:
         """Score one case; works inside a running event loop (no loop patching)."""
         return run_sync(lambda: self.a_measure(test_case))
 
-    def is_successful(self) -> bool:
-        return bool(self.success) and self.error is None
+    def is_successful(self) -> bool | None:
+        """As deepeval computes it, from the current attributes: None without a threshold, False
+        after an error, else ``score >= threshold`` (False when there is no score)."""
+        if self.threshold is None:
+            self.success = None
+        elif self.error is not None:
+            self.success = False
+        else:
+            self.success = _passes(self.score, self.threshold)
+        return self.success
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(threshold={self.threshold}, model={self.evaluation_model!r})"
@@ -157,6 +197,12 @@ def record_usage(result: MetricResult, usage: Any) -> None:
     result.cost = usage.cost
     result.attempts = usage.attempts
     result.cached_nodes = usage.cached_nodes
+
+
+def _passes(score: float | None, threshold: float | None) -> bool | None:
+    if threshold is None:
+        return None
+    return score is not None and score >= threshold
 
 
 def _error_type(exc: Exception) -> str:

@@ -10,7 +10,7 @@ from ..judging import JudgeRun, Usage, judge_nodes
 from ..results import MetricResult
 from ..scoring import apply_strict, contextual_precision
 from ..template import ContextualPrecisionTemplate
-from ..test_case import LLMTestCase
+from ..test_case import LLMTestCase, _CaseModel, as_llm_test_case
 from .base import BaseRetrievalMetric, record_usage
 from .reasons import compose_reason, verbose_logs
 
@@ -30,7 +30,13 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
     default_template = ContextualPrecisionTemplate
 
     def accepts(self, test_case: Any) -> bool:
-        return isinstance(test_case, LLMTestCase)
+        return isinstance(test_case, LLMTestCase) or (
+            not isinstance(test_case, _CaseModel) and hasattr(test_case, "retrieval_context")
+            and hasattr(test_case, "input")
+        )
+
+    def coerce(self, test_case: Any) -> Any:
+        return as_llm_test_case(test_case) or test_case
 
     def _validate(self, test_case: Any) -> None:
         if not isinstance(test_case, LLMTestCase):

@@ -19,7 +19,12 @@ from ..judging import JudgeRun, Usage, gather_settled, judge_nodes
 from ..results import MetricResult, WindowResult
 from ..scoring import apply_strict, contextual_precision
 from ..template import TurnContextualPrecisionTemplate
-from ..test_case import ConversationalTestCase, Turn
+from ..test_case import (
+    ConversationalTestCase,
+    Turn,
+    _CaseModel,
+    as_conversational_test_case,
+)
 from .base import BaseRetrievalMetric, record_usage
 from .reasons import _short
 
@@ -81,14 +86,17 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
     __name__ = "Turn Contextual Precision"
     default_template = TurnContextualPrecisionTemplate
 
-    def __init__(self, threshold: float = 0.5, model: Any = None, include_reason: bool = True,
-                 strict_mode: bool = False, async_mode: bool = True, verbose_mode: bool = False,
-                 evaluation_template: type | None = None, window_size: int = 10, **kwargs: Any) -> None:
-        if not isinstance(window_size, int) or window_size < 1:
+    def __init__(self, threshold: float | None = 0.5, model: Any = None, system_one_model: Any = None,
+                 eval_mode: str | None = None, include_reason: bool = True, async_mode: bool = True,
+                 strict_mode: bool = False, verbose_mode: bool = False, window_size: int = 10, flaky: bool = False,
+                 evaluation_template: type | None = None, **kwargs: Any) -> None:
+        """deepeval's arguments and positional order (``window_size`` before ``flaky``)."""
+        if not isinstance(window_size, int) or isinstance(window_size, bool) or window_size < 1:
             raise ValueError(f"window_size must be a positive integer, got {window_size!r}")
         self.window_size = window_size
-        super().__init__(threshold, model, include_reason, strict_mode, async_mode, verbose_mode,
-                         evaluation_template, **kwargs)
+        super().__init__(threshold, model, system_one_model, eval_mode, include_reason=include_reason, async_mode=async_mode,
+                         strict_mode=strict_mode, verbose_mode=verbose_mode, flaky=flaky,
+                         evaluation_template=evaluation_template, **kwargs)
 
     def _reset(self) -> None:
         super()._reset()
@@ -99,7 +107,12 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
         self.windows = list(result.windows or [])
 
     def accepts(self, test_case: Any) -> bool:
-        return isinstance(test_case, ConversationalTestCase)
+        return isinstance(test_case, ConversationalTestCase) or (
+            not isinstance(test_case, _CaseModel) and hasattr(test_case, "turns")
+        )
+
+    def coerce(self, test_case: Any) -> Any:
+        return as_conversational_test_case(test_case) or test_case
 
     def _validate(self, test_case: Any) -> None:
         if not isinstance(test_case, ConversationalTestCase):

@@ -10,6 +10,11 @@ Rules (each an ``Alert`` with a one-line message naming the partition, the figur
 - ``volume`` (``warn``): rows seen < ``volume_ratio`` x the baseline's median rows per partition;
   a partition with no rows at all is checked too (a silent pipeline is an incident).
 - ``failure_rate`` (``warn``): failed rows / rows seen > ``max_failure_rate``.
+
+The score baseline leaves out partitions that fired the regression rule themselves
+(``exclude_regressions_from_baseline``, default True): as in statistical process control, an
+out-of-control partition is not part of the reference, so a multi-day dip neither drags the
+baseline down (hiding its own later days) nor makes the recovery day look like a jump.
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ class AlertRules:
     min_baseline_cases: int = 20
     volume_ratio: float = 0.5
     max_failure_rate: float | None = 0.2
+    exclude_regressions_from_baseline: bool = True
 
     def __post_init__(self) -> None:
         for name in ("min_mean", "min_pass_rate", "max_failure_rate"):
@@ -188,7 +194,12 @@ def evaluate_rules(
     if base.median_rows is not None and base.median_rows > 0:
         floor = rules.volume_ratio * base.median_rows
         if fig.rows < floor:
-            what = "no rows at all" if fig.rows == 0 else f"{fig.rows} rows"
+            if fig.rows:
+                what = f"{fig.rows} rows"
+            elif fig.run_status is None:  # no run recorded: never scored, rather than empty
+                what = "no rows scored or failed (no run recorded: not scored yet?)"
+            else:
+                what = "no rows at all (the run found none in the source)"
             alerts.append(
                 Alert("volume", "warn", key, metric,
                       f"{head}: volume drop, {what} (< {rules.volume_ratio:.0%} of the baseline median "

@@ -12,9 +12,12 @@ from typing import Sequence
 
 from markupsafe import Markup, escape
 
-__all__ = ["HLine", "line_chart", "bar_chart"]
+__all__ = ["HLine", "line_chart", "bar_chart", "NARROW_W", "NARROW_H"]
 
 W, H = 1080, 260
+#: the phone-width variant of every chart (the report shows it below 640 px, so a 390 px screen
+#: keeps a readable height and 10-11 px labels instead of a 1080-wide chart shrunk to ~80 px)
+NARROW_W, NARROW_H = 380, 250
 ML, MR, MT, MB = 56, 20, 18, 34  # margins: left, right, top, bottom
 
 COLORS = {
@@ -150,6 +153,7 @@ def line_chart(
     pct: bool = False,
     value_label: str = "mean",
     width: int = W,
+    height: int = H,
 ) -> Markup:
     """A daily line with an optional band (CI), reference lines and alert markers."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
@@ -160,8 +164,8 @@ def line_chart(
         lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
         pad = max((hi - lo) * 0.15, 0.05)
         y_range = (max(0.0, lo - pad), min(1.0, hi + pad))
-    f = _Frame(len(days), *y_range, width=width)
-    parts = _open(title, width)
+    f = _Frame(len(days), *y_range, width=width, height=height)
+    parts = _open(title, width, height)
     _axes(f, days, pct, parts)
     if markers:
         _markers(f, markers, parts)
@@ -214,13 +218,14 @@ def bar_chart(
     markers: dict[int, tuple[str, str]] | None = None,
     hlines: Sequence[HLine] = (),
     width: int = W,
+    height: int = H,
 ) -> Markup:
     """Stacked daily bars; ``stacks`` = [(label, values, color), ...] from the bottom up."""
     totals = [sum(s[1][i] for s in stacks) for i in range(len(days))]
     top = max(totals + [h.value for h in hlines] + [1.0])
     ticks = _ticks(0, top * 1.1)
-    f = _Frame(len(days), 0.0, max(ticks[-1], top * 1.1), width=width)
-    parts = _open(title, width)
+    f = _Frame(len(days), 0.0, max(ticks[-1], top * 1.1), width=width, height=height)
+    parts = _open(title, width, height)
     _axes(f, days, False, parts, integer=True)
     if markers:
         _markers(f, markers, parts)

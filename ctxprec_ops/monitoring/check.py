@@ -85,10 +85,11 @@ class CheckResult:
         b = self.baseline.summary
         if b.n:
             lines.append(
-                f"baseline ({len(self.baseline.partitions)} partitions {self.baseline.partitions[0]}..{self.baseline.partitions[-1]}): "
-                f"n={b.n}, mean {b.mean:.3f}"
+                f"baseline: {self.baseline.describe()}: n={b.n}, mean {b.mean:.3f}"
                 + (f", median rows {self.baseline.median_rows:g}" if self.baseline.median_rows is not None else "")
             )
+        elif self.baseline.excluded or self.baseline.missing:
+            lines.append(f"baseline: {self.baseline.describe()}")
         if self.population:
             lines.append(f"population: {self.population.label()}")
         if self.regression.verdict in ("regression", "no regression") and self.regression.p_value is not None:
@@ -104,14 +105,66 @@ class CheckResult:
         return redact("\n".join(lines))
 
 
+#: with regressed partitions left out of the baseline, this many baselines' worth of earlier scored
+#: partitions are loaded to tell which of them regressed (the oldest are judged on what is loaded)
+LOOKBACK_FACTOR = 3
+
+
+def lookback(rules: AlertRules) -> int:
+    """Scored partitions to load before a checked partition for its baseline."""
+    factor = LOOKBACK_FACTOR if rules.exclude_regressions_from_baseline else 1
+    return rules.baseline_partitions * factor
+
+
+def regressed_partitions(history: History, rules: AlertRules) -> frozenset[str]:
+    """The loaded scored partitions that fire the regression rule against their own baseline,
+    oldest first, each baseline leaving out the regressions found before it (memoized)."""
+    if not rules.exclude_regressions_from_baseline:
+        return frozenset()
+    memo_key = (rules.baseline_partitions, rules.min_drop, rules.alpha, rules.min_baseline_partitions,
+                rules.min_baseline_cases)
+    cached = history.regressed_cache.get(memo_key)
+    if cached is not None:
+        return cached
+    regressed: set[str] = set()
+    for key in sorted(k for k, d in history.partitions.items() if d.scores.size):
+        data = history.get(key)
+        base = baseline_figures(history, key, rules.baseline_partitions, exclude=frozenset(regressed))
+        if base.partitions and any(k not in history.partitions for k in base.partitions):
+            continue  # its baseline is not loaded (older than the lookback): taken as in control
+        _, reg, _ = evaluate_rules(history.metric, partition_figures(data), data.scores, base, rules)
+        if reg.verdict == "regression":
+            regressed.add(key)
+    result = frozenset(regressed)
+    history.regressed_cache[memo_key] = result
+    return result
+
+
+def _no_population_note(history: History, partition_key: str) -> str:
+    """Why there is nothing to compare: nothing scored at all, or nothing on or before this day."""
+    known = sorted(set(history.seen_keys) | set(history.run_keys))
+    if not known:
+        return f"no scores at all for metric {history.metric} in this warehouse"
+    span = known[0] if len(known) == 1 else f"{known[0]}..{known[-1]}"
+    return (f"{partition_key} has no {history.metric} scores, nor does any day before it "
+            f"(the warehouse has {history.metric} partitions {span})")
+
+
 def check_history(history: History, partition_key: str, rules: AlertRules) -> CheckResult:
     """Apply the rules to one partition of an already loaded ``History`` (pure)."""
     data = history.get(partition_key)
     fig = partition_figures(data)
-    base = baseline_figures(history, partition_key, rules.baseline_partitions)
+    exclude = regressed_partitions(history, rules) - {partition_key}
+    base = baseline_figures(history, partition_key, rules.baseline_partitions, exclude=exclude)
     alerts, reg, notes = evaluate_rules(history.metric, fig, data.scores, base, rules)
+    if base.missing:
+        notes.insert(0, f"baseline incomplete: {', '.join(base.missing)} not yet scored "
+                        f"(the baseline uses {len(base.partitions)} partition(s); check again once they are)")
     if history.population is None:
-        notes.insert(0, f"no scores at all for metric {history.metric}")
+        notes.insert(0, _no_population_note(history, partition_key))
+    elif not data.rows and data.run is None and partition_key not in history.run_keys:
+        notes.insert(0, f"{partition_key} has not been scored yet (no run, no scores, no failures recorded for "
+                        f"{history.metric}): score it first (ctxprec score --partition {partition_key})")
     return CheckResult(partition_key, history.metric, history.population, fig, base, rules, reg, alerts, notes)
 
 
@@ -131,6 +184,7 @@ def check_partition(
     min_baseline_cases: int = 20,
     judge_model: str | None = None,
     prompt_version: str | None = None,
+    exclude_regressions_from_baseline: bool = True,
 ) -> CheckResult:
     """Check one partition against the rules (see ``alerts``) and its trailing baseline.
 
@@ -148,6 +202,7 @@ def check_partition(
         min_baseline_cases=min_baseline_cases,
         volume_ratio=volume_ratio,
         max_failure_rate=max_failure_rate,
+        exclude_regressions_from_baseline=exclude_regressions_from_baseline,
     )
     with engine_scope(engine_or_url) as engine:
         history = load_history(
@@ -156,6 +211,7 @@ def check_partition(
             keys=[partition_key],
             baseline_for=[partition_key],
             baseline_partitions=baseline_partitions,
+            lookback=lookback(rules),
             population_partition=partition_key,
             up_to=partition_key,
             judge_model=judge_model,

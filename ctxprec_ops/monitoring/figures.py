@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,10 +53,29 @@ class BaselineFigures:
     scores: np.ndarray
     volume_partitions: tuple[str, ...]
     median_rows: float | None
+    #: earlier partitions left out of the score baseline because they fired the regression rule
+    excluded: tuple[str, ...] = ()
+    #: calendar days of the baseline window with no run yet (e.g. a backfill scoring days concurrently)
+    missing: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """Which partitions the baseline used, which it left out and which it is still missing."""
+        if self.partitions:
+            span = self.partitions[0] if len(self.partitions) == 1 else f"{self.partitions[0]}..{self.partitions[-1]}"
+            text = f"{len(self.partitions)} partition(s) {span} ({', '.join(self.partitions)})"
+        else:
+            text = "no earlier scored partition"
+        if self.excluded:
+            text += f"; left out as regressions: {', '.join(self.excluded)}"
+        if self.missing:
+            text += f"; baseline incomplete: {', '.join(self.missing)} not yet scored"
+        return text
 
     def to_dict(self) -> dict[str, object]:
         return {
             "partitions": list(self.partitions),
+            "excluded": list(self.excluded),
+            "missing": list(self.missing),
             **self.summary.to_dict(),
             "volume_partitions": list(self.volume_partitions),
             "median_rows": finite_or_none(self.median_rows),
@@ -75,8 +95,16 @@ def partition_figures(data: PartitionData) -> PartitionFigures:
     )
 
 
-def baseline_figures(history: History, partition_key: str, baseline_partitions: int) -> BaselineFigures:
-    keys = history.scored_before(partition_key, baseline_partitions)
+def baseline_figures(
+    history: History, partition_key: str, baseline_partitions: int, *, exclude: frozenset[str] = frozenset()
+) -> BaselineFigures:
+    """The score baseline: the last ``baseline_partitions`` scored partitions before ``partition_key``
+    that are not in ``exclude``; the volume reference: the last partitions with rows (any)."""
+    earlier = [k for k in history.scored_keys if k < partition_key]
+    kept = [k for k in earlier if k not in exclude]
+    keys = kept[-baseline_partitions:] if baseline_partitions > 0 else []
+    first_kept = keys[0] if keys else partition_key
+    excluded = tuple(k for k in earlier if k in exclude and k >= first_kept)
     parts = [history.get(k) for k in keys]
     scores = np.concatenate([p.scores for p in parts]) if parts else np.empty(0)
     passed = np.concatenate([p.passed for p in parts]) if parts else np.empty(0, dtype=bool)
@@ -88,4 +116,18 @@ def baseline_figures(history: History, partition_key: str, baseline_partitions: 
         scores=scores,
         volume_partitions=tuple(vkeys),
         median_rows=float(np.median(vrows)) if vrows else None,
+        excluded=excluded,
+        missing=tuple(unscored_days(history, partition_key, baseline_partitions)),
     )
+
+
+def unscored_days(history: History, partition_key: str, days: int) -> list[str]:
+    """The calendar days of the ``days`` before ``partition_key`` that have no run and no row yet,
+    counted from the first partition the warehouse knows: in a backfill, the days still to come."""
+    known = sorted(set(history.run_keys) | set(history.seen_keys))
+    if not known or days <= 0:
+        return []
+    done = set(known)
+    end = dt.date.fromisoformat(partition_key)
+    window = [(end - dt.timedelta(days=i)).isoformat() for i in range(days, 0, -1)]
+    return [d for d in window if d >= known[0] and d not in done]

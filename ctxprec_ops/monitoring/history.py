@@ -98,6 +98,9 @@ class History:
     partitions: dict[str, PartitionData]
     scored_keys: list[str]  # partitions with scores of the population (sorted, all history)
     seen_keys: list[str]  # partitions with any row (scored by any judge, or failed)
+    run_keys: list[str] = field(default_factory=list)  # partitions with a ctxprec_runs row (sorted)
+    #: memo of the partitions that fired the regression rule (see ``check.regressed_partitions``)
+    regressed_cache: dict[Any, frozenset[str]] = field(default_factory=dict, repr=False)
 
     def get(self, key: str) -> PartitionData:
         return self.partitions.get(key) or PartitionData(key)
@@ -225,6 +228,14 @@ def _latest_runs(conn: sa.Connection, tables: ExistingTables, metric: str, pop: 
     return out
 
 
+def _run_keys(conn: sa.Connection, tables: ExistingTables, metric: str) -> list[str]:
+    r = tables.runs
+    if r is None:
+        return []
+    q = sa.select(r.c.partition_key).where(r.c.metric == metric).group_by(r.c.partition_key)
+    return sorted(str(k) for (k,) in conn.execute(q) if k is not None)
+
+
 def _case_scores(
     conn: sa.Connection, tables: ExistingTables, metric: str, pop: Population | None, keys: Sequence[str]
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -264,10 +275,13 @@ def load_history(
     up_to: str | None = None,
     judge_model: str | None = None,
     prompt_version: str | None = None,
+    lookback: int | None = None,
 ) -> History:
     """Load the partitions ``keys`` plus the baselines (previous partitions) of ``baseline_for``.
 
-    ``keys=None`` loads nothing but the index; zero-volume partitions are kept (rows = 0).
+    ``lookback`` (default ``baseline_partitions``) scored partitions before each of
+    ``baseline_for`` are loaded: more than the baseline when regressed partitions are to be left
+    out of it. ``keys=None`` loads nothing but the index; zero-volume partitions are kept (rows = 0).
     """
     tables = existing_output_tables(engine)
     with engine.connect() as conn:
@@ -281,10 +295,10 @@ def load_history(
             prompt_version=prompt_version,
         )
         scored_keys = _scored_keys(conn, tables, metric, pop)
-        hist = History(metric, pop, {}, scored_keys, _seen_keys(conn, tables, metric))
+        hist = History(metric, pop, {}, scored_keys, _seen_keys(conn, tables, metric), _run_keys(conn, tables, metric))
         wanted = set(keys or ())
         for key in baseline_for:
-            wanted.update(hist.scored_before(key, baseline_partitions))
+            wanted.update(hist.scored_before(key, max(lookback or 0, baseline_partitions)))
             wanted.update(hist.seen_before(key, baseline_partitions))
         ordered = sorted(wanted)
         rows, failed = _volumes(conn, tables, metric, pop, ordered)

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 from sqlalchemy.engine import Engine
 
 from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.identifiers import split_table_name
 from .alerts import AlertRules
-from .charts import COLORS, HLine, bar_chart, line_chart
+from .charts import COLORS, NARROW_H, NARROW_W, HLine, bar_chart, line_chart
 from .check import DEFAULT_METRIC, CheckResult
 from .history import History, case_threshold, engine_scope, load_worst_cases
 from .trend import staleness_note, trend_results
@@ -60,6 +61,37 @@ def _markers(results: Sequence[CheckResult], kinds: set[str] | None = None) -> d
     return out
 
 
+def _charts(
+    days: list[str], results: Sequence[CheckResult], rules: AlertRules, hl_mean: list[HLine],
+    hl_pass: list[HLine], metric: str, *, narrow: bool = False,
+) -> dict[str, Markup]:
+    """The three charts, wide (desktop) or narrow (phones: fewer day labels, a taller aspect)."""
+    summ = [r.figures.summary for r in results]
+    size: dict[str, int] = {"width": NARROW_W, "height": NARROW_H} if narrow else {}
+    half: dict[str, int] = size or {"width": 540}
+    return {
+        "mean": line_chart(
+            days, [s.mean for s in summ], title=f"Daily mean {metric} with 95% CI",
+            band=([s.ci_low for s in summ], [s.ci_high for s in summ]),
+            hlines=hl_mean, markers=_markers(results), **size,
+        ),
+        "pass_rate": line_chart(
+            days, [s.pass_rate for s in summ], title="Daily pass rate", hlines=hl_pass,
+            markers=_markers(results, {"threshold"}), y_range=(0.0, 1.0), pct=True, value_label="pass rate", **half,
+        ),
+        "volume": bar_chart(
+            days,
+            [
+                ("scored", [float(r.figures.rows - r.figures.rows_failed) for r in results], COLORS["bar"]),
+                ("failed", [float(r.figures.rows_failed) for r in results], COLORS["failed"]),
+            ],
+            title="Rows per partition (scored and failed)",
+            markers=_markers(results, {"volume"}),
+            **half,
+        ),
+    }  # fmt: skip
+
+
 def report_context(
     history: History,
     results: Sequence[CheckResult],
@@ -75,35 +107,14 @@ def report_context(
     """Everything the template needs (pure: charts are rendered here)."""
     metric = history.metric
     days = [r.partition_key for r in results]
-    summ = [r.figures.summary for r in results]
-    means = [s.mean for s in summ]
     hl_mean = []
     if rules.min_mean is not None:
         hl_mean.append(HLine(rules.min_mean, "min_mean"))
     if threshold is not None:
         hl_mean.append(HLine(threshold, "case threshold", color="#6b7280", dash="2 4"))
     hl_pass = [HLine(rules.min_pass_rate, "min_pass_rate")] if rules.min_pass_rate is not None else []
-    charts = {
-        "mean": line_chart(
-            days, means, title=f"Daily mean {metric} with 95% CI",
-            band=([s.ci_low for s in summ], [s.ci_high for s in summ]),
-            hlines=hl_mean, markers=_markers(results),
-        ),
-        "pass_rate": line_chart(
-            days, [s.pass_rate for s in summ], title="Daily pass rate", hlines=hl_pass,
-            markers=_markers(results, {"threshold"}), y_range=(0.0, 1.0), pct=True, value_label="pass rate", width=540,
-        ),
-        "volume": bar_chart(
-            days,
-            [
-                ("scored", [float(r.figures.rows - r.figures.rows_failed) for r in results], COLORS["bar"]),
-                ("failed", [float(r.figures.rows_failed) for r in results], COLORS["failed"]),
-            ],
-            title="Rows per partition (scored and failed)",
-            markers=_markers(results, {"volume"}),
-            width=540,
-        ),
-    }  # fmt: skip
+    charts = _charts(days, results, rules, hl_mean, hl_pass, metric)
+    charts_narrow = _charts(days, results, rules, hl_mean, hl_pass, metric, narrow=True)
     latest = results[-1] if results else None
     stale = staleness_note(latest.partition_key) if latest is not None and not explicit_end else None
     window_alerts = [(r.partition_key, a) for r in reversed(results) for a in r.alerts]
@@ -119,6 +130,7 @@ def report_context(
         "results": list(results),
         "latest": latest,
         "charts": charts,
+        "charts_narrow": charts_narrow,
         "window_alerts": window_alerts,
         "alert_days": [r.partition_key for r in results if r.alerts],
         "rules": rules,

@@ -16,7 +16,7 @@ from rich.table import Table
 from sqlalchemy.engine import Engine
 
 from .alerts import AlertRules
-from .check import DEFAULT_METRIC, CheckResult, check_history
+from .check import DEFAULT_METRIC, CheckResult, check_history, lookback
 from .history import History, engine_scope, load_history, parse_partition_key, partition_range
 from .stats import sparkline
 
@@ -60,6 +60,7 @@ def trend_results(
             keys=keys,
             baseline_for=keys,
             baseline_partitions=rules.baseline_partitions,
+            lookback=lookback(rules),
             population=index.population,
         )
     return history, [check_history(history, k, rules) for k in keys]

@@ -57,8 +57,9 @@ class PipelineConfig:
         if self.output_schema is not None:
             validate_identifier(self.output_schema, "output schema name")
         if self.columns is not None and not isinstance(self.columns, kind.columns):
-            if isinstance(self.columns, ColumnSet):
-                raise TypeError(f"columns for metric {self.metric!r} must be a {kind.columns.__name__}")
+            if isinstance(self.columns, ColumnSet) or not isinstance(self.columns, Mapping):
+                raise TypeError(f"columns for metric {self.metric!r} must be a {kind.columns.__name__} or a "
+                                f"mapping of logical column names, got {type(self.columns).__name__}")
             self.columns = kind.columns.from_mapping(self.columns, source=f"columns of {self.metric}")
         if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:
             raise ValueError(f"chunk_size must be a positive integer, got {self.chunk_size!r}")

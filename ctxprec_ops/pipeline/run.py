@@ -12,10 +12,10 @@ from ..warehouse.engine import display_url
 from ..warehouse.source import parse_partition_key
 from .chunk import score_chunk
 from .config import PipelineConfig
-from .context import prepare
+from .context import PipelineContext, prepare
 from .finalize import finalize_run, write_run
 from .plan import plan_chunks
-from .records import ChunkResult, ProgressCallback, ProgressEvent, RunStatus, RunSummary
+from .records import Chunk, ChunkResult, ProgressCallback, ProgressEvent, RunStatus, RunSummary
 from .workers import can_fork_out, score_in_processes
 
 __all__ = ["score_partition"]
@@ -36,6 +36,24 @@ def _offset(progress: ProgressCallback | None, base: int, total: int) -> Progres
         progress(ProgressEvent(ev.kind, ev.partition_key, base + ev.done, total, ev.message))
 
     return forward
+
+
+def _score_chunks(ctx: PipelineContext, chunks: list[Chunk], run_id: str, progress: ProgressCallback | None,
+                  workers: int) -> list[ChunkResult]:
+    """Score the planned chunks: in worker processes when asked and possible, else in order here
+    (one budget spans them all)."""
+    config = ctx.config
+    total = sum(c.rows for c in chunks)
+    if workers > 1 and len(chunks) > 1 and can_fork_out(config):
+        return score_in_processes(config, chunks, run_id, workers, progress, total)
+    budget = Budget(config.max_cost) if config.max_cost is not None else None
+    results = []
+    done = 0
+    for chunk in chunks:
+        results.append(score_chunk(config, chunk, run_id=run_id, budget=budget, context=ctx,
+                                   progress=_offset(progress, done, total)))
+        done += chunk.rows
+    return results
 
 
 def score_partition(
@@ -74,17 +92,7 @@ def score_partition(
         log.info("partition %s: %d rows in %d chunks of up to %d", partition_key, total, len(chunks), config.chunk_size)
         if progress is not None:
             progress(ProgressEvent("planned", partition_key, 0, total, f"{total} rows in {len(chunks)} chunks"))
-        results: list[ChunkResult]
-        if workers > 1 and len(chunks) > 1 and can_fork_out(config):
-            results = score_in_processes(config, chunks, run_id, workers, progress, total)
-        else:
-            budget = Budget(config.max_cost) if config.max_cost is not None else None
-            results = []
-            done = 0
-            for chunk in chunks:
-                results.append(score_chunk(config, chunk, run_id=run_id, budget=budget, context=ctx,
-                                           progress=_offset(progress, done, total)))
-                done += chunk.rows
+        results = _score_chunks(ctx, chunks, run_id, progress, workers)
         summary = finalize_run(config, partition_key, run_id=run_id, chunk_results=results,
                                started_at=started, context=ctx)
     except BaseException as exc:
@@ -101,5 +109,8 @@ def score_partition(
              summary.rows_scored, summary.rows_cached, summary.rows_failed,
              "n/a" if summary.mean_score is None else f"{summary.mean_score:.4f}")
     if progress is not None:
-        progress(ProgressEvent("finished", partition_key, summary.rows_total, summary.rows_total, summary.status))
+        # a run whose only failures are bad input rows is complete: say so, not "partial"
+        done = summary.status == "partial" and summary.completed
+        note = f"done, {summary.rows_failed} bad input row(s) recorded" if done else summary.status
+        progress(ProgressEvent("finished", partition_key, summary.rows_total, summary.rows_total, note))
     return summary

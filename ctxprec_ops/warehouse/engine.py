@@ -4,20 +4,26 @@
 - SQLite gets WAL journaling and a busy timeout, and write transactions start with
   ``BEGIN IMMEDIATE`` so concurrent workers queue for the write lock instead of failing.
 - Engines are cached per URL within a process (and their pools are reset in forked children).
+- ``release_sqlite_files()`` (called when the ``ctxprec`` command exits) closes the cached
+  engines and puts each SQLite file back in rollback-journal mode when no other process has it
+  open: the WAL is checkpointed into the ``.db`` file and the ``-wal``/``-shm`` files are removed,
+  so copying the ``.db`` file alone copies every row.
+- ``check_dialect()`` turns an unknown dialect or a missing DB driver into a one-line error that
+  names the package to install.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-from sqlalchemy import event
+from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.engine.url import URL
 from sqlalchemy.pool import StaticPool
-from sqlalchemy import create_engine
 
 from ..secrets import redact_url, register_secret
 
@@ -28,6 +34,10 @@ __all__ = [
     "write_transaction",
     "read_connection",
     "SQLITE_BUSY_TIMEOUT_MS",
+    "check_dialect",
+    "release_sqlite_files",
+    "UnknownDialectError",
+    "MissingDriverError",
 ]
 
 SQLITE_BUSY_TIMEOUT_MS = 60_000
@@ -61,6 +71,60 @@ def normalize_url(url: str | URL) -> URL:
     if u.drivername in ("postgresql", "postgres"):
         u = u.set(drivername="postgresql+psycopg")
     return u
+
+
+class UnknownDialectError(ValueError):
+    """The URL names a database SQLAlchemy does not know (a malformed URL: exit code 2)."""
+
+
+class MissingDriverError(ImportError):
+    """The URL's database driver is not installed; the message names the package."""
+
+
+#: DB-API module -> the pip package that provides it
+DRIVER_PACKAGES = {
+    "MySQLdb": "mysqlclient", "pymysql": "pymysql", "mysql": "mysql-connector-python",
+    "mariadb": "mariadb", "aiomysql": "aiomysql", "asyncmy": "asyncmy",
+    "psycopg": '"psycopg[binary]" (or install ctxprec-ops with the postgres extra)',
+    "psycopg2": "psycopg2-binary", "pg8000": "pg8000", "asyncpg": "asyncpg",
+    "pyodbc": "pyodbc", "pymssql": "pymssql", "oracledb": "oracledb", "cx_Oracle": "cx_Oracle",
+    "aiosqlite": "aiosqlite", "duckdb": "duckdb-engine", "snowflake": "snowflake-sqlalchemy",
+}  # fmt: skip
+#: dialects that live in their own package (SQLAlchemy names the dialect, not the package)
+DIALECT_PACKAGES = {
+    "snowflake": "snowflake-sqlalchemy", "bigquery": "sqlalchemy-bigquery", "redshift": "sqlalchemy-redshift",
+    "duckdb": "duckdb-engine", "clickhouse": "clickhouse-sqlalchemy", "trino": "trino", "databricks":
+    "databricks-sqlalchemy", "awsathena": "pyathena", "hana": "sqlalchemy-hana", "db2": "ibm_db_sa",
+}  # fmt: skip
+
+
+def check_dialect(url: str | URL) -> None:
+    """Load the URL's dialect and DB-API driver; raise ``UnknownDialectError`` for a dialect
+    SQLAlchemy cannot find and ``MissingDriverError`` (naming the pip package) for a driver that
+    is not installed. Never connects."""
+    from sqlalchemy.exc import NoSuchModuleError
+
+    u = normalize_url(url)
+    backend = u.get_backend_name()
+    try:
+        dialect_cls = u.get_dialect()
+    except NoSuchModuleError:
+        pkg = DIALECT_PACKAGES.get(backend)
+        if pkg:
+            raise MissingDriverError(f"the warehouse URL needs the {backend} dialect: pip install {pkg}") from None
+        raise UnknownDialectError(
+            f"unknown database {u.drivername!r} in the warehouse URL {redact_url(str(url))} "
+            "(expected e.g. sqlite:///ctxprec.db or postgresql://user@host/db)"
+        ) from None
+    try:
+        dialect_cls.import_dbapi()  # imports the DB-API module the URL names (never connects)
+    except ImportError as exc:
+        module = (getattr(exc, "name", None) or "").split(".")[0] or u.get_driver_name()
+        pkg = DRIVER_PACKAGES.get(module, module)
+        raise MissingDriverError(
+            f"the warehouse URL {u.drivername}://… needs the Python DB driver {module!r}, which is not "
+            f"installed: pip install {pkg}"
+        ) from None
 
 
 def display_url(url: str | URL | Engine) -> str:
@@ -112,6 +176,7 @@ def _setup_sqlite(engine: Engine) -> None:
 
 
 def _create(u: URL) -> Engine:
+    check_dialect(u)  # an unknown dialect or a missing driver: say which package, not a bare ModuleNotFoundError
     kwargs: dict = {"future": True}
     if u.get_backend_name() == "sqlite":
         if u.database in (None, "", ":memory:"):
@@ -137,6 +202,38 @@ def get_engine(url: str | URL | Engine) -> Engine:
         if engine is None:
             engine = _engines[key] = _create(u)
         return engine
+
+
+def _sqlite_path(u: URL) -> str | None:
+    db = u.database
+    if u.get_backend_name() != "sqlite" or db in (None, "", ":memory:") or db.startswith("file:"):
+        return None
+    return db
+
+
+def release_sqlite_files() -> None:
+    """Close every cached engine; leave each SQLite file in rollback-journal mode with its WAL
+    checkpointed and its ``-wal``/``-shm`` files gone, unless another process still has it open
+    (then it stays in WAL mode: switching needs the file to itself, and nothing waits for it)."""
+    with _lock:
+        engines = list(_engines.items())
+        _engines.clear()
+    for _key, engine in engines:
+        path = _sqlite_path(engine.url)
+        engine.dispose()
+        if path is None or not os.path.exists(path):
+            continue
+        try:
+            conn = sqlite3.connect(path, timeout=0)
+        except sqlite3.Error:
+            continue
+        try:
+            conn.execute("PRAGMA busy_timeout = 0")
+            conn.execute("PRAGMA journal_mode = DELETE").fetchone()
+        except sqlite3.Error:  # busy: another process uses the file; it keeps WAL mode
+            pass
+        finally:
+            conn.close()
 
 
 def _reset_after_fork() -> None:

@@ -112,10 +112,8 @@ def row_to_test_case(row: dict[str, Any]) -> LLMTestCase:
     actual = _text(row.get("actual_output"), "actual_output", required=False)
     nodes = _nodes(_json(row.get("retrieval_context"), "retrieval_context"), "retrieval_context",
                    allow_empty=False)
-    return LLMTestCase(
-        input=input_, actual_output=actual, expected_output=expected, retrieval_context=nodes,
-        id=str(row["id"]),
-    )
+    # every field was checked above: build without re-validating (this is the pipeline's hot path)
+    return LLMTestCase._trusted(input_, actual, expected, nodes, str(row["id"]))
 
 
 def row_to_conversation(row: dict[str, Any]) -> ConversationalTestCase:
@@ -142,5 +140,5 @@ def row_to_conversation(row: dict[str, Any]) -> ConversationalTestCase:
         _check_text(content, f"{where}.content")
         ctx = t.get("retrieval_context")
         nodes = None if ctx is None else _nodes(ctx, f"{where}.retrieval_context", allow_empty=True)
-        turns.append(Turn(role=role, content=content, retrieval_context=nodes))
-    return ConversationalTestCase(turns=turns, expected_outcome=outcome, id=str(row["id"]))
+        turns.append(Turn._trusted(role, content, nodes))
+    return ConversationalTestCase._trusted(turns, outcome, str(row["id"]))

@@ -234,7 +234,8 @@ def existing_output_tables(engine: Engine, schema: str | None = None) -> Existin
     names = set(inspect(engine).get_table_names(schema=schema))
     if SCORES not in names:
         raise MissingScoresTableError(
-            f"the warehouse has no {SCORES} table yet: score a partition first (ctxprec score)"
+            f"nothing has been scored in this warehouse yet (no {SCORES} table): "
+            "score a partition first (ctxprec score --partition YYYY-MM-DD)"
         )
     return ExistingTables(
         scores=tables.scores,

@@ -1,0 +1,75 @@
+"""`make demo` installs the core only; `make test` every extra (checked with `make -n`, nothing runs)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+
+
+def _dry_run(target: str, venv: Path) -> str:
+    proc = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), target, f"VENV={venv}"], capture_output=True, text=True, check=True, timeout=60
+    )
+    return proc.stdout
+
+
+def _install_line(out: str) -> str:
+    lines = [ln for ln in out.splitlines() if " pip install " in ln and " -e " in ln]
+    assert len(lines) == 1, out
+    return lines[0]
+
+
+def test_make_demo_installs_only_the_core(tmp_path):
+    out = _dry_run("demo", tmp_path / "venv")
+    line = _install_line(out)
+    assert re.search(r'-e "\."$', line), line  # no extras: no Airflow, Dagster or embedded PostgreSQL
+    assert "ctxprec demo" in out
+
+
+def test_make_test_installs_every_extra(tmp_path):
+    line = _install_line(_dry_run("test", tmp_path / "venv"))
+    extras = set(re.search(r'-e "\.\[(.*)\]"', line).group(1).split(","))  # type: ignore[union-attr]
+    assert {"test", "postgres", "airflow", "dagster"} <= extras
+
+
+def test_demo_then_test_use_separate_stamps(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").touch()
+    (venv / ".installed-core").touch()  # `make demo` ran: `make test` must still install the extras
+    assert "airflow" in _install_line(_dry_run("test", venv))
+
+
+def test_ci_runs_make_test():
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_make_clean_and_gitignore_cover_the_demo_files():
+    clean = (ROOT / "Makefile").read_text().split("\nclean:", 1)[1]
+    for name in (
+        "ctxprec_demo.db",
+        "ctxprec_demo.db-wal",
+        "ctxprec_demo.db-shm",
+        "ctxprec.db-wal",
+        "ctxprec_report.html",
+        "ctxprec_report_conversations.html",
+    ):
+        assert name in clean, name
+    ignore = (ROOT / ".gitignore").read_text().split()
+    for pattern in (
+        "*.db",
+        "*.db-wal",
+        "*.db-shm",
+        "*.db-journal",
+        "ctxprec_report.html",
+        "ctxprec_report_conversations.html",
+    ):
+        assert pattern in ignore, pattern
