@@ -173,6 +173,8 @@ def test_cli_scores_trends_and_checks_the_label_metric(tmp_path, capsys, monkeyp
     url = f"sqlite:///{tmp_path / 'wh.db'}"
     _labelled_table(url, json_type=False, bad=False)
     monkeypatch.setenv("CTXPREC_SOURCE_COLUMNS", '{"retrieved_ids": "chunks", "relevant_ids": "gold_chunks"}')
+    monkeypatch.setenv("CTXPREC_JUDGE", "gpt-4o-mini")  # configured for the judged metric; no key: not needed here
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     common = ["--warehouse", url, "--metric", LABELS, "--source-table", "rag_events"]
     assert ctxprec(["score", *common, "--partition", DAY, "--quiet"]) == 0
     _check_scored(url, bad=False)

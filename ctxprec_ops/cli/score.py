@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(
         args, concurrency=args.concurrency, max_cost=args.max_cost, strict_mode=True if args.strict else None
     )
-    check_judge(config.judge)
+    if config.kind.needs_judge:  # the label metric computes without a judge: no key needed
+        check_judge(config.judge)
     run_id = args.run_id or uuid.uuid4().hex
     label = f"{partition} {config.metric}"
 
