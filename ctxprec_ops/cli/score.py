@@ -119,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if config.judge_mode == "batch" and (args.chunk is not None or args.workers > 1):
         raise UsageError("--batch scores the whole partition in one process: drop --chunk/--workers")
-    check_judge(config.judge)
+    if config.kind.needs_judge:  # the label metric computes without a judge: no key needed
+        check_judge(config.judge)
     run_id = args.run_id or uuid.uuid4().hex
     label = f"{partition} {config.metric}"
 

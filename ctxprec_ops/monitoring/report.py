@@ -9,6 +9,7 @@ verdicts. Node texts and reasons are untrusted: Jinja autoescaping is on for the
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -144,6 +145,17 @@ def render_report_html(context: dict[str, Any]) -> str:
     return _env.get_template("report.html.j2").render(**context)
 
 
+def _calibrations(engine: Engine) -> list[dict[str, Any]]:
+    """The stored judge calibrations (``ctxprec calibrate``), newest first; none on any error."""
+    from ..calibration.table import read_calibrations
+
+    try:
+        return read_calibrations(engine)[:20]
+    except Exception as exc:  # a bonus section: never fails the report
+        logging.getLogger("ctxprec_ops.monitoring").warning("report: calibrations not shown: %s", type(exc).__name__)
+        return []
+
+
 def render_report(
     engine_or_url: Engine | str,
     out_path: str | os.PathLike[str],
@@ -196,6 +208,7 @@ def render_report(
             history, results, rules, worst_cases=cases, worst_partition=worst_partition,
             threshold=threshold, warehouse=display_url(engine), title=title, explicit_end=end is not None,
         )  # fmt: skip
+        ctx["calibrations"] = _calibrations(engine)
     html = render_report_html(ctx)
     # write atomically: a reader (or a browser refresh) never sees half a report
     fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=out.parent)

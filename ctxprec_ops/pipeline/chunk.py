@@ -19,6 +19,7 @@ from ..secrets import redact
 from ..warehouse.claims import chunk_claim
 from ..warehouse.engine import read_connection, write_transaction
 from ..warehouse.rows import case_or_failure
+from ..warehouse.label_figures import figure_row, write_figures
 from ..warehouse.source import parse_partition_key, read_chunk_rows
 from ..warehouse.store import (
     ScoringKey,
@@ -67,6 +68,8 @@ class _Intake:
     failures: list[dict[str, Any]] = field(default_factory=list)
     all_rows: int = 0  # every row of the chunk, sampled or not
     unsampled_ids: list[str] = field(default_factory=list)
+    #: per-case figures of metrics that have them (``MetricResult.figures``), as rows to write
+    figures: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _failure(log_id: str, pk: str, key: ScoringKey, error_type: str, message: str, attempts: int,
@@ -130,6 +133,9 @@ def _remaining_budget(ctx: PipelineContext, run_id: str) -> Budget | None:
 def _judge(ctx: PipelineContext, intake: _Intake, budget: Budget | None, run_id: str,
            progress: ProgressCallback | None, pk: str) -> tuple[list[MetricResult], DictVerdictCache | None]:
     """Judge the intake's cases through ``evaluate`` with the judgment cache preloaded."""
+    if not ctx.config.kind.needs_judge:  # pure computation: no judge, cache, budget or event loop
+        compute = ctx.metric.compute  # type: ignore[attr-defined]
+        return [compute(case, i) for i, case in enumerate(intake.cases)], None
     cache: DictVerdictCache | None = None
     if not ctx.judge_is_offline:  # offline judges are free and instant: nothing worth caching
         with read_connection(ctx.engine) as conn:
@@ -202,6 +208,8 @@ def _collect(ctx: PipelineContext, chunk: Chunk, intake: _Intake, results: list[
         if r.judge_calls == 0 and r.cached_nodes > 0:
             result.rows_cached += 1
         scores.append(_score_row(r, log_id, pk, key, run_id, scored_at, chunk.index))
+        if r.figures is not None:
+            intake.figures.append(figure_row(r.figures, log_id, pk, key, run_id))
     return scores
 
 
@@ -221,6 +229,8 @@ def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]],
                     scores=scores, failures=intake.failures, judgments=judgments)
         if intake.unsampled_ids:  # a failure left by a run at a higher rate is not this run's row
             delete_failures(conn, ctx.tables, ctx.key, intake.unsampled_ids)
+        if intake.figures:
+            write_figures(conn, ctx.config.output_schema, intake.figures)
     # PostgreSQL: statistics for the scored-ids lookup's plan (no-op elsewhere; docs/scaling.md)
     analyze_if_grown(ctx.engine, ctx.tables, {ctx.tables.scores.name: len(scores),
                                               ctx.tables.failures.name: len(intake.failures)})

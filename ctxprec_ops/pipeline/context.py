@@ -32,14 +32,15 @@ class PipelineContext:
     tables: OutputTables
     source: SourceTable
     metric: BaseRetrievalMetric
-    judge: JudgeModel
+    #: None for a metric kind that needs no judge (``MetricKind.needs_judge``)
+    judge: JudgeModel | None
     key: ScoringKey
     #: circuit breaker and request quota shared by every chunk scored with this context
     guards: JudgeGuards = field(default_factory=JudgeGuards)
 
     @property
     def judge_is_offline(self) -> bool:
-        return bool(getattr(self.judge, "offline", False))
+        return self.judge is None or bool(getattr(self.judge, "offline", False))
 
 
 def check_key_fits(tables: OutputTables, key: ScoringKey) -> None:
@@ -89,8 +90,10 @@ def prepare(config: PipelineConfig) -> PipelineContext:
     source = reflect_source(engine, config.table_name, config.source_schema, config.source_columns.as_dict(),
                             columns_env=config.kind.columns_env,
                             optional=config.source_columns.optional_missing_ok())
-    judge = make_judge(config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key,
-                       timeout=config.judge_timeout)
+    judge = None
+    if config.kind.needs_judge:  # a pure computation (labels) needs no judge, key or endpoint
+        judge = make_judge(config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key,
+                           timeout=config.judge_timeout)
     metric = config.kind.build(config, judge)
     key = ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version, source.name)
     check_key_fits(tables, key)
