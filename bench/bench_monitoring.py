@@ -48,12 +48,13 @@ def build(path: Path, days: int, rows: int) -> str:
         batch = []
         for i in range(rows):
             s = min(1.0, max(0.0, rnd.gauss(mean, 0.2)))
-            batch.append((f"{key}-{i}", key, "contextual_precision", s, s >= 0.5, 0.5, verdicts, "reason", "judge",
+            batch.append((f"{key}-{i}", key, "contextual_precision", "retrieval_logs", s, s >= 0.5, 0.5, verdicts,
+                          "reason", "judge",
                           "v1", 100, 10, 0.0001, f"run-{key}", f"{key} 23:00:00"))  # fmt: skip
         con.executemany(
-            "INSERT INTO ctxprec_scores (log_id, partition_key, metric, score, success, threshold, verdicts, reason, "
-            "judge_model, prompt_version, prompt_tokens, completion_tokens, cost, run_id, scored_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO ctxprec_scores (log_id, partition_key, metric, source_table, score, success, threshold, "
+            "verdicts, reason, judge_model, prompt_version, prompt_tokens, completion_tokens, cost, run_id, scored_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             batch,
         )
         con.commit()

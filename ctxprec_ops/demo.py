@@ -45,6 +45,8 @@ class DemoResult:
     reports: dict[str, Path] = field(default_factory=dict)  # metric -> report file
     report_note: str | None = None  # why there is no report, if there is none
     estimate: tuple[int, float | None] | None = None  # (judge calls, USD) predicted for an LLM judge
+    calibration: Any = None  # calibration.CalibrationResult of the judge against the sample's labels
+    labels_path: Path | None = None  # the labelled sample (CSV) written next to the report
 
     def by_metric(self, metric: str) -> list[RunSummary]:
         return [s for s in self.summaries if s.metric == metric]
@@ -92,8 +94,14 @@ def _fresh_engine(url: str, *, force: bool) -> Engine:
         return sa.create_engine(normalize_url(url), connect_args={"check_same_thread": False})
     check_demo_warehouse(url, force=force)
     engine = sa.create_engine(normalize_url(url), pool_pre_ping=True)
+    from .warehouse.label_figures import label_figures_table
+
+    from .calibration.table import calibrations_table
+
     with engine.begin() as conn:
         output_tables().metadata.drop_all(conn, checkfirst=True)
+        label_figures_table().drop(conn, checkfirst=True)
+        calibrations_table().drop(conn, checkfirst=True)
     return engine
 
 
@@ -161,6 +169,7 @@ def run_demo(
         t_scoring = time.perf_counter() - t0
 
         result = DemoResult(info, judge_name, summaries, t_data, t_scoring, estimate=result_estimate)
+        _calibrate(result, engine, judge_name, out, log)
         if log:
             log(f"scored {len(summaries)} partition runs in {t_scoring:.1f}s; loading the trend and writing the reports")
         _monitor(result, engine, days=days, end=info.partitions[-1], out=out)
@@ -168,6 +177,26 @@ def run_demo(
         return result
     finally:
         engine.dispose()
+
+
+def _calibrate(result: DemoResult, engine: Engine, judge: str, out: str | Path | None,
+               log: Callable[[str], None] | None) -> None:
+    """The judge against the sample's node labels (``ctxprec calibrate``); the labels are written
+    next to the report as ``<report>_node_labels.csv`` so the command can be re-run on them."""
+    from .calibration import calibrate, parse_labels
+    from .calibration.demo_labels import demo_label_csv
+
+    text = demo_label_csv(engine)
+    if out is not None:
+        path = Path(out)
+        result.labels_path = path.with_name(f"{path.stem}_node_labels.csv")
+        result.labels_path.write_text(text, encoding="utf-8")
+    labels = parse_labels(text, result.labels_path.name if result.labels_path else "demo labels")
+    [result.calibration] = calibrate(engine, labels, [judge], resamples=500)
+    if log:
+        a = result.calibration.agreement
+        log(f"judge {judge} against {labels.nodes} node labels of {a.cases} retrievals: verdict F1 {a.f1.fmt(2)}, "
+            f"Cohen's kappa {a.kappa.fmt(2)}, score MAE {a.mae.fmt(2)} (ctxprec calibrate)")
 
 
 def _estimate(configs: list[PipelineConfig], partitions: list[str]) -> tuple[int, float | None]:

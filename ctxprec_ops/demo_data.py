@@ -7,6 +7,10 @@ the expected answer) and distractors from other topics. Most days rank the usefu
 two or three "dip" days push them down and add distractors, so the trend shows a regression. A
 few malformed rows per sample (null / non-JSON / empty context, a non-string node, an empty
 expected answer) exercise the failure path. The same seed always gives the same rows.
+
+Every retrieval also carries gold labels (``retrieved_ids``, ``relevant_ids``: stable chunk ids,
+see ``passage_ids``), so the demo scores ``label_contextual_precision`` too and ``ctxprec
+calibrate`` can measure the lexical judge against them.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from sqlalchemy.engine import Engine
 
 from .secrets import redact_url
 
-__all__ = ["SampleInfo", "create_sample_warehouse", "TOPICS", "MALFORMED_KINDS"]
+__all__ = ["SampleInfo", "create_sample_warehouse", "TOPICS", "MALFORMED_KINDS", "passage_ids"]
 
 #: the kinds of bad rows the sample contains (each at least once when days >= 1)
 MALFORMED_KINDS = (
@@ -400,6 +404,24 @@ def _other_topics_passages(rng: random.Random, topic: Topic, k: int) -> list[str
     return list(out)
 
 
+_PASSAGE_IDS: dict[str, str] = {}
+
+
+def passage_ids() -> dict[str, str]:
+    """Passage text -> its stable chunk id (``billing-q1-s2``: topic, question set, support
+    passage; ``billing-bg1``: background; ``noise-3``), the ids of the gold labels."""
+    if not _PASSAGE_IDS:
+        for topic in TOPICS:
+            for qi, qa in enumerate(topic.qas, start=1):
+                for si, text in enumerate(qa.support, start=1):
+                    _PASSAGE_IDS.setdefault(text, f"{topic.name}-q{qi}-s{si}")
+            for bi, text in enumerate(topic.background, start=1):
+                _PASSAGE_IDS.setdefault(text, f"{topic.name}-bg{bi}")
+        for ni, text in enumerate(_NOISE, start=1):
+            _PASSAGE_IDS.setdefault(text, f"noise-{ni}")
+    return _PASSAGE_IDS
+
+
 def _rank(rng: random.Random, relevant: list[str], distractors: list[str], quality: str) -> list[str]:
     rel, dis = relevant[:], distractors[:]
     rng.shuffle(rel)
@@ -437,6 +459,7 @@ def _retrieval(rng: random.Random, dip: bool) -> dict[str, Any]:
     if rng.random() < 0.3:
         distractors[-1] = rng.choice(topic.background)  # on-topic, yet not answer-bearing
     nodes = _rank(rng, relevant, distractors, quality)
+    ids = passage_ids()
     good_answer = quality == "good" or rng.random() < 0.4
     actual = qa.answer if good_answer else "I'm not sure; please check the help center or contact support."
     if rng.random() < 0.05:
@@ -446,6 +469,9 @@ def _retrieval(rng: random.Random, dip: bool) -> dict[str, Any]:
         "actual_output": actual,
         "expected_output": qa.answer,
         "retrieval_context": json.dumps(nodes),
+        # gold labels: the chunk ids retrieved, and every chunk that supports the answer
+        "retrieved_ids": json.dumps([ids[n] for n in nodes]),
+        "relevant_ids": json.dumps([ids[n] for n in qa.support]),
         "_topic": topic,
         "_qa": qa,
     }
@@ -517,6 +543,8 @@ def _tables(metadata: sa.MetaData, source_table: str, conversation_table: str) -
         sa.Column("actual_output", sa.Text, nullable=True),
         sa.Column("expected_output", sa.Text, nullable=True),
         sa.Column("retrieval_context", sa.Text, nullable=True),  # JSON text
+        sa.Column("retrieved_ids", sa.Text, nullable=True),  # JSON text: chunk ids, ranked
+        sa.Column("relevant_ids", sa.Text, nullable=True),  # JSON text: ids of the chunks that answer
     )
     convs = sa.Table(
         conversation_table,

@@ -42,6 +42,14 @@ class JudgeConfigurationError(CtxPrecError, ValueError):
     retryable = False
 
 
+class JudgeRequestRejectedError(CtxPrecError):
+    """The judge endpoint refused the request as made (HTTP 400/403/413/422 other than an
+    unsupported response format): asking again would get the same answer."""
+
+    error_type = "judge_request_rejected"
+    retryable = False
+
+
 class BudgetExhaustedError(CtxPrecError):
     """The run's ``max_cost`` did not leave enough budget to judge this case."""
 
@@ -61,3 +69,13 @@ class IdentifierError(CtxPrecError, ValueError):
 
     error_type = "invalid_identifier"
     retryable = False
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line`` of ``exc``; for a driver error wrapped by SQLAlchemy, the driver's
+    error and its first line only (never the SQL statement or its parameters, which may hold row
+    data). Not redacted: pass it through ``secrets.redact``."""
+    orig = getattr(exc, "orig", None)
+    target = orig if isinstance(orig, BaseException) else exc
+    lines = [line.strip() for line in str(target).splitlines() if line.strip()]
+    return f"{type(target).__name__}: {lines[0]}" if lines else type(target).__name__

@@ -6,8 +6,9 @@ validation cost nothing, and nodes already in ``ctxprec_judgments`` (or repeated
 are not judged again. The remaining nodes are grouped by ``max_nodes_per_call`` like the real
 run, each group's prompt is rendered with the real template, and
 
-- prompt tokens ~= prompt characters / 4 + 8 per call (no tokenizer is installed; for English
-  text this is typically within ~15% of the model's count);
+- prompt tokens = the rendered prompt's tokens in the model's BPE encoding when an offline
+  tokenizer is installed (``tokens.py``: ``bpe-openai`` bundles cl100k_base and o200k_base), else
+  prompt characters / 4 (for English text typically ~15% above the model's count); + 8 per call;
 - completion tokens ~= 40 per node + 10 per call (one short JSON verdict per node).
 
 Repairs and retries are not predicted (they add calls only when the judge answers badly), and
@@ -16,8 +17,9 @@ an offline judge (``lexical``) makes these "calls" locally at no cost.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy import inspect
 
@@ -27,8 +29,9 @@ from .judges import JudgeModel, make_judge
 from .judging import EST_COMPLETION_TOKENS_PER_NODE
 from .pipeline import PipelineConfig
 from .pipeline.plan import iter_chunk_rows
-from .pricing import price_of
+from .pricing import BATCH_DISCOUNT, batch_price_of, price_of
 from .template import answer_format
+from .tokens import token_counter
 from .warehouse.engine import get_engine, read_connection
 from .warehouse.schema import JUDGMENTS, SCORES, output_tables
 from .warehouse.source import parse_partition_key, reflect_source
@@ -65,13 +68,23 @@ class Estimate:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float | None = 0.0  # None when the judge's price is unknown
+    #: the same calls through the Batch API (``judge_mode="batch"``): half price unless
+    #: CTXPREC_PRICES has a ``"model@batch"`` entry
+    batch_cost: float | None = 0.0
     price_per_million: tuple[float, float] | None = None
     invalid_examples: list[str] = field(default_factory=list)  # up to 5 messages
-    method: str = (
-        "prompt tokens = rendered prompt chars/4 + 8 per call; completion tokens = "
-        f"{COMPLETION_TOKENS_PER_NODE}/node + {COMPLETION_TOKENS_PER_CALL}/call; "
-        "excludes rows already scored and nodes in the judgment cache; repairs/retries not included"
-    )
+    #: how prompt tokens were counted: "o200k_base BPE (bpe-openai)" or "characters/4 (...)"
+    tokenizer: str = ""
+    method: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.method:
+            self.method = (
+                f"prompt tokens = rendered prompts counted by {self.tokenizer or 'characters/4'} + "
+                f"{PROMPT_TOKENS_PER_CALL} per call; completion tokens = {COMPLETION_TOKENS_PER_NODE}/node + "
+                f"{COMPLETION_TOKENS_PER_CALL}/call; excludes rows already scored and nodes in the judgment "
+                "cache; repairs/retries not included"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,8 +110,9 @@ def estimate_partition(
     template = metric.evaluation_template
     model, version = metric.evaluation_model, metric.prompt_version
     price = _price(judge)
+    counter = token_counter(model)
     est = Estimate(partition_key, metric.metric_name, model, version, bool(getattr(judge, "offline", False)),
-                   price_per_million=price)
+                   price_per_million=price, tokenizer=counter.description)
     group = config.max_nodes_per_call
     engine = get_engine(config.warehouse)
     src = reflect_source(engine, config.table_name, config.source_schema, config.source_columns.as_dict(),
@@ -106,10 +120,13 @@ def estimate_partition(
                          optional=config.source_columns.optional_missing_ok())
     existing = set(inspect(engine).get_table_names(schema=config.output_schema))
     tables = output_tables(config.output_schema)
-    key = ScoringKey(metric.metric_name, model, version)
-    chars = 0
+    # scores of this input table (tables written before source_table existed: of any table)
+    keyed_by_table = SCORES in existing and "source_table" in {
+        c["name"] for c in inspect(engine).get_columns(SCORES, schema=config.output_schema)}
+    key = ScoringKey(metric.metric_name, model, version, src.name if keyed_by_table else None)
+    prompt_tokens = 0
 
-    for _chunk, rows in iter_chunk_rows(engine, src, partition_key, config.chunk_size):
+    for _chunk, rows in iter_chunk_rows(engine, src, partition_key, config.chunk_size, config.sample):
         est.rows_total += len(rows)
         ids = [str(r["id"]) for r in rows]
         with read_connection(engine) as conn:
@@ -148,16 +165,21 @@ def estimate_partition(
             for i in range(0, len(todo), group):
                 part = todo[i : i + group]
                 prompt = answer_format(template).prompt(q, a, [t for _, t in part], [r for r, _ in part])
-                chars += len(prompt)
+                prompt_tokens += counter.count(prompt)
                 est.judge_calls += 1
                 est.prompt_tokens += PROMPT_TOKENS_PER_CALL
                 est.completion_tokens += COMPLETION_TOKENS_PER_CALL + COMPLETION_TOKENS_PER_NODE * len(part)
         if progress is not None:
             progress(est.rows_total, None)
 
-    est.prompt_tokens += -(-chars // PROMPT_CHARS_PER_TOKEN)
+    est.prompt_tokens += prompt_tokens
     if price is None:
         est.cost = None
     else:
         est.cost = (est.prompt_tokens * price[0] + est.completion_tokens * price[1]) / 1_000_000
+    batch_price = batch_price_of(est.judge_model) if price is not None else None
+    if judge.price_per_million is not None and price is not None:
+        batch_price = (price[0] * BATCH_DISCOUNT, price[1] * BATCH_DISCOUNT)
+    est.batch_cost = (None if batch_price is None else
+                      (est.prompt_tokens * batch_price[0] + est.completion_tokens * batch_price[1]) / 1_000_000)
     return est

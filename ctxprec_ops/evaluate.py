@@ -14,7 +14,7 @@ from ._async import run_sync
 from .budget import Budget
 from .cache import VerdictCache
 from .errors import InvalidTestCaseError
-from .judging import JudgeRun
+from .judging import JudgeRun, active_guards
 from .limiter import AdaptiveLimiter
 from .metrics.base import BaseRetrievalMetric
 from .results import EvaluationResult, MetricResult
@@ -85,7 +85,9 @@ async def a_evaluate(
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     retries = max_retries if max_retries is not None else max(m.max_retries for m in metric_list)
-    run = JudgeRun(limiter=AdaptiveLimiter(concurrency), budget=budget, cache=cache, max_retries=retries)
+    guards = active_guards(concurrency)
+    run = JudgeRun(limiter=AdaptiveLimiter(concurrency), budget=budget, cache=cache, max_retries=retries,
+                   breaker=guards.breaker, quota=guards.quota)
     total = len(case_list) * len(metric_list)
     results: list[MetricResult | None] = [None] * total
     # bound the number of live case coroutines too, so memory stays flat for huge inputs

@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from pydantic import BaseModel
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
+from .breaker import CircuitBreaker
 from .budget import Budget
 from .cache import VerdictCache, judgment_keys
 from .errors import JudgeAnswerError, JudgeConfigurationError, JudgeUnavailableError
 from .judge_events import JudgeRetry, notify_retry, retry_reason
 from .judges.base import Generation, JudgeModel
-from .limiter import AdaptiveLimiter
+from .limiter import AdaptiveLimiter, RequestQuota
 from .pricing import price_of
 from .retry import backoff_seconds, is_rate_limit, is_transient, retry_after_seconds
 from .secrets import redact
@@ -27,7 +29,7 @@ from .verdicts import AnswerProblem, JudgeAnswer, NodeVerdict
 
 log = logging.getLogger("ctxprec_ops.judging")
 
-__all__ = ["JudgeRun", "Usage", "judge_nodes", "gather_settled"]
+__all__ = ["JudgeRun", "Usage", "judge_nodes", "gather_settled", "JudgeGuards", "use_guards", "active_guards"]
 
 #: completion tokens assumed per node when estimating a call's cost before making it
 EST_COMPLETION_TOKENS_PER_NODE = 40
@@ -35,13 +37,55 @@ EST_COMPLETION_TOKENS_PER_NODE = 40
 
 @dataclass
 class JudgeRun:
-    """Shared state of one evaluation run: limiter, budget, cache, retry settings."""
+    """Shared state of one evaluation run: limiter, quota, circuit breaker, budget, cache, retry
+    settings. ``breaker``/``quota`` may span several runs (the pipeline shares them across the
+    chunks of a partition)."""
 
     limiter: AdaptiveLimiter
     budget: Budget | None = None
     cache: VerdictCache | None = None
     max_retries: int = 6
+    breaker: CircuitBreaker | None = None
+    quota: RequestQuota | None = None
     stats: dict[str, int] = field(default_factory=lambda: {"retries": 0, "repairs": 0, "calls": 0})
+
+
+@dataclass
+class JudgeGuards:
+    """A circuit breaker and a request quota that outlive one ``evaluate()`` call (the pipeline
+    installs one pair per partition run with ``use_guards``)."""
+
+    breaker: CircuitBreaker | None = None
+    quota: RequestQuota | None = None
+
+
+_guards: ContextVar[JudgeGuards | None] = ContextVar("ctxprec_judge_guards", default=None)
+
+
+@contextmanager
+def use_guards(guards: JudgeGuards) -> Iterator[JudgeGuards]:
+    """Judge calls made inside this block (``evaluate``) use ``guards``."""
+    token = _guards.set(guards)
+    try:
+        yield guards
+    finally:
+        _guards.reset(token)
+
+
+def active_guards(concurrency: int = 16) -> JudgeGuards:
+    """The installed guards, else a fresh breaker (sized for ``concurrency``) and quota from the
+    environment."""
+    guards = _guards.get()
+    if guards is not None:
+        return guards
+    return JudgeGuards(breaker=CircuitBreaker(trip_after=trip_after_for(concurrency)), quota=RequestQuota.from_env())
+
+
+def trip_after_for(concurrency: int) -> int:
+    """Consecutive judge-level failures that open the breaker: two full waves of requests in
+    flight (at least 5), so scattered faults (a 30 % fault rate at concurrency 16) never look like
+    an outage, while a dead endpoint trips it on the rows' first or second attempt."""
+    return max(5, 2 * concurrency)
 
 
 def _plus(a, b):
@@ -70,7 +114,7 @@ class Usage:
         self.completion_tokens = _plus(self.completion_tokens, completion_tokens)
         self.cost = _plus(self.cost, cost)
 
-    def merge(self, other: "Usage") -> None:
+    def merge(self, other: Usage) -> None:
         self.calls += other.calls
         self._add_spend(other.prompt_tokens, other.completion_tokens, other.cost)
         self.attempts = max(self.attempts, other.attempts)
@@ -98,38 +142,86 @@ def _estimate_cost(judge: JudgeModel, prompt: str, n_nodes: int) -> float | None
     return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
 
 
-async def _retry(attempt_once, first: Exception, run: JudgeRun) -> Generation:
-    """Attempts 2 .. max_retries+1 with tenacity: exponential backoff with jitter, or the
-    server's ``Retry-After`` when it sent one."""
-    last = {"exc": first}
+def _estimate_tokens(prompt: str, n_nodes: int) -> float:
+    """Prompt tokens (characters / 4) plus the completion allowance of ``n_nodes`` verdicts."""
+    return len(prompt) / 4 + 8 + EST_COMPLETION_TOKENS_PER_NODE * n_nodes + 10
 
-    def _wait(state) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        return backoff_seconds(state.attempt_number + 1, exc or last["exc"])
 
-    def _before_sleep(state) -> None:
-        run.stats["retries"] += 1
-        exc = state.outcome.exception()
-        log.debug("judge call failed (%s), retry %d", redact(str(exc))[:200], state.attempt_number + 1)
-        wait = state.next_action.sleep if state.next_action else 0.0
-        notify_retry(JudgeRetry(state.attempt_number + 1, run.max_retries, wait, retry_reason(exc)))
+def _headers_of(exc: BaseException) -> Mapping[str, str] | None:
+    response = getattr(exc, "response", None)
+    return getattr(response, "headers", None)
 
-    run.stats["retries"] += 1
-    log.debug("judge call failed (%s), retry 1", redact(str(first))[:200])
-    first_wait = backoff_seconds(1, first)
-    notify_retry(JudgeRetry(1, run.max_retries, first_wait, retry_reason(first)))
-    await asyncio.sleep(first_wait)
-    retrying = AsyncRetrying(
-        stop=stop_after_attempt(run.max_retries),
-        wait=_wait,
-        retry=retry_if_exception(is_transient),
-        before_sleep=_before_sleep,
-        reraise=True,
-    )
-    async for attempt in retrying:
-        with attempt:
-            return await attempt_once(attempt.retry_state.attempt_number + 1)
-    raise AssertionError("unreachable")  # pragma: no cover
+
+async def _send_once(judge: JudgeModel, prompt: str, tokens: float, run: JudgeRun,
+                     schema: type[BaseModel]) -> Generation:
+    """One request under the concurrency limiter and the quota."""
+    await run.limiter.acquire()
+    try:
+        if run.quota is not None:
+            await run.quota.acquire(tokens)
+        try:
+            out = await judge.a_generate_with_usage(prompt, schema)
+        except Exception as exc:
+            if run.quota is not None:
+                run.quota.observe(_headers_of(exc))
+            if is_rate_limit(exc):
+                run.limiter.on_rate_limited(retry_after_seconds(exc))
+            raise
+    finally:
+        await run.limiter.release()
+    run.limiter.on_success()
+    if run.quota is not None:
+        run.quota.observe(out.rate_limit_headers)
+        if out.prompt_tokens is not None and out.completion_tokens is not None:
+            run.quota.settle(tokens, out.prompt_tokens + out.completion_tokens)
+    return out
+
+
+async def _send(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage,
+                schema: type[BaseModel]) -> Generation:
+    """Send until answered: a transient fault is retried with backoff (``max_retries`` times);
+    a fault while the circuit breaker is open is the judge's outage, not the row's, and waits for
+    the breaker instead of using up the row's retries."""
+    breaker = run.breaker
+    if breaker is not None and breaker.endpoint is None:
+        breaker.set_endpoint(getattr(judge, "endpoint", None))
+    tokens = _estimate_tokens(prompt, n_nodes)
+    sent = retries = 0
+    while True:
+        probe = await breaker.admit() if breaker is not None else False
+        sent += 1
+        usage.attempts = max(usage.attempts, sent)
+        try:
+            gen = await _send_once(judge, prompt, tokens, run, schema)
+        except Exception as exc:
+            if not is_transient(exc):
+                if breaker is not None and getattr(exc, "status_code", None):
+                    breaker.on_answer()  # an HTTP answer (400, 401, ...): the endpoint is up
+                elif breaker is not None and probe:
+                    breaker.abandon_probe()
+                raise
+            if breaker is not None and breaker.on_failure(exc, probe=probe):
+                run.stats["outage_waits"] = run.stats.get("outage_waits", 0) + 1
+                continue
+            if retries >= run.max_retries:
+                raise JudgeUnavailableError(
+                    f"judge {judge.get_model_name()!r} still failing after {sent} attempts: "
+                    f"{type(exc).__name__}: {redact(str(exc))[:300]}"
+                ) from None
+            retries += 1
+            run.stats["retries"] += 1
+            log.debug("judge call failed (%s), retry %d", redact(str(exc))[:200], retries)
+            wait = backoff_seconds(retries, exc)
+            notify_retry(JudgeRetry(retries, run.max_retries, wait, retry_reason(exc)))
+            await asyncio.sleep(wait)
+            continue
+        except BaseException:
+            if probe and breaker is not None:
+                breaker.abandon_probe()
+            raise
+        if breaker is not None:
+            breaker.on_answer()
+        return gen
 
 
 async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage,
@@ -145,41 +237,11 @@ async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usa
             )
         reserved = run.budget.reserve(est)
     gen: Generation | None = None
-
-    async def attempt_once(number: int) -> Generation:
-        usage.attempts = max(usage.attempts, number)
-        await run.limiter.acquire()
-        try:
-            out = await judge.a_generate_with_usage(prompt, schema)
-        except BaseException as exc:
-            if isinstance(exc, Exception) and is_rate_limit(exc):
-                run.limiter.on_rate_limited(retry_after_seconds(exc))
-            raise
-        finally:
-            await run.limiter.release()
-        run.limiter.on_success()
-        return out
-
     try:
-        try:
-            # first attempt outside tenacity: most calls succeed, and building a retry loop
-            # per call is a measurable share of a fast judge's time
-            gen = await attempt_once(1)
-        except Exception as first:
-            if not is_transient(first) or run.max_retries < 1:
-                raise
-            gen = await _retry(attempt_once, first, run)
-    except Exception as exc:
-        if is_transient(exc):
-            raise JudgeUnavailableError(
-                f"judge {judge.get_model_name()!r} still failing after {run.max_retries + 1} "
-                f"attempts: {type(exc).__name__}: {redact(str(exc))[:300]}"
-            ) from None
-        raise
+        gen = await _send(judge, prompt, n_nodes, run, usage, schema)
     finally:
         if run.budget is not None:
             run.budget.settle(reserved, gen.cost if gen is not None else 0.0)
-    assert gen is not None
     run.stats["calls"] += 1
     usage.add(gen)
     return gen.output

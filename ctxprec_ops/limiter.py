@@ -1,17 +1,29 @@
-"""An adaptive concurrency limiter for judge calls.
+"""Limits on judge requests: how many are in flight, and how many are sent per minute.
 
-At most ``limit`` calls are in flight. A 429 cuts the limit by a quarter (at most once per
-cool-down) and,
-when the server sent ``Retry-After``, pauses new calls until then; sustained success raises the
-limit again by one step at a time up to the configured maximum (AIMD, as TCP does).
+``AdaptiveLimiter``: at most ``limit`` calls are in flight. A 429 cuts the limit by a quarter (at
+most once per cool-down) and, when the server sent ``Retry-After``, pauses new calls until then
+(capped by ``CTXPREC_RETRY_MAX_WAIT``); sustained success raises the limit again by one step at a
+time up to the configured maximum (AIMD, as TCP does).
+
+``RequestQuota``: a provider's requests-per-minute and tokens-per-minute quota, kept *before* a
+request is sent. Requests are paced evenly (one every ``60 / max_rpm`` s; a request's estimated
+tokens — prompt plus completion cap — take ``tokens * 60 / max_tpm`` s of the token schedule), so
+no 60-second window, and no shorter window a provider quantizes its limit to, sees more than the
+cap. The provider's ``x-ratelimit-remaining-*`` / ``x-ratelimit-reset-*`` headers tighten the
+pace further when they say less is left than the configured pace would use.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import time
+from collections.abc import Mapping
 
-__all__ = ["AdaptiveLimiter"]
+from .retry import max_wait_seconds
+
+__all__ = ["AdaptiveLimiter", "RequestQuota", "parse_reset_seconds"]
 
 
 class AdaptiveLimiter:
@@ -66,7 +78,7 @@ class AdaptiveLimiter:
                 if wait > 0:
                     try:
                         await asyncio.wait_for(cond.wait(), timeout=wait)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
                     continue
                 if self.in_flight < self.limit:
@@ -87,7 +99,7 @@ class AdaptiveLimiter:
             # wake only as many waiters as there are free slots (the limit may have grown)
             cond.notify(max(1, self.limit - self.in_flight))
 
-    async def __aenter__(self) -> "AdaptiveLimiter":
+    async def __aenter__(self) -> AdaptiveLimiter:
         await self.acquire()
         return self
 
@@ -108,4 +120,129 @@ class AdaptiveLimiter:
             self.limit = max(self.min_concurrency, (self.limit * 3) // 4)
             self._last_decrease = now
         if retry_after is not None and retry_after > 0:
-            self._pause_until = max(self._pause_until, now + min(retry_after, 120.0))
+            self._pause_until = max(self._pause_until, now + min(retry_after, max_wait_seconds()))
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def parse_reset_seconds(raw: str | None) -> float | None:
+    """``x-ratelimit-reset-*`` values: ``"1s"``, ``"6m0s"``, ``"20ms"``, ``"1h2m3.5s"`` or plain
+    seconds (``"0.5"``). None when absent or unreadable."""
+    if raw is None:
+        return None
+    text = raw.strip().lower()
+    if not text:
+        return None
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+def _int_header(headers: Mapping[str, str], name: str) -> int | None:
+    raw = headers.get(name)
+    if raw is None:
+        return None
+    try:
+        return int(float(raw))
+    except ValueError:
+        return None
+
+
+def _positive_env(name: str) -> float | None:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {raw!r}") from None
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return value
+
+
+class RequestQuota:
+    """Pace requests under ``max_rpm`` requests and ``max_tpm`` tokens per minute (either may be
+    None: no configured cap, only what the provider's headers say)."""
+
+    def __init__(self, max_rpm: float | None = None, max_tpm: float | None = None) -> None:
+        for name, value in (("max_requests_per_minute", max_rpm), ("max_tokens_per_minute", max_tpm)):
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        self.max_rpm = max_rpm
+        self.max_tpm = max_tpm
+        self._next_request = 0.0
+        self._next_token = 0.0
+        # provider-reported pace: (seconds per request or per token, valid until)
+        self._header_request_pace: tuple[float, float] = (0.0, 0.0)
+        self._header_token_pace: tuple[float, float] = (0.0, 0.0)
+        self.waited_seconds = 0.0
+        self.requests = 0
+
+    @classmethod
+    def from_env(cls, max_rpm: float | None = None, max_tpm: float | None = None) -> RequestQuota:
+        """Explicit values, else ``CTXPREC_MAX_RPM`` / ``CTXPREC_MAX_TPM``."""
+        return cls(max_rpm if max_rpm is not None else _positive_env("CTXPREC_MAX_RPM"),
+                   max_tpm if max_tpm is not None else _positive_env("CTXPREC_MAX_TPM"))
+
+    def _request_interval(self, now: float) -> float:
+        base = 60.0 / self.max_rpm if self.max_rpm else 0.0
+        pace, until = self._header_request_pace
+        return max(base, pace) if now < until else base
+
+    def _token_interval(self, now: float) -> float:
+        base = 60.0 / self.max_tpm if self.max_tpm else 0.0
+        pace, until = self._header_token_pace
+        return max(base, pace) if now < until else base
+
+    def reserve(self, tokens: float) -> float:
+        """Book the next send slot for a request of ``tokens`` estimated tokens; returns the
+        seconds to wait before sending. Slots are booked in call order (no await in between)."""
+        now = time.monotonic()
+        start = max(now, self._next_request, self._next_token)
+        self._next_request = start + self._request_interval(now)
+        self._next_token = start + max(0.0, tokens) * self._token_interval(now)
+        self.requests += 1
+        return start - now
+
+    async def acquire(self, tokens: float) -> None:
+        wait = self.reserve(tokens)
+        if wait > 0:
+            self.waited_seconds += wait
+            await asyncio.sleep(wait)
+
+    def settle(self, estimated: float, actual: float | None) -> None:
+        """Correct the token schedule once a request's real usage is known."""
+        if actual is None or not self.max_tpm:
+            return
+        self._next_token = max(time.monotonic(), self._next_token + (actual - estimated) * 60.0 / self.max_tpm)
+
+    def observe(self, headers: Mapping[str, str] | None) -> None:
+        """Tighten the pace from ``x-ratelimit-remaining-{requests,tokens}`` and
+        ``x-ratelimit-reset-{requests,tokens}`` (OpenAI's names; Azure and vLLM proxies send the same)."""
+        if not headers:
+            return
+        now = time.monotonic()
+        for kind in ("requests", "tokens"):
+            remaining = _int_header(headers, f"x-ratelimit-remaining-{kind}")
+            reset = parse_reset_seconds(headers.get(f"x-ratelimit-reset-{kind}"))
+            if remaining is None or reset is None or reset <= 0:
+                continue
+            if remaining <= 0:  # nothing left: no request (or token) before the reset
+                if kind == "requests":
+                    self._next_request = max(self._next_request, now + reset)
+                else:
+                    self._next_token = max(self._next_token, now + reset)
+                continue
+            pace = (reset / remaining, now + reset)
+            if kind == "requests":
+                self._header_request_pace = pace
+            else:
+                self._header_token_pace = pace

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from .config import Settings
 
-__all__ = ["PRICES", "set_price", "price_of", "cost_of"]
+__all__ = ["PRICES", "set_price", "price_of", "cost_of", "batch_price_of", "batch_cost_of", "BATCH_DISCOUNT"]
+
+#: the Batch API's price as a share of the list price (OpenAI, Azure OpenAI: half)
+BATCH_DISCOUNT = 0.5
 
 #: (input, output) USD per 1M tokens — public list prices at the time of writing
 PRICES: dict[str, tuple[float, float]] = {
@@ -59,6 +62,22 @@ def price_of(model: str) -> tuple[float, float] | None:
 
 def cost_of(model: str, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
     price = price_of(model)
+    if price is None or prompt_tokens is None or completion_tokens is None:
+        return None
+    return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1_000_000
+
+
+def batch_price_of(model: str) -> tuple[float, float] | None:
+    """The Batch API price: ``CTXPREC_PRICES["model@batch"]`` when given, else half the list price."""
+    env = _env_prices()
+    if f"{model}@batch" in env:
+        return env[f"{model}@batch"]
+    price = price_of(model)
+    return None if price is None else (price[0] * BATCH_DISCOUNT, price[1] * BATCH_DISCOUNT)
+
+
+def batch_cost_of(model: str, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
+    price = batch_price_of(model)
     if price is None or prompt_tokens is None or completion_tokens is None:
         return None
     return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1_000_000

@@ -53,6 +53,8 @@ class MetricResult:
     _verbose: Any = field(default=None, repr=False, compare=False)
     windows: list[WindowResult] | None = None
     case_index: int = 0
+    #: metric-specific figures besides the score (label metric: recall, reciprocal rank, NDCG@k)
+    figures: dict[str, Any] | None = None
     #: False when the metric does not score this kind of case (e.g. a turn metric on an
     #: ``LLMTestCase``): the row says so in ``error``, ``test_results`` leaves it out
     applicable: bool = True

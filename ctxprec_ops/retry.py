@@ -8,7 +8,8 @@ from datetime import datetime, timezone
 
 from .config import Settings
 
-__all__ = ["TransientJudgeError", "is_transient", "is_rate_limit", "retry_after_seconds", "backoff_seconds"]
+__all__ = ["TransientJudgeError", "is_transient", "is_rate_limit", "retry_after_seconds", "backoff_seconds",
+           "max_wait_seconds"]
 
 
 class TransientJudgeError(Exception):
@@ -82,16 +83,23 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         return None
 
 
+def max_wait_seconds() -> float:
+    """``CTXPREC_RETRY_MAX_WAIT`` (default 30 s): the longest single wait before a retry, also the
+    cap on a server's ``Retry-After`` (a ``Retry-After: 99999`` does not stall a run)."""
+    return max(0.0, float(Settings.read("retry_max_wait")))
+
+
 def backoff_seconds(attempt: int, exc: BaseException | None = None) -> float:
-    """Exponential backoff with full jitter; a server's ``Retry-After`` wins when present.
+    """Exponential backoff with full jitter; a server's ``Retry-After`` wins when present, up to
+    ``CTXPREC_RETRY_MAX_WAIT``.
 
     ``CTXPREC_RETRY_INITIAL_WAIT`` (default 0.5 s) and ``CTXPREC_RETRY_MAX_WAIT`` (30 s) tune it.
     """
+    cap = max_wait_seconds()
     if exc is not None:
         ra = retry_after_seconds(exc)
         if ra is not None:
-            return min(ra, 120.0)
+            return min(ra, cap)
     initial = float(Settings.read("retry_initial_wait"))
-    cap = float(Settings.read("retry_max_wait"))
     ceiling = min(cap, initial * (2 ** max(0, attempt - 1)))
     return ceiling / 2 + random.uniform(0, ceiling / 2)

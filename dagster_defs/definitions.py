@@ -18,10 +18,12 @@ from ctxprec_ops.dagster import (
 from ctxprec_ops.pipeline.kinds import METRIC_KINDS
 
 settings = Settings.from_env()
-log_tables = [log_table_spec(kind) for kind in METRIC_KINDS.values()]
+# one spec per log table (several kinds may read the same table)
+log_tables = list({kind.default_table: log_table_spec(kind) for kind in METRIC_KINDS.values()}.values())
 scores_assets = {name: build_scores_asset(name) for name in METRIC_KINDS}
 score_checks = [build_score_checks(scores_assets[name], name) for name in METRIC_KINDS]
-score_job = build_score_job(list(scores_assets.values()))
+# the nightly job: kinds that are not nightly (labels: opt-in) are materialized on demand
+score_job = build_score_job([scores_assets[name] for name, kind in METRIC_KINDS.items() if kind.nightly])
 
 defs = Definitions(
     assets=[*log_tables, *scores_assets.values()],

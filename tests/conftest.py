@@ -6,6 +6,9 @@ import os
 # fast retry backoff for the whole suite (the production default starts at 0.5 s)
 os.environ.setdefault("CTXPREC_RETRY_INITIAL_WAIT", "0.01")
 os.environ.setdefault("CTXPREC_RETRY_MAX_WAIT", "0.2")
+# a judge that fails every request is given up after 5 s (production default: 600 s, or 30 s when
+# it never answered); tests of the outage behaviour set their own tolerance
+os.environ.setdefault("CTXPREC_OUTAGE_TOLERANCE", "5")
 
 pytest_plugins = [
     name

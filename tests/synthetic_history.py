@@ -45,7 +45,10 @@ def beta_scores(rng: np.random.Generator, n: int, mean: float, concentration: fl
     return [float(x) for x in rng.beta(a, b, size=n)]
 
 
-def write_history(engine: Engine, days: Sequence[Day], *, metric: str = METRIC) -> None:
+def write_history(engine: Engine, days: Sequence[Day], *, metric: str = METRIC,
+                  source_table: str | None = None) -> None:
+    if source_table is None:
+        source_table = "conversation_logs" if metric == "turn_contextual_precision" else "retrieval_logs"
     tables = ensure_output_tables(engine)
     now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
     with engine.begin() as conn:
@@ -60,6 +63,7 @@ def write_history(engine: Engine, days: Sequence[Day], *, metric: str = METRIC) 
                         log_id=f"{day.partition_key}-{i}",
                         partition_key=day.partition_key,
                         metric=metric,
+                        source_table=source_table,
                         score=float(s),
                         success=bool(s >= day.threshold),
                         threshold=day.threshold,
@@ -81,6 +85,7 @@ def write_history(engine: Engine, days: Sequence[Day], *, metric: str = METRIC) 
                     log_id=f"{day.partition_key}-f{i}",
                     partition_key=day.partition_key,
                     metric=metric,
+                    source_table=source_table,
                     judge_model=day.judge_model,
                     prompt_version=day.prompt_version,
                     error_type="judge_unavailable",
@@ -101,6 +106,7 @@ def write_history(engine: Engine, days: Sequence[Day], *, metric: str = METRIC) 
                         run_id=run_id,
                         partition_key=day.partition_key,
                         metric=metric,
+                        source_table=source_table,
                         status="completed",
                         rows_total=len(rows) + len(fails),
                         rows_scored=len(rows),

@@ -335,3 +335,24 @@ def test_nightly_on_postgres_through_a_postgres_connection(
     assert sum(r[0] for r in rows) / 30 == pytest.approx(sum(expected) / 30)
     assert "postgresql+psycopg://postgres:***@" in result.output  # the hook's masked URL
     assert_no_secrets(result, JUDGE_KEY, PG_PASSWORD)
+
+
+def test_score_tasks_run_in_the_judge_pool_named_in_the_dag_params(airflow_env: AirflowEnv) -> None:
+    """Issue 15: the chunk tasks share one judge quota through an Airflow pool; its name is in the
+    DAG params (fixed at parse time), next to the per-task quota and the outage tolerance."""
+    code = (
+        "from ctxprec_ops.airflow.nightly import nightly_dag\n"
+        "from ctxprec_ops.airflow.operators import ContextualPrecisionOperator\n"
+        "dag = nightly_dag('pool_probe', pool='ctxprec_judge')\n"
+        "plain = nightly_dag('no_pool_probe')\n"
+        "score = dag.get_task('score_chunk')\n"
+        "emit({'pool': score.pool, 'plain_pool': plain.get_task('score_chunk').pool,\n"
+        "      'params': {k: dag.params[k] for k in ('judge_pool', 'max_rpm', 'max_tpm', 'outage_tolerance')},\n"
+        "      'fields': list(ContextualPrecisionOperator.template_fields)})\n"
+    )
+    out = airflow_env.run_python(code, {"CTXPREC_MAX_RPM": "300", "CTXPREC_OUTAGE_TOLERANCE": "120"})
+    assert out["pool"] == "ctxprec_judge"
+    assert out["plain_pool"] == "default_pool"
+    assert out["params"] == {"judge_pool": "ctxprec_judge", "max_rpm": 300.0, "max_tpm": None,
+                             "outage_tolerance": 120.0}
+    assert {"max_rpm", "max_tpm", "outage_tolerance"} <= set(out["fields"])

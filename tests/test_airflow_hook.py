@@ -182,7 +182,8 @@ def test_unmapped_operator_scores_a_whole_partition(probes: dict[str, Any]) -> N
                           "rows_cached", "rows_failed", "mean_score", "median_score", "pass_rate", "ci_low",
                           "ci_high", "prompt_tokens", "completion_tokens", "cost", "judge_model",
                           "prompt_version", "started_at", "finished_at", "threshold", "judge_calls",
-                          "failures_by_type", "error_message"}  # counts and figures, never rows
+                          "failures_by_type", "error_message", "rows_unpartitioned", "rows_without_id",
+                          "source_table", "sample_rate", "rows_sampled"}  # counts and figures, never rows
 
 
 NO_WAREHOUSE_PROBE = r'''

@@ -52,6 +52,7 @@ def test_estimate_makes_no_call_and_counts_sanely(warehouse, openai_env, capsys)
     pin, pout = price_of("gpt-4o-mini")
     assert est["cost"] == pytest.approx((est["prompt_tokens"] * pin + est["completion_tokens"] * pout) / 1e6)
     assert 0 < est["cost"] < 0.1
+    assert est["batch_cost"] == pytest.approx(est["cost"] / 2)  # side by side: the Batch API's half price
     # the chunk size changes how the partition is read, not the totals (bar in-chunk repeats)
     again = _estimate(capsys, "--warehouse", url, "--partition", DAY, "--judge", "gpt-4o-mini", "--chunk-size", "500")
     assert again["rows_total"] == est["rows_total"] and again["nodes_total"] == est["nodes_total"]

@@ -149,7 +149,7 @@ def test_dagster_definitions_validate(tmp_path):
 def test_production_resources_make_loadable_definitions(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-validate-123456")
     production = Definitions(
-        assets=[retrieval_logs, conversation_logs, contextual_precision_scores, turn_contextual_precision_scores],
+        assets=[*log_tables, *scores_assets.values()],
         asset_checks=score_checks, jobs=[score_partition_job], schedules=[nightly_schedule],
         resources=resources_for("production"),
     )

@@ -39,7 +39,8 @@ def test_demo_command_end_to_end(tmp_path, capsys):
     assert "judge lexical" in out
     assert report.exists() and "<html" in report.read_text().lower()
     assert (tmp_path / "report_conversations.html").exists()  # the turn metric's report
-    assert "[8/8]" in captured.err  # non-interactive progress: one line per partition run
+    assert (tmp_path / "report_labels.html").exists()  # the label metric's report
+    assert "[12/12]" in captured.err  # non-interactive progress: one line per partition run (3 metrics x 4 days)
     # the sample's malformed rows are recorded input problems, not a failed or "partial" day
     assert "partial" not in out and "partial" not in captured.err
     assert "bad input" in out and "bad input row(s) recorded" in captured.err
@@ -52,13 +53,16 @@ def test_demo_command_end_to_end(tmp_path, capsys):
     assert _count(url, "SELECT count(*) FROM ctxprec_scores WHERE metric = 'turn_contextual_precision'") + _count(
         url, "SELECT count(*) FROM ctxprec_failures WHERE metric = 'turn_contextual_precision'") == convs
     assert _count(url, "SELECT count(*) FROM ctxprec_failures WHERE error_type = 'invalid_input'") >= 5
-    assert _count(url, "SELECT count(*) FROM ctxprec_runs") == 8
+    # the gold labels of the sample score every retrieval with no judge call
+    assert _count(url, "SELECT count(*) FROM ctxprec_scores WHERE metric = 'label_contextual_precision' "
+                       "AND judge_model = 'labels'") == rows
+    assert _count(url, "SELECT count(*) FROM ctxprec_runs") == 12
 
     # a second run recreates the warehouse instead of piling up rows
     assert main(args + ["--quiet"]) == 0
     capsys.readouterr()
     assert _count(url, "SELECT count(*) FROM retrieval_logs") == rows
-    assert _count(url, "SELECT count(*) FROM ctxprec_runs") == 8
+    assert _count(url, "SELECT count(*) FROM ctxprec_runs") == 12
 
 
 def test_demo_shows_the_dip_as_alerts(tmp_path):
@@ -97,7 +101,7 @@ def test_demo_on_postgres_with_force(pg_url, tmp_path, capsys):
     rows = _count(pg_url, "SELECT count(*) FROM retrieval_logs")
     assert _count(pg_url, "SELECT count(*) FROM ctxprec_scores WHERE metric = 'contextual_precision'") + _count(
         pg_url, "SELECT count(*) FROM ctxprec_failures WHERE metric = 'contextual_precision'") == rows
-    assert _count(pg_url, "SELECT count(*) FROM ctxprec_runs") == 4
+    assert _count(pg_url, "SELECT count(*) FROM ctxprec_runs") == 6  # 3 metrics x 2 days
 
 
 def test_demo_with_an_llm_judge_over_http(tmp_path, openai_env, capsys):

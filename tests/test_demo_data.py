@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 import sqlalchemy as sa
 
-from ctxprec_ops.demo_data import MALFORMED_CONVERSATION_KINDS, MALFORMED_KINDS, create_sample_warehouse
+from ctxprec_ops.demo_data import MALFORMED_CONVERSATION_KINDS, MALFORMED_KINDS, create_sample_warehouse, passage_ids
 from ctxprec_ops.judges.lexical import LexicalJudge
 from ctxprec_ops.scoring import contextual_precision
 
@@ -55,9 +55,12 @@ def test_nodes_and_times_are_realistic(sample):
     assert min(sizes) >= 3 and max(sizes) >= 8
     times = [str(r[1]) for r in rows]
     assert any(t[11:16] == "23:59" for t in times) and any(t[11:16] == "00:00" for t in times)
-    for _id, _t, _input, _actual, expected, context in rows:
+    for _id, _t, _input, _actual, expected, context, retrieved_ids, relevant_ids in rows:
         if _id not in bad:
             assert expected and all(isinstance(n, str) and n for n in json.loads(context))
+            # gold labels: one stable id per retrieved passage, and the ids of the answer's support
+            assert [passage_ids()[n] for n in json.loads(context)] == json.loads(retrieved_ids)
+            assert json.loads(relevant_ids) and all(i.split("-")[-1].startswith("s") for i in json.loads(relevant_ids))
 
 
 def test_every_malformed_kind_is_present_and_really_bad(sample):
@@ -110,7 +113,7 @@ def test_lexical_judge_sees_the_dip(sample):
     judge = LexicalJudge()
     bad = {i for ids in info.malformed.values() for i in ids}
     scores: dict[str, list[float]] = defaultdict(list)
-    for _id, t, question, _a, expected, context in _rows(url, "retrieval_logs"):
+    for _id, t, question, _a, expected, context, *_labels in _rows(url, "retrieval_logs"):
         if _id in bad:
             continue
         relevance = [judge.judge_node(question, expected, n)[0] for n in json.loads(context)]

@@ -93,7 +93,7 @@ def test_trend_and_report(url, tmp_path, capsys):
     assert main(["report", "--warehouse", url, "--out", str(tmp_path / "nodir" / "r.html")]) == 1
     capsys.readouterr()
     bad = tmp_path / "bad.html"
-    assert main(["report", "--warehouse", url, "--out", str(bad), "--source-table", "logs; DROP TABLE x"]) == 1
+    assert main(["report", "--warehouse", url, "--out", str(bad), "--source-table", "logs; DROP TABLE x"]) == 2
     assert "not a valid identifier" in capsys.readouterr().err and not bad.exists()
 
 

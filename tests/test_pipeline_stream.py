@@ -67,3 +67,39 @@ def test_quiet_gc_restores_the_collector_when_the_last_user_leaves():
             pass
         assert gc.get_threshold()[0] == max(before[0], YOUNG_THRESHOLD)  # the first one is still running
     assert gc.get_threshold() == before and gc.get_freeze_count() == frozen
+
+
+def test_a_chunk_claimed_elsewhere_is_skipped_then_scored_after_the_free_ones(judge_server, pg_url):
+    """On PostgreSQL the stream claims each chunk before reading it: a chunk another session holds
+    is left out by ``score_chunk_if_free`` and scored last by ``score_partition``, once released."""
+    import threading
+
+    from ctxprec_ops.pipeline import plan_chunks, prepare
+    from ctxprec_ops.pipeline.chunk import chunk_claim_name, score_chunk_if_free
+    from ctxprec_ops.warehouse.claims import claim_key
+
+    engine = get_engine(pg_url)
+    create_logs(engine, _rows(15))
+    judge_server.latency = 0.01
+    cfg = PipelineConfig(warehouse=pg_url, judge="judge-test-model", judge_base_url=judge_server.base_url,
+                         judge_api_key="test-key", chunk_size=5, concurrency=4)
+    ctx = prepare(cfg)
+    chunks = plan_chunks(cfg, DAY, context=ctx)
+    key = claim_key(chunk_claim_name(ctx, chunks[0]))
+    holder = engine.connect()
+    holder.execute(sa.select(sa.func.pg_advisory_lock(key)))
+    holder.commit()
+    try:
+        assert score_chunk_if_free(cfg, chunks[0], run_id="r0", context=ctx) is None
+        assert judge_server.calls == 0
+        events: list[ProgressEvent] = []
+        release = threading.Timer(1.0, lambda: (holder.execute(sa.select(sa.func.pg_advisory_unlock(key))),
+                                                holder.commit()))
+        release.start()
+        summary = score_partition(cfg, DAY, progress=events.append)
+        release.join()
+    finally:
+        holder.close()
+    assert (summary.rows_scored, summary.status) == (15, "succeeded") and judge_server.calls == 15
+    started = [e.message for e in events if e.kind == "chunk_started"]
+    assert started == ["chunk 1", "chunk 2", "chunk 0"]

@@ -1,7 +1,7 @@
 """Reliability: property-based fuzzing (hypothesis) of the rows a warehouse may hand the pipeline.
 
 Rows mix good values with bad ones in every column: NULLs, empty and blank strings, wrong JSON
-types (object, number, string, nested lists, non-string nodes), huge strings, NUL and other
+types (object, number, string, nested lists, non-string nodes, JSON nested 5,000 deep), huge strings, NUL and other
 control characters, lone surrogates (escaped in JSON, or CESU-8 bytes), invalid UTF-8 (as a BLOB or
 as TEXT), invalid JSON, too many nodes, and duplicate ids (the source table has no unique
 constraint). For every chunk: each bad row gets exactly one ``invalid_input`` failure whose
@@ -83,10 +83,21 @@ bad_context = st.one_of(
     st.sampled_from([None, "", "   ", "[]", "{}", '{"nodes": ["a"]}', "3", "true", "null", '"just a string"',
                      '[["nested"]]', '["a", null]', '["a", 3]', '["a", {"text": "b"}]', '["a", ["b"]]',
                      "not json", '["unterminated"', '["\\ud800 lone surrogate"]', '["a\\u0000b"]',
-                     json.dumps(["n"] * 201), json.dumps(["y" * 100_001])]).map(lambda v: Cell(v, False)),
+                     json.dumps(["n"] * 201), json.dumps(["y" * 100_001]),
+                     "[" * 5000 + "]" * 5000, '["a", ' + "[" * 3000 + "]" * 3000 + "]"]).map(lambda v: Cell(v, False)),
     st.sampled_from([b'["Paris\xff"]', b"\xff\xfe["]).map(lambda b: Cell(b, False, "blob")),
 )
 context_cell = st.one_of(good_context, bad_context)
+
+
+# event_time: forms read as 2026-11-28 (good), and forms in no partition (good=False: the row is
+# neither scored nor failed, only counted in rows_unpartitioned)
+event_time_cell = st.one_of(
+    st.sampled_from(["2026-11-28 12:00:00", "2026-11-28T12:00:00Z", "2026-11-28T12:00:00+0000",
+                     "2026-11-28 12:00:00 UTC", " 2026-11-28 12:00:00", "2026-11-28T07:00:00-05:00",
+                     1795867200, "1795867200"]).map(lambda v: Cell(v, True)),
+    st.sampled_from([None, "28/11/2026 12:00", "garbage", "2026-13-45"]).map(lambda v: Cell(v, False)),
+)
 
 
 @st.composite
@@ -94,8 +105,11 @@ def rows(draw, duplicates: bool = False) -> list[dict[str, Cell]]:
     n = draw(st.integers(1, 9))
     out = []
     for i in range(1, n + 1):
+        odd_id = draw(st.sampled_from([None, None, None, None, None, None, f"id-{i}", i + 0.5]))
         out.append({
-            "id": Cell(i, True),
+            # SQLite lets an INTEGER column hold text or a real number: that row's failure
+            "id": Cell(i, True) if odd_id is None else Cell(odd_id, False),
+            "event_time": draw(event_time_cell) if draw(st.integers(0, 4)) == 0 else Cell("2026-11-28 12:00:00", True),
             "input": draw(text_cell),
             "actual_output": draw(actual_cell),
             "expected_output": draw(text_cell),
@@ -109,18 +123,24 @@ def rows(draw, duplicates: bool = False) -> list[dict[str, Cell]]:
 
 
 def bad_columns(row: dict[str, Cell]) -> set[str]:
-    return {c for c, cell in row.items() if not cell.good}
+    return {c for c, cell in row.items() if not cell.good and c != "event_time"}
+
+
+def outside(row: dict[str, Cell]) -> bool:
+    """The row's event_time puts it in no partition."""
+    return not row.get("event_time", Cell("2026-11-28 12:00:00", True)).good
 
 
 def store(path: Path, data: list[dict[str, Cell]]) -> None:
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE retrieval_logs (id INTEGER, event_time TEXT, input TEXT, actual_output TEXT, "
+    conn.execute("CREATE TABLE retrieval_logs (id INTEGER, event_time DATETIME, input TEXT, actual_output TEXT, "
                  "expected_output TEXT, retrieval_context TEXT)")  # no unique constraint on id
     cols = ["input", "actual_output", "expected_output", "retrieval_context"]
     for row in data:
         marks = ["CAST(? AS TEXT)" if row[c].how == "text" else "?" for c in cols]
-        conn.execute(f"INSERT INTO retrieval_logs VALUES (?, '2026-11-28 12:00:00', {', '.join(marks)})",
-                     [row["id"].value] + [row[c].value for c in cols])
+        when = row.get("event_time", Cell("2026-11-28 12:00:00", True)).value
+        conn.execute(f"INSERT INTO retrieval_logs VALUES (?, ?, {', '.join(marks)})",
+                     [row["id"].value, when] + [row[c].value for c in cols])
     conn.commit()
     conn.close()
 
@@ -157,9 +177,14 @@ def check_partition(data: list[dict[str, Cell]], chunk_size: int) -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
+    # the invariant: every row of the partition ends in exactly one of scores or failures, or is
+    # counted as outside every partition
     by_id: dict[str, list[dict[str, Cell]]] = {}
     for row in data:
-        by_id.setdefault(str(row["id"].value), []).append(row)
+        if not outside(row):
+            by_id.setdefault(str(row["id"].value), []).append(row)
+    assert summary.rows_unpartitioned == sum(outside(r) for r in data)
+    assert not set(scores) & set(failures)
     want_scored = {i for i, rs in by_id.items() if len(rs) == 1 and not bad_columns(rs[0])}
     assert set(scores) == want_scored
     assert set(failures) == set(by_id) - want_scored
@@ -221,5 +246,5 @@ def test_rows_without_an_id_are_reported_not_silently_dropped(tmp_path, caplog):
     store(path, data)
     with caplog.at_level(logging.WARNING, logger="ctxprec_ops"):
         summary = score_partition(PipelineConfig(warehouse=f"sqlite:///{path}", judge=CountingJudge()), DAY)
-    assert summary.rows_scored == 2 and summary.rows_total == 2
+    assert summary.rows_scored == 2 and summary.rows_total == 2 and summary.rows_without_id == 3
     assert "3 row(s) have a NULL id" in caplog.text

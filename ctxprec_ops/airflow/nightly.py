@@ -8,7 +8,7 @@ Airflow-only knobs (the ``CTXPREC_*`` variables of ``ctxprec_ops.config`` config
 | variable | meaning | default |
 |---|---|---|
 | ``CTXPREC_AIRFLOW_MAX_ACTIVE_CHUNKS`` | chunk tasks running at once, per DAG, all runs | 4 |
-| ``CTXPREC_AIRFLOW_POOL`` | pool for the chunk tasks (share one judge budget across DAGs) | unset |
+| ``CTXPREC_AIRFLOW_POOL`` | pool for the chunk tasks (one judge quota); ``nightly_dag(pool=)`` wins | unset |
 | ``CTXPREC_AIRFLOW_RETRIES`` | retries of every task (alerts are never retried) | 3 |
 | ``CTXPREC_AIRFLOW_RETRY_DELAY`` | first retry delay, seconds (doubles each retry) | 60 |
 | ``CTXPREC_AIRFLOW_MAX_RETRY_DELAY`` | retry delay cap, seconds | 1800 |
@@ -65,12 +65,23 @@ def nightly_dag(
     on_failure_callback: list[Callable[[Any], None]] | None = None,
     tags: list[str] | None = None,
     doc_md: str | None = None,
+    pool: str | None = None,
+    judge_mode: str | None = None,
 ) -> DAG:
     """Build the nightly DAG for ``metric``: ``plan_chunks`` -> ``score_chunk`` (mapped, one
     task per chunk, capped and retried with exponential backoff) -> ``aggregate`` ->
     ``alert`` (fails, unretried, when an alert fires). Params override the defaults on a
-    manual trigger; ``partition_key`` scores a chosen day instead of ``{{ ds }}``."""
+    manual trigger; ``partition_key`` scores a chosen day instead of ``{{ ds }}``.
+
+    ``pool`` (default ``CTXPREC_AIRFLOW_POOL``): the Airflow pool the ``score_chunk`` tasks run in,
+    so every DAG calling one judge shares its quota — at most ``slots`` chunk tasks at once, each
+    with ``max_rpm`` / ``max_tpm`` = the quota / ``slots`` (see docs/scaling.md). The pool's name is
+    shown in the DAG params as ``judge_pool`` (fixed when the DAG file is parsed).
+
+    ``judge_mode="batch"`` (default: ``CTXPREC_JUDGE_MODE``): ``score_batch`` (one deferrable
+    task through the OpenAI Batch API) -> ``alert``."""
     settings = Settings.from_env()
+    pool = pool or settings.airflow_pool
     callbacks = failure_callbacks(on_failure_callback, settings)
     params = {
         "partition_key": Param(None, type=["null", "string"], pattern=r"^\d{4}-\d{2}-\d{2}$",
@@ -85,6 +96,20 @@ def nightly_dag(
                                      integer=True, lo=1, hi=None),
         "judge_max_retries": _number_param(None, "Judge retries inside a task (empty = library default)",
                                            integer=True, lo=0, hi=None),
+        "max_rpm": _number_param(settings.max_rpm, "Judge requests per minute per chunk task: the quota divided by "
+                                 "the tasks that run at once (the judge_pool's slots)", lo=0, hi=None),
+        "max_tpm": _number_param(settings.max_tpm, "Judge tokens per minute per chunk task (quota / slots)",
+                                 lo=0, hi=None),
+        "outage_tolerance": _number_param(settings.outage_tolerance, "Seconds a chunk task waits out a judge "
+                                          "outage before its remaining rows fail (and Airflow retries it)",
+                                          lo=0, hi=None),
+        "sample_rate": _number_param(settings.sample_rate, "Share of the day's rows to score (0, 1]: the same rows "
+                                     "on every run, by a hash of the log id", lo=0, hi=1),
+        "max_rows": _number_param(settings.max_rows, "Score at most this many rows of the day (empty = no cap)",
+                                  integer=True, lo=1, hi=None),
+        "judge_pool": Param(pool, type=["null", "string"], enum=[pool],
+                            description="Airflow pool of the score_chunk tasks (set by nightly_dag(pool=...) or "
+                                        "CTXPREC_AIRFLOW_POOL when the DAG file is parsed; shown, not changeable)"),
     }
     common: dict[str, Any] = dict(
         partition_key="{{ params.partition_key or ds }}",
@@ -95,6 +120,11 @@ def nightly_dag(
         chunk_size="{{ params.chunk_size }}",
         concurrency="{{ params.concurrency }}",
         judge_max_retries="{{ params.judge_max_retries }}",
+        max_rpm="{{ params.max_rpm }}",
+        max_tpm="{{ params.max_tpm }}",
+        outage_tolerance="{{ params.outage_tolerance }}",
+        sample_rate="{{ params.sample_rate }}",
+        max_rows="{{ params.max_rows }}",
     )
     retry_args: dict[str, Any] = dict(
         retries=settings.airflow_retries,
@@ -113,16 +143,6 @@ def nightly_dag(
         doc_md=doc_md or __doc__,
         max_active_runs=1,
     ) as dag:
-        plan = ContextualPrecisionPlanOperator(task_id="plan_chunks", **common)
-        score = ContextualPrecisionOperator.partial(
-            task_id="score_chunk",
-            max_active_tis_per_dag=settings.airflow_max_active_chunks,
-            **({"pool": settings.airflow_pool} if settings.airflow_pool else {}),
-            **common,
-        ).expand(chunk=plan.output)
-        aggregate = ContextualPrecisionFinalizeOperator(
-            task_id="aggregate", chunk_results=score.output, trigger_rule="none_failed", **common,
-        )
         alert = ContextualPrecisionAlertOperator(
             task_id="alert",
             min_mean="{{ params.min_mean }}",
@@ -130,6 +150,25 @@ def nightly_dag(
             min_drop="{{ params.min_drop }}",
             retries=0,
             **common,
+        )
+        if (judge_mode or settings.judge_mode) == "batch":
+            # one deferrable task: submits the partition's batch(es), waits on the triggerer,
+            # resumes to write the answers and the run row
+            batch = ContextualPrecisionOperator(
+                task_id="score_batch", judge_mode="batch",
+                **({"pool": pool} if pool else {}), **common,
+            )
+            batch >> alert
+            return dag
+        plan = ContextualPrecisionPlanOperator(task_id="plan_chunks", **common)
+        score = ContextualPrecisionOperator.partial(
+            task_id="score_chunk",
+            max_active_tis_per_dag=settings.airflow_max_active_chunks,
+            **({"pool": pool} if pool else {}),
+            **common,
+        ).expand(chunk=plan.output)
+        aggregate = ContextualPrecisionFinalizeOperator(
+            task_id="aggregate", chunk_results=score.output, trigger_rule="none_failed", **common,
         )
         aggregate >> alert
     return dag

@@ -141,7 +141,8 @@ class CtxPrecBaseOperator(BaseOperator):
     template_fields: Sequence[str] = (
         "partition_key", "metric", "warehouse_conn_id", "warehouse_url", "source_table", "columns",
         "judge", "judge_base_url", "judge_conn_id", "threshold", "chunk_size", "concurrency",
-        "max_cost", "judge_max_retries",
+        "max_cost", "judge_max_retries", "max_rpm", "max_tpm", "outage_tolerance",
+        "sample_rate", "max_rows",
     )
     ui_color = "#e8f4f8"
 
@@ -162,6 +163,11 @@ class CtxPrecBaseOperator(BaseOperator):
         concurrency: int | str | None = None,
         max_cost: float | str | None = None,
         judge_max_retries: int | str | None = None,
+        max_rpm: float | str | None = None,
+        max_tpm: float | str | None = None,
+        outage_tolerance: float | str | None = None,
+        sample_rate: float | str | None = None,
+        max_rows: int | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -180,11 +186,27 @@ class CtxPrecBaseOperator(BaseOperator):
         self.concurrency = concurrency
         self.max_cost = max_cost
         self.judge_max_retries = judge_max_retries
+        self.max_rpm = max_rpm  # this task's share of the judge quota (see docs/scaling.md)
+        self.max_tpm = max_tpm
+        self.outage_tolerance = outage_tolerance
+        self.sample_rate = sample_rate  # deterministic sample of each partition (docs: pipeline.sampling)
+        self.max_rows = max_rows
 
     # -- resolution (at execute time, after rendering) -------------------------------------
     def _metric(self) -> str:
         try:
             return metric_kind(self.metric).name
+        except ValueError as exc:
+            raise AirflowFailException(str(exc)) from None
+
+    def _source_table_name(self, settings: Settings, metric: str) -> str:
+        """The input table this task's scores come from (``source_table`` or the metric's
+        configured table), as recorded in ``ctxprec_scores.source_table``."""
+        from ..pipeline.context import source_table_name
+
+        name = self.source_table or getattr(settings, metric_kind(metric).table_setting)
+        try:
+            return source_table_name(name, None)
         except ValueError as exc:
             raise AirflowFailException(str(exc)) from None
 
@@ -227,6 +249,12 @@ class CtxPrecBaseOperator(BaseOperator):
                 chunk_size=_opt_int(self.chunk_size, "chunk_size"),
                 concurrency=_opt_int(self.concurrency, "concurrency"),
                 max_cost=_opt_float(self.max_cost, "max_cost", lo=0.0), max_retries=retries,
+                max_rpm=_opt_float(self.max_rpm, "max_rpm", lo=0.0),
+                max_tpm=_opt_float(self.max_tpm, "max_tpm", lo=0.0),
+                outage_tolerance=_opt_float(self.outage_tolerance, "outage_tolerance", lo=0.0),
+                sample_rate=_opt_float(self.sample_rate, "sample_rate", lo=0.0, hi=1.0),
+                max_rows=_opt_int(self.max_rows, "max_rows"),
+                judge_mode=getattr(self, "judge_mode", None) or None,
             )
         except (TypeError, ValueError) as exc:  # bad names or numbers: retrying cannot help
             raise AirflowFailException(f"invalid ctxprec settings: {redact(str(exc))}") from None
@@ -310,24 +338,32 @@ class ContextualPrecisionOperator(CtxPrecBaseOperator):
     re-judges only what is still missing.
     """
 
-    template_fields: Sequence[str] = (*CtxPrecBaseOperator.template_fields, "chunk")
+    template_fields: Sequence[str] = (*CtxPrecBaseOperator.template_fields, "chunk", "judge_mode")
 
     def __init__(
         self,
         *,
         chunk: dict[str, Any] | None = None,
         fail_on_judge_errors: bool = True,
+        judge_mode: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.chunk = chunk
         self.fail_on_judge_errors = fail_on_judge_errors
+        #: ``sync`` or ``batch`` (default: CTXPREC_JUDGE_MODE); batch mode scores the whole
+        #: partition and defers to ``BatchPollTrigger`` while the provider works
+        self.judge_mode = judge_mode
 
     def execute(self, context: Any) -> dict[str, Any]:
         from ..pipeline import Chunk, score_chunk, score_partition
 
         config = self.pipeline_config()
         run_id = self.ctxprec_run_id(context)
+        if config.judge_mode == "batch":
+            if self.chunk:
+                raise AirflowFailException("batch mode scores a whole partition: do not map it over chunks")
+            return self._batch_step(context, config, {})
         if self.chunk:
             try:
                 chunk = Chunk.from_dict(dict(self.chunk))
@@ -346,6 +382,37 @@ class ContextualPrecisionOperator(CtxPrecBaseOperator):
         self.log.info("result: %s", out)
         self.finish(result)
         return out
+
+    def _batch_step(self, context: Any, config: Any, state: dict[str, Any]) -> dict[str, Any]:
+        """Collect ended batches / submit what is left; defer while batches run; finish when done."""
+        from ..batch import batch_step
+
+        key = _partition(self.partition_key)
+        step = self._call(batch_step, config, key, run_id=self.ctxprec_run_id(context), state=state)
+        if step.summary is None:
+            from .triggers import BatchPollTrigger
+
+            self.log.info("partition %s: deferring while %d batch(es) run: %s", key, len(step.waiting),
+                          ", ".join(step.waiting))
+            self.defer(
+                trigger=BatchPollTrigger(step.waiting, base_url=config.judge_base_url,
+                                         judge_conn_id=self.judge_conn_id, poll_seconds=config.batch_poll_seconds),
+                method_name="resume_batch", kwargs={"state": step.state},
+            )
+        summary = step.summary
+        out = _public(summary.to_dict())
+        self.log.info("result: %s", out)
+        self.finish(summary)
+        return out
+
+    def resume_batch(self, context: Any, event: dict[str, Any] | None = None,
+                     state: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Back from the trigger: write what the batches answered (or submit the next round)."""
+        if event and event.get("status") == "error":
+            raise CtxPrecTaskError(f"polling the batches failed: {event.get('message')}")
+        if event:
+            self.log.info("batches ended: %s", event.get("batches"))
+        return self._batch_step(context, self.pipeline_config(), dict(state or {}))
 
     def finish(self, result: ChunkResult | RunSummary) -> None:
         """Apply the outcome policy to a chunk's or partition's result (``fail_on_judge_errors=False``
@@ -432,7 +499,7 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         min_pass_rate = _opt_float(self.min_pass_rate, "min_pass_rate", lo=0.0, hi=1.0)
         min_drop = _opt_float(self.min_drop, "min_drop", lo=0.0, hi=1.0)
         result = self._call(
-            check_partition, engine, key, metric=metric,
+            check_partition, engine, key, metric=metric, source_table=self._source_table_name(settings, metric),
             min_mean=settings.min_mean if min_mean is None else min_mean,
             min_pass_rate=settings.min_pass_rate if min_pass_rate is None else min_pass_rate,
             min_drop=0.05 if min_drop is None else min_drop,

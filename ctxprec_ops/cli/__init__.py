@@ -13,7 +13,7 @@ from typing import Sequence
 
 from . import _common
 
-_COMMAND_MODULES = ("score", "estimate", "demo", "monitor")
+_COMMAND_MODULES = ("score", "estimate", "demo", "monitor", "calibrate")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -101,6 +101,10 @@ def run_table(s: RunSummary, *, title: str | None = None) -> Table:
         ("tokens (prompt / completion)", f"{s.prompt_tokens or 0:,} / {s.completion_tokens or 0:,}"),
         ("cost", fmt_cost(s.cost)),
     ]
+    if s.rows_without_id:
+        rows.append(("[yellow]rows without an id (not scored)[/]", f"{s.rows_without_id:,}"))
+    if s.rows_unpartitioned:
+        rows.append(("[yellow]table rows in no partition[/]", f"{s.rows_unpartitioned:,}"))
     for name, value in rows:
         table.add_row(name, value)
     return table
@@ -134,6 +138,7 @@ def estimate_table(e: Estimate) -> Table:
         ("nodes to judge", f"{e.nodes_to_judge:,}"), ("judge calls", f"{e.judge_calls:,}"),
         ("prompt tokens", f"{e.prompt_tokens:,}"), ("completion tokens", f"{e.completion_tokens:,}"),
         ("estimated cost", fmt_cost(e.cost)),
+        ("estimated cost, batch mode", fmt_cost(getattr(e, "batch_cost", None))),
     ]
     for name, value in rows:
         table.add_row(name, value)

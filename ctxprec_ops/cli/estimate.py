@@ -17,7 +17,8 @@ examples:
 
 Reads the partition in keyset chunks like `score`, skips rows already scored for this judge
 and prompt version, and nodes already in the judgment cache (ctxprec_judgments). Prompt tokens
-are the real prompts' characters / 4 (no tokenizer), completion tokens 40 per node; prices
+are the real prompts counted with the model's BPE encoding (cl100k/o200k, bundled by the
+'tokens' extra; else characters / 4, and the output says which), completion tokens 40 per node; prices
 from ctxprec_ops.pricing (override with CTXPREC_PRICES='{"model": [in_usd_per_1M, out_usd_per_1M]}').
 No judge is called and nothing is written; no API key is needed.
 """

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 from rich.text import Text
 
+from ..errors import IdentifierError
 from ..pipeline.columns import merge_columns
 from ..warehouse.engine import display_url
 from ._args import RAW, UsageError, add_columns, add_metric, check_warehouse, columns_of, guarded, metric_of, settings
@@ -96,6 +97,10 @@ def _common(p: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
     add_metric(p)
     p.add_argument("--judge-model", metavar="NAME", help="compare scores of this judge model (default: the most recent)")
     p.add_argument("--prompt-version", metavar="V", help="compare scores of this prompt version (default: the most recent)")
+    p.add_argument("--source-table", metavar="NAME",
+                   help="compare scores of this input table (`table` or `schema.table` as scored; the report also "
+                        "reads the worst cases' texts there); default: the metric's input table, "
+                        "CTXPREC_SOURCE_TABLE / CTXPREC_CONVERSATION_TABLE or retrieval_logs / conversation_logs")
     if thresholds:
         p.add_argument("--min-mean", type=_unit("--min-mean"), metavar="X", help="alert when the mean is below X (default: CTXPREC_MIN_MEAN)")
         p.add_argument("--min-pass-rate", type=_unit("--min-pass-rate"), metavar="X", help="alert when the pass rate is below X (default: CTXPREC_MIN_PASS_RATE)")
@@ -107,6 +112,18 @@ def _common(p: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
         p.add_argument("--keep-regressions-in-baseline", action="store_true",
                        help="pool partitions that fired a regression alert into later baselines "
                             "(default: leave them out, as process control does)")
+
+
+def _source_table(args: argparse.Namespace) -> str:
+    """The input table whose scores are compared: ``--source-table``, else the metric's
+    configured table (validated: ``IdentifierError`` -> exit 2)."""
+    from ..pipeline.context import source_table_name
+
+    name = getattr(args, "source_table", None) or getattr(settings(), metric_of(args).table_setting)
+    try:
+        return source_table_name(name, None)
+    except IdentifierError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _settings(args: argparse.Namespace) -> tuple[str, "AlertRules"]:
@@ -168,7 +185,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--days", type=_positive, default=30, metavar="N", help="calendar days ending at the latest partition (default: %(default)s)")
     p.add_argument("--end", metavar="YYYY-MM-DD", help="last partition of the window (default: the latest with data)")
     p.add_argument("--worst", type=_positive, default=10, metavar="N", help="worst cases to show (default: %(default)s)")
-    p.add_argument("--source-table", metavar="NAME", help="table with the query and node texts (default: the metric's input table, CTXPREC_SOURCE_TABLE or retrieval_logs)")
     add_columns(p)
     p.set_defaults(func=guarded("report", run_report))
 
@@ -181,7 +197,8 @@ def run_trend(args: argparse.Namespace) -> int:
     if args.end:
         check_partition_key(args.end)
     df = load_trend(url, metric=args.metric, days=args.days, end=args.end, rules=rules,
-                    judge_model=args.judge_model, prompt_version=args.prompt_version)  # fmt: skip
+                    judge_model=args.judge_model, prompt_version=args.prompt_version,
+                    source_table=_source_table(args))  # fmt: skip
     console = stdout_console()
     if df.empty:
         console.print(f"no {args.metric} partitions in {display_url(url)} yet", markup=False)
@@ -236,7 +253,7 @@ def run_check(args: argparse.Namespace) -> int:
         url, partition, metric=args.metric, min_mean=rules.min_mean, min_pass_rate=rules.min_pass_rate,
         min_drop=rules.min_drop, alpha=rules.alpha, baseline_partitions=rules.baseline_partitions,
         volume_ratio=rules.volume_ratio, max_failure_rate=rules.max_failure_rate,
-        judge_model=args.judge_model, prompt_version=args.prompt_version,
+        judge_model=args.judge_model, prompt_version=args.prompt_version, source_table=_source_table(args),
         exclude_regressions_from_baseline=rules.exclude_regressions_from_baseline,
     )  # fmt: skip
     try:
@@ -273,7 +290,7 @@ def run_report(args: argparse.Namespace) -> int:
         check_partition_key(args.end)
     out = Path(args.out)
     kind, env = metric_of(args), settings()
-    source = args.source_table or getattr(env, kind.table_setting)
+    source = _source_table(args)
     columns = merge_columns(getattr(env, kind.columns_setting), columns_of(args))
     path = render_report(
         url, out, metric=kind.name, days=args.days, end=args.end, rules=rules, worst=args.worst,

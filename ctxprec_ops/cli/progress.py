@@ -142,6 +142,9 @@ class ProgressDisplay:
                 progress.update(task, completed=ev.done, total=ev.total if ev.total is not None else None)
                 if ev.kind == "chunk_done" and ev.message:
                     progress.update(task, note=ev.message)
+            elif ev.kind == "judge_outage":
+                progress.update(task, note=ev.message)
+                self.log(f"{label}: {ev.message}")
             elif ev.kind == "finished":
                 progress.update(task, completed=ev.done, total=max(ev.done, 1), note=ev.message)
                 progress.remove_task(task)
@@ -170,6 +173,8 @@ class ProgressDisplay:
                 if not self.compact and not (last and state["chunks"] == 1):
                     total = f"/{ev.total}" if ev.total is not None else ""
                     self.log(f"{label}: {ev.done}{total} rows ({ev.message})")
+            elif ev.kind == "judge_outage":
+                self.log(f"{label}: {ev.message}")
             elif ev.kind == "finished":
                 self._runs_done += 1
                 of = f" [{self._runs_done}/{self.total_runs}]" if self.total_runs else ""

@@ -33,9 +33,10 @@ examples:
   ctxprec score --partition 2026-11-28 --finalize --run-id nightly-2026-11-28   # then summarise
 
 Defaults come from CTXPREC_WAREHOUSE_URL, CTXPREC_JUDGE, CTXPREC_SOURCE_TABLE,
-CTXPREC_CONVERSATION_TABLE, CTXPREC_SOURCE_COLUMNS, CTXPREC_CONVERSATION_COLUMNS, CTXPREC_THRESHOLD, CTXPREC_CONCURRENCY, CTXPREC_CHUNK_SIZE,
-OPENAI_API_KEY and OPENAI_BASE_URL; flags override them. Re-running a partition only judges
-rows that are not scored yet.
+CTXPREC_CONVERSATION_TABLE, CTXPREC_SOURCE_COLUMNS, CTXPREC_CONVERSATION_COLUMNS, CTXPREC_THRESHOLD,
+CTXPREC_CONCURRENCY, CTXPREC_CHUNK_SIZE, CTXPREC_SAMPLE_RATE, CTXPREC_MAX_ROWS, CTXPREC_MAX_RPM,
+CTXPREC_MAX_TPM, CTXPREC_OUTAGE_TOLERANCE, OPENAI_API_KEY and OPENAI_BASE_URL; flags override them.
+Re-running a partition only judges rows that are not scored yet.
 
 exit codes:  (the Airflow operator and the Dagster asset decide the same way)
   0  done: the partition is complete, every row is scored or recorded as bad input
@@ -61,12 +62,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, metavar="N",
                    help="judge requests in flight at most (default: CTXPREC_CONCURRENCY or 16)")
     p.add_argument("--max-cost", type=float, metavar="USD", help="cap the run's judge spend in USD")
+    p.add_argument("--max-rpm", type=float, metavar="N",
+                   help="judge requests per minute at most, kept before sending (default: CTXPREC_MAX_RPM, "
+                        "no cap); several processes sharing one quota each get their share, see docs/scaling.md")
+    p.add_argument("--max-tpm", type=float, metavar="N",
+                   help="judge tokens per minute at most, estimated prompt + completion allowance "
+                        "(default: CTXPREC_MAX_TPM, no cap)")
+    p.add_argument("--sample-rate", type=float, metavar="R",
+                   help="score only this share of the partition's rows, 0 < R <= 1: the same rows on every run "
+                        "and for every metric (a hash of the log id); default CTXPREC_SAMPLE_RATE or 1")
+    p.add_argument("--max-rows", type=int, metavar="N",
+                   help="score at most N rows of the partition (of the sample; default CTXPREC_MAX_ROWS, no cap)")
+    p.add_argument("--outage-tolerance", type=float, metavar="SECONDS",
+                   help="how long to wait out a judge outage before giving up on the run's remaining rows "
+                        "(default: CTXPREC_OUTAGE_TOLERANCE or 600; an endpoint that never answered: 30)")
     p.add_argument("--strict", action="store_true", help="strict mode: threshold 1, any score below 1 becomes 0")
     p.add_argument("--workers", type=int, metavar="N", default=1,
                    help="score chunks in N worker processes (default 1; use the machine's cores for "
                         "large partitions with a fast judge)")
     p.add_argument("--chunk", type=int, metavar="INDEX",
                    help="score only this chunk (0-based, as planned by --chunk-size); ctxprec_runs is not updated")
+    p.add_argument("--batch", action="store_true",
+                   help="judge through the OpenAI Batch API: half price, results within 24 h; resumes the "
+                        "partition's open batches instead of submitting again (default: CTXPREC_JUDGE_MODE)")
     p.add_argument("--run-id", metavar="ID", help="run id to record (default: a new random id)")
     p.add_argument("--finalize", action="store_true",
                    help="only summarise the partition into ctxprec_runs (after scoring its chunks with --chunk)")
@@ -84,10 +102,25 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--workers must be at least 1")
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    for flag, value in (("--max-rpm", args.max_rpm), ("--max-tpm", args.max_tpm)):
+        if value is not None and not value > 0:
+            raise UsageError(f"{flag} must be > 0")
+    if args.outage_tolerance is not None and not args.outage_tolerance >= 0:
+        raise UsageError("--outage-tolerance must be >= 0 seconds")
+    if args.sample_rate is not None and not 0 < args.sample_rate <= 1:
+        raise UsageError("--sample-rate must be > 0 and <= 1")
+    if args.max_rows is not None and args.max_rows < 1:
+        raise UsageError("--max-rows must be at least 1")
     config = config_from_args(
-        args, concurrency=args.concurrency, max_cost=args.max_cost, strict_mode=True if args.strict else None
+        args, concurrency=args.concurrency, max_cost=args.max_cost, strict_mode=True if args.strict else None,
+        max_rpm=args.max_rpm, max_tpm=args.max_tpm, outage_tolerance=args.outage_tolerance,
+        sample_rate=args.sample_rate, max_rows=args.max_rows,
+        judge_mode="batch" if args.batch else None,
     )
-    check_judge(config.judge)
+    if config.judge_mode == "batch" and (args.chunk is not None or args.workers > 1):
+        raise UsageError("--batch scores the whole partition in one process: drop --chunk/--workers")
+    if config.kind.needs_judge:  # the label metric computes without a judge: no key needed
+        check_judge(config.judge)
     run_id = args.run_id or uuid.uuid4().hex
     label = f"{partition} {config.metric}"
 

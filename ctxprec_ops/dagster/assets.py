@@ -58,6 +58,13 @@ def build_pipeline_config(
         concurrency=judge.concurrency,
         max_cost=judge.max_cost,
         max_retries=judge.max_retries,
+        max_rpm=judge.max_rpm,
+        max_tpm=judge.max_tpm,
+        outage_tolerance=judge.outage_tolerance,
+        sample_rate=judge.sample_rate,
+        max_rows=judge.max_rows,
+        judge_mode=judge.judge_mode,
+        batch_poll_seconds=judge.batch_poll_seconds,
     )
 
 

@@ -30,6 +30,7 @@ from dagster import (
 
 from ctxprec_ops.config import Settings
 from ctxprec_ops.monitoring.check import CheckResult, check_partition
+from ctxprec_ops.pipeline.context import source_table_name
 
 from .partitions import build_daily_partitions
 from .resources import AlertThresholdsResource, WarehouseResource
@@ -147,7 +148,9 @@ def build_score_checks(
         context: AssetCheckExecutionContext, warehouse: WarehouseResource, thresholds: AlertThresholdsResource
     ):
         partition_key = context.partition_key
-        result = check_partition(warehouse.url, partition_key, metric=metric, **thresholds.rule_kwargs())
+        result = check_partition(warehouse.url, partition_key, metric=metric,
+                                 source_table=source_table_name(warehouse.table_for(metric), None),
+                                 **thresholds.rule_kwargs())
         context.log.info(result.summary())
         for key in sorted(context.selected_asset_check_keys, key=lambda k: k.name):
             severity, _ = CHECK_KINDS[key.name]

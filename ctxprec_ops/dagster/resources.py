@@ -67,6 +67,19 @@ class JudgeResource(ConfigurableResource):
     chunk_size: int = Field(default=500, description="Rows per chunk (one write transaction each).")
     max_cost: float | None = Field(default=None, description="USD cap on one partition run's judge spend.")
     max_retries: int = Field(default=6, description="Per-request retries of transient judge errors.")
+    max_rpm: float | None = Field(default=None, description="Judge requests per minute at most (CTXPREC_MAX_RPM); "
+                                  "this process's share of the provider quota.")
+    max_tpm: float | None = Field(default=None, description="Judge tokens per minute at most (CTXPREC_MAX_TPM).")
+    sample_rate: float = Field(default=1.0, description="Share of each partition's rows to score, (0, 1]; the same "
+                               "rows every run (CTXPREC_SAMPLE_RATE).")
+    max_rows: int | None = Field(default=None, description="Score at most this many rows per partition "
+                                 "(CTXPREC_MAX_ROWS).")
+    outage_tolerance: float = Field(default=600.0, description="Seconds a judge outage is waited out before the run's "
+                                    "remaining rows fail (CTXPREC_OUTAGE_TOLERANCE).")
+    judge_mode: str = Field(default="sync", description="'sync' or 'batch' (OpenAI Batch API: half price; the "
+                            "materialization submits, then polls until the batch ends, up to its 24 h window; "
+                            "a terminated run's batch is resumed by the next materialization).")
+    batch_poll_seconds: float = Field(default=60.0, description="Batch mode: longest wait between two polls.")
 
 
 class AlertThresholdsResource(ConfigurableResource):
@@ -126,6 +139,9 @@ def _judge(settings: Settings, *, require_key: bool) -> JudgeResource:
     return JudgeResource(
         model=settings.judge, base_url=_env_or("OPENAI_BASE_URL", None), api_key=key if llm else None,
         concurrency=settings.concurrency, chunk_size=settings.chunk_size,
+        max_rpm=settings.max_rpm, max_tpm=settings.max_tpm, outage_tolerance=settings.outage_tolerance,
+        sample_rate=settings.sample_rate, max_rows=settings.max_rows,
+        judge_mode=settings.judge_mode, batch_poll_seconds=settings.batch_poll_seconds,
     )
 
 

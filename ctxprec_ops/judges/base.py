@@ -11,7 +11,7 @@ import asyncio
 import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from pydantic import BaseModel
 
@@ -26,6 +26,8 @@ class Generation:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cost: float | None = None
+    #: the response's ``x-ratelimit-*`` headers, when the judge saw them (paces the quota)
+    rate_limit_headers: Mapping[str, str] | None = None
 
 
 class JudgeModel(ABC):

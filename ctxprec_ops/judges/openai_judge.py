@@ -10,16 +10,20 @@ its shared rate limiter.
 from __future__ import annotations
 
 import asyncio
+import json
 import weakref
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from ..errors import JudgeConfigurationError
+from ..errors import InvalidTestCaseError, JudgeConfigurationError, JudgeRequestRejectedError
 from ..pricing import cost_of
+from ..retry import TransientJudgeError
 from ..secrets import register_secret
 from ..verdicts import YES_NO_SCHEMA, JudgeAnswer, YesNoAnswer
 from .base import Generation, JudgeModel
+from .capped_http import DEFAULT_MAX_RESPONSE_BYTES, capped_async_client
+from .names import validate_judge_name
 
 __all__ = ["OpenAIJudge", "JUDGE_ANSWER_SCHEMA"]
 
@@ -64,6 +68,19 @@ def _mentions(exc: Exception, *words: str) -> bool:
     return any(w in text for w in words)
 
 
+def _refused(exc: Any) -> Exception:
+    """A 4xx the endpoint will give again: the prompt is over the model's context (that row's
+    ``invalid_input``), or the request is refused as made (``judge_request_rejected``)."""
+    body = exc.body if isinstance(getattr(exc, "body", None), dict) else {}
+    message = str(body.get("message") or exc.message or "").strip().splitlines()
+    detail = (message[0] if message else "")[:300]
+    status = exc.status_code
+    if body.get("code") == "context_length_exceeded" or "context length" in detail.lower():
+        return InvalidTestCaseError(f"the judge refused this row's prompt as longer than its model's context "
+                                    f"(HTTP {status}): {detail}")
+    return JudgeRequestRejectedError(f"the judge endpoint refused the request (HTTP {status}): {detail}")
+
+
 class OpenAIJudge(JudgeModel):
     """LLM judge over the chat-completions protocol.
 
@@ -85,9 +102,9 @@ class OpenAIJudge(JudgeModel):
         temperature: float | None = 0.0,
         price_per_million: tuple[float, float] | None = None,
         default_headers: dict[str, str] | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
-        if not model or not isinstance(model, str):
-            raise JudgeConfigurationError("the judge model name must be a non-empty string")
+        validate_judge_name(model)
         self.model = model
         self.base_url = base_url
         self._api_key = api_key
@@ -99,6 +116,10 @@ class OpenAIJudge(JudgeModel):
         self.temperature = temperature
         self.price_per_million = price_per_million
         self.default_headers = default_headers
+        if not isinstance(max_response_bytes, int) or max_response_bytes < 1:
+            raise JudgeConfigurationError(f"max_response_bytes must be a positive integer, got {max_response_bytes!r}")
+        #: a response larger than this is not read (JudgeResponseTooLargeError): bounds memory
+        self.max_response_bytes = max_response_bytes
         self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = (
             weakref.WeakKeyDictionary()
         )
@@ -108,6 +129,15 @@ class OpenAIJudge(JudgeModel):
 
     def get_model_name(self) -> str:
         return self.model
+
+    @property
+    def endpoint(self) -> str:
+        """The URL requests go to (for messages; the circuit breaker strips any credentials)."""
+        import os
+
+        if self.azure_endpoint:
+            return self.azure_endpoint
+        return self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
 
     # -- client per event loop (an httpx pool cannot outlive the loop it was made in) --------
     def _client(self) -> Any:
@@ -126,6 +156,7 @@ class OpenAIJudge(JudgeModel):
                     timeout=self.timeout,
                     max_retries=0,
                     default_headers=self.default_headers,
+                    http_client=capped_async_client(self.max_response_bytes),
                 )
             else:
                 client = openai.AsyncOpenAI(
@@ -134,6 +165,7 @@ class OpenAIJudge(JudgeModel):
                     timeout=self.timeout,
                     max_retries=0,
                     default_headers=self.default_headers,
+                    http_client=capped_async_client(self.max_response_bytes),
                 )
         except openai.OpenAIError as exc:
             raise JudgeConfigurationError(
@@ -185,7 +217,8 @@ class OpenAIJudge(JudgeModel):
                 # JSON schema costs more CPU per call than the rest of the request building
                 kwargs["extra_body"] = {"response_format": fmt}
             try:
-                resp = await client.chat.completions.create(**kwargs)
+                raw = await client.chat.completions.with_raw_response.create(**kwargs)
+                resp = raw.parse()
             except openai.BadRequestError as exc:
                 # endpoint capabilities: step down and ask again (not a retry of a fault)
                 if fmt is not None and _mentions(exc, "response_format", "json_schema", "json_object", "structured"):
@@ -198,7 +231,13 @@ class OpenAIJudge(JudgeModel):
                 if self.temperature is not None and _mentions(exc, "temperature"):
                     self.temperature = None
                     continue
-                raise
+                raise _refused(exc) from None
+            except (openai.PermissionDeniedError, openai.UnprocessableEntityError) as exc:
+                raise _refused(exc) from None
+            except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:
+                # an empty or cut-off 200 body: a fault of the moment (proxy, overloaded server)
+                raise TransientJudgeError(f"the judge endpoint answered HTTP 200 with an empty or unreadable "
+                                          f"body ({type(exc).__name__})") from None
             except openai.AuthenticationError as exc:
                 raise JudgeConfigurationError(
                     f"the judge endpoint rejected the API key (HTTP {exc.status_code})"
@@ -207,6 +246,10 @@ class OpenAIJudge(JudgeModel):
                 raise JudgeConfigurationError(
                     f"the judge endpoint does not know model {self.model!r} (HTTP 404)"
                 ) from None
+            except openai.APIStatusError as exc:
+                if exc.status_code == 413:
+                    raise _refused(exc) from None
+                raise
             break
         content = resp.choices[0].message.content if resp.choices else None
         usage = getattr(resp, "usage", None)
@@ -216,7 +259,9 @@ class OpenAIJudge(JudgeModel):
             cost: float | None = (pt * self.price_per_million[0] + ct * self.price_per_million[1]) / 1e6
         else:
             cost = cost_of(self.model, pt, ct)
-        return Generation(output=content or "", prompt_tokens=pt, completion_tokens=ct, cost=cost)
+        limits = {k: v for k, v in raw.headers.items() if k.lower().startswith("x-ratelimit-")}
+        return Generation(output=content or "", prompt_tokens=pt, completion_tokens=ct, cost=cost,
+                          rate_limit_headers=limits or None)
 
     async def a_generate(self, prompt: str, schema: type[BaseModel] | None = None) -> Any:
         return (await self.a_generate_with_usage(prompt, schema)).output

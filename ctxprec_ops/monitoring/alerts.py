@@ -193,9 +193,10 @@ def evaluate_rules(
     # volume rules
     if base.median_rows is not None and base.median_rows > 0:
         floor = rules.volume_ratio * base.median_rows
-        if fig.rows < floor:
-            if fig.rows:
-                what = f"{fig.rows} rows"
+        volume = fig.volume if fig.volume is not None else fig.rows  # all rows, also when a sample was scored
+        if volume < floor:
+            if volume:
+                what = f"{volume} rows"
             elif fig.run_status is None:  # no run recorded: never scored, rather than empty
                 what = "no rows scored or failed (no run recorded: not scored yet?)"
             else:
@@ -204,7 +205,7 @@ def evaluate_rules(
                 Alert("volume", "warn", key, metric,
                       f"{head}: volume drop, {what} (< {rules.volume_ratio:.0%} of the baseline median "
                       f"{base.median_rows:g} rows per partition over {len(base.volume_partitions)} partitions)",
-                      float(fig.rows), floor)
+                      float(volume), floor)
             )
     else:
         notes.append("no earlier partitions with rows: the volume rule could not be evaluated")

@@ -23,6 +23,8 @@ class PartitionFigures:
     rows_failed: int
     run_status: str | None = None
     cost: float | None = None
+    #: rows of the partition for the volume rule (all rows even when only a sample was scored)
+    volume: int | None = None
 
     @property
     def failure_rate(self) -> float | None:
@@ -92,6 +94,7 @@ def partition_figures(data: PartitionData) -> PartitionFigures:
         rows_failed=int(data.rows_failed),
         run_status=run.get("status"),
         cost=float(cost) if cost is not None else None,
+        volume=int(data.volume),
     )
 
 
@@ -109,7 +112,7 @@ def baseline_figures(
     scores = np.concatenate([p.scores for p in parts]) if parts else np.empty(0)
     passed = np.concatenate([p.passed for p in parts]) if parts else np.empty(0, dtype=bool)
     vkeys = history.seen_before(partition_key, baseline_partitions)
-    vrows = [history.get(k).rows for k in vkeys]
+    vrows = [history.get(k).volume for k in vkeys]
     return BaselineFigures(
         partitions=tuple(keys),
         summary=summarize(scores, passed if passed.size == scores.size else None),

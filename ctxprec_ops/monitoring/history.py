@@ -5,11 +5,13 @@ Tables are reflected, so this module depends only on the public column names of
 pipeline declares them. ``ctxprec_failures`` and ``ctxprec_runs`` are optional.
 
 **Population.** Scores from different judges or prompt versions are different measurements;
-pooling them would turn a judge change into a fake regression. Every figure is therefore computed
-for one ``(judge_model, prompt_version)`` pair: by default the pair of the most recently scored
-row (for ``check``: the most recent in the checked partition, falling back to the most recent
-before it). **Volume** (rows seen by a partition) is population-independent: the distinct
-``log_id`` scored for the metric by any judge or recorded in ``ctxprec_failures``. **Failed rows**
+pooling them would turn a judge change into a fake regression. Scores of two input tables are
+different populations too (their ids may overlap). Every figure is therefore computed for one
+``(source_table, judge_model, prompt_version)``: by default that of the most recently scored row
+(for ``check``: the most recent in the checked partition, falling back to the most recent before
+it); each part can be given. **Volume** (rows seen by a partition) is judge-independent: the
+distinct ``log_id`` of the population's input table scored for the metric by any judge or
+recorded in ``ctxprec_failures``. **Failed rows**
 are those of the population (a failed run of another judge or prompt does not make the compared
 scores' failure rate; that run's own status and outcome report it).
 
@@ -68,13 +70,16 @@ def engine_scope(engine_or_url: Engine | str) -> Iterator[Engine]:
 
 @dataclass(frozen=True)
 class Population:
-    """The (judge_model, prompt_version) pair whose scores are compared."""
+    """The (judge_model, prompt_version) pair whose scores are compared, and the input table
+    they came from (None: any table, for output tables written before ``source_table``)."""
 
     judge_model: str | None
     prompt_version: str | None
+    source_table: str | None = None
 
     def label(self) -> str:
-        return f"{self.judge_model or '?'} / prompt {self.prompt_version or '?'}"
+        table = f" of {self.source_table}" if self.source_table else ""
+        return f"{self.judge_model or '?'} / prompt {self.prompt_version or '?'}{table}"
 
 
 @dataclass
@@ -87,6 +92,13 @@ class PartitionData:
     rows: int = 0  # rows seen: scored (any judge) + failed
     rows_failed: int = 0
     run: dict[str, Any] | None = None  # latest ctxprec_runs row, if any
+    #: every row of the partition when its latest run scored a sample (``rows_total`` of that run)
+    rows_total: int | None = None
+
+    @property
+    def volume(self) -> int:
+        """Rows of the partition for the volume rule: all rows, not the sample scored."""
+        return max(self.rows, self.rows_total or 0)
 
 
 @dataclass
@@ -117,7 +129,14 @@ def _eq(col: sa.ColumnElement, value: Any) -> sa.ColumnElement[bool]:
 
 
 def _population_filter(t: sa.Table, pop: Population) -> sa.ColumnElement[bool]:
-    return sa.and_(_eq(t.c.judge_model, pop.judge_model), _eq(t.c.prompt_version, pop.prompt_version))
+    conds = [_eq(t.c.judge_model, pop.judge_model), _eq(t.c.prompt_version, pop.prompt_version)]
+    if pop.source_table is not None:
+        conds.append(t.c.source_table == pop.source_table)
+    return sa.and_(*conds)
+
+
+def _table_filter(t: sa.Table, source_table: str | None) -> list[sa.ColumnElement[bool]]:
+    return [] if source_table is None else [t.c.source_table == source_table]
 
 
 def resolve_population(
@@ -129,10 +148,14 @@ def resolve_population(
     up_to: str | None = None,
     judge_model: str | None = None,
     prompt_version: str | None = None,
+    source_table: str | None = None,
 ) -> Population | None:
-    """The pair of the most recently scored row matching the given constraints (None: no rows)."""
+    """The population of the most recently scored row matching the given constraints (None: no
+    rows). ``source_table`` is ignored on output tables written before the column existed."""
     t = tables.scores
-    base = [t.c.metric == metric]
+    keyed = tables.source_keyed
+    source_table = source_table if keyed else None
+    base = [t.c.metric == metric, *_table_filter(t, source_table)]
     if judge_model is not None:
         base.append(t.c.judge_model == judge_model)
     if prompt_version is not None:
@@ -143,15 +166,15 @@ def resolve_population(
     attempts.append(base + ([t.c.partition_key <= up_to] if up_to else []))
     for where in attempts:
         row = conn.execute(
-            sa.select(t.c.judge_model, t.c.prompt_version)
+            sa.select(t.c.judge_model, t.c.prompt_version, t.c.source_table if keyed else sa.null())
             .where(*where)
             .order_by(t.c.scored_at.desc().nulls_last(), t.c.partition_key.desc())
             .limit(1)
         ).first()
         if row is not None:
-            return Population(row[0], row[1])
+            return Population(row[0], row[1], row[2])
     if judge_model is not None or prompt_version is not None:
-        return Population(judge_model, prompt_version)  # explicit, even with no rows yet
+        return Population(judge_model, prompt_version, source_table)  # explicit, even with no rows yet
     return None
 
 
@@ -163,18 +186,21 @@ def _scored_keys(conn: sa.Connection, tables: ExistingTables, metric: str, pop: 
     return sorted(str(k) for (k,) in conn.execute(q) if k is not None)
 
 
-def _seen_keys(conn: sa.Connection, tables: ExistingTables, metric: str) -> list[str]:
-    """Partitions with any row (scored by any judge, or failed): grouped index scans only."""
+def _seen_keys(conn: sa.Connection, tables: ExistingTables, metric: str, source_table: str | None) -> list[str]:
+    """Partitions with any row of the input table (scored by any judge, or failed): grouped
+    index scans only."""
     keys: set[str] = set()
     for t in (tables.scores, tables.failures):
         if t is not None:
-            q = sa.select(t.c.partition_key).where(t.c.metric == metric).group_by(t.c.partition_key)
+            q = sa.select(t.c.partition_key).where(t.c.metric == metric, *_table_filter(t, source_table)).group_by(
+                t.c.partition_key)
             keys.update(str(k) for (k,) in conn.execute(q) if k is not None)
     return sorted(keys)
 
 
 def _volumes(
-    conn: sa.Connection, tables: ExistingTables, metric: str, pop: Population | None, keys: Sequence[str]
+    conn: sa.Connection, tables: ExistingTables, metric: str, pop: Population | None, keys: Sequence[str],
+    table: str | None = None,
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Rows seen (distinct log_id, scored by any judge or failed) and rows failed, for ``keys``.
 
@@ -186,11 +212,14 @@ def _volumes(
         return {}, {}
     s, f = tables.scores, tables.failures
     wanted = list(keys)
+    table = pop.source_table if pop is not None and pop.source_table is not None else table
     parts: list[sa.Select] = [
-        sa.select(s.c.partition_key, s.c.log_id).where(s.c.metric == metric, s.c.partition_key.in_(wanted))
+        sa.select(s.c.partition_key, s.c.log_id).where(s.c.metric == metric, s.c.partition_key.in_(wanted),
+                                                       *_table_filter(s, table))
     ]
     if f is not None:
-        parts.append(sa.select(f.c.partition_key, f.c.log_id).where(f.c.metric == metric, f.c.partition_key.in_(wanted)))
+        parts.append(sa.select(f.c.partition_key, f.c.log_id).where(f.c.metric == metric, f.c.partition_key.in_(wanted),
+                                                                    *_table_filter(f, table)))
     u = sa.union(*parts).subquery() if len(parts) > 1 else parts[0].distinct().subquery()
     rows = {
         str(k): int(n)
@@ -215,7 +244,8 @@ def _latest_runs(conn: sa.Connection, tables: ExistingTables, metric: str, pop: 
     if r is None or not keys:
         return {}
     out: dict[str, dict[str, Any]] = {}
-    q = sa.select(r).where(r.c.metric == metric, r.c.partition_key.in_(list(keys)))
+    q = sa.select(*(c for c in r.c if c.name in tables.runs_columns)).where(
+        r.c.metric == metric, r.c.partition_key.in_(list(keys)))
     if pop is not None:
         q = q.where(_population_filter(r, pop))
     for row in conn.execute(q).mappings():
@@ -228,11 +258,12 @@ def _latest_runs(conn: sa.Connection, tables: ExistingTables, metric: str, pop: 
     return out
 
 
-def _run_keys(conn: sa.Connection, tables: ExistingTables, metric: str) -> list[str]:
+def _run_keys(conn: sa.Connection, tables: ExistingTables, metric: str, source_table: str | None) -> list[str]:
     r = tables.runs
     if r is None:
         return []
-    q = sa.select(r.c.partition_key).where(r.c.metric == metric).group_by(r.c.partition_key)
+    q = sa.select(r.c.partition_key).where(r.c.metric == metric, *_table_filter(r, source_table)).group_by(
+        r.c.partition_key)
     return sorted(str(k) for (k,) in conn.execute(q) if k is not None)
 
 
@@ -275,6 +306,7 @@ def load_history(
     up_to: str | None = None,
     judge_model: str | None = None,
     prompt_version: str | None = None,
+    source_table: str | None = None,
     lookback: int | None = None,
 ) -> History:
     """Load the partitions ``keys`` plus the baselines (previous partitions) of ``baseline_for``.
@@ -293,21 +325,36 @@ def load_history(
             up_to=up_to,
             judge_model=judge_model,
             prompt_version=prompt_version,
+            source_table=source_table,
         )
         scored_keys = _scored_keys(conn, tables, metric, pop)
-        hist = History(metric, pop, {}, scored_keys, _seen_keys(conn, tables, metric), _run_keys(conn, tables, metric))
+        seen_in = pop.source_table if pop is not None else (source_table if tables.source_keyed else None)
+        hist = History(metric, pop, {}, scored_keys, _seen_keys(conn, tables, metric, seen_in),
+                       _run_keys(conn, tables, metric, seen_in))
         wanted = set(keys or ())
         for key in baseline_for:
             wanted.update(hist.scored_before(key, max(lookback or 0, baseline_partitions)))
             wanted.update(hist.seen_before(key, baseline_partitions))
         ordered = sorted(wanted)
-        rows, failed = _volumes(conn, tables, metric, pop, ordered)
+        rows, failed = _volumes(conn, tables, metric, pop, ordered, seen_in)
         cases = _case_scores(conn, tables, metric, pop, ordered)
         runs = _latest_runs(conn, tables, metric, pop, ordered)
     for key in ordered:
         s, p = cases.get(key, (np.empty(0), np.empty(0, dtype=bool)))
-        hist.partitions[key] = PartitionData(key, s, p, rows.get(key, 0), failed.get(key, 0), runs.get(key))
+        run = runs.get(key)
+        hist.partitions[key] = PartitionData(key, s, p, rows.get(key, 0), failed.get(key, 0), run,
+                                             _sampled_total(run))
     return hist
+
+
+def _sampled_total(run: dict[str, Any] | None) -> int | None:
+    """``rows_total`` of a run that scored a sample (rate < 1 or fewer rows sampled than total)."""
+    if not run or run.get("rows_total") is None:
+        return None
+    rate, sampled, total = run.get("sample_rate"), run.get("rows_sampled"), int(run["rows_total"])
+    if (rate is not None and float(rate) < 1.0) or (sampled is not None and int(sampled) < total):
+        return total
+    return None
 
 
 def _json_list(value: Any) -> list[Any]:
@@ -371,7 +418,8 @@ def load_worst_cases(
                     "groups": groups,
                 }
             )
-        _attach_source(conn, source_table or kind.default_table, cases, {
+        table = source_table or (population.source_table if population is not None else None)
+        _attach_source(conn, table or kind.default_table, cases, {
             "id": mapped["id"], "query": mapped[kind.query_column], "expected": mapped[kind.expected_column],
             "nodes": mapped[kind.nodes_column]})
     return cases

@@ -9,6 +9,7 @@ verdicts. Node texts and reasons are untrusted: Jinja autoescaping is on for the
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -144,6 +145,17 @@ def render_report_html(context: dict[str, Any]) -> str:
     return _env.get_template("report.html.j2").render(**context)
 
 
+def _calibrations(engine: Engine) -> list[dict[str, Any]]:
+    """The stored judge calibrations (``ctxprec calibrate``), newest first; none on any error."""
+    from ..calibration.table import read_calibrations
+
+    try:
+        return read_calibrations(engine)[:20]
+    except Exception as exc:  # a bonus section: never fails the report
+        logging.getLogger("ctxprec_ops.monitoring").warning("report: calibrations not shown: %s", type(exc).__name__)
+        return []
+
+
 def render_report(
     engine_or_url: Engine | str,
     out_path: str | os.PathLike[str],
@@ -164,8 +176,10 @@ def render_report(
     """Write the report for the last ``days`` partitions to ``out_path``; return its path.
 
     ``min_mean``/``min_pass_rate`` are shortcuts for the same fields of ``rules``. The worst
-    cases' texts come from ``source_table`` (default: the metric's input table) read through
-    ``columns`` (logical name -> column, as for scoring).
+    cases' texts come from ``source_table`` (default: the input table of the most recent score,
+    else the metric's default table) read through ``columns`` (logical name -> column, as for
+    scoring). ``source_table`` also chooses whose scores are reported (two input tables are
+    different populations).
     """
     rules = rules or AlertRules(min_mean=min_mean, min_pass_rate=min_pass_rate)
     out = Path(out_path)
@@ -178,7 +192,7 @@ def render_report(
     with engine_scope(engine_or_url) as engine:
         history, results = trend_results(
             engine, metric=metric, days=days, end=end, rules=rules,
-            judge_model=judge_model, prompt_version=prompt_version,
+            judge_model=judge_model, prompt_version=prompt_version, source_table=source_table,
         )  # fmt: skip
         scored = [r.partition_key for r in results if r.figures.summary.n]
         worst_partition = scored[-1] if scored else None
@@ -194,6 +208,7 @@ def render_report(
             history, results, rules, worst_cases=cases, worst_partition=worst_partition,
             threshold=threshold, warehouse=display_url(engine), title=title, explicit_end=end is not None,
         )  # fmt: skip
+        ctx["calibrations"] = _calibrations(engine)
     html = render_report_html(ctx)
     # write atomically: a reader (or a browser refresh) never sees half a report
     fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=out.parent)

@@ -38,6 +38,7 @@ def trend_results(
     rules: AlertRules | None = None,
     judge_model: str | None = None,
     prompt_version: str | None = None,
+    source_table: str | None = None,
 ) -> tuple[History, list[CheckResult]]:
     """Check every day of the window; return the loaded history and one result per day (oldest first)."""
     if days < 1:
@@ -46,7 +47,8 @@ def trend_results(
         parse_partition_key(end)
     rules = rules or AlertRules()
     with engine_scope(engine_or_url) as engine:
-        index = load_history(engine, metric, up_to=end, judge_model=judge_model, prompt_version=prompt_version)
+        index = load_history(engine, metric, up_to=end, judge_model=judge_model, prompt_version=prompt_version,
+                             source_table=source_table)
         known = sorted(set(index.seen_keys) | set(index.scored_keys))
         if end is None:
             if not known:
@@ -99,14 +101,16 @@ def load_trend(
     rules: AlertRules | None = None,
     judge_model: str | None = None,
     prompt_version: str | None = None,
+    source_table: str | None = None,
 ) -> pd.DataFrame:
     """Per-partition figures and alerts of the last ``days`` days, as a DataFrame.
 
-    ``df.attrs`` holds ``metric``, ``judge_model`` and ``prompt_version`` (the population).
+    ``df.attrs`` holds ``metric``, ``judge_model``, ``prompt_version`` and ``source_table`` (the
+    population; ``source_table=None``: the input table of the most recent score).
     """
     history, results = trend_results(
         engine_or_url, metric=metric, days=days, end=end, rules=rules,
-        judge_model=judge_model, prompt_version=prompt_version,
+        judge_model=judge_model, prompt_version=prompt_version, source_table=source_table,
     )  # fmt: skip
     df = results_frame(results)
     pop = history.population
@@ -114,6 +118,7 @@ def load_trend(
         metric=metric,
         judge_model=pop.judge_model if pop else None,
         prompt_version=pop.prompt_version if pop else None,
+        source_table=pop.source_table if pop else None,
     )
     return df
 

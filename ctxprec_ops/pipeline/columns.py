@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Iterable, Mapping, TypeVar
 
 from ..warehouse.identifiers import validate_identifier
 
-__all__ = ["ColumnSet", "SourceColumns", "ConversationColumns", "parse_column_flags", "parse_column_json"]
+__all__ = ["ColumnSet", "SourceColumns", "LabelColumns", "ConversationColumns", "parse_column_flags", "parse_column_json"]
 
 C = TypeVar("C", bound="ColumnSet")
 
@@ -60,13 +60,27 @@ class ColumnSet:
 
 @dataclass(frozen=True)
 class SourceColumns(ColumnSet):
-    """Column names of the retrieval-log table."""
+    """Column names of the retrieval-log table.
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("actual_output",)
+    ``retrieved_ids`` / ``relevant_ids`` (gold labels, JSON arrays of chunk ids) are read by the
+    label metric only; the judge metric does not need them, so a table may lack them."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("actual_output", "retrieved_ids", "relevant_ids")
     input: str = "input"
     actual_output: str = "actual_output"
     expected_output: str = "expected_output"
     retrieval_context: str = "retrieval_context"
+    retrieved_ids: str = "retrieved_ids"
+    relevant_ids: str = "relevant_ids"
+
+
+@dataclass(frozen=True)
+class LabelColumns(SourceColumns):
+    """The retrieval-log table as the label metric reads it (the same mapping,
+    ``CTXPREC_SOURCE_COLUMNS``): ``retrieved_ids`` and ``relevant_ids`` are required, the texts
+    optional (the report shows them when present)."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("input", "actual_output", "expected_output", "retrieval_context")
 
 
 @dataclass(frozen=True)

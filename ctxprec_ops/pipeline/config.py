@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING, Any, Mapping
 from sqlalchemy.engine import Engine
 
 from ..config import DEFAULT_WAREHOUSE_URL, Settings
+from ..judges.names import validate_judge_name
 from ..secrets import register_secret
 from ..warehouse.identifiers import split_table_name, validate_identifier
 from .columns import ColumnSet, merge_columns
 from .kinds import DEFAULT_METRIC, MetricKind, metric_kind
+from .sampling import DEFAULT_SAMPLE_SEED, Sample
 
 if TYPE_CHECKING:
     from ..judges.base import JudgeModel
@@ -47,6 +49,20 @@ class PipelineConfig:
     max_retries: int = 6
     #: schema of the ctxprec_* output tables (default: the connection's default schema)
     output_schema: str | None = None
+    #: seconds a judge outage may last before the run gives up (default CTXPREC_OUTAGE_TOLERANCE or 600)
+    outage_tolerance: float | None = None
+    #: provider quota, kept before each request: requests / tokens per minute (None: no cap)
+    max_rpm: float | None = None
+    max_tpm: float | None = None
+    #: deterministic sampling: score the rows whose hash of (log id, ``sample_seed``) is under
+    #: ``sample_rate``, at most ``max_rows`` of them per partition (``pipeline.sampling``)
+    sample_rate: float = 1.0
+    max_rows: int | None = None
+    sample_seed: str = DEFAULT_SAMPLE_SEED
+    #: ``sync`` (on-demand judge calls) or ``batch`` (OpenAI Batch API; see ctxprec_ops/batch)
+    judge_mode: str = "sync"
+    #: batch mode: longest wait between two polls of a batch, seconds
+    batch_poll_seconds: float = 60.0
 
     def __post_init__(self) -> None:
         kind = metric_kind(self.metric)
@@ -69,7 +85,22 @@ class PipelineConfig:
             raise ValueError(f"threshold must be between 0 and 1, got {self.threshold!r}")
         if self.max_cost is not None and self.max_cost < 0:
             raise ValueError(f"max_cost must be >= 0, got {self.max_cost!r}")
+        if isinstance(self.judge, str) and self.judge.strip().lower() != "lexical":
+            validate_judge_name(self.judge.strip())  # before any call or write
+        if self.outage_tolerance is not None and not self.outage_tolerance >= 0:
+            raise ValueError(f"outage_tolerance must be >= 0 seconds, got {self.outage_tolerance!r}")
+        self.sample  # validates sample_rate and max_rows
+        for name in ("max_rpm", "max_tpm"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value!r}")
+        if self.judge_mode not in ("sync", "batch"):
+            raise ValueError(f"judge_mode must be 'sync' or 'batch', got {self.judge_mode!r}")
         register_secret(self.judge_api_key)
+
+    @property
+    def sample(self) -> Sample:
+        return Sample(self.sample_rate, self.max_rows, self.sample_seed)
 
     @property
     def kind(self) -> MetricKind:
@@ -112,6 +143,13 @@ class PipelineConfig:
             "threshold": s.threshold,
             "concurrency": s.concurrency,
             "chunk_size": s.chunk_size,
+            "outage_tolerance": s.outage_tolerance,
+            "max_rpm": s.max_rpm,
+            "max_tpm": s.max_tpm,
+            "sample_rate": s.sample_rate,
+            "max_rows": s.max_rows,
+            "judge_mode": s.judge_mode,
+            "batch_poll_seconds": s.batch_poll_seconds,
         }
         base.update(given)
         return cls(**base)

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
 
+from ..breaker import CircuitBreaker
+from ..errors import JudgeConfigurationError
 from ..judges.base import JudgeModel
+from ..judging import JudgeGuards, trip_after_for
+from ..limiter import RequestQuota
 from ..metrics.base import BaseRetrievalMetric
 from ..warehouse.engine import get_engine
+from ..warehouse.identifiers import split_table_name
+from ..warehouse.permissions import check_output_writable
 from ..warehouse.schema import OutputTables, ensure_output_tables
 from ..warehouse.source import SourceTable, reflect_source
 from ..warehouse.store import ScoringKey
 from .config import PipelineConfig
 
-__all__ = ["PipelineContext", "prepare"]
+__all__ = ["PipelineContext", "prepare", "check_key_fits"]
 
 
 @dataclass
@@ -26,12 +32,51 @@ class PipelineContext:
     tables: OutputTables
     source: SourceTable
     metric: BaseRetrievalMetric
-    judge: JudgeModel
+    #: None for a metric kind that needs no judge (``MetricKind.needs_judge``)
+    judge: JudgeModel | None
     key: ScoringKey
+    #: circuit breaker and request quota shared by every chunk scored with this context
+    guards: JudgeGuards = field(default_factory=JudgeGuards)
 
     @property
     def judge_is_offline(self) -> bool:
-        return bool(getattr(self.judge, "offline", False))
+        return self.judge is None or bool(getattr(self.judge, "offline", False))
+
+
+def check_key_fits(tables: OutputTables, key: ScoringKey) -> None:
+    """Refuse, before any judge call, a scoring key the output columns cannot hold (a custom
+    judge's 300-character name would otherwise fail at the first write, after judging)."""
+    for name, value in (("metric", key.metric), ("judge_model", key.judge_model),
+                        ("prompt_version", key.prompt_version)):
+        limit = getattr(tables.scores.c[name].type, "length", None)
+        if not isinstance(value, str) or not value or (limit is not None and len(value) > limit):
+            got = f"{len(value):,} characters" if isinstance(value, str) else type(value).__name__
+            raise JudgeConfigurationError(f"the {name} {str(value)[:40]!r} cannot be stored: ctxprec_scores.{name} "
+                                          f"holds 1 to {limit} characters, got {got}")
+
+
+def legacy_sources(config: PipelineConfig) -> dict[str, str]:
+    """metric -> input table, for output rows written before ``source_table`` existed: this
+    config's table for its metric, the configured (else default) table for the others."""
+    from ..config import Settings
+    from .kinds import METRIC_KINDS
+
+    try:
+        settings: Settings | None = Settings.from_env()
+    except Exception:  # a bad variable elsewhere must not block scoring with an explicit config
+        settings = None
+    out = {}
+    for name, kind in METRIC_KINDS.items():
+        table = getattr(settings, kind.table_setting, None) if settings is not None else None
+        out[name] = table or kind.default_table
+    out[config.metric] = source_table_name(config.table_name, config.source_schema)
+    return out
+
+
+def source_table_name(table: str, schema: str | None) -> str:
+    """The name recorded in ``source_table``: ``schema.table`` or ``table`` (as ``SourceTable.name``)."""
+    schema, name = split_table_name(table, schema, "source table name")
+    return f"{schema}.{name}" if schema else name
 
 
 def prepare(config: PipelineConfig) -> PipelineContext:
@@ -40,12 +85,19 @@ def prepare(config: PipelineConfig) -> PipelineContext:
     from ..judges import make_judge
 
     engine = get_engine(config.warehouse)
-    tables = ensure_output_tables(engine, config.output_schema)
+    tables = ensure_output_tables(engine, config.output_schema, legacy_sources=legacy_sources(config))
+    check_output_writable(engine, tables)  # before any judge call: a missing grant fails now, not after paying
     source = reflect_source(engine, config.table_name, config.source_schema, config.source_columns.as_dict(),
                             columns_env=config.kind.columns_env,
                             optional=config.source_columns.optional_missing_ok())
-    judge = make_judge(config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key,
-                       timeout=config.judge_timeout)
+    judge = None
+    if config.kind.needs_judge:  # a pure computation (labels) needs no judge, key or endpoint
+        judge = make_judge(config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key,
+                           timeout=config.judge_timeout)
     metric = config.kind.build(config, judge)
-    key = ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version)
-    return PipelineContext(config, engine, tables, source, metric, judge, key)
+    key = ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version, source.name)
+    check_key_fits(tables, key)
+    breaker = CircuitBreaker(config.outage_tolerance, endpoint=getattr(judge, "endpoint", None),
+                             trip_after=trip_after_for(config.concurrency))
+    guards = JudgeGuards(breaker=breaker, quota=RequestQuota.from_env(config.max_rpm, config.max_tpm))
+    return PipelineContext(config, engine, tables, source, metric, judge, key, guards)

@@ -9,12 +9,13 @@ from typing import Any
 
 from ..run_figures import run_figures
 from ..warehouse.engine import read_connection, write_transaction
-from ..warehouse.source import parse_partition_key
+from ..warehouse.source import count_null_ids, count_unpartitioned, iter_partition_ids, parse_partition_key
 from ..warehouse.store import failure_counts, mark_interrupted_runs, partition_counts, partition_scores, run_spend
 from ..warehouse.upsert import upsert
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .records import ChunkResult, RunSummary, run_status
+from .sampling import CutoffPlanner
 
 __all__ = ["finalize_run", "write_run"]
 
@@ -47,7 +48,10 @@ def finalize_run(
     """Compute the partition's figures and upsert its ``ctxprec_runs`` row.
 
     Counts and score figures come from the tables (so a partition scored in mapped chunks, or
-    resumed after a crash, is summarised as a whole). Tokens, cost and judge calls come from
+    resumed after a crash, is summarised as a whole). With sampling, ``rows_total`` is every row
+    of the partition and ``rows_sampled`` the rows in the sample (recomputed from the ids, so
+    it needs no chunk results); the score figures (mean, CI) are those of the scored rows.
+    Tokens, cost and judge calls come from
     ``chunk_results`` when given (they include spend on rows that failed), else from the scores
     this ``run_id`` wrote.
     """
@@ -62,15 +66,36 @@ def finalize_run(
         figures = run_figures(partition_scores(conn, ctx.tables, key, partition_key), counts["scored"],
                               counts["passed"])
         spend = _spend(results) if results else run_spend(conn, ctx.tables, key, run_id, partition_key)
+        sample = ctx.config.sample
+        sampled: tuple[int, int] | None = None
+        if sample.active:  # rows_total stays every row of the partition (the volume rule's figure)
+            planner = CutoffPlanner(sample)
+            for value in iter_partition_ids(conn, ctx.source, partition_key):
+                planner.add(str(value))
+            _cutoff, all_rows, in_sample = planner.result()
+            sampled = (all_rows, in_sample)
+    with read_connection(ctx.engine) as conn:
+        unpartitioned = count_unpartitioned(conn, ctx.source)
+        without_id = count_null_ids(conn, ctx.source, partition_key)
+    if unpartitioned:
+        log.warning("%s: %d row(s) belong to no partition (%s is NULL or not readable as a time) and are "
+                    "never scored; see docs/internals.md for the forms read", ctx.source.name, unpartitioned,
+                    ctx.source.event_time.name)
     rows_failed = sum(failed.values())
+    rows_total = counts["scored"] + rows_failed
+    rows_sampled = rows_total
+    if sampled is not None:
+        rows_total, rows_sampled = max(sampled[0], rows_total), sampled[1]
     summary = RunSummary(
         run_id=run_id, partition_key=partition_key, metric=key.metric,
         status=run_status(counts["scored"], failed).value,
-        rows_total=counts["scored"] + rows_failed, rows_scored=counts["scored"], rows_cached=counts["cached"],
+        rows_total=rows_total, rows_scored=counts["scored"], rows_cached=counts["cached"],
         rows_failed=rows_failed, prompt_tokens=spend["prompt_tokens"],
         completion_tokens=spend["completion_tokens"], cost=spend["cost"], judge_model=key.judge_model,
         prompt_version=key.prompt_version, started_at=started_at, finished_at=_now(),
-        threshold=ctx.metric.threshold, judge_calls=spend["judge_calls"], failures_by_type=failed, **figures,
+        threshold=ctx.metric.threshold, judge_calls=spend["judge_calls"], failures_by_type=failed,
+        rows_unpartitioned=unpartitioned, rows_without_id=without_id, source_table=key.source_table,
+        sample_rate=float(sample.rate), rows_sampled=rows_sampled, **figures,
     )
     write_run(ctx, summary)
     _mark_interrupted(ctx, summary)

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..metrics.contextual_precision import ContextualPrecisionMetric
+from ..metrics.label_precision import LabelContextualPrecisionMetric
 from ..metrics.turn_contextual_precision import TurnContextualPrecisionMetric
 from ..warehouse.rows import row_to_conversation, row_to_test_case
-from .columns import ColumnSet, ConversationColumns, SourceColumns
+from ..warehouse.label_rows import row_to_labelled
+from .columns import ColumnSet, ConversationColumns, LabelColumns, SourceColumns
 
 if TYPE_CHECKING:
     from ..judges.base import JudgeModel
@@ -44,13 +46,17 @@ class MetricKind:
     #: the logical column the judge compares against (the report shows it)
     expected_column: str
     query_column: str
-    build: Callable[["PipelineConfig", "JudgeModel"], "BaseRetrievalMetric"]
+    build: Callable[["PipelineConfig", "JudgeModel | None"], "BaseRetrievalMetric"]
     #: the description of the scores asset and of the metric in reports
     description: str
     #: ``ctxprec demo``: appended to the report file's stem ("" = the main report)
     report_suffix: str = ""
-    #: Airflow: ``nightly_dags`` builds a ``<name>_nightly`` DAG for it
+    #: Airflow: ``nightly_dags`` builds a ``<name>_nightly`` DAG for it; Dagster: its asset is in
+    #: the nightly job (an asset of a kind that is not nightly is materialized on demand)
     nightly: bool = True
+    #: False: pure computation (``build`` gets no judge, the metric has ``compute(case)``); the
+    #: pipeline then builds no judge, needs no API key and reads no judgment cache
+    needs_judge: bool = True
 
     @property
     def columns_env(self) -> str:
@@ -72,6 +78,10 @@ def _single(config: "PipelineConfig", judge: "JudgeModel") -> "BaseRetrievalMetr
 
 def _turns(config: "PipelineConfig", judge: "JudgeModel") -> "BaseRetrievalMetric":
     return TurnContextualPrecisionMetric(window_size=config.window_size, **_common(config, judge))
+
+
+def _labels(config: "PipelineConfig", judge: "JudgeModel | None") -> "BaseRetrievalMetric":
+    return LabelContextualPrecisionMetric(threshold=config.threshold, strict_mode=config.strict_mode)
 
 
 _KINDS = (
@@ -104,6 +114,26 @@ _KINDS = (
         description="Turn contextual precision of every conversation logged that day (UTC), judged by "
                     "sliding windows of user→assistant interactions.",
         report_suffix="_conversations",
+    ),
+    MetricKind(
+        name=LabelContextualPrecisionMetric.metric_name,
+        title="label contextual precision",
+        columns=LabelColumns,
+        row_to_case=row_to_labelled,
+        default_table="retrieval_logs",
+        table_setting="source_table",
+        columns_setting="source_columns",
+        nodes_column="retrieval_context",
+        expected_column="expected_output",
+        query_column="input",
+        build=_labels,
+        description="Contextual precision of every labelled retrieval logged that day (UTC), computed from the "
+                    "gold labels (retrieved_ids, relevant_ids) with no judge call; recall, reciprocal rank and "
+                    "NDCG@k in ctxprec_label_figures.",
+        report_suffix="_labels",
+        # opt-in: a logs table without label columns would fail every night
+        nightly=False,
+        needs_judge=False,
     ),
 )
 

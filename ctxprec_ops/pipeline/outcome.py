@@ -6,7 +6,7 @@
 |-----------------------------------------------------------|---------|-----|--------------|---------------|
 | ``succeeded``; ``partial`` with only bad-input rows       | done    | 0   | task succeeds| materialized  |
 | ``partial``/``failed`` with judge failures (outage, bad answers) | retry | 1 | retried    | RetryPolicy   |
-| failures of a misconfigured judge (``judge_configuration``) | fail  | 1   | failed at once | no retry    |
+| ``judge_configuration`` / ``judge_request_rejected`` failures | fail | 1 | failed at once | no retry |
 | ``budget_exhausted`` (``max_cost`` reached)               | fail    | 4   | failed at once | no retry    |
 | error that is not retryable (bad names, missing table, bad partition, ValueError/TypeError) | fail | 1 (2 for usage) | failed at once | no retry |
 | any other error (warehouse or network down, ...)          | retry   | 1   | retried      | RetryPolicy   |
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from ..errors import BudgetExhaustedError, CtxPrecError, JudgeConfigurationError
+from ..errors import BudgetExhaustedError, CtxPrecError, JudgeConfigurationError, JudgeRequestRejectedError
 from ..secrets import redact
 from .records import INPUT_PROBLEMS, ChunkResult, RunStatus, RunSummary, run_status
 
@@ -29,7 +29,7 @@ EXIT_USAGE = 2
 EXIT_BUDGET = 4
 
 #: failure types no retry can fix (the row is fine, the configuration is not)
-_PERMANENT_FAILURES = frozenset({JudgeConfigurationError.error_type})
+_PERMANENT_FAILURES = frozenset({JudgeConfigurationError.error_type, JudgeRequestRejectedError.error_type})
 
 
 class Outcome(str, Enum):
@@ -76,8 +76,10 @@ def decide(result: RunSummary | ChunkResult) -> Decision:
                         "max_cost; they are recorded as budget_exhausted failures and the next run picks them up",
                         EXIT_BUDGET)
     if _PERMANENT_FAILURES & set(other):
-        return Decision(Outcome.FAIL, f"{where} incomplete ({status.value}; {detail}): the judge is "
-                        f"misconfigured; fix it and re-run{suffix}", EXIT_ERROR)
+        why = ("the judge is misconfigured" if JudgeConfigurationError.error_type in other
+               else "the judge endpoint refuses these requests as made")
+        return Decision(Outcome.FAIL, f"{where} incomplete ({status.value}; {detail}): {why}; fix it and "
+                        f"re-run{suffix}", EXIT_ERROR)
     return Decision(Outcome.RETRY, f"{where} incomplete ({status.value}; {detail}); re-run to retry the "
                     f"failed rows{suffix}", EXIT_ERROR)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any, Iterator
 
 from sqlalchemy.engine import Engine
@@ -12,27 +13,34 @@ from ..warehouse.source import SourceTable, count_null_ids, iter_partition_ids, 
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .records import Chunk
+from .sampling import CutoffPlanner, Sample
 
 __all__ = ["plan_source", "plan_chunks", "iter_chunk_rows"]
 
 log = logging.getLogger("ctxprec_ops.pipeline")
 
 
-def plan_source(engine: Engine, source: SourceTable, partition_key: str, size: int) -> list[Chunk]:
+def plan_source(engine: Engine, source: SourceTable, partition_key: str, size: int,
+                sample: Sample | None = None) -> list[Chunk]:
     """Cut the partition of ``source`` into chunks of ``size`` rows by keyset on ``id``.
 
     Streams ids only (memory: the boundaries, not the rows). A chunk is ``(after_id, upto_id]``;
     rows added to the partition later inside a chunk's range are scored with that chunk. Read-only.
+    With an active ``sample`` every chunk carries the partition's sampling cutoff (chunks still
+    count all their rows).
     """
     parse_partition_key(partition_key)
     chunks: list[Chunk] = []
     after: Any = None
     last: Any = None
     n = 0
+    planner = CutoffPlanner(sample) if sample is not None and sample.active else None
     with read_connection(engine) as conn:
         for value in iter_partition_ids(conn, source, partition_key):
             n += 1
             last = value
+            if planner is not None:
+                planner.add(str(value))
             if n == size:
                 chunks.append(Chunk(partition_key, len(chunks), after, last, n))
                 after, n = last, 0
@@ -42,6 +50,11 @@ def plan_source(engine: Engine, source: SourceTable, partition_key: str, size: i
                     "failures; give them ids", partition_key, source.name, nulls, source.id.name)
     if n:
         chunks.append(Chunk(partition_key, len(chunks), after, last, n))
+    if planner is not None:
+        cutoff, rows, sampled = planner.result()
+        log.info("partition %s: sample of %d of %d rows (rate %g%s)", partition_key, sampled, rows, planner.sample.rate,
+                 f", max_rows {planner.sample.max_rows}" if planner.sample.max_rows is not None else "")
+        chunks = [replace(c, sample_cutoff=cutoff) for c in chunks]
     return chunks
 
 
@@ -49,13 +62,16 @@ def plan_chunks(config: PipelineConfig, partition_key: str, *, context: Pipeline
     """Cut the partition into chunks of ``config.chunk_size`` rows (see ``plan_source``)."""
     parse_partition_key(partition_key)
     ctx = context or prepare(config)
-    return plan_source(ctx.engine, ctx.source, partition_key, config.chunk_size)
+    return plan_source(ctx.engine, ctx.source, partition_key, config.chunk_size, config.sample)
 
 
-def iter_chunk_rows(engine: Engine, source: SourceTable, partition_key: str,
-                    size: int) -> Iterator[tuple[Chunk, list[dict[str, Any]]]]:
-    """Every planned chunk with its rows (logical column names), one chunk in memory at a time."""
-    for chunk in plan_source(engine, source, partition_key, size):
+def iter_chunk_rows(engine: Engine, source: SourceTable, partition_key: str, size: int,
+                    sample: Sample | None = None) -> Iterator[tuple[Chunk, list[dict[str, Any]]]]:
+    """Every planned chunk with its rows (logical column names), one chunk in memory at a time;
+    with a ``sample``, only the rows in it."""
+    for chunk in plan_source(engine, source, partition_key, size, sample):
         with read_connection(engine) as conn:
             rows = read_chunk_rows(conn, source, partition_key, chunk.after_id, chunk.upto_id)
+        if sample is not None and chunk.sample_cutoff is not None:
+            rows = [r for r in rows if sample.contains(str(r["id"]), chunk.sample_cutoff)]
         yield chunk, rows

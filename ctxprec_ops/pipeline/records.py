@@ -64,13 +64,17 @@ class Chunk:
     after_id: Any | None
     upto_id: Any
     rows: int
+    #: the partition's sampling cutoff (``pipeline.sampling``): a row is scored iff its sampling
+    #: hash is below it; None = every row
+    sample_cutoff: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Chunk":
-        return cls(**d)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 @dataclass
@@ -88,6 +92,10 @@ class ChunkResult:
     #: ``{error_type: rows}`` of this chunk's failures
     failures_by_type: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    #: why the chunk is incomplete when one cause explains it (the judge outage that was given up on)
+    error_message: str | None = None
+    #: rows of the chunk in the sample (``rows_total`` counts every row of the chunk)
+    rows_sampled: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -126,6 +134,16 @@ class RunSummary:
     judge_calls: int = 0
     failures_by_type: dict[str, int] = field(default_factory=dict)
     error_message: str | None = None
+    #: rows of the source table that belong to no partition (``event_time`` NULL or unreadable)
+    #: and rows of this partition whose id is NULL: neither scored nor failed, counted and warned
+    rows_unpartitioned: int = 0
+    rows_without_id: int = 0
+    #: the input table the run read (``schema.table`` as configured): part of the run's identity
+    source_table: str | None = None
+    #: the run's sampling rate; ``rows_sampled`` rows of the partition's ``rows_total`` were in the
+    #: sample (all of them at rate 1 without ``max_rows``)
+    sample_rate: float = 1.0
+    rows_sampled: int | None = None
 
     def __post_init__(self) -> None:
         self.status = RunStatus(self.status).value  # refuse unknown statuses; store the plain string
@@ -161,7 +179,10 @@ class RunSummary:
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    kind: Literal["planned", "chunk_started", "rows_done", "chunk_done", "finished"]
+    #: ``judge_outage``: the circuit breaker paused, probed, resumed or gave up (``message`` says
+    #: which, why and for how long)
+    kind: Literal["planned", "chunk_started", "rows_done", "chunk_done", "finished", "judge_outage",
+                  "batch_waiting"]
     partition_key: str
     done: int = 0
     total: int | None = None

@@ -7,6 +7,7 @@ import uuid
 from datetime import datetime, timezone
 
 from ..budget import Budget
+from ..errors import one_line
 from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.source import parse_partition_key
@@ -14,8 +15,8 @@ from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .finalize import finalize_run, write_run
 from .plan import plan_chunks
-from .stream import score_chunks
 from .records import Chunk, ChunkResult, ProgressCallback, ProgressEvent, RunStatus, RunSummary
+from .stream import score_chunks
 from .workers import can_fork_out, score_in_processes
 
 __all__ = ["score_partition"]
@@ -30,7 +31,8 @@ def _now() -> datetime:
 def _score_chunks(ctx: PipelineContext, chunks: list[Chunk], run_id: str, progress: ProgressCallback | None,
                   workers: int) -> list[ChunkResult]:
     """Score the planned chunks: in worker processes when asked and possible, else here as one
-    stream (one judging queue and one budget span them all)."""
+    stream (one judging queue and one budget span them all; chunks another process has claimed
+    are scored after the free ones, once released)."""
     config = ctx.config
     total = sum(c.rows for c in chunks)
     if workers > 1 and len(chunks) > 1 and can_fork_out(config):
@@ -60,11 +62,16 @@ def score_partition(
     otherwise chunks are scored in this process, in order.
     """
     parse_partition_key(partition_key)
+    if config.judge_mode == "batch":  # OpenAI Batch API: submit or resume, poll, collect (ctxprec_ops/batch)
+        from ..batch.partition import score_partition_batch
+
+        return score_partition_batch(config, partition_key, run_id=run_id, progress=progress)
     run_id = run_id or uuid.uuid4().hex
     ctx = prepare(config)
     started = _now()
     base = RunSummary(run_id=run_id, partition_key=partition_key, metric=ctx.key.metric, status=RunStatus.RUNNING,
                       judge_model=ctx.key.judge_model, prompt_version=ctx.key.prompt_version,
+                      source_table=ctx.key.source_table,
                       started_at=started, threshold=ctx.metric.threshold)
     write_run(ctx, base)
     log.info("scoring %s partition %s of %s in %s (judge %s, prompt %s, run %s)", ctx.key.metric, partition_key,
@@ -78,10 +85,14 @@ def score_partition(
         results = _score_chunks(ctx, chunks, run_id, progress, workers)
         summary = finalize_run(config, partition_key, run_id=run_id, chunk_results=results,
                                started_at=started, context=ctx)
+        cause = next((r.error_message for r in results if r.error_message), None)
+        if cause and not summary.completed:
+            summary.error_message = cause  # e.g. "judge unreachable: connection refused at URL"
+            write_run(ctx, summary)
     except BaseException as exc:
         base.status = RunStatus.FAILED.value
         base.finished_at = _now()
-        base.error_message = redact(f"{type(exc).__name__}: {exc}")[:4000]
+        base.error_message = redact(one_line(exc))[:4000]  # one line: no SQL or row data
         log.error("partition %s run %s aborted: %s", partition_key, run_id, base.error_message)
         try:
             write_run(ctx, base)

@@ -4,12 +4,16 @@ The judge sees one queue for all the chunks of a call, kept at ``concurrency`` r
 flight: a chunk's slow last request no longer drains it before the next chunk starts. Chunks stay
 the unit of reading and of the write transaction:
 
-- a reader thread reads the next chunks (rows, already-scored ids, cached judgments) while the
-  current ones are judged; at most ``OPEN_CHUNKS`` chunks are read and not yet written;
-- the event loop judges every case through one ``JudgeRun`` limiter (and one budget);
+- a reader thread claims (``warehouse.claims``) and reads the next chunks (rows, already-scored
+  ids, cached judgments) while the current ones are judged; at most ``OPEN_CHUNKS`` chunks are
+  claimed and not yet written. A chunk another process holds is skipped and, after the free ones,
+  waited for (then its rows are found scored) — or left out with ``wait_taken=False``;
+- the event loop judges every case through one ``JudgeRun`` limiter (and one budget, and the
+  context's circuit breaker and request quota); a kind that needs no judge is computed in place;
 - when a chunk's last case is judged, a single writer thread collects and writes it in one
   transaction (scores, failures, judgments), in the order chunks finish — one writer, so SQLite's
-  single-writer rule holds and a crash leaves whole chunks only.
+  single-writer rule holds and a crash leaves whole chunks only. A chunk's claim is released
+  once its write has committed.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import asyncio
 import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, TypeVar
 
@@ -27,17 +32,19 @@ from .._async import run_sync
 from .._gc import quiet_gc
 from ..budget import Budget
 from ..cache import DictVerdictCache, remembered_keys
-from ..judging import JudgeRun
+from ..judging import JudgeRun, use_guards
 from ..limiter import AdaptiveLimiter
 from ..results import MetricResult
 from ..verdicts import NodeVerdict
-from .chunk import _Intake, finish_chunk, read_intake, remaining_budget
+from ..warehouse.claims import chunk_claim
+from .chunk import _Intake, chunk_claim_name, finish_chunk, read_intake, remaining_budget
 from .context import PipelineContext
-from .records import Chunk, ChunkResult, ProgressCallback, ProgressEvent
+from .records import Chunk, ChunkResult, ProgressCallback
+from .stream_progress import Progress, breaker_progress
 
 __all__ = ["score_chunks", "OPEN_CHUNKS"]
 
-#: chunks read and not yet written (one being written, one draining, one judged, one read ahead)
+#: chunks claimed and not yet written (one being written, one draining, one judged, one read ahead)
 OPEN_CHUNKS = 4
 
 T = TypeVar("T")
@@ -71,39 +78,20 @@ class _Open:
     intake: _Intake
     run: JudgeRun
     started: float
+    claim: ExitStack
     results: list[Any] = field(default_factory=list)
     pending: int = 0
     dispatched: bool = False
 
 
-class _Progress:
-    """Partition-wide settled rows (skipped, failed at intake, or judged): ``rows_done`` at most
-    every ``interval`` seconds, and ``chunk_done`` when a chunk is written; never going backwards."""
-
-    def __init__(self, progress: ProgressCallback | None, pk: str, base: int, total: int,
-                 interval: float = 0.25) -> None:
-        self.progress, self.pk, self.done, self.total, self.interval = progress, pk, base, total, interval
-        self.last = 0.0
-
-    def add(self, n: int) -> None:
-        self.done += n
-        if self.progress is None or n == 0:
-            return
-        now = time.monotonic()
-        if self.done >= self.total or now - self.last >= self.interval:
-            self.last = now
-            self.progress(ProgressEvent("rows_done", self.pk, self.done, self.total))
-
-    def event(self, kind: str, message: str) -> None:
-        if self.progress is not None:
-            self.progress(ProgressEvent(kind, self.pk, self.done, self.total, message))  # type: ignore[arg-type]
-
-
 class _Stream:
-    def __init__(self, ctx: PipelineContext, run_id: str, budget: Budget | None, progress: _Progress) -> None:
+    def __init__(self, ctx: PipelineContext, run_id: str, budget: Budget | None, progress: Progress,
+                 wait_taken: bool) -> None:
         cfg = ctx.config
-        self.ctx, self.run_id, self.progress = ctx, run_id, progress
-        self.base = JudgeRun(limiter=AdaptiveLimiter(cfg.concurrency), budget=budget, max_retries=cfg.max_retries)
+        self.ctx, self.run_id, self.progress, self.wait_taken = ctx, run_id, progress, wait_taken
+        self.base = JudgeRun(limiter=AdaptiveLimiter(cfg.concurrency), budget=budget, max_retries=cfg.max_retries,
+                             breaker=ctx.guards.breaker, quota=ctx.guards.quota)
+        self.claims: set[ExitStack] = set()  # claimed chunks not yet written (released on any exit)
         self.gate = asyncio.Semaphore(max(cfg.concurrency * 4, 8))  # live case coroutines
         self.slots = asyncio.Semaphore(OPEN_CHUNKS)
         self.recent: dict[str, NodeVerdict] = {}
@@ -129,23 +117,45 @@ class _Stream:
         finally:
             self.reader.shutdown(wait=True, cancel_futures=True)
             self.writer.shutdown(wait=True, cancel_futures=True)
+            for claim in list(self.claims):  # an aborted stream: its chunks are not written
+                _release(claim)
         return sorted(self.results, key=lambda r: r.index)
 
     async def _read_all(self, chunks: list[Chunk], queue: asyncio.Queue[_Open | None]) -> None:
-        for chunk in chunks:
-            await self.slots.acquire()
-            self.reads_started += 1
-            started = time.perf_counter()
-            intake = await self._in(self.reader, read_intake, self.ctx, chunk, self.run_id)
-            cache = None if intake.cache is None else _RunCache(intake.cache, self.recent)
-            run = dataclasses.replace(self.base, cache=cache)  # shared limiter, budget and stats
-            await queue.put(_Open(chunk, intake, run, started, [None] * len(intake.cases), len(intake.cases)))
+        taken = [c for c in chunks if not await self._read(c, queue, wait=False)]  # another process has it
+        if self.wait_taken:
+            for chunk in taken:  # free chunks first, then wait for the taken ones
+                await self._read(chunk, queue, wait=True)
         await queue.put(None)
+
+    async def _read(self, chunk: Chunk, queue: asyncio.Queue[_Open | None], *, wait: bool) -> bool:
+        """Claim and read ``chunk`` into the queue; False (nothing read) when another process holds it."""
+        await self.slots.acquire()
+        started = time.perf_counter()
+        claim = ExitStack()
+        self.claims.add(claim)
+        got = await self._in(self.reader, _claim, claim, self.ctx, chunk, wait)
+        if not got:
+            self.claims.discard(claim)
+            await self._in(self.reader, _release, claim)
+            self.slots.release()
+            return False
+        self.reads_started += 1
+        intake = await self._in(self.reader, read_intake, self.ctx, chunk, self.run_id)
+        cache = None if intake.cache is None else _RunCache(intake.cache, self.recent)
+        run = dataclasses.replace(self.base, cache=cache)  # shared limiter, budget, guards and stats
+        await queue.put(_Open(chunk, intake, run, started, claim, [None] * len(intake.cases), len(intake.cases)))
+        return True
 
     async def _dispatch_all(self, queue: asyncio.Queue[_Open | None], tg: asyncio.TaskGroup) -> None:
         while (op := await queue.get()) is not None:
             self.progress.event("chunk_started", f"chunk {op.chunk.index}")
-            self.progress.add(len(op.intake.rows) - len(op.intake.cases))
+            self.progress.add(op.intake.all_rows - len(op.intake.cases))
+            if not self.ctx.config.kind.needs_judge:  # pure computation: no judge, cache or budget
+                compute = self.ctx.metric.compute  # type: ignore[attr-defined]
+                op.results = [compute(case, i) for i, case in enumerate(op.intake.cases)]
+                self.progress.add(op.pending)
+                op.pending = 0
             with remembered_keys(op.intake.key_memo):  # the cases' tasks find their keys computed
                 for i, case in enumerate(op.intake.cases):
                     await self.gate.acquire()
@@ -169,14 +179,20 @@ class _Stream:
             tg.create_task(self._write(op))
 
     async def _write(self, op: _Open) -> None:
-        result = await self._in(self.writer, finish_chunk, self.ctx, op.chunk, op.intake, op.results,
-                                self.run_id, op.started)
+        result = await self._in(self.writer, self._finish, op)
         self.slots.release()
         self.results.append(result)
         if op.intake.cache is not None and op.intake.cache.added:
             self.evictions.append((self.reads_started, list(op.intake.cache.added)))
         self.progress.event("chunk_done", f"chunk {result.index}: {result.rows_scored} scored, "
                                           f"{result.rows_failed} failed")
+
+    def _finish(self, op: _Open) -> ChunkResult:
+        """Write the chunk, then release its claim (in the writer thread)."""
+        result = finish_chunk(self.ctx, op.chunk, op.intake, op.results, self.run_id, op.started)
+        self.claims.discard(op.claim)
+        _release(op.claim)
+        return result
 
     def _evict(self) -> None:
         """Forget written verdicts once every chunk read before their write has looked up its cache."""
@@ -190,6 +206,17 @@ class _Stream:
         self.evictions = keep
 
 
+def _claim(stack: ExitStack, ctx: PipelineContext, chunk: Chunk, wait: bool) -> bool:
+    return bool(stack.enter_context(chunk_claim(ctx.engine, chunk_claim_name(ctx, chunk), wait=wait)))
+
+
+def _release(stack: ExitStack) -> None:
+    try:
+        stack.close()
+    except Exception:  # a lost session has dropped its locks already
+        pass
+
+
 def _first(group: BaseExceptionGroup) -> BaseException:
     exc: BaseException = group
     while isinstance(exc, BaseExceptionGroup):
@@ -198,28 +225,31 @@ def _first(group: BaseExceptionGroup) -> BaseException:
 
 
 async def _stream(ctx: PipelineContext, chunks: list[Chunk], run_id: str, budget: Budget | None,
-                  progress: _Progress) -> list[ChunkResult]:
+                  progress: Progress, wait_taken: bool) -> list[ChunkResult]:
     try:
-        return await _Stream(ctx, run_id, budget, progress).run(chunks)
+        return await _Stream(ctx, run_id, budget, progress, wait_taken).run(chunks)
     finally:
-        close = getattr(ctx.metric.model, "aclose", None)
+        close = getattr(getattr(ctx.metric, "model", None), "aclose", None)
         if close is not None:  # its HTTP client belongs to this event loop
             await close()
 
 
 def score_chunks(ctx: PipelineContext, chunks: list[Chunk], *, run_id: str, budget: Budget | None = None,
                  progress: ProgressCallback | None = None, done_before: int = 0,
-                 total: int | None = None) -> list[ChunkResult]:
+                 total: int | None = None, wait_taken: bool = True) -> list[ChunkResult]:
     """Score ``chunks`` (of one partition) as one stream; returns their results in chunk order.
 
     ``budget`` defaults to ``config.max_cost`` minus what ``run_id`` has already spent. Progress
-    counts from ``done_before`` towards ``total`` (default: these chunks' rows).
+    counts from ``done_before`` towards ``total`` (default: these chunks' rows). A chunk another
+    process has claimed is scored after the free ones, once released (``wait_taken``), else left
+    out of the results.
     """
     if not chunks:
         return []
     if budget is None:
         budget = remaining_budget(ctx, run_id)
     total = total if total is not None else done_before + sum(c.rows for c in chunks)
-    tracker = _Progress(progress, chunks[0].partition_key, done_before, total)
-    with quiet_gc():  # ~20-30 % of a fast judge's CPU per row otherwise (bench/README.md)
-        return run_sync(lambda: _stream(ctx, chunks, run_id, budget, tracker))
+    tracker = Progress(progress, chunks[0].partition_key, done_before, total)
+    with quiet_gc(), use_guards(ctx.guards), breaker_progress(ctx.guards.breaker, progress, tracker.pk):
+        # quiet_gc: ~20-30 % of a fast judge's CPU per row otherwise (bench/README.md)
+        return run_sync(lambda: _stream(ctx, chunks, run_id, budget, tracker, wait_taken))

@@ -8,18 +8,23 @@ that names the column, before any judge call. Checked:
   more than ``MAX_NODES`` nodes;
 - ``turns``: NULL, not JSON, not an array of ``{role, content, retrieval_context}`` objects,
   more than ``MAX_TURNS`` turns;
-- any text over ``MAX_TEXT_CHARS`` characters, containing a NUL character, or not valid UTF-8.
+- any text over ``MAX_TEXT_CHARS`` characters, containing a NUL character, or not valid UTF-8;
+- JSON nested too deeply for the parser.
+
+``case_or_failure`` turns *any* exception raised while reading one row into that row's
+``InvalidTestCaseError``: a row's content can never abort the partition it belongs to.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import InvalidTestCaseError
 from ..test_case import ConversationalTestCase, LLMTestCase, Turn
 
-__all__ = ["MAX_TEXT_CHARS", "MAX_NODES", "MAX_TURNS", "row_to_test_case", "row_to_conversation"]
+__all__ = ["MAX_TEXT_CHARS", "MAX_NODES", "MAX_TURNS", "row_to_test_case", "row_to_conversation", "case_or_failure"]
 
 MAX_TEXT_CHARS = 100_000
 MAX_NODES = 200
@@ -83,6 +88,8 @@ def _json(value: Any, column: str) -> Any:
             return json.loads(value)
         except json.JSONDecodeError as exc:
             raise _bad(f"column {column!r} is not valid JSON ({exc.msg} at position {exc.pos})") from None
+        except RecursionError:
+            raise _bad(f"column {column!r} is JSON nested too deeply to read") from None
     return value
 
 
@@ -142,3 +149,16 @@ def row_to_conversation(row: dict[str, Any]) -> ConversationalTestCase:
         nodes = None if ctx is None else _nodes(ctx, f"{where}.retrieval_context", allow_empty=True)
         turns.append(Turn._trusted(role, content, nodes))
     return ConversationalTestCase._trusted(turns, outcome, str(row["id"]))
+
+
+def case_or_failure(to_case: Callable[[dict[str, Any]], Any], row: dict[str, Any]) -> Any:
+    """``to_case(row)``; any exception other than ``InvalidTestCaseError`` (a ``RecursionError``
+    from deeply nested JSON, a ``MemoryError``, a bug in a check) becomes one too, so it is that
+    row's ``invalid_input`` failure instead of the partition's abort."""
+    try:
+        return to_case(row)
+    except InvalidTestCaseError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a row's content must not stop the partition
+        detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+        raise _bad(f"row could not be read: {type(exc).__name__}{': ' + detail if detail else ''}") from None

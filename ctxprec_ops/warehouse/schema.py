@@ -3,13 +3,16 @@
 
 Keys (each is the primary key, so upserts can target it):
 
-- ``ctxprec_scores``: (log_id, metric, judge_model, prompt_version).
-- ``ctxprec_failures``: the same four columns. A failure belongs to one scoring configuration,
+- ``ctxprec_scores``: (log_id, metric, judge_model, prompt_version, source_table).
+- ``ctxprec_failures``: the same five columns. A failure belongs to one scoring configuration,
   exactly like a score, so "every input row ends in exactly one of scores or failures" holds per
   (metric, judge model, prompt version), and the successful re-run of that configuration deletes
   the failure record; a failure under judge A is not erased by a score from judge B.
-- ``ctxprec_runs``: (run_id, partition_key, metric): one row per partition run (the same
-  orchestrator run id may score two metrics or several partitions without collisions).
+- ``ctxprec_runs``: (run_id, partition_key, metric, source_table): one row per partition run
+  (the same orchestrator run id may score two metrics, tables or partitions without collisions).
+
+``source_table`` is the input table a row came from: two tables whose ids overlap never share a
+score, a failure or a run row.
 - ``ctxprec_judgments``: ``key`` = ``cache.judgment_key(...)``.
 
 ``log_id`` is text (source ids may be integers). ``score`` is double precision, unrounded.
@@ -20,7 +23,9 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -35,16 +40,16 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    inspect,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from sqlalchemy import inspect
-
 from ..errors import CtxPrecError
 from .engine import write_transaction
 from .identifiers import validate_identifier
+from .migrate import add_missing_columns, add_source_table_key, default_legacy_sources
 
 __all__ = [
     "OutputTables",
@@ -69,6 +74,10 @@ _TS = DateTime(timezone=True)
 _DOUBLE = Float(precision=53)
 # unbounded text where the backend allows it in a key; 255 elsewhere (e.g. MySQL)
 _KEYTEXT = String(255).with_variant(Text(), "postgresql", "sqlite")
+# judgment-cache keys are hex digests: byte order ("C" collation) compares them with memcmp
+# instead of the database locale's rules (cheaper index inserts and probes on PostgreSQL; SQLite
+# compares bytes already). Tables created before keep their collation and work the same.
+_HASHKEY = String(64).with_variant(String(64, collation="C"), "postgresql")
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,9 @@ def _build(schema: str | None) -> OutputTables:
         Column("log_id", _KEYTEXT, nullable=False),
         Column("partition_key", String(10), nullable=False),
         Column("metric", String(64), nullable=False),
+        # the input table the row came from (``schema.table`` as configured): ids of two tables
+        # never share a score
+        Column("source_table", _KEYTEXT, nullable=False),
         Column("score", _DOUBLE, nullable=False),
         Column("success", Boolean, nullable=False),
         Column("threshold", _DOUBLE, nullable=False),
@@ -104,7 +116,7 @@ def _build(schema: str | None) -> OutputTables:
         Column("judge_calls", Integer),
         Column("cached_nodes", Integer),
         Column("chunk_index", Integer),
-        PrimaryKeyConstraint("log_id", "metric", "judge_model", "prompt_version", name=f"{SCORES}_pk"),
+        PrimaryKeyConstraint("log_id", "metric", "judge_model", "prompt_version", "source_table", name=f"{SCORES}_pk"),
         Index(f"ix_{SCORES}_partition", "partition_key", "metric"),
         Index(f"ix_{SCORES}_run", "run_id"),
     )
@@ -114,6 +126,7 @@ def _build(schema: str | None) -> OutputTables:
         Column("log_id", _KEYTEXT, nullable=False),
         Column("partition_key", String(10), nullable=False),
         Column("metric", String(64), nullable=False),
+        Column("source_table", _KEYTEXT, nullable=False),
         Column("judge_model", String(255), nullable=False),
         Column("prompt_version", String(64), nullable=False),
         Column("error_type", String(64), nullable=False),
@@ -122,7 +135,8 @@ def _build(schema: str | None) -> OutputTables:
         Column("run_id", _KEYTEXT, nullable=False),
         Column("failed_at", _TS, nullable=False),
         Column("chunk_index", Integer),
-        PrimaryKeyConstraint("log_id", "metric", "judge_model", "prompt_version", name=f"{FAILURES}_pk"),
+        PrimaryKeyConstraint("log_id", "metric", "judge_model", "prompt_version", "source_table",
+                             name=f"{FAILURES}_pk"),
         Index(f"ix_{FAILURES}_partition", "partition_key", "metric"),
     )
     runs = Table(
@@ -131,6 +145,7 @@ def _build(schema: str | None) -> OutputTables:
         Column("run_id", _KEYTEXT, nullable=False),
         Column("partition_key", String(10), nullable=False),
         Column("metric", String(64), nullable=False),
+        Column("source_table", _KEYTEXT, nullable=False),
         Column("status", String(32), nullable=False),
         Column("rows_total", Integer, nullable=False),
         Column("rows_scored", Integer, nullable=False),
@@ -153,13 +168,19 @@ def _build(schema: str | None) -> OutputTables:
         Column("judge_calls", Integer),
         Column("failures_by_type", _JSON),
         Column("error_message", Text),
-        PrimaryKeyConstraint("run_id", "partition_key", "metric", name=f"{RUNS}_pk"),
+        # rows of the source table in no partition (event_time NULL or unreadable), and rows of
+        # this partition without an id: neither scored nor failed, counted here instead
+        Column("rows_unpartitioned", Integer),
+        Column("rows_without_id", Integer),
+        Column("sample_rate", _DOUBLE),
+        Column("rows_sampled", Integer),
+        PrimaryKeyConstraint("run_id", "partition_key", "metric", "source_table", name=f"{RUNS}_pk"),
         Index(f"ix_{RUNS}_partition", "partition_key", "metric"),
     )
     judgments = Table(
         JUDGMENTS,
         md,
-        Column("key", String(64), nullable=False),
+        Column("key", _HASHKEY, nullable=False),
         Column("judge_model", String(255), nullable=False),
         Column("prompt_version", String(64), nullable=False),
         Column("relevant", Boolean, nullable=False),
@@ -189,25 +210,35 @@ def output_tables(schema: str | None = None) -> OutputTables:
         return t
 
 
-def _create_all(engine: Engine, tables: OutputTables) -> None:
+def _create_all(engine: Engine, tables: OutputTables, legacy_sources: Mapping[str, str]) -> None:
     # in a write transaction: on SQLite that is BEGIN IMMEDIATE, so a second process waits for
     # the write lock (busy timeout) instead of failing with "database is locked" when its
     # check-then-CREATE would upgrade a read transaction another writer has overtaken
     with write_transaction(engine) as conn:
         tables.metadata.create_all(conn, checkfirst=True)
+        for table in (tables.scores, tables.failures, tables.runs):
+            add_source_table_key(conn, table, legacy_sources)
+        for table in (tables.scores, tables.failures, tables.runs, tables.judgments):
+            add_missing_columns(conn, table)
 
 
-def ensure_output_tables(engine: Engine, schema: str | None = None) -> OutputTables:
-    """Create the output tables (and indexes) that do not exist yet; once per engine."""
+def ensure_output_tables(engine: Engine, schema: str | None = None,
+                         legacy_sources: Mapping[str, str] | None = None) -> OutputTables:
+    """Create the output tables (and indexes) that do not exist yet, and bring tables of an
+    older version up to date in place (``warehouse/migrate.py``); once per engine.
+
+    ``legacy_sources`` (metric -> input table) says which table the rows of tables written
+    before ``source_table`` existed came from (default: each metric kind's default table)."""
     tables = output_tables(schema)
     done = _ensured.setdefault(engine, set())
     if schema in done:
         return tables
+    sources = {**default_legacy_sources(), **(legacy_sources or {})}
     try:
-        _create_all(engine, tables)
+        _create_all(engine, tables, sources)
     except DBAPIError:
         # another worker created them between our check and our CREATE: check again
-        _create_all(engine, tables)
+        _create_all(engine, tables, sources)
     done.add(schema)
     return tables
 
@@ -226,6 +257,10 @@ class ExistingTables:
     scores: Table
     failures: Table | None
     runs: Table | None
+    #: the tables have ``source_table`` (False: written by a version before it, not migrated yet)
+    source_keyed: bool = False
+    #: the columns ``runs`` really has (an older version's table may lack the newer ones)
+    runs_columns: frozenset[str] = frozenset()
 
 
 def existing_output_tables(engine: Engine, schema: str | None = None) -> ExistingTables:
@@ -237,8 +272,13 @@ def existing_output_tables(engine: Engine, schema: str | None = None) -> Existin
             f"nothing has been scored in this warehouse yet (no {SCORES} table): "
             "score a partition first (ctxprec score --partition YYYY-MM-DD)"
         )
+    insp = inspect(engine)
+    keyed = "source_table" in {c["name"] for c in insp.get_columns(SCORES, schema=schema)}
+    run_cols = frozenset(c["name"] for c in insp.get_columns(RUNS, schema=schema)) if RUNS in names else frozenset()
     return ExistingTables(
         scores=tables.scores,
         failures=tables.failures if FAILURES in names else None,
         runs=tables.runs if RUNS in names else None,
+        source_keyed=keyed,
+        runs_columns=run_cols,
     )

@@ -10,7 +10,10 @@ Partition = the UTC day of ``event_time``: rows with ``day 00:00 UTC <= event_ti
 - SQLite (any declared type; SQLite stores datetimes as text): ISO-8601 text such as
   ``2026-11-28 23:59:59``, ``2026-11-28T23:59:59.123``, ``2026-11-28T23:59:59Z`` or with an
   offset ``2026-11-28T18:59:59-05:00`` (normalised to UTC with SQLite's ``datetime()``);
-  text without an offset is UTC. Values SQLite cannot parse (or numbers) belong to no partition;
+  text without an offset is UTC; also ``+HHMM`` offsets, a trailing ``UTC``/``GMT``, surrounding
+  whitespace and epoch seconds, number or text (``sqlite_instant``). Values none of these read
+  (NULL, ``28/11/2026 10:00``: day or month first is unknowable) belong to no partition: each run
+  counts them (``count_unpartitioned``), warns and records the number in ``ctxprec_runs``;
 - a text column on another backend: ISO-8601 text in UTC (compared as text).
 
 Rows are paged by ``id`` (keyset: ``id > after_id ORDER BY id``), never OFFSET; rows whose id is
@@ -30,6 +33,7 @@ from sqlalchemy import (
     Column,
     Date,
     DateTime,
+    Float,
     Integer,
     JSON,
     MetaData,
@@ -37,6 +41,8 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    case,
+    or_,
     cast,
     literal,
     func,
@@ -61,11 +67,14 @@ __all__ = [
     "iter_partition_ids",
     "read_chunk_rows",
     "count_null_ids",
+    "count_unpartitioned",
+    "sqlite_instant",
 ]
 
 TimeMode = Literal["sqlite_text", "naive", "aware", "date", "text"]
 
 _PARTITION = re.compile(r"\d{4}-\d{2}-\d{2}")
+_CANONICAL_INT = re.compile(r"-?(0|[1-9]\d*)")
 #: columns read as raw text/JSON (no SQLAlchemy JSON processing, which would fail on bad JSON)
 _JSON_FIELDS = ("retrieval_context", "turns")
 
@@ -84,14 +93,25 @@ class PartitionKeyError(CtxPrecError, ValueError):
     retryable = False
 
 
+#: partition keys accepted: room on both sides for the filter's day either side of the key and
+#: for any look-back (date arithmetic near year 1 or 9999 overflows)
+MIN_PARTITION = date(1900, 1, 1)
+MAX_PARTITION = date(9998, 12, 31)
+
+
 def parse_partition_key(partition_key: str) -> date:
     """``"2026-11-28"`` -> ``date(2026, 11, 28)``; anything else raises ``PartitionKeyError``."""
     if not isinstance(partition_key, str) or not _PARTITION.fullmatch(partition_key):
         raise PartitionKeyError(f"partition key must be a UTC date YYYY-MM-DD, got {partition_key!r}")
     try:
-        return date.fromisoformat(partition_key)
+        day = date.fromisoformat(partition_key)
     except ValueError:
         raise PartitionKeyError(f"partition key {partition_key!r} is not a real date") from None
+    if not MIN_PARTITION <= day <= MAX_PARTITION:
+        # the partition filter and monitoring's look-backs compute days around the key
+        raise PartitionKeyError(f"partition key {partition_key!r} is out of range "
+                                f"({MIN_PARTITION.isoformat()} to {MAX_PARTITION.isoformat()})")
+    return day
 
 
 def partition_bounds(partition_key: str) -> tuple[datetime, datetime]:
@@ -123,14 +143,29 @@ class SourceTable:
         return self.table.fullname
 
     def coerce_id(self, value: Any) -> Any:
-        """Chunk bounds may come back from JSON (XCom) as text: give them the column's type."""
+        """Chunk bounds may come back from JSON (XCom) as text: give them the column's type.
+
+        Only canonical integer text (``"42"``, ``"-7"``) becomes an int in an INTEGER column; any
+        other value is a bound the column really holds (SQLite lets an INTEGER column hold
+        ``'abc'``, ``' 7'`` or ``3.5``) and is compared as it is, never refused."""
         if value is None:
             return None
-        if self.integer_ids and not isinstance(value, int):
-            return int(value)
+        if self.integer_ids:
+            if isinstance(value, str) and _CANONICAL_INT.fullmatch(value):
+                return int(value)
+            return value
         if not self.integer_ids and not isinstance(value, str):
             return str(value)
         return value
+
+    def id_problem(self, value: Any) -> str | None:
+        """Why a row's id cannot be used as its ``log_id`` (``None``: it can). SQLite stores
+        whatever it is given, so an INTEGER column may hold text or a real number."""
+        if self.integer_ids and (isinstance(value, bool) or not isinstance(value, int)):
+            kind = "text" if isinstance(value, str) else type(value).__name__
+            return (f"column {self.id.name!r} is INTEGER but this row's id is {kind} {str(value)[:100]!r}: "
+                    "store an integer id")
+        return None
 
     # --- partition filter -------------------------------------------------------------------
 
@@ -140,8 +175,7 @@ class SourceTable:
         start, end = partition_bounds(partition_key)
         col = self.event_time
         if self.time_mode == "sqlite_text":
-            text_col = type_coerce(col, String())
-            normalised = func.datetime(text_col)
+            normalised = sqlite_instant(col)
             precise = and_(
                 normalised >= literal(start.strftime("%Y-%m-%d %H:%M:%S"), type_=String()),
                 normalised < literal(end.strftime("%Y-%m-%d %H:%M:%S"), type_=String()),
@@ -149,13 +183,21 @@ class SourceTable:
             if not indexable:
                 return precise
             # any ISO form of a UTC instant in the day (with an offset of up to a day) sorts
-            # between these two date prefixes: lets SQLite use an index on event_time
+            # between these two date prefixes; epoch seconds (numbers sort before all text, and
+            # 10-digit text starts with '1') and text led by whitespace lie in two more ranges:
+            # three index ranges SQLite can scan (OR-by-union) instead of the whole table.
+            # The bounds are text no affinity can turn into numbers ('0!', not '0').
+            text_col = type_coerce(col, String())
             lo = (start - timedelta(days=1)).strftime("%Y-%m-%d")
             hi = (end + timedelta(days=1)).strftime("%Y-%m-%d")
-            coarse = and_(
-                text_col >= literal(lo, type_=String()),
-                text_col < literal(hi, type_=String()),
-            )
+
+            def below(v: str) -> ColumnElement[bool]:
+                return text_col < literal(v, type_=String())
+
+            def at_least(v: str) -> ColumnElement[bool]:
+                return text_col >= literal(v, type_=String())
+
+            coarse = or_(and_(at_least(lo), below(hi)), below("0!"), and_(at_least("1!"), below("2!")))
             return and_(coarse, precise)
         if self.time_mode == "naive":
             t = DateTime(timezone=False)
@@ -173,6 +215,37 @@ class SourceTable:
             text_col >= literal(start.strftime("%Y-%m-%d"), type_=String()),
             text_col < literal(end.strftime("%Y-%m-%d"), type_=String()),
         )
+
+
+def sqlite_instant(col: Any) -> ColumnElement[Any]:
+    """SQLite: ``event_time`` as UTC ``YYYY-MM-DD HH:MM:SS`` text, or NULL when it is no
+    instant. Read: what SQLite's ``datetime()`` reads (ISO-8601 with ``T`` or a space, fractional
+    seconds, ``Z``, ``+HH:MM``), and also ``+HHMM`` offsets, a trailing ``UTC``/``GMT``,
+    surrounding whitespace, and epoch seconds (a number, or text of 9+ digits; above 1e11 taken as
+    milliseconds). Not read (ambiguous or unknown): ``28/11/2026``-style dates, names of months."""
+    raw = type_coerce(col, String())
+    t = func.trim(raw, literal(" \t\r\n", type_=String()))
+    upper4 = func.upper(func.substr(t, -4))
+    upper3 = func.upper(func.substr(t, -3))
+    no_zone = case(
+        (upper4.in_([" UTC", " GMT"]), func.rtrim(func.substr(t, 1, func.length(t) - 4))),
+        (upper3.in_(["UTC", "GMT"]), func.substr(t, 1, func.length(t) - 3)),
+        else_=t,
+    )
+    colon_offset = case(
+        (and_(func.length(no_zone) > 16, func.substr(no_zone, -5, 1).in_(["+", "-"]),
+              func.substr(no_zone, -4).op("GLOB")(literal("[0-9][0-9][0-9][0-9]", type_=String()))),
+         func.substr(no_zone, 1, func.length(no_zone) - 2) + literal(":", type_=String()) + func.substr(no_zone, -2)),
+        else_=no_zone,
+    )
+    digits = and_(func.length(t) >= 9, t.op("GLOB")(literal("[0-9]*", type_=String())),
+                  t.op("NOT GLOB")(literal("*[^0-9.]*", type_=String())))
+    number = case((func.typeof(col).in_(["integer", "real"]), col), (digits, cast(t, Float())), else_=None)
+    epoch = func.datetime(
+        case((func.abs(number) >= 100_000_000_000, number / 1000.0), else_=number),
+        literal("unixepoch", type_=String()),
+    )
+    return case((number.is_not(None), epoch), else_=func.datetime(colon_offset))
 
 
 def _time_mode(engine: Engine, col: Column) -> TimeMode:
@@ -258,6 +331,19 @@ def iter_partition_ids(conn: Connection, src: SourceTable, partition_key: str, b
     for part in result.partitions():
         for (value,) in part:
             yield value
+
+
+def count_unpartitioned(conn: Connection, src: SourceTable) -> int:
+    """Rows of the whole table in no partition: ``event_time`` NULL, or (SQLite, text columns)
+    not readable as an instant. A full scan: once per run."""
+    col = src.event_time
+    if src.time_mode == "sqlite_text":
+        cond = sqlite_instant(col).is_(None)
+    elif src.time_mode == "text":
+        cond = or_(col.is_(None), ~type_coerce(col, String()).like(literal("____-__-__%", type_=String())))
+    else:
+        cond = col.is_(None)
+    return int(conn.execute(select(func.count()).select_from(src.table).where(cond)).scalar_one())
 
 
 def count_null_ids(conn: Connection, src: SourceTable, partition_key: str) -> int:

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import threading
+import weakref
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Sequence
 
-from sqlalchemy import and_, case, delete, exists, func, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy import Text, and_, any_, bindparam, case, delete, exists, func, literal, select, true, update
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.sql.elements import ColumnElement
 
+from ..cache import key_head
 from ..verdicts import NodeVerdict
 from .schema import OutputTables
 from .upsert import insert_ignore, upsert
@@ -17,16 +24,20 @@ __all__ = [
     "scored_ids",
     "load_judgments",
     "write_chunk",
+    "delete_failures",
     "partition_scores",
     "partition_counts",
     "failure_counts",
     "run_spend",
     "mark_interrupted_runs",
+    "analyze_if_grown",
     "IN_BATCH",
 ]
 
 #: ids / keys per ``IN (...)`` list (well under every backend's bound-parameter limit)
 IN_BATCH = 500
+
+log = logging.getLogger("ctxprec_ops.warehouse")
 
 
 @dataclass(frozen=True)
@@ -36,13 +47,19 @@ class ScoringKey:
     metric: str
     judge_model: str
     prompt_version: str
+    #: the input table (``SourceTable.name``); None only to read tables written before the
+    #: column existed
+    source_table: str | None = None
 
     def where(self, table) -> Any:
-        return and_(
+        conds = [
             table.c.metric == self.metric,
             table.c.judge_model == self.judge_model,
             table.c.prompt_version == self.prompt_version,
-        )
+        ]
+        if self.source_table is not None:
+            conds.append(table.c.source_table == self.source_table)
+        return and_(*conds)
 
 
 def _chunks(items: Sequence[Any], n: int = IN_BATCH) -> Iterable[Sequence[Any]]:
@@ -50,24 +67,79 @@ def _chunks(items: Sequence[Any], n: int = IN_BATCH) -> Iterable[Sequence[Any]]:
         yield items[i : i + n]
 
 
+def _id_lists(conn: Connection, column: Any, values: Sequence[str]) -> Iterator[ColumnElement[bool]]:
+    """``column IN values`` in pieces the backend accepts. PostgreSQL: one ``= ANY(:array)``
+    with the whole list as one text[] parameter (one statement, one bound value, whatever the
+    length: no per-value binding work in the client and one query text for the server)."""
+    if conn.dialect.name == "postgresql":
+        if values:
+            yield column == any_(bindparam("ids", list(values), type_=ARRAY(Text())))
+        return
+    for part in _chunks(list(values)):
+        yield column.in_(list(part))
+
+
 def scored_ids(conn: Connection, t: OutputTables, key: ScoringKey, log_ids: Sequence[str]) -> set[str]:
-    """Which of ``log_ids`` already have a score for this configuration."""
+    """Which of ``log_ids`` already have a score for this configuration.
+
+    The conditions are equalities on all four primary-key columns, so the unique index answers
+    it (an index-only scan). On PostgreSQL that plan needs statistics: without them the planner
+    guesses that 0.5% of the rows match ``metric`` and prefers the partition index, a plan whose
+    cost grows with the table (see ``analyze_if_grown`` and docs/scaling.md).
+    """
     found: set[str] = set()
-    for part in _chunks(list(log_ids)):
-        stmt = select(t.scores.c.log_id).where(key.where(t.scores), t.scores.c.log_id.in_(list(part)))
+    for cond in _id_lists(conn, t.scores.c.log_id, list(dict.fromkeys(log_ids))):
+        stmt = select(t.scores.c.log_id).where(key.where(t.scores), cond)
         found.update(r[0] for r in conn.execute(stmt))
     return found
 
 
 def load_judgments(conn: Connection, t: OutputTables, keys: Iterable[str]) -> dict[str, NodeVerdict]:
-    """Cached verdicts for ``keys`` (``node`` is 0: the metric re-numbers by rank)."""
+    """Cached verdicts for ``keys`` (``node`` is 0: the metric re-numbers by rank).
+
+    PostgreSQL: one statement per call that probes each *question* once instead of each node:
+    the keys of one question share their first ``KEY_HEAD_CHARS`` digits and sit next to each
+    other in the key index, so a join of the distinct heads against key ranges ``[head, head+'g')``
+    reads one index range per question (a never-judged question costs one index descent that
+    finds nothing, ~5x fewer than looking its nodes up one by one). Other backends: ``IN`` lists.
+    """
     wanted = list(dict.fromkeys(keys))
     out: dict[str, NodeVerdict] = {}
     j = t.judgments.c
+    if conn.dialect.name == "postgresql":
+        if not wanted:
+            return out
+        want = set(wanted)
+        for k, relevant, reason in conn.execute(_heads_lookup(t), {"heads": sorted({key_head(k) for k in wanted})}):
+            if k in want:  # the range also returns the question's other cached nodes
+                out[k] = NodeVerdict(node=0, relevant=bool(relevant), reason=reason or "")
+        return out
     for part in _chunks(wanted):
         for k, relevant, reason in conn.execute(select(j.key, j.relevant, j.reason).where(j.key.in_(list(part)))):
             out[k] = NodeVerdict(node=0, relevant=bool(relevant), reason=reason or "")
     return out
+
+
+#: cached nodes read per question at most (a LIMIT that also keeps the per-question lookup a
+#: nested loop of index range scans: the planner cannot flatten a LATERAL subquery with a LIMIT)
+_NODES_PER_QUESTION = 100_000
+
+
+def _heads_lookup(t: OutputTables) -> Any:
+    """``SELECT key, relevant, reason FROM unnest(:heads) h CROSS JOIN LATERAL (SELECT ... FROM
+    judgments WHERE key >= h AND key < h || 'g' LIMIT n)`` (hex digits sort below 'g' in every
+    collation). The plan is one index range scan per head whatever the table's statistics say
+    (a plain join, planned without statistics, became a hash join over the whole table)."""
+    j = t.judgments
+    h = func.unnest(bindparam("heads", type_=ARRAY(Text()))).table_valued("head").render_derived(name="h")
+    head = h.c.head
+    per_head = (
+        select(j.c.key, j.c.relevant, j.c.reason)
+        .where(j.c.key >= head, j.c.key < head.concat(literal("g", Text())))
+        .limit(_NODES_PER_QUESTION)
+        .lateral("j")
+    )
+    return select(per_head.c.key, per_head.c.relevant, per_head.c.reason).select_from(h).join(per_head, true())
 
 
 def write_chunk(
@@ -96,9 +168,17 @@ def write_chunk(
         s.c.metric == f.c.metric,
         s.c.judge_model == f.c.judge_model,
         s.c.prompt_version == f.c.prompt_version,
+        s.c.source_table == f.c.source_table,
     )
+    for cond in _id_lists(conn, f.c.log_id, list(dict.fromkeys(log_ids))):
+        conn.execute(delete(f).where(key.where(f), cond, scored))
+
+
+def delete_failures(conn: Connection, t: OutputTables, key: ScoringKey, log_ids: Sequence[str]) -> None:
+    """Delete the failure records of ``log_ids`` (rows outside this run's sample)."""
+    f = t.failures
     for part in _chunks(list(log_ids)):
-        conn.execute(delete(f).where(key.where(f), f.c.log_id.in_(list(part)), scored))
+        conn.execute(delete(f).where(key.where(f), f.c.log_id.in_(list(part))))
 
 
 def partition_scores(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str,
@@ -175,9 +255,100 @@ def mark_interrupted_runs(conn: Connection, t: OutputTables, key: ScoringKey, pa
     r = t.runs.c
     stmt = (
         update(t.runs)
-        .where(r.partition_key == partition_key, r.metric == key.metric, r.judge_model == key.judge_model,
-               r.prompt_version == key.prompt_version, r.status == "running", r.run_id != run_id,
+        .where(r.partition_key == partition_key, key.where(t.runs), r.status == "running", r.run_id != run_id,
                r.started_at < started_before)
         .values(status="interrupted", error_message=message)
     )
     return int(conn.execute(stmt).rowcount or 0)
+
+
+#: rows a process writes into an output table before it looks at the table's statistics again
+#: (after that: half the table's size as the statistics last counted it)
+ANALYZE_CHECK_MIN_ROWS = 500
+#: beyond this many rows (as last analyzed) autovacuum's own schedule (10% growth) takes over
+ANALYZE_SELF_MAX_ROWS = 100_000
+#: a table is analyzed again once it is this many times the size its statistics describe
+ANALYZE_GROWTH = 4
+
+
+@dataclass
+class _Growth:
+    since_check: int = 0
+    next_check: int = 0  # 0: look at the first write
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_growth: "weakref.WeakKeyDictionary[Engine, dict[str, _Growth]]" = weakref.WeakKeyDictionary()
+_growth_lock = threading.Lock()
+
+
+def analyze_if_grown(engine: Engine, t: OutputTables, written: dict[str, int]) -> list[str]:
+    """PostgreSQL: ``ANALYZE`` an output table whose statistics are missing or describe less than
+    a quarter of it (``ANALYZE_GROWTH``), after this process wrote ``written``
+    (``{table name: rows}``) into it. Returns the tables analyzed. Other dialects: no-op.
+
+    Why: ``scored_ids`` and the failure clean-up look rows up by the primary key, and the planner
+    only picks that index once statistics say that the configuration columns match every row.
+    Until autovacuum's first ANALYZE (up to a minute and 10% of the table later), its default
+    guess makes it scan the partition index instead, at a cost that grows with the table. An
+    ANALYZE samples at most 30,000 rows; growth by 4x means at most ~5 of them per table (past
+    ``ANALYZE_SELF_MAX_ROWS`` rows autovacuum's schedule is enough).
+    At most one worker analyzes a table at a time (an advisory lock; the others skip), and a
+    failure (no privilege to analyze) is logged and ignored: it costs speed, not correctness.
+    """
+    if engine.dialect.name != "postgresql":
+        return []
+    with _growth_lock:
+        per_engine = _growth.setdefault(engine, {})
+        states = {name: per_engine.setdefault(f"{t.metadata.schema}.{name}", _Growth())
+                  for name, n in written.items() if n}
+    done: list[str] = []
+    tables = {tb.name: tb for tb in (t.scores, t.failures, t.judgments, t.runs)}
+    for name, st in states.items():
+        with st.lock:
+            st.since_check += written[name]
+            if st.since_check < st.next_check:
+                continue
+            st.since_check = 0
+            try:
+                analyzed, tuples = _analyze_when_stale(engine, tables[name])
+            except DBAPIError as exc:
+                log.info("could not ANALYZE %s (its planner statistics stay as they are): %s", name,
+                         str(exc.orig).splitlines()[0] if exc.orig else exc)
+                st.next_check = 1 << 62  # do not try again in this process
+                continue
+            if analyzed:
+                done.append(name)
+            if tuples >= ANALYZE_SELF_MAX_ROWS:
+                st.next_check = 1 << 62  # autovacuum's business from now on
+            else:  # look again after about the table's size in new rows (sooner if it is small)
+                st.next_check = max(ANALYZE_CHECK_MIN_ROWS, int(tuples))
+    return done
+
+
+def _analyze_when_stale(engine: Engine, table: Any) -> tuple[bool, float]:
+    """ANALYZE ``table`` if it has never been analyzed or has grown ``ANALYZE_GROWTH`` times
+    since (and is still under ``ANALYZE_SELF_MAX_ROWS``). Returns (analyzed, rows as the
+    statistics now say)."""
+    q = engine.dialect.identifier_preparer
+    name = q.format_table(table)
+    with engine.connect() as conn, conn.begin():
+        row = conn.exec_driver_sql(
+            "SELECT c.reltuples, coalesce(s.n_mod_since_analyze, 0), coalesce(s.n_live_tup, 0) "
+            "FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid "
+            "WHERE c.oid = to_regclass(%(t)s)", {"t": name}
+        ).first()
+        if row is None:
+            return False, 0.0
+        reltuples, modified, live = float(row[0]), int(row[1]), int(row[2])
+        grown = modified > max(reltuples, ANALYZE_CHECK_MIN_ROWS) * (ANALYZE_GROWTH - 1)
+        if reltuples >= 0 and (not grown or reltuples >= ANALYZE_SELF_MAX_ROWS):
+            return False, reltuples
+        # one analyzer per table across workers; the others go on writing
+        got = conn.exec_driver_sql("SELECT pg_try_advisory_xact_lock(hashtext(%(t)s))", {"t": name}).scalar()
+        if not got:
+            return False, max(reltuples, 0.0)
+        conn.exec_driver_sql(f"ANALYZE {name}")
+        after = conn.exec_driver_sql("SELECT reltuples FROM pg_class WHERE oid = to_regclass(%(t)s)",
+                                     {"t": name}).scalar()
+        return True, float(after if after is not None and after >= 0 else live)

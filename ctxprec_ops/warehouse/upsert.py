@@ -1,6 +1,10 @@
 """Idempotent writes: insert-or-update (and insert-or-ignore) keyed by a table's primary key.
 
-SQLite and PostgreSQL use their native ``INSERT ... ON CONFLICT``; every other dialect takes
+SQLite and PostgreSQL use their native ``INSERT ... ON CONFLICT``. On SQLite that is one
+driver-level ``executemany``. On PostgreSQL several rows go in bulk: ``COPY`` into a session-local
+temporary staging table shaped like the target (``ON COMMIT DELETE ROWS``), then one
+``INSERT ... SELECT ... ORDER BY key ON CONFLICT`` (``copy_upsert``) — three round trips per table
+instead of one statement per row, inside the caller's transaction. Every other dialect takes
 the generic path: ``UPDATE`` by key and ``INSERT`` the rows the update did not match, inside the
 caller's transaction (correct for one writer per key; concurrent writers of the same key on such
 a dialect may see a unique-key error and should retry the chunk).
@@ -10,10 +14,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from sqlalchemy import exc as sa_exc
 from sqlalchemy import Table, and_, bindparam, insert, select, update
 from sqlalchemy.engine import Connection
 
-__all__ = ["upsert", "insert_ignore", "native_upsert_supported"]
+__all__ = ["upsert", "insert_ignore", "native_upsert_supported", "copy_upsert"]
 
 #: rows per executemany call (keeps parameter counts and memory bounded)
 BATCH = 500
@@ -68,8 +73,10 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
     if missing:
         raise ValueError(f"upsert into {table.name}: rows lack key column(s) {missing}")
     others = [c for c in cols if c not in keys]
-    rows = _dedupe(rows, keys, ordered=conn.dialect.name != "sqlite")
     use_native = native_upsert_supported(conn) if native is None else native
+    if use_native and conn.dialect.name == "postgresql" and len(rows) > 1:
+        return copy_upsert(conn, table, rows, update=True)
+    rows = _dedupe(rows, keys, ordered=conn.dialect.name != "sqlite")
     if use_native and conn.dialect.name == "sqlite":
         _sqlite_executemany(conn, table, cols, keys, others, rows)
         return len(rows)
@@ -136,8 +143,10 @@ def insert_ignore(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]
     if not rows:
         return 0
     keys = _key_columns(table)
-    rows = _dedupe(rows, keys, ordered=conn.dialect.name != "sqlite")
     use_native = native_upsert_supported(conn) if native is None else native
+    if use_native and conn.dialect.name == "postgresql" and len(rows) > 1:
+        return copy_upsert(conn, table, rows, update=False)
+    rows = _dedupe(rows, keys, ordered=conn.dialect.name != "sqlite")
     if use_native and conn.dialect.name == "sqlite":
         _sqlite_executemany(conn, table, list(rows[0].keys()), keys, [], rows)
         return len(rows)
@@ -151,3 +160,87 @@ def insert_ignore(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]
         if conn.execute(exists, {f"k_{k}": row[k] for k in keys}).first() is None:
             conn.execute(insert(table), [row])
     return len(rows)
+
+
+def _stage_name(table: Table, cols: Sequence[str]) -> str:
+    """The staging table's name: one per (target table, column list), so a session that outlives
+    a schema change (a column added by a migration) never copies into a stale shape."""
+    import hashlib
+
+    sig = "\x00".join([table.schema or "", table.name, *cols]).encode()
+    return f"ctxprec_stage_{table.name[:30]}_{hashlib.sha1(sig).hexdigest()[:10]}"
+
+
+def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, update: bool) -> int:
+    """PostgreSQL (psycopg 3): ``rows`` into ``table`` with ``COPY`` to a temporary staging
+    table and one ``INSERT ... SELECT ... ON CONFLICT (primary key) DO UPDATE`` (``update``) or
+    ``DO NOTHING``, in the caller's transaction (a rollback leaves nothing behind; the staging
+    rows vanish at commit).
+
+    The column list comes from the rows (every row carries the same keys) and the conflict target
+    from the table's primary key: nothing about the output tables is spelled out here. Values go
+    through the columns' own bind processors (JSON serialised as SQLAlchemy would store it).
+    Rows are inserted in primary-key order, so concurrent writers lock keys in the same order and
+    cannot deadlock. Returns the number of rows written.
+    """
+    if not rows:
+        return 0
+    keys = _key_columns(table)
+    cols = list(rows[0].keys())
+    missing = [k for k in keys if k not in cols]
+    if missing:
+        raise ValueError(f"upsert into {table.name}: rows lack key column(s) {missing}")
+    rows = _dedupe(rows, keys, ordered=False)  # ON CONFLICT cannot touch one row twice; SQL sorts
+    dialect = conn.dialect
+    q = dialect.identifier_preparer
+    target = q.format_table(table)
+    stage = q.quote(_stage_name(table, cols))
+    col_list = ", ".join(q.quote(c) for c in cols)
+    others = [c for c in cols if c not in keys]
+    conflict = ", ".join(q.quote(k) for k in keys)
+    if update and others:
+        action = "DO UPDATE SET " + ", ".join(f"{q.quote(c)} = EXCLUDED.{q.quote(c)}" for c in others)
+    else:
+        action = "DO NOTHING"
+    procs = [table.c[c].type.dialect_impl(dialect).bind_processor(dialect) for c in cols]
+    columns = [_bind_values([r[c] for r in rows], p) for c, p in zip(cols, procs)]
+    # the staging table empties itself at commit; a second call for the same table inside one
+    # transaction empties it first
+    used = _stages_used(conn)
+    again = f"DELETE FROM {stage}; " if stage in used else ""
+    cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        # created once per session (ON COMMIT DELETE ROWS keeps it, empty, for the next chunk);
+        # inside the transaction, so a rollback also undoes a first-time CREATE
+        cur.execute(
+            f"SET LOCAL client_min_messages = warning; "
+            f"CREATE TEMP TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS AS "
+            f"SELECT {col_list} FROM {target} WITH NO DATA; {again}"
+        )
+        used.add(stage)
+        with cur.copy(f"COPY {stage} ({col_list}) FROM STDIN") as copy:
+            for values in zip(*columns):
+                copy.write_row(values)
+        cur.execute(
+            f"INSERT INTO {target} ({col_list}) SELECT {col_list} FROM {stage} ORDER BY {conflict} "
+            f"ON CONFLICT ({conflict}) {action}"
+        )
+    except conn.dialect.loaded_dbapi.Error as exc:
+        # as SQLAlchemy raises for its own statements (IntegrityError, OperationalError, ...), so
+        # callers and the one-line error rule see one kind of warehouse error; no row data
+        raise sa_exc.DBAPIError.instance(f"COPY upsert into {target}", None, exc, conn.dialect.loaded_dbapi.Error,
+                                         hide_parameters=True, dialect=conn.dialect) from None
+    finally:
+        cur.close()
+    return len(rows)
+
+
+def _stages_used(conn: Connection) -> set[str]:
+    """Staging tables filled in ``conn``'s current transaction (kept on the DBAPI connection,
+    keyed by the transaction object, so a new transaction starts with an empty set)."""
+    txn = conn.get_transaction()
+    info = conn.info
+    held = info.get("ctxprec_stages")
+    if held is None or held[0] is not txn:
+        held = info["ctxprec_stages"] = (txn, set())
+    return held[1]

@@ -1,0 +1,15 @@
+"""Judge calibration against labelled data: ``ctxprec calibrate``.
+
+- ``labels``: read node labels (``log_id,node,relevant``; node = 1-based rank) from a CSV file;
+- ``stats``: agreement figures (verdict precision / recall / F1 / Cohen's κ, per-case score MAE
+  and Spearman ρ against label-based scores) with case-level bootstrap CIs — pure math;
+- ``table``: the ``ctxprec_calibrations`` table (one row per judge model, prompt version and
+  label set);
+- ``run``: ``calibrate()`` runs the judge(s) on the labelled cases and stores the figures.
+"""
+
+from .labels import LabelSet, parse_labels, read_labels
+from .run import CalibrationResult, calibrate
+from .stats import Agreement, Estimate, agreement
+
+__all__ = ["LabelSet", "parse_labels", "read_labels", "Agreement", "Estimate", "agreement", "CalibrationResult", "calibrate"]

@@ -1,0 +1,123 @@
+"""``ctxprec calibrate``: measure judges against labelled node judgments (``log_id,node,relevant``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.table import Table
+
+from ..calibration import read_labels
+from ..calibration.run import CalibrationResult, calibrate, compare
+from ..calibration.table import FIGURES
+from ..pipeline.columns import SourceColumns, merge_columns
+from ._args import RAW, UsageError, add_columns, add_warehouse, check_judge, check_warehouse, columns_of, guarded, settings
+from ._common import EXIT_OK, err_console
+from ._render import stdout_console
+
+EPILOG = """\
+examples:
+  ctxprec calibrate --warehouse sqlite:///ctxprec_demo.db --labels demo_labels.csv --judge lexical
+  ctxprec calibrate --labels labels.csv --judge gpt-4o-mini --judge gpt-4o --compare
+
+The labels file is CSV with a header and the columns log_id,node,relevant (node = 1-based rank
+in the row's retrieval_context; relevant = 1/0, true/false or yes/no). Each judge scores the
+labelled rows of the retrieval-log table (all their nodes, as in production); the labelled
+nodes' verdicts are compared with the labels (precision, recall, F1, Cohen's kappa) and, for
+rows whose every node is labelled, the judge's score with the label-based score (MAE, Spearman
+rho). Brackets are 95% bootstrap intervals over cases. Results are stored in
+ctxprec_calibrations (one row per judge model, prompt version and label set) and shown by
+`ctxprec report`. --compare prints the judges side by side with the difference of the last
+against the first and its paired bootstrap interval (an interval without 0 is a real difference).
+"""
+
+_TITLES = {"precision": "verdict precision", "recall": "verdict recall", "f1": "verdict F1", "kappa": "Cohen's κ",
+           "mae": "score MAE (lower is better)", "spearman": "score Spearman ρ"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "calibrate", help="measure judge(s) against labelled node judgments",
+        description="Run judge(s) on labelled retrievals and report their agreement with the labels.",
+        epilog=EPILOG, formatter_class=RAW,
+    )
+    add_warehouse(p)
+    p.add_argument("--labels", required=True, metavar="FILE.csv", help="CSV with columns log_id,node,relevant")
+    p.add_argument("--judge", action="append", metavar="MODEL", default=None,
+                   help="judge to calibrate (repeatable; default: CTXPREC_JUDGE)")
+    p.add_argument("--compare", action="store_true", help="side by side, with the paired difference (needs 2 judges)")
+    p.add_argument("--source-table", metavar="NAME", help="retrieval-log table (default: CTXPREC_SOURCE_TABLE)")
+    add_columns(p)
+    p.add_argument("--concurrency", type=int, metavar="N", help="judge requests in flight (default: CTXPREC_CONCURRENCY)")
+    p.add_argument("--resamples", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=guarded("calibrate", run))
+
+
+def _row(result: CalibrationResult) -> dict[str, Any]:
+    a = result.agreement
+    out: dict[str, Any] = {"judge_model": result.judge_model, "prompt_version": result.prompt_version,
+                           "label_set": result.label_set, "cases": a.cases, "nodes": a.nodes,
+                           "scored_cases": a.scored_cases, "failed_cases": len(result.failed_cases),
+                           "confusion": {"tp": a.tp, "fp": a.fp, "fn": a.fn, "tn": a.tn},
+                           "judge_calls": result.judge_calls, "cost": result.cost}
+    for f in FIGURES:
+        e = getattr(a, f)
+        out[f] = {"value": e.value, "low": e.low, "high": e.high}
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    s = settings()
+    warehouse = args.warehouse or s.warehouse_url
+    check_warehouse(warehouse)
+    judges = args.judge or [s.judge]
+    for j in judges:
+        check_judge(j)
+    if args.compare and len(judges) != 2:
+        raise UsageError("--compare needs exactly two --judge values")
+    if args.resamples < 0:
+        raise UsageError("--resamples must be >= 0")
+    try:
+        columns = SourceColumns.from_mapping(merge_columns(s.source_columns, columns_of(args)),
+                                             source="column mapping")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    labels = read_labels(args.labels)
+    log = None if args.json else (lambda m: err_console.print(m, markup=False, highlight=False))
+    results = calibrate(warehouse, labels, judges, source_table=args.source_table or s.source_table, columns=columns,
+                        concurrency=args.concurrency or s.concurrency, resamples=args.resamples, log_fn=log)
+    diff = compare(results[0], results[1], resamples=args.resamples) if args.compare else None
+    console = stdout_console()
+    if args.json:
+        payload: dict[str, Any] = {"calibrations": [_row(r) for r in results]}
+        if diff is not None:
+            payload["difference"] = {f: {"value": e.value, "low": e.low, "high": e.high} for f, e in diff.items()}
+        console.print_json(json.dumps(payload, default=str))
+        return EXIT_OK
+    table = Table(title=f"judge calibration against {labels.name} ({labels.nodes} node labels)")
+    table.add_column("figure [95% CI]")
+    for r in results:
+        table.add_column(f"{r.judge_model}\nprompt {r.prompt_version}", justify="right")
+    if diff is not None:
+        table.add_column(f"difference\n{results[1].judge_model} − {results[0].judge_model}", justify="right")
+    for f in FIGURES:
+        cells = [getattr(r.agreement, f).fmt() for r in results]
+        if diff is not None:
+            cells.append(diff[f].fmt())
+        table.add_row(_TITLES[f], *cells)
+    table.add_row("cases (with every node labelled)",
+                  *[f"{r.agreement.cases} ({r.agreement.scored_cases})" for r in results], *([""] if diff else []))
+    table.add_row("TP / FP / FN / TN", *[f"{r.agreement.tp} / {r.agreement.fp} / {r.agreement.fn} / {r.agreement.tn}"
+                                         for r in results], *([""] if diff else []))
+    table.add_row("judge calls, cost", *[f"{r.judge_calls}, " + ("unknown" if r.cost is None else f"${r.cost:.4f}")
+                                         for r in results], *([""] if diff else []))
+    console.print(table)
+    for r in results:
+        if r.failed_cases:
+            first = next(iter(r.failed_cases.items()))
+            console.print(f"{r.judge_model}: {len(r.failed_cases)} labelled log id(s) not (fully) used, e.g. "
+                          f"{first[0]}: {first[1]}", markup=False, highlight=False)
+    console.print("stored in ctxprec_calibrations", markup=False)
+    return EXIT_OK

@@ -1,0 +1,203 @@
+"""Label-based contextual precision: the metric's formula computed from gold labels, no judge.
+
+A ``LabelledRetrieval`` carries the ranked ids of what was retrieved (``retrieved_ids``, best
+first) and the ids of the chunks known to be relevant (``relevant_ids``). Node k is relevant when
+its id is among ``relevant_ids``; the score is contextual precision over those flags, exactly as
+for judge verdicts. Because ``relevant_ids`` lists every relevant chunk (retrieved or not), the
+number of relevant chunks is known, so recall, reciprocal rank and NDCG@k come with it
+(``ranking.ranking_figures``), in ``MetricResult.figures`` and in the pipeline's
+``ctxprec_label_figures`` table.
+
+The judge model is recorded as ``labels`` (``LABELS_JUDGE``): scores of this metric sit in
+``ctxprec_scores`` next to the LLM judge's, keyed apart by metric and judge model.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..errors import InvalidTestCaseError
+from ..judging import JudgeRun
+from ..results import MetricResult
+from ..ranking import RankingFigures, ranking_figures
+from ..scoring import apply_strict
+from ..verdicts import NodeVerdict
+from .base import BaseRetrievalMetric
+
+__all__ = ["LabelContextualPrecisionMetric", "LabelledRetrieval", "LABELS_JUDGE", "LABELS_VERSION",
+           "label_reason"]
+
+#: ``judge_model`` of every label-based score
+LABELS_JUDGE = "labels"
+#: ``prompt_version`` of label-based scores: the version of the computation (no prompt is involved)
+LABELS_VERSION = "labels-v1"
+#: most retrieved ids per case (the same bound as nodes per retrieval)
+MAX_IDS = 200
+
+
+def _ids(value: Any, name: str) -> list[str]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InvalidTestCaseError(f"{name} must be a list of ids, got {type(value).__name__}")
+    out = []
+    for i, v in enumerate(value):
+        if isinstance(v, bool) or not isinstance(v, (str, int)):
+            raise InvalidTestCaseError(f"{name}[{i}] must be a string or an integer id, got {type(v).__name__}")
+        out.append(str(v))
+    return out
+
+
+@dataclass
+class LabelledRetrieval:
+    """One retrieval with gold labels: ranked retrieved ids and the ids of the relevant chunks."""
+
+    retrieved_ids: list[str]
+    relevant_ids: list[str]
+    id: str | None = None
+    input: str | None = None
+    metadata: dict[str, Any] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.retrieved_ids = _ids(self.retrieved_ids, "retrieved_ids")
+        self.relevant_ids = _ids(self.relevant_ids, "relevant_ids")
+        if self.id is not None:
+            self.id = str(self.id)
+
+
+class LabelVerdict:
+    """A node's label, shaped like ``NodeVerdict`` (``node``, ``relevant``, ``reason`` = the chunk id)
+    without pydantic's per-object cost: the label metric makes millions of them."""
+
+    __slots__ = ("node", "relevant", "reason")
+
+    def __init__(self, node: int, relevant: bool, reason: str) -> None:
+        self.node, self.relevant, self.reason = node, relevant, reason
+
+    @property
+    def verdict(self) -> str:
+        return "yes" if self.relevant else "no"
+
+    def model_dump(self) -> dict[str, Any]:
+        return {"node": self.node, "relevant": self.relevant, "reason": self.reason}
+
+    def to_node_verdict(self) -> NodeVerdict:
+        return NodeVerdict(node=self.node, relevant=self.relevant, reason=self.reason)
+
+    def __eq__(self, other: object) -> bool:
+        return getattr(other, "model_dump", None) is not None and other.model_dump() == self.model_dump()  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return f"LabelVerdict(node={self.node}, relevant={self.relevant}, reason={self.reason!r})"
+
+
+def label_reason(score: float, figures: RankingFigures, *, strict_mode: bool = False) -> str:
+    """One sentence: the score and where the relevant chunks are."""
+    head = f"The score is {score:.2f}"
+    if strict_mode and score != figures.precision:
+        head += f" (strict mode; {figures.precision:.2f} before)"
+    if figures.relevant_retrieved == 0:
+        body = "none of the retrieved chunks is labelled relevant"
+    else:
+        body = (f"{figures.relevant_retrieved} of the {figures.k} retrieved chunks are labelled relevant, "
+                f"the first at rank {round(1 / figures.reciprocal_rank)}")
+    tail = ""
+    if figures.recall is not None and figures.ndcg is not None:
+        tail = (f"; recall {figures.relevant_retrieved}/{figures.relevant_total} = {figures.recall:.2f}, "
+                f"NDCG@{figures.k} {figures.ndcg:.2f}")
+    return f"{head}: {body}{tail}."
+
+
+class LabelContextualPrecisionMetric(BaseRetrievalMetric):
+    """Contextual precision from gold labels (``retrieved_ids`` / ``relevant_ids``): no judge call.
+
+    ``measure(LabelledRetrieval(...))`` returns the score; ``figures`` holds precision, recall,
+    reciprocal rank and NDCG@k. ``compute(case)`` is the synchronous core the pipeline calls.
+    """
+
+    metric_name = "label_contextual_precision"
+    __name__ = "Label Contextual Precision"
+
+    def __init__(self, threshold: float = 0.5, model: Any = None, include_reason: bool = True,
+                 strict_mode: bool = False, async_mode: bool = True, verbose_mode: bool = False,
+                 evaluation_template: type | None = None, **_: Any) -> None:
+        if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not 0 <= threshold <= 1:
+            raise ValueError(f"threshold must be a number between 0 and 1, got {threshold!r}")
+        self.strict_mode = strict_mode
+        self.threshold = 1.0 if strict_mode else float(threshold)
+        self.model = None  # type: ignore[assignment]  # no judge: labels decide
+        self.evaluation_model = LABELS_JUDGE
+        self.include_reason = include_reason
+        self.async_mode = async_mode
+        self.verbose_mode = verbose_mode
+        self.evaluation_template = None
+        self.prompt_version = LABELS_VERSION
+        self.max_nodes_per_call = MAX_IDS
+        self.max_retries = 0
+        self.figures: RankingFigures | None = None
+        self._reset()
+
+    def accepts(self, test_case: Any) -> bool:
+        return isinstance(test_case, LabelledRetrieval)
+
+    def _validate(self, test_case: Any) -> None:
+        if not isinstance(test_case, LabelledRetrieval):
+            raise InvalidTestCaseError(
+                f"LabelContextualPrecisionMetric scores a LabelledRetrieval, got {type(test_case).__name__}")
+        ids = test_case.retrieved_ids
+        if not ids:
+            raise InvalidTestCaseError("cannot score label contextual precision: retrieved_ids is empty")
+        if len(ids) > MAX_IDS:
+            raise InvalidTestCaseError(f"retrieved_ids has {len(ids)} ids (limit {MAX_IDS})")
+        if len(set(ids)) != len(ids):
+            dup = next(i for n, i in enumerate(ids) if i in ids[:n])
+            raise InvalidTestCaseError(f"retrieved_ids lists {dup[:100]!r} more than once (ranks must be distinct chunks)")
+
+    def judgment_keys(self, test_case: Any) -> list[str]:
+        return []
+
+    def judge_requests(self, test_case: Any) -> list[tuple[str, str, list[str]]]:
+        self._validate(test_case)
+        return []
+
+    def compute(self, test_case: Any, case_index: int = 0) -> MetricResult:
+        """Score one case synchronously; never raises for a case-level problem."""
+        result = MetricResult(case_id=getattr(test_case, "id", None), metric=self.metric_name,
+                              threshold=self.threshold, judge_model=LABELS_JUDGE, prompt_version=LABELS_VERSION,
+                              case_index=case_index, cost=0.0)
+        try:
+            self._validate(test_case)
+        except InvalidTestCaseError as exc:
+            result.success = False
+            result.error_type = exc.error_type
+            result.error = str(exc)
+            return result
+        relevant = set(test_case.relevant_ids)
+        flags = [i in relevant for i in test_case.retrieved_ids]
+        figures = ranking_figures(flags, len(relevant))
+        score = apply_strict(figures.precision, self.strict_mode)
+        result.score = score
+        result.success = score >= self.threshold
+        result.figures = figures.as_dict()
+        result.verdicts = [LabelVerdict(k, rel, i)  # type: ignore[misc]
+                           for k, (i, rel) in enumerate(zip(test_case.retrieved_ids, flags), start=1)]
+        result.reason = label_reason(score, figures, strict_mode=self.strict_mode)
+        return result
+
+    async def score_case(self, test_case: Any, run: JudgeRun | None = None, case_index: int = 0) -> MetricResult:
+        started = time.perf_counter()
+        result = self.compute(test_case, case_index)
+        result.seconds = time.perf_counter() - started  # type: ignore[attr-defined]
+        return result
+
+    async def a_measure(self, test_case: Any, _show_indicator: bool = True, **_: Any) -> float | None:
+        self._reset()
+        result = self.compute(test_case)
+        self._apply(result)
+        self.figures = RankingFigures(**result.figures) if result.figures else None
+        if result.error is not None:
+            raise InvalidTestCaseError(result.error)
+        return self.score
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(threshold={self.threshold})"

@@ -1,0 +1,49 @@
+"""Claims on chunks, so two processes scoring the same partition never pay for a row twice.
+
+On PostgreSQL a chunk is claimed with a session-level advisory lock keyed by a 64-bit hash of
+(source table, metric, judge model, prompt version, partition, chunk bounds), held on a connection
+of its own from before the chunk's rows are read until its write has committed. A second process
+reaching the same chunk either waits (``wait=True``: it then finds the rows scored and skips them)
+or is told the chunk is taken (``wait=False``: it scores other chunks first). A killed process's
+session ends, and its locks with it. Other backends: every claim succeeds at once (SQLite writers
+queue on the database lock; their judging is not coordinated).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
+
+__all__ = ["chunk_claim", "claim_key"]
+
+
+def claim_key(name: str) -> int:
+    """The signed 64-bit advisory-lock key of a claim name."""
+    return int.from_bytes(hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest(), "big", signed=True)
+
+
+@contextmanager
+def chunk_claim(engine: Engine, name: str, *, wait: bool) -> Iterator[bool]:
+    """Hold the claim ``name`` for the ``with`` block; yields whether it was obtained (always
+    True with ``wait=True``)."""
+    if engine.dialect.name != "postgresql":
+        yield True
+        return
+    key = claim_key(name)
+    with engine.connect() as conn:
+        if wait:
+            conn.execute(select(func.pg_advisory_lock(key)))
+            got = True
+        else:
+            got = bool(conn.execute(select(func.pg_try_advisory_lock(key))).scalar_one())
+        conn.commit()  # a session lock: no transaction stays open while the chunk is judged
+        try:
+            yield got
+        finally:
+            if got:
+                conn.execute(select(func.pg_advisory_unlock(key)))
+                conn.commit()

@@ -1,0 +1,78 @@
+"""Check, before any judge call, that the warehouse user may write the output tables.
+
+A role without INSERT on ``ctxprec_scores`` would otherwise judge (and pay for) a whole chunk and
+only fail at its first write. Each needed privilege is exercised by a statement that touches no
+row (``... WHERE 1 = 0``: the server checks privileges all the same) in a transaction that is
+rolled back. SQLite has no grants (a read-only file already fails when the tables are ensured).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+from sqlalchemy import Table, delete, false, insert, select, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+from ..errors import CtxPrecError
+from .schema import OutputTables
+
+__all__ = ["OutputPermissionError", "check_output_writable"]
+
+
+class OutputPermissionError(CtxPrecError, PermissionError):
+    """The warehouse user lacks a privilege the pipeline needs on an output table."""
+
+    error_type = "warehouse_permission"
+    retryable = False
+
+
+#: what the pipeline does to each output table (all are read too)
+_NEEDED = {
+    "scores": ("INSERT", "UPDATE"),
+    "failures": ("INSERT", "UPDATE", "DELETE"),
+    "runs": ("INSERT", "UPDATE"),
+    "judgments": ("INSERT",),
+}
+
+_checked: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def _probe(conn: Connection, table: Table, privilege: str) -> None:
+    col = next(iter(table.primary_key.columns))
+    if privilege == "INSERT":
+        conn.execute(insert(table).from_select([col.name], select(col).where(false())))
+    elif privilege == "UPDATE":
+        conn.execute(update(table).where(false()).values({col.name: col}))
+    else:
+        conn.execute(delete(table).where(false()))
+
+
+def check_output_writable(engine: Engine, tables: OutputTables) -> None:
+    """Raise ``OutputPermissionError`` (one line, no SQL) when a needed privilege is missing."""
+    if engine.dialect.name == "sqlite":
+        return
+    schema = tables.scores.schema
+    with _lock:
+        if schema in _checked.get(engine, set()):
+            return
+    for attr, privileges in _NEEDED.items():
+        table: Table = getattr(tables, attr)
+        for privilege in privileges:
+            with engine.connect() as conn:
+                tx = conn.begin()
+                try:
+                    _probe(conn, table, privilege)
+                except DBAPIError as exc:
+                    reason = str(exc.orig if exc.orig is not None else exc).strip().splitlines()
+                    raise OutputPermissionError(
+                        f"the warehouse user cannot {privilege} {table.fullname} "
+                        f"({reason[0] if reason else type(exc).__name__}); grant it SELECT, INSERT, UPDATE and "
+                        "DELETE on the ctxprec_* tables before scoring"
+                    ) from None
+                finally:
+                    tx.rollback()
+    with _lock:
+        _checked.setdefault(engine, set()).add(schema)
