@@ -160,8 +160,11 @@ def test_pipeline_scores_labels_without_a_judge(backend, tmp_path, request, monk
     # an LLM judge is configured but must never be built: there is no key and no endpoint
     config = PipelineConfig(warehouse=url, metric=LABELS, judge="gpt-4o-mini", source_table="rag_events",
                             columns={"retrieved_ids": "chunks", "relevant_ids": "gold_chunks"}, chunk_size=2)
-    summary = score_partition(config, DAY)
+    events: list = []
+    summary = score_partition(config, DAY, progress=events.append)
     assert (summary.rows_total, summary.rows_scored, summary.rows_failed) == (6, 4, 2)
+    done = [e.done for e in events if e.kind in ("rows_done", "chunk_done")]
+    assert done == sorted(done) and done[-1] == 6  # each row counted once
     assert summary.completed and summary.judge_model == "labels" and summary.judge_calls == 0
     assert summary.mean_score == pytest.approx(sum(c[3] for c in CASES) / 4)
     _check_scored(url)

@@ -156,10 +156,11 @@ class _Stream:
                 op.results = [compute(case, i) for i, case in enumerate(op.intake.cases)]
                 self.progress.add(op.pending)
                 op.pending = 0
-            with remembered_keys(op.intake.key_memo):  # the cases' tasks find their keys computed
-                for i, case in enumerate(op.intake.cases):
-                    await self.gate.acquire()
-                    tg.create_task(self._score(op, i, case, tg))
+            else:
+                with remembered_keys(op.intake.key_memo):  # the cases' tasks find their keys computed
+                    for i, case in enumerate(op.intake.cases):
+                        await self.gate.acquire()
+                        tg.create_task(self._score(op, i, case, tg))
             op.dispatched = True
             if op.pending == 0:
                 tg.create_task(self._write(op))
