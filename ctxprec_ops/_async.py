@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 T = TypeVar("T")
 

@@ -156,9 +156,22 @@ class EvaluationResult:
 
         rows = [r.as_row() for r in self.results]
         columns = [
-            "id", "metric", "score", "success", "threshold", "reason", "error", "error_type",
-            "verdicts", "prompt_tokens", "completion_tokens", "cost", "judge_calls",
-            "cached_nodes", "judge_model", "prompt_version",
+            "id",
+            "metric",
+            "score",
+            "success",
+            "threshold",
+            "reason",
+            "error",
+            "error_type",
+            "verdicts",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost",
+            "judge_calls",
+            "cached_nodes",
+            "judge_model",
+            "prompt_version",
         ]
         df = pd.DataFrame(rows, columns=columns)
         df["score"] = df["score"].astype("float64")
@@ -208,11 +221,19 @@ class TestResult:
 
 def _metric_data(r: MetricResult, metric: Any) -> MetricData:
     return MetricData(
-        name=getattr(metric, "__name__", r.metric), threshold=r.threshold, success=r.success, score=r.score,
+        name=getattr(metric, "__name__", r.metric),
+        threshold=r.threshold,
+        success=r.success,
+        score=r.score,
         reason=r.reason if getattr(metric, "include_reason", True) else None,
-        strict_mode=bool(getattr(metric, "strict_mode", False)), evaluation_model=r.judge_model, error=r.error,
-        evaluation_cost=r.cost, verbose_logs=r.verbose_logs, flaky=bool(getattr(metric, "flaky", False)),
-        input_tokens=r.prompt_tokens, output_tokens=r.completion_tokens,
+        strict_mode=bool(getattr(metric, "strict_mode", False)),
+        evaluation_model=r.judge_model,
+        error=r.error,
+        evaluation_cost=r.cost,
+        verbose_logs=r.verbose_logs,
+        flaky=bool(getattr(metric, "flaky", False)),
+        input_tokens=r.prompt_tokens,
+        output_tokens=r.completion_tokens,
     )
 
 
@@ -223,16 +244,21 @@ def _test_results(ev: EvaluationResult) -> list[TestResult]:
         rows = ev.results[i * n_metrics : (i + 1) * n_metrics] if n_metrics else []
         data = [_metric_data(r, m) for r, m in zip(rows, ev.metrics) if r.applicable]
         conversational = hasattr(case, "turns")
-        out.append(TestResult(
-            name=getattr(case, "name", None) or getattr(case, "id", None) or f"test_case_{i}",
-            success=all(d.error is None and d.success is not False for d in data),
-            metrics_data=data, conversational=conversational, index=i,
-            multimodal=getattr(case, "multimodal", None),
-            input=None if conversational else getattr(case, "input", None),
-            actual_output=getattr(case, "actual_output", None),
-            expected_output=getattr(case, "expected_output", None),
-            context=getattr(case, "context", None),
-            retrieval_context=getattr(case, "retrieval_context", None),
-            turns=getattr(case, "turns", None), metadata=getattr(case, "metadata", None),
-        ))
+        out.append(
+            TestResult(
+                name=getattr(case, "name", None) or getattr(case, "id", None) or f"test_case_{i}",
+                success=all(d.error is None and d.success is not False for d in data),
+                metrics_data=data,
+                conversational=conversational,
+                index=i,
+                multimodal=getattr(case, "multimodal", None),
+                input=None if conversational else getattr(case, "input", None),
+                actual_output=getattr(case, "actual_output", None),
+                expected_output=getattr(case, "expected_output", None),
+                context=getattr(case, "context", None),
+                retrieval_context=getattr(case, "retrieval_context", None),
+                turns=getattr(case, "turns", None),
+                metadata=getattr(case, "metadata", None),
+            )
+        )
     return out

@@ -29,8 +29,13 @@ from sqlalchemy.engine import URL, Engine, make_url
 from ..config import DEFAULT_WAREHOUSE_URL, Settings
 from ..secrets import redact, redact_url, register_secret
 
-__all__ = ["CtxPrecWarehouseHook", "DEFAULT_WAREHOUSE_CONN_ID", "DEFAULT_WAREHOUSE_URL", "MissingWarehouseError",
-           "mask"]
+__all__ = [
+    "CtxPrecWarehouseHook",
+    "DEFAULT_WAREHOUSE_CONN_ID",
+    "DEFAULT_WAREHOUSE_URL",
+    "MissingWarehouseError",
+    "mask",
+]
 
 DEFAULT_WAREHOUSE_CONN_ID = "ctxprec_warehouse"
 
@@ -38,12 +43,28 @@ DEFAULT_WAREHOUSE_CONN_ID = "ctxprec_warehouse"
 class MissingWarehouseError(ValueError):
     """No warehouse is configured for the Airflow task (no connection, no CTXPREC_WAREHOUSE_URL)."""
 
+
 # libpq options a postgres connection keeps in its extra that belong in the SQLAlchemy URL
-_LIBPQ_EXTRAS = frozenset({
-    "sslmode", "sslcert", "sslkey", "sslrootcert", "sslcrl", "sslpassword", "connect_timeout",
-    "application_name", "options", "target_session_attrs", "keepalives", "keepalives_idle",
-    "keepalives_interval", "keepalives_count", "gssencmode", "channel_binding",
-})
+_LIBPQ_EXTRAS = frozenset(
+    {
+        "sslmode",
+        "sslcert",
+        "sslkey",
+        "sslrootcert",
+        "sslcrl",
+        "sslpassword",
+        "connect_timeout",
+        "application_name",
+        "options",
+        "target_session_attrs",
+        "keepalives",
+        "keepalives_idle",
+        "keepalives_interval",
+        "keepalives_count",
+        "gssencmode",
+        "channel_binding",
+    }
+)
 
 
 def mask(secret: str | None) -> None:

@@ -7,8 +7,8 @@ Every text that reaches the SVG (labels, tooltips) is XML-escaped here; the func
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from markupsafe import Markup, escape
 
@@ -94,9 +94,7 @@ def _axes(f: _Frame, days: Sequence[str], pct: bool, parts: list[str], integer: 
             parts.append(
                 f'<text x="{f.x(i):.1f}" y="{f.h - MB + 18}" text-anchor="middle" class="tick">{escape(d[5:])}</text>'
             )
-    parts.append(
-        f'<line x1="{ML}" x2="{f.w - MR}" y1="{f.h - MB}" y2="{f.h - MB}" stroke="{COLORS["axis"]}"/>'
-    )
+    parts.append(f'<line x1="{ML}" x2="{f.w - MR}" y1="{f.h - MB}" y2="{f.h - MB}" stroke="{COLORS["axis"]}"/>')
 
 
 def _open(title: str, width: int = W, height: int = H) -> list[str]:
@@ -186,7 +184,9 @@ def line_chart(
             bottom = [(f.x(i), f.y(lows[i])) for i in reversed(s)]  # type: ignore[arg-type]
             if len(s) == 1:  # a lone day: a vertical error bar
                 x = top[0][0]
-                parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top[0][1]:.1f}" y2="{bottom[0][1]:.1f}" stroke="{COLORS["band"]}" stroke-width="6" class="ci-band"/>')
+                parts.append(
+                    f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top[0][1]:.1f}" y2="{bottom[0][1]:.1f}" stroke="{COLORS["band"]}" stroke-width="6" class="ci-band"/>'
+                )
                 continue
             pts = " ".join(f"{x:.1f},{y:.1f}" for x, y in top + bottom)
             parts.append(f'<polygon points="{pts}" fill="{COLORS["band"]}" fill-opacity="0.45" class="ci-band"/>')
@@ -197,14 +197,15 @@ def line_chart(
         if p is None:
             parts.append(
                 f'<text x="{f.x(i):.1f}" y="{f.h - MB - 6}" text-anchor="middle" class="nodata">no data<title>{escape(days[i])}: no scores</title></text>'
-                if len(days) <= 20 else ""
+                if len(days) <= 20
+                else ""
             )
             continue
         alert = bool(markers) and i in markers  # type: ignore[operator]
         color = (COLORS["alert"] if markers[i][0] == "error" else COLORS["warn"]) if alert else COLORS["line"]  # type: ignore[index]
         parts.append(
             f'<circle cx="{p[0]:.1f}" cy="{p[1]:.1f}" r="{4.5 if alert else 3.2}" fill="{color}" stroke="#fff" stroke-width="1.2">'
-            f'<title>{escape(days[i])}: {escape(value_label)} {escape(_fmt(values[i], pct))}</title></circle>'  # type: ignore[arg-type]
+            f"<title>{escape(days[i])}: {escape(value_label)} {escape(_fmt(values[i], pct))}</title></circle>"  # type: ignore[arg-type]
         )
     parts.append("</svg>")
     return Markup("".join(parts))
@@ -233,7 +234,7 @@ def bar_chart(
     for i, d in enumerate(days):
         base = 0.0
         tip = ", ".join(f"{label} {int(vals[i]):,}" for label, vals, _ in stacks)
-        for label, vals, color in stacks:
+        for _label, vals, color in stacks:
             v = vals[i]
             if v <= 0:
                 continue

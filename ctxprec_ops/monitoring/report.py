@@ -12,8 +12,9 @@ import datetime as dt
 import logging
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
@@ -62,8 +63,14 @@ def _markers(results: Sequence[CheckResult], kinds: set[str] | None = None) -> d
 
 
 def _charts(
-    days: list[str], results: Sequence[CheckResult], rules: AlertRules, hl_mean: list[HLine],
-    hl_pass: list[HLine], metric: str, *, narrow: bool = False,
+    days: list[str],
+    results: Sequence[CheckResult],
+    rules: AlertRules,
+    hl_mean: list[HLine],
+    hl_pass: list[HLine],
+    metric: str,
+    *,
+    narrow: bool = False,
 ) -> dict[str, Markup]:
     """The three charts, wide (desktop) or narrow (phones: fewer day labels, a taller aspect)."""
     summ = [r.figures.summary for r in results]
@@ -125,7 +132,7 @@ def report_context(
         "judge_model": pop.judge_model if pop else None,
         "prompt_version": pop.prompt_version if pop else None,
         "warehouse": redact(warehouse),
-        "generated_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "generated_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "days": days,
         "results": list(results),
         "latest": latest,
@@ -200,7 +207,12 @@ def render_report(
         threshold = None
         if worst_partition is not None:
             cases = load_worst_cases(
-                engine, metric, history.population, worst_partition, limit=worst, source_table=source_table,
+                engine,
+                metric,
+                history.population,
+                worst_partition,
+                limit=worst,
+                source_table=source_table,
                 columns=columns,
             )
             threshold = case_threshold(engine, metric, history.population, worst_partition)

@@ -31,6 +31,7 @@ def default_legacy_sources() -> dict[str, str]:
 
     return {name: kind.default_table for name, kind in METRIC_KINDS.items()}
 
+
 SOURCE_TABLE = "source_table"
 
 
@@ -55,6 +56,7 @@ def add_missing_columns(conn: Connection, table: Table) -> list[str]:
 def _source_of_metric(conn: Connection, legacy_sources: Mapping[str, str]) -> str:
     """``CASE metric WHEN ... END`` SQL giving an old row's input table (literals are bound
     safely by quoting them as SQL strings: they are validated identifiers anyway)."""
+
     def q(value: str) -> str:
         return "'" + value.replace("'", "''") + "'"
 

@@ -94,8 +94,15 @@ def _json(value: Any, column: str) -> Any:
 
 
 def _json_type(value: Any) -> str:
-    return {dict: "an object", str: "a string", bool: "a boolean", int: "a number", float: "a number",
-            type(None): "null", list: "an array"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+        list: "an array",
+    }.get(type(value), type(value).__name__)
 
 
 def _nodes(value: Any, where: str, *, allow_empty: bool) -> list[str]:
@@ -117,8 +124,7 @@ def row_to_test_case(row: dict[str, Any]) -> LLMTestCase:
     input_ = _text(row.get("input"), "input", required=True)
     expected = _text(row.get("expected_output"), "expected_output", required=True)
     actual = _text(row.get("actual_output"), "actual_output", required=False)
-    nodes = _nodes(_json(row.get("retrieval_context"), "retrieval_context"), "retrieval_context",
-                   allow_empty=False)
+    nodes = _nodes(_json(row.get("retrieval_context"), "retrieval_context"), "retrieval_context", allow_empty=False)
     # every field was checked above: build without re-validating (this is the pipeline's hot path)
     return LLMTestCase._trusted(input_, actual, expected, nodes, str(row["id"]))
 

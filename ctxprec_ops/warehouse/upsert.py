@@ -12,10 +12,11 @@ a dialect may see a unique-key error and should retry the chunk).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-from sqlalchemy import exc as sa_exc
 from sqlalchemy import Table, and_, bindparam, insert, select, update
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 
 __all__ = ["upsert", "insert_ignore", "native_upsert_supported", "copy_upsert"]
@@ -92,8 +93,9 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
     return _generic_upsert(conn, table, rows, keys, others)
 
 
-def _sqlite_executemany(conn: Connection, table: Table, cols: list[str], keys: list[str], others: list[str],
-                        rows: Sequence[dict[str, Any]]) -> None:
+def _sqlite_executemany(
+    conn: Connection, table: Table, cols: list[str], keys: list[str], others: list[str], rows: Sequence[dict[str, Any]]
+) -> None:
     """SQLite's ``INSERT ... ON CONFLICT`` as one driver-level executemany: the columns' own bind
     processors (the values SQLAlchemy would store) applied once per value, without the per-row
     statement machinery of ``Connection.execute`` (a third of a chunk's write time, spent while
@@ -102,9 +104,15 @@ def _sqlite_executemany(conn: Connection, table: Table, cols: list[str], keys: l
     q = dialect.identifier_preparer
     procs = [table.c[c].type.dialect_impl(dialect).bind_processor(dialect) for c in cols]
     conflict = ", ".join(q.quote(k) for k in keys)
-    action = ("DO UPDATE SET " + ", ".join(f"{q.quote(c)} = excluded.{q.quote(c)}" for c in others)) if others else "DO NOTHING"
-    sql = (f"INSERT INTO {q.format_table(table)} ({', '.join(q.quote(c) for c in cols)}) "
-           f"VALUES ({', '.join('?' for _ in cols)}) ON CONFLICT ({conflict}) {action}")
+    action = (
+        ("DO UPDATE SET " + ", ".join(f"{q.quote(c)} = excluded.{q.quote(c)}" for c in others))
+        if others
+        else "DO NOTHING"
+    )
+    sql = (
+        f"INSERT INTO {q.format_table(table)} ({', '.join(q.quote(c) for c in cols)}) "
+        f"VALUES ({', '.join('?' for _ in cols)}) ON CONFLICT ({conflict}) {action}"
+    )
     columns = [_bind_values([r[c] for r in rows], p) for c, p in zip(cols, procs)]
     conn.exec_driver_sql(sql, list(zip(*columns)))
 
@@ -228,8 +236,14 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
     except conn.dialect.loaded_dbapi.Error as exc:
         # as SQLAlchemy raises for its own statements (IntegrityError, OperationalError, ...), so
         # callers and the one-line error rule see one kind of warehouse error; no row data
-        raise sa_exc.DBAPIError.instance(f"COPY upsert into {target}", None, exc, conn.dialect.loaded_dbapi.Error,
-                                         hide_parameters=True, dialect=conn.dialect) from None
+        raise sa_exc.DBAPIError.instance(
+            f"COPY upsert into {target}",
+            None,
+            exc,
+            conn.dialect.loaded_dbapi.Error,
+            hide_parameters=True,
+            dialect=conn.dialect,
+        ) from None
     finally:
         cur.close()
     return len(rows)
