@@ -527,7 +527,7 @@ def _retrieval(rng: random.Random, dip: bool) -> dict[str, Any]:
     nodes = _rank(rng, relevant, distractors, quality)
     ids = passage_ids()
     good_answer = quality == "good" or rng.random() < 0.4
-    actual = qa.answer if good_answer else "I'm not sure; please check the help center or contact support."
+    actual: str | None = qa.answer if good_answer else "I'm not sure; please check the help center or contact support."
     if rng.random() < 0.05:
         actual = None
     return {
@@ -701,7 +701,7 @@ def create_sample_warehouse(
         bad_c = {rng.randrange(m): k for k in forced_c} if m else {}
         for j, t in enumerate(ctimes):
             turns, outcome = _conversation(rng, dip)
-            turns_text: str | None = json.dumps(turns)
+            turns_text = json.dumps(turns)
             kind = bad_c.get(j)
             if kind == "non_json_turns":
                 turns_text = turns_text[: len(turns_text) // 2]

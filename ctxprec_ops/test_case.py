@@ -175,11 +175,11 @@ class _CaseModel(BaseModel):
     @property
     def additional_metadata(self) -> dict | None:
         """deepeval's older name of ``metadata``."""
-        return self.metadata  # type: ignore[attr-defined]
+        return self.metadata
 
     @additional_metadata.setter
     def additional_metadata(self, value: dict | None) -> None:
-        self.metadata = value  # type: ignore[attr-defined]
+        self.metadata = value
 
 
 class ToolCall(BaseModel):

@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import Text, cast, select, type_coerce
 from sqlalchemy.engine import Engine
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import JSON
 
 from ..errors import CtxPrecError, InvalidTestCaseError
@@ -94,7 +95,7 @@ def _read_rows(engine: Engine, src: SourceTable, ids: Sequence[str]) -> list[dic
     for logical, col in src.columns.items():
         if logical == "event_time":
             continue
-        expr = col
+        expr: ColumnElement[Any] = col
         if logical == "retrieval_context":
             expr = cast(col, Text()) if isinstance(col.type, JSON) else type_coerce(col, Text())
         cols.append(expr.label(logical))

@@ -48,9 +48,9 @@ def _httpx() -> ModuleType:
 
 @lru_cache(maxsize=1)
 def _transport_class() -> type:
-    h = _httpx()
+    h: Any = _httpx()  # the openai client's httpx, found at run time: its classes are dynamic bases
 
-    class CappedStream(h.AsyncByteStream):  # type: ignore[misc,name-defined]
+    class CappedStream(h.AsyncByteStream):
         def __init__(self, inner: Any, limit: int) -> None:
             self._inner, self._limit = inner, limit
 
@@ -65,7 +65,7 @@ def _transport_class() -> type:
         async def aclose(self) -> None:
             await self._inner.aclose()
 
-    class CappedTransport(h.AsyncBaseTransport):  # type: ignore[misc,name-defined]
+    class CappedTransport(h.AsyncBaseTransport):
         def __init__(self, inner: Any, limit: int) -> None:
             self._inner, self._limit = inner, limit
 

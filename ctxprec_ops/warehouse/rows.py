@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, overload
 
 from ..errors import InvalidTestCaseError
 from ..test_case import ConversationalTestCase, LLMTestCase, Turn
@@ -35,7 +35,12 @@ def _bad(msg: str) -> InvalidTestCaseError:
     return InvalidTestCaseError(msg)
 
 
+@overload
+def _text(value: Any, column: str, *, required: Literal[True]) -> str: ...
+@overload
+def _text(value: Any, column: str, *, required: Literal[False]) -> str | None: ...
 def _text(value: Any, column: str, *, required: bool) -> str | None:
+    """The column's value as checked text; NULL is an error when ``required`` (else None)."""
     if value is None:
         if required:
             raise _bad(f"column {column!r} is NULL")

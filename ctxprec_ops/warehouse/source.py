@@ -355,6 +355,7 @@ def count_unpartitioned(conn: Connection, src: SourceTable) -> int:
     """Rows of the whole table in no partition: ``event_time`` NULL, or (SQLite, text columns)
     not readable as an instant. A full scan: once per run."""
     col = src.event_time
+    cond: ColumnElement[bool]
     if src.time_mode == "sqlite_text":
         cond = sqlite_instant(col).is_(None)
     elif src.time_mode == "text":
@@ -380,7 +381,7 @@ def read_chunk_rows(
     for logical, col in src.columns.items():
         if logical == "event_time":
             continue
-        expr = col
+        expr: ColumnElement[Any] = col
         if logical in _JSON_FIELDS:
             # a JSON/JSONB column is cast to its JSON text in SQL, so a JSON *string* stays a
             # string ('"x"') instead of coming back decoded as text that looks like bad JSON

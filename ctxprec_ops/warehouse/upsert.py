@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Table, and_, bindparam, insert, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.dml import Insert
 
 __all__ = ["upsert", "insert_ignore", "native_upsert_supported", "copy_upsert"]
 
@@ -29,12 +30,22 @@ def native_upsert_supported(conn: Connection) -> bool:
     return conn.dialect.name in ("sqlite", "postgresql")
 
 
-def _dialect_insert(conn: Connection):
+def _native_insert(conn: Connection, table: Table, keys: list[str], others: list[str]) -> Insert:
+    """The dialect's ``INSERT ... ON CONFLICT (keys)``: update ``others`` from the new row, or (no
+    ``others``) do nothing. SQLite's form on SQLite, PostgreSQL's on every other dialect."""
     if conn.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as ins
-    else:
-        from sqlalchemy.dialects.postgresql import insert as ins
-    return ins
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        lite = sqlite_insert(table)
+        if others:
+            return lite.on_conflict_do_update(index_elements=keys, set_={c: lite.excluded[c] for c in others})
+        return lite.on_conflict_do_nothing(index_elements=keys)
+    from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+    pg = pg_insert(table)
+    if others:
+        return pg.on_conflict_do_update(index_elements=keys, set_={c: pg.excluded[c] for c in others})
+    return pg.on_conflict_do_nothing(index_elements=keys)
 
 
 def _key_columns(table: Table) -> list[str]:
@@ -82,11 +93,7 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
         _sqlite_executemany(conn, table, cols, keys, others, rows)
         return len(rows)
     if use_native:
-        ins = _dialect_insert(conn)(table)
-        if others:
-            stmt = ins.on_conflict_do_update(index_elements=keys, set_={c: ins.excluded[c] for c in others})
-        else:
-            stmt = ins.on_conflict_do_nothing(index_elements=keys)
+        stmt = _native_insert(conn, table, keys, others)
         for batch in _batches(rows):
             conn.execute(stmt, list(batch))
         return len(rows)
@@ -159,7 +166,7 @@ def insert_ignore(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]
         _sqlite_executemany(conn, table, list(rows[0].keys()), keys, [], rows)
         return len(rows)
     if use_native:
-        stmt = _dialect_insert(conn)(table).on_conflict_do_nothing(index_elements=keys)
+        stmt = _native_insert(conn, table, keys, [])
         for batch in _batches(rows):
             conn.execute(stmt, list(batch))
         return len(rows)
