@@ -158,8 +158,8 @@ def estimate_partition(
             if log_id in done:
                 continue
             try:
-                for q, a, nodes in metric.judge_requests(kind.row_to_case(row)):
-                    requests.append((q, a, list(enumerate(nodes, start=1))))
+                for q, a, texts in metric.judge_requests(kind.row_to_case(row)):
+                    requests.append((q, a, list(enumerate(texts, start=1))))
             except CtxPrecError as exc:
                 est.rows_invalid += 1
                 if len(est.invalid_examples) < 5:
@@ -173,7 +173,7 @@ def estimate_partition(
             )
         for (q, a, nodes), keys in zip(requests, keyed):
             est.nodes_total += len(nodes)
-            todo = []
+            todo: list[tuple[int, str]] = []
             for (rank, text), k in zip(nodes, keys):
                 if k in cached:
                     est.nodes_cached += 1

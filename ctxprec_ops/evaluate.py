@@ -159,7 +159,7 @@ async def a_evaluate(
     out = EvaluationResult(final, cases=case_list, metrics=metric_list)
     out.stats = dict(
         run.stats,
-        max_in_flight=run.limiter.max_in_flight,  # type: ignore[attr-defined]
+        max_in_flight=run.limiter.max_in_flight,
         rate_limited=run.limiter.rate_limited,
     )
     if display_config is not None and getattr(display_config, "print_results", False):

@@ -308,12 +308,13 @@ async def judge_nodes(
     verdicts: dict[int, NodeVerdict] = {}
     todo: list[tuple[int, str]] = []
     keys: dict[int, str] = {}
-    all_keys = judgment_keys(model, prompt_version, input, expected, nodes) if run.cache is not None else None
+    cache = run.cache
+    all_keys = judgment_keys(model, prompt_version, input, expected, nodes) if cache is not None else None
     for rank, text in enumerate(nodes, start=1):
-        if all_keys is not None:
+        if cache is not None and all_keys is not None:
             key = all_keys[rank - 1]
             keys[rank] = key
-            hit = run.cache.get(key)
+            hit = cache.get(key)
             if hit is not None:
                 verdicts[rank] = NodeVerdict(node=rank, relevant=hit.relevant, reason=hit.reason)
                 usage.cached_nodes += 1

@@ -106,6 +106,8 @@ class EvaluationResult:
     #: deepeval's fields, always None here (no hosted test run)
     confident_link: str | None = None
     test_run_id: str | None = None
+    #: run counters set by ``evaluate()``: judge calls, retries, repairs, max_in_flight, rate_limited
+    stats: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __repr__(self) -> str:  # short: a batch can hold millions of verdicts
         return f"EvaluationResult({len(self.results)} results, {len(self.errors)} errors)"

@@ -78,7 +78,7 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
         try:
             verdicts, _ = await judge_nodes(
                 self.model,
-                self.evaluation_template,
+                self._judge_template(),
                 self.prompt_version,
                 test_case.input,
                 test_case.expected_output,

@@ -198,7 +198,7 @@ class LabelContextualPrecisionMetric(BaseRetrievalMetric):
         figures = ranking_figures(flags, len(relevant))
         score = apply_strict(figures.precision, self.strict_mode)
         result.score = score
-        result.success = score >= self.threshold
+        result.success = None if self.threshold is None else score >= self.threshold  # always set here
         result.figures = figures.as_dict()
         result.verdicts = [
             LabelVerdict(k, rel, i)  # type: ignore[misc]

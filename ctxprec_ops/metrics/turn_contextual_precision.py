@@ -71,8 +71,9 @@ def windows(turns: list[Turn], window_size: int) -> list[Window]:
         nodes: list[str] = []
         sources: list[tuple[int, int]] = []
         for t in idx:
-            if turns[t].role == "assistant" and turns[t].retrieval_context:
-                for j, node in enumerate(turns[t].retrieval_context):
+            context = turns[t].retrieval_context
+            if turns[t].role == "assistant" and context:
+                for j, node in enumerate(context):
                     nodes.append(node)
                     sources.append((t, j))
         out.append(Window(i, idx, users, nodes, sources))
@@ -172,6 +173,7 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
 
     async def _evaluate(self, case: ConversationalTestCase, run: JudgeRun, result: MetricResult) -> None:
         assert case.expected_outcome is not None
+        outcome: str = case.expected_outcome
         wins = windows(case.turns, self.window_size)
         if not wins:
             raise NotScorableError(
@@ -188,10 +190,10 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
                 return [], usage
             return await judge_nodes(
                 self.model,
-                self.evaluation_template,
+                self._judge_template(),
                 self.prompt_version,
                 "\n".join(w.user_messages),
-                case.expected_outcome,
+                outcome,
                 w.nodes,
                 run,
                 max_nodes_per_call=self.max_nodes_per_call,
