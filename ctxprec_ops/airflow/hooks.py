@@ -94,7 +94,7 @@ def mask_url_password(url: str | None) -> None:
     if not url or "{{" in url:
         return
     try:
-        mask(make_url(url).password)  # type: ignore[arg-type]
+        mask(make_url(url).password)
     except Exception:
         pass
 
@@ -190,17 +190,18 @@ def _url_from_connection(conn: Any) -> URL:
             for key in sorted(_LIBPQ_EXTRAS & set(extra)):
                 query.setdefault(key, str(extra[key]))
             return url.set(query=query)
+        hook_url: URL | str | None
         try:
             hook = conn.get_hook()
-            url = hook.sqlalchemy_url
+            hook_url = hook.sqlalchemy_url
         except Exception:  # no provider for the type, or its hook builds no SQLAlchemy URL
-            url = None
-        if url is None:
+            hook_url = None
+        if hook_url is None:
             raise ValueError(
                 f"connection {conn.conn_id!r} of type {conn_type!r} cannot be turned into a SQLAlchemy "
                 "URL; use a 'sqlite' or 'postgres' connection, or set warehouse_url"
             )
-        return make_url(url)
+        return make_url(hook_url)
     except ImportError as exc:
         raise ValueError(
             f"connection {conn.conn_id!r} of type {conn_type!r} needs its Airflow provider: "

@@ -53,7 +53,8 @@ def _number_param(
     default: float | None, description: str, *, integer: bool = False, lo: float | None = 0, hi: float | None = 1
 ) -> Param:
     kind = "integer" if integer else "number"
-    bounds = {k: v for k, v in (("minimum", lo), ("maximum", hi)) if v is not None}
+    # JSON-schema keywords for Param's **schema; a bound left out (None) is no bound at all
+    bounds: dict[str, Any] = {k: v for k, v in (("minimum", lo), ("maximum", hi)) if v is not None}
     return Param(default, type=[kind, "null"], description=description, **bounds)
 
 
@@ -179,10 +180,11 @@ def nightly_dag(
         if (judge_mode or settings.judge_mode) == "batch":
             # one deferrable task: submits the partition's batch(es), waits on the triggerer,
             # resumes to write the answers and the run row
+            pool_arg: dict[str, Any] = {"pool": pool} if pool else {}  # no pool: Airflow's default pool
             batch = ContextualPrecisionOperator(
                 task_id="score_batch",
                 judge_mode="batch",
-                **({"pool": pool} if pool else {}),
+                **pool_arg,
                 **common,
             )
             batch >> alert
