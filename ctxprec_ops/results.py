@@ -58,6 +58,10 @@ class MetricResult:
     #: False when the metric does not score this kind of case (e.g. a turn metric on an
     #: ``LLMTestCase``): the row says so in ``error``, ``test_results`` leaves it out
     applicable: bool = True
+    #: wall-clock seconds the metric spent on this case
+    seconds: float | None = field(default=None, repr=False, compare=False)
+    #: the exception an isolated case failed with (``measure`` re-raises it)
+    _exception: BaseException | None = field(default=None, repr=False, compare=False)
 
     @property
     def verbose_logs(self) -> str | None:
@@ -142,7 +146,7 @@ class EvaluationResult:
         costs = [r.cost for r in self.results]
         if any(c is None for c in costs):
             return None
-        return float(sum(costs))  # type: ignore[arg-type]
+        return float(sum(c for c in costs if c is not None))
 
     @property
     def test_results(self) -> list[TestResult]:

@@ -145,8 +145,8 @@ class BaseRetrievalMetric:
             result.reason = None
             result.error_type = getattr(exc, "error_type", None) or _error_type(exc)
             result.error = redact(f"{exc}" if isinstance(exc, CtxPrecError) else f"{type(exc).__name__}: {exc}")
-            result._exception = exc  # type: ignore[attr-defined]
-        result.seconds = time.perf_counter() - started  # type: ignore[attr-defined]
+            result._exception = exc
+        result.seconds = time.perf_counter() - started
         return result
 
     def _apply(self, result: MetricResult) -> None:
@@ -173,7 +173,7 @@ class BaseRetrievalMetric:
             if close is not None:
                 await close()
         self._apply(result)
-        exc = getattr(result, "_exception", None)
+        exc = result._exception
         if exc is not None:
             raise exc
         return self.score

@@ -85,7 +85,8 @@ class LabelVerdict:
         return NodeVerdict(node=self.node, relevant=self.relevant, reason=self.reason)
 
     def __eq__(self, other: object) -> bool:
-        return getattr(other, "model_dump", None) is not None and other.model_dump() == self.model_dump()  # type: ignore[attr-defined]
+        dump = getattr(other, "model_dump", None)
+        return dump is not None and dump() == self.model_dump()
 
     def __repr__(self) -> str:
         return f"LabelVerdict(node={self.node}, relevant={self.relevant}, reason={self.reason!r})"
@@ -210,7 +211,7 @@ class LabelContextualPrecisionMetric(BaseRetrievalMetric):
     async def score_case(self, test_case: Any, run: JudgeRun | None = None, case_index: int = 0) -> MetricResult:
         started = time.perf_counter()
         result = self.compute(test_case, case_index)
-        result.seconds = time.perf_counter() - started  # type: ignore[attr-defined]
+        result.seconds = time.perf_counter() - started
         return result
 
     async def a_measure(self, test_case: Any, _show_indicator: bool = True, **_: Any) -> float | None:

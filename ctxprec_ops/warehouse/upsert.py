@@ -223,7 +223,10 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
     # transaction empties it first
     used = _stages_used(conn)
     again = f"DELETE FROM {stage}; " if stage in used else ""
-    cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    driver = conn.connection.driver_connection
+    if driver is None:  # SQLAlchemy's handle lost its DBAPI connection (invalidated)
+        raise sa_exc.InvalidRequestError(f"upsert into {table.name}: the connection is no longer usable")
+    cur = driver.cursor()
     try:
         # created once per session (ON COMMIT DELETE ROWS keeps it, empty, for the next chunk);
         # inside the transaction, so a rollback also undoes a first-time CREATE
