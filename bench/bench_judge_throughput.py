@@ -71,19 +71,24 @@ def make_cases(n: int, seed: int) -> tuple[list[LLMTestCase], list[float]]:
         relevance = [rng.random() < 0.4 for _ in range(NODES_PER_CASE)]
         nodes = []
         for k, rel in enumerate(relevance, start=1):
-            marker = "This passage is RELEVANT." if rel else rng.choice(
-                ["This passage is IRRELEVANT.", "Unrelated passage.", "Background <only> & noise."])
+            marker = (
+                "This passage is RELEVANT."
+                if rel
+                else rng.choice(["This passage is IRRELEVANT.", "Unrelated passage.", "Background <only> & noise."])
+            )
             words = []
             while sum(len(w) + 1 for w in words) < NODE_CHARS - len(marker) - 20:
                 words.append(rng.choice(_WORDS))
             nodes.append(f"Doc {i}-{k}: {' '.join(words)}. {marker}")
-        cases.append(LLMTestCase(
-            input=f"Question {i}: how does the {rng.choice(_WORDS)} relate to the {rng.choice(_WORDS)}?",
-            actual_output=f"Answer {i}.",
-            expected_output=f"The expected answer {i} draws on the relevant passages.",
-            retrieval_context=nodes,
-            id=f"case-{i}",
-        ))
+        cases.append(
+            LLMTestCase(
+                input=f"Question {i}: how does the {rng.choice(_WORDS)} relate to the {rng.choice(_WORDS)}?",
+                actual_output=f"Answer {i}.",
+                expected_output=f"The expected answer {i} draws on the relevant passages.",
+                retrieval_context=nodes,
+                id=f"case-{i}",
+            )
+        )
         expected.append(contextual_precision(relevance))
     return cases, expected
 
@@ -111,8 +116,12 @@ class LocalServer:
 
     def stats(self) -> dict[str, Any]:
         s = self.server
-        return {"calls": s.calls, "outcomes": dict(s.outcomes), "max_in_flight": s.max_in_flight,
-                "avg_in_flight": _avg_in_flight(s.requests)}
+        return {
+            "calls": s.calls,
+            "outcomes": dict(s.outcomes),
+            "max_in_flight": s.max_in_flight,
+            "avg_in_flight": _avg_in_flight(s.requests),
+        }
 
     def stop(self) -> None:
         self.server.stop()
@@ -155,8 +164,14 @@ class ChildServer:
         self._proc.join(timeout=10)
 
 
-def run_once(server: LocalServer | ChildServer, n_cases: int, concurrency: int, latency: float,
-             faults: dict[str, float], seed: int) -> Run:
+def run_once(
+    server: LocalServer | ChildServer,
+    n_cases: int,
+    concurrency: int,
+    latency: float,
+    faults: dict[str, float],
+    seed: int,
+) -> Run:
     server.configure(seed, {"latency": latency, **faults})
     cases, expected = make_cases(n_cases, seed)
     judge = OpenAIJudge("bench-judge", base_url=server.base_url, api_key="bench-key", timeout=30.0)
@@ -165,38 +180,54 @@ def run_once(server: LocalServer | ChildServer, n_cases: int, concurrency: int, 
     result = evaluate(cases, [metric], concurrency=concurrency, show_progress=False)
     elapsed = time.perf_counter() - start
     correct = sum(
-        1 for r, want in zip(result, expected)
+        1
+        for r, want in zip(result, expected)
         if r.error is None and r.score is not None and abs(r.score - want) <= 1e-12
     )
     st = server.stats()
-    return Run(elapsed, n_cases, st["calls"], result.prompt_tokens, result.completion_tokens,
-               correct, len(result.errors), st["outcomes"], st["max_in_flight"],
-               st["avg_in_flight"], dict(getattr(result, "stats", {})))
+    return Run(
+        elapsed,
+        n_cases,
+        st["calls"],
+        result.prompt_tokens,
+        result.completion_tokens,
+        correct,
+        len(result.errors),
+        st["outcomes"],
+        st["max_in_flight"],
+        st["avg_in_flight"],
+        dict(getattr(result, "stats", {})),
+    )
 
 
-def run_raw_client(server: LocalServer | ChildServer, n_cases: int, concurrency: int,
-                   latency: float) -> float:
+def run_raw_client(server: LocalServer | ChildServer, n_cases: int, concurrency: int, latency: float) -> float:
     """Baseline: the bare openai client under a semaphore, same prompts and response format
     as the judge, no evaluator; returns cases/s. It shows what this machine allows."""
     import openai
 
     server.configure(0, {"latency": latency})
     cases, _ = make_cases(n_cases, 0)
-    prompts = [ContextualPrecisionTemplate.generate_verdicts(c.input, c.expected_output,
-                                                             c.retrieval_context) for c in cases]
+    prompts = [
+        ContextualPrecisionTemplate.generate_verdicts(c.input, c.expected_output, c.retrieval_context) for c in cases
+    ]
 
-    fmt: Any = {"type": "json_schema", "json_schema": {"name": "judge_answer", "strict": True,
-                                                      "schema": JUDGE_ANSWER_SCHEMA}}
+    fmt: Any = {
+        "type": "json_schema",
+        "json_schema": {"name": "judge_answer", "strict": True, "schema": JUDGE_ANSWER_SCHEMA},
+    }
 
     async def main() -> None:
         gate = asyncio.Semaphore(concurrency)
-        async with openai.AsyncOpenAI(base_url=server.base_url, api_key="bench-key",
-                                      max_retries=0) as client:
+        async with openai.AsyncOpenAI(base_url=server.base_url, api_key="bench-key", max_retries=0) as client:
+
             async def one(prompt: str) -> None:
                 async with gate:
                     await client.chat.completions.create(
-                        model="bench-judge", temperature=0, response_format=fmt,
-                        messages=[{"role": "user", "content": prompt}])
+                        model="bench-judge",
+                        temperature=0,
+                        response_format=fmt,
+                        messages=[{"role": "user", "content": prompt}],
+                    )
 
             await asyncio.gather(*(one(p) for p in prompts))
 
@@ -224,31 +255,40 @@ def main() -> int:
     server = LocalServer() if args.in_process else ChildServer()
     try:
         where = "in-process thread" if args.in_process else "child process"
-        print(f"judge server {server.base_url} ({where}); latency {args.latency}s; "
-              f"concurrency {args.concurrency}; {NODES_PER_CASE} nodes x ~{NODE_CHARS} chars")
+        print(
+            f"judge server {server.base_url} ({where}); latency {args.latency}s; "
+            f"concurrency {args.concurrency}; {NODES_PER_CASE} nodes x ~{NODE_CHARS} chars"
+        )
         run_once(server, args.concurrency, args.concurrency, 0.0, {}, 999)  # warm-up
 
         # -- scenario 1: throughput ------------------------------------------------------
-        runs = [run_once(server, args.throughput_cases, args.concurrency, args.latency, {}, seed)
-                for seed in range(args.repeats)]
+        runs = [
+            run_once(server, args.throughput_cases, args.concurrency, args.latency, {}, seed)
+            for seed in range(args.repeats)
+        ]
         rate = median([r.cases / r.elapsed for r in runs])
         calls = median([r.calls / r.cases for r in runs])
         limit = args.concurrency / (args.latency * max(calls, 1.0))
         ratio = rate / limit
         print(f"\n[throughput] {args.throughput_cases} cases x {args.repeats} runs")
         for r in runs:
-            print(f"  run: {r.elapsed:6.2f} s  {r.cases / r.elapsed:6.1f} cases/s  "
-                  f"in flight avg {r.avg_in_flight:4.1f} max {r.max_in_flight}  errors {r.errors}")
+            print(
+                f"  run: {r.elapsed:6.2f} s  {r.cases / r.elapsed:6.1f} cases/s  "
+                f"in flight avg {r.avg_in_flight:4.1f} max {r.max_in_flight}  errors {r.errors}"
+            )
         print(f"  cases/s (median)            {rate:8.1f}")
         print(f"  judge calls per case        {calls:8.2f}")
         print(f"  prompt tokens per case      {median([r.prompt_tokens / r.cases for r in runs]):8.0f}")
         print(f"  completion tokens per case  {median([r.completion_tokens / r.cases for r in runs]):8.0f}")
         print(f"  limit = C/(latency*calls)   {limit:8.1f} cases/s")
         print(f"  achieved / limit            {ratio:8.1%}   (target >= 90 %, <= 1 call per case)")
-        raw = median([run_raw_client(server, args.throughput_cases, args.concurrency, args.latency)
-                      for _ in range(args.repeats)])
-        print(f"  bare openai client baseline {raw:8.1f} cases/s = {raw / limit:.1%} of the limit "
-              f"(evaluate() reaches {rate / raw:.1%} of it)")
+        raw = median(
+            [run_raw_client(server, args.throughput_cases, args.concurrency, args.latency) for _ in range(args.repeats)]
+        )
+        print(
+            f"  bare openai client baseline {raw:8.1f} cases/s = {raw / limit:.1%} of the limit "
+            f"(evaluate() reaches {rate / raw:.1%} of it)"
+        )
         if ratio < 0.9 or calls > 1.0 or any(r.errors for r in runs):
             ok = False
             hint = " (the bare client misses 90 % too: this machine is the bottleneck)" if raw < 0.9 * limit else ""
@@ -256,16 +296,22 @@ def main() -> int:
 
         # -- scenario 2: faults ------------------------------------------------------------
         faults = {"p_429": 0.10, "p_500": 0.05, "p_malformed": 0.05}
-        runs = [run_once(server, args.fault_cases, args.concurrency, args.latency, faults, 100 + seed)
-                for seed in range(args.repeats)]
-        print(f"\n[faults] {args.fault_cases} cases x {args.repeats} runs; "
-              + ", ".join(f"{k[2:]}={v:.0%}" for k, v in faults.items()))
+        runs = [
+            run_once(server, args.fault_cases, args.concurrency, args.latency, faults, 100 + seed)
+            for seed in range(args.repeats)
+        ]
+        print(
+            f"\n[faults] {args.fault_cases} cases x {args.repeats} runs; "
+            + ", ".join(f"{k[2:]}={v:.0%}" for k, v in faults.items())
+        )
         for r in runs:
             served = ", ".join(f"{k}:{v}" for k, v in sorted(r.outcomes.items()))
-            print(f"  run: {r.elapsed:6.2f} s  correct {r.correct}/{r.cases}  "
-                  f"extra calls {r.calls - r.cases} (retries {r.stats.get('retries')}, "
-                  f"repairs {r.stats.get('repairs')})  in flight avg {r.avg_in_flight:4.1f}  "
-                  f"errors {r.errors}  served {{{served}}}")
+            print(
+                f"  run: {r.elapsed:6.2f} s  correct {r.correct}/{r.cases}  "
+                f"extra calls {r.calls - r.cases} (retries {r.stats.get('retries')}, "
+                f"repairs {r.stats.get('repairs')})  in flight avg {r.avg_in_flight:4.1f}  "
+                f"errors {r.errors}  served {{{served}}}"
+            )
         correct = median([r.correct for r in runs])
         print(f"  correct scores (median)     {correct:8.0f} / {args.fault_cases}   (target: all)")
         print(f"  extra judge calls (median)  {median([r.calls - r.cases for r in runs]):8.0f}")

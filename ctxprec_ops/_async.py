@@ -7,18 +7,19 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 __all__ = ["run_sync"]
 
 
-def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
+def run_sync(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(factory())  # type: ignore[arg-type]
+        return asyncio.run(factory())
     ctx = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxprec-sync") as pool:
-        return pool.submit(ctx.run, lambda: asyncio.run(factory())).result()  # type: ignore[arg-type]
+        return pool.submit(ctx.run, lambda: asyncio.run(factory())).result()

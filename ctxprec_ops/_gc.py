@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 __all__ = ["quiet_gc", "YOUNG_THRESHOLD"]
 

@@ -8,14 +8,20 @@ from ``ctxprec_judgments`` and writes back what was added.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 from .verdicts import NodeVerdict
 
 __all__ = [
-    "judgment_key", "judgment_keys", "key_head", "KEY_HEAD_CHARS", "remembered_keys", "VerdictCache",
+    "judgment_key",
+    "judgment_keys",
+    "key_head",
+    "KEY_HEAD_CHARS",
+    "remembered_keys",
+    "VerdictCache",
     "DictVerdictCache",
 ]
 
@@ -37,9 +43,7 @@ def _field_hash(parts: Sequence[str]) -> Any:
     return h
 
 
-def judgment_key(
-    judge_model: str, prompt_version: str, input: str, expected_output: str, node_text: str
-) -> str:
+def judgment_key(judge_model: str, prompt_version: str, input: str, expected_output: str, node_text: str) -> str:
     """A stable 64-hex-digit key: 32 digits hashing (judge model, prompt version, input, expected
     output), then 32 hashing all five fields.
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Mapping
+from typing import Any
 
-__all__ = ["Settings", "SettingsError", "default_judge_name", "parse_bool", "parse_auto_bool",
-           "DEFAULT_WAREHOUSE_URL"]
+__all__ = ["Settings", "SettingsError", "default_judge_name", "parse_bool", "parse_auto_bool", "DEFAULT_WAREHOUSE_URL"]
 
 DEFAULT_WAREHOUSE_URL = "sqlite:///ctxprec.db"
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -59,8 +59,16 @@ def default_judge_name(env: Mapping[str, str] | None = None) -> str:
     return "gpt-4o-mini" if env.get("OPENAI_API_KEY") else "lexical"
 
 
-def _setting(env: str, help: str, default: Any = None, *, kind: str = "str", minimum: float | None = None,
-             choices: tuple[str, ...] = (), secret: bool = False) -> Any:
+def _setting(
+    env: str,
+    help: str,
+    default: Any = None,
+    *,
+    kind: str = "str",
+    minimum: float | None = None,
+    choices: tuple[str, ...] = (),
+    secret: bool = False,
+) -> Any:
     meta = {"env": env, "help": help, "kind": kind, "minimum": minimum, "choices": choices, "secret": secret}
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
@@ -108,89 +116,155 @@ class Settings:
 
     # -- warehouse and input ----------------------------------------------------------------
     warehouse_url: str = _setting("CTXPREC_WAREHOUSE_URL", "SQLAlchemy URL of the warehouse", DEFAULT_WAREHOUSE_URL)
-    source_table: str = _setting("CTXPREC_SOURCE_TABLE", "retrieval-log table (`table` or `schema.table`)",
-                                 "retrieval_logs")
+    source_table: str = _setting(
+        "CTXPREC_SOURCE_TABLE", "retrieval-log table (`table` or `schema.table`)", "retrieval_logs"
+    )
     conversation_table: str = _setting("CTXPREC_CONVERSATION_TABLE", "conversation-log table", "conversation_logs")
     source_columns: dict = _setting(
-        "CTXPREC_SOURCE_COLUMNS", 'column mapping of the retrieval-log table, JSON (`{"retrieval_context": '
-        '"contexts"}`)', {}, kind="json")
-    conversation_columns: dict = _setting("CTXPREC_CONVERSATION_COLUMNS",
-                                          "column mapping of the conversation-log table, JSON", {}, kind="json")
+        "CTXPREC_SOURCE_COLUMNS",
+        'column mapping of the retrieval-log table, JSON (`{"retrieval_context": "contexts"}`)',
+        {},
+        kind="json",
+    )
+    conversation_columns: dict = _setting(
+        "CTXPREC_CONVERSATION_COLUMNS", "column mapping of the conversation-log table, JSON", {}, kind="json"
+    )
     # -- judge ------------------------------------------------------------------------------
     judge: str = _setting("CTXPREC_JUDGE", "judge: an OpenAI-compatible model name, or `lexical`", "lexical")
-    concurrency: int = _setting("CTXPREC_CONCURRENCY", "judge requests in flight at most", 16, kind="int",
-                                minimum=1)
-    chunk_size: int = _setting("CTXPREC_CHUNK_SIZE", "rows per chunk (one write transaction each)", 500,
-                               kind="int", minimum=1)
-    judge_mode: str = _setting("CTXPREC_JUDGE_MODE", "`sync` (on-demand calls) or `batch` (OpenAI Batch API: half "
-                               "price, results within 24 h)", "sync", choices=("sync", "batch"))
-    batch_poll_seconds: float = _setting("CTXPREC_BATCH_POLL_SECONDS", "batch mode: longest wait between two "
-                                         "polls of a batch (seconds; polls start at 1 s and back off)", 60.0,
-                                         kind="float", minimum=0)
-    prices: dict = _setting("CTXPREC_PRICES", 'USD per 1M tokens, JSON (`{"model": [input, output]}`; batch '
-                            'price: key `model@batch`, default half)', {},
-                            kind="json")
-    retry_initial_wait: float = _setting("CTXPREC_RETRY_INITIAL_WAIT", "seconds before the first judge retry",
-                                         0.5, kind="float", minimum=0)
-    retry_max_wait: float = _setting("CTXPREC_RETRY_MAX_WAIT", "longest wait between judge retries (seconds); "
-                                     "also caps a server's `Retry-After`", 30.0, kind="float", minimum=0)
-    outage_tolerance: float = _setting("CTXPREC_OUTAGE_TOLERANCE", "seconds a judge outage is waited out (pause, "
-                                       "probe, resume) before the run's remaining rows fail; 30 s when the judge "
-                                       "never answered", 600.0, kind="float", minimum=0)
-    max_rpm: float | None = _setting("CTXPREC_MAX_RPM", "judge requests per minute at most, kept before sending "
-                                     "(this process's share of the quota)", None, kind="float", minimum=0)
-    sample_rate: float = _setting("CTXPREC_SAMPLE_RATE", "share of each partition's rows to score, (0, 1]; the "
-                                  "same rows on every run (a hash of the log id)", 1.0, kind="float", minimum=0)
-    max_rows: int | None = _setting("CTXPREC_MAX_ROWS", "score at most this many rows per partition (the sample's "
-                                    "lowest hashes)", None, kind="int", minimum=1)
-    max_tpm: float | None = _setting("CTXPREC_MAX_TPM", "judge tokens per minute at most (estimated prompt + "
-                                     "completion allowance)", None, kind="float", minimum=0)
+    concurrency: int = _setting("CTXPREC_CONCURRENCY", "judge requests in flight at most", 16, kind="int", minimum=1)
+    chunk_size: int = _setting(
+        "CTXPREC_CHUNK_SIZE", "rows per chunk (one write transaction each)", 500, kind="int", minimum=1
+    )
+    judge_mode: str = _setting(
+        "CTXPREC_JUDGE_MODE",
+        "`sync` (on-demand calls) or `batch` (OpenAI Batch API: half price, results within 24 h)",
+        "sync",
+        choices=("sync", "batch"),
+    )
+    batch_poll_seconds: float = _setting(
+        "CTXPREC_BATCH_POLL_SECONDS",
+        "batch mode: longest wait between two polls of a batch (seconds; polls start at 1 s and back off)",
+        60.0,
+        kind="float",
+        minimum=0,
+    )
+    prices: dict = _setting(
+        "CTXPREC_PRICES",
+        'USD per 1M tokens, JSON (`{"model": [input, output]}`; batch price: key `model@batch`, default half)',
+        {},
+        kind="json",
+    )
+    retry_initial_wait: float = _setting(
+        "CTXPREC_RETRY_INITIAL_WAIT", "seconds before the first judge retry", 0.5, kind="float", minimum=0
+    )
+    retry_max_wait: float = _setting(
+        "CTXPREC_RETRY_MAX_WAIT",
+        "longest wait between judge retries (seconds); also caps a server's `Retry-After`",
+        30.0,
+        kind="float",
+        minimum=0,
+    )
+    outage_tolerance: float = _setting(
+        "CTXPREC_OUTAGE_TOLERANCE",
+        "seconds a judge outage is waited out (pause, "
+        "probe, resume) before the run's remaining rows fail; 30 s when the judge "
+        "never answered",
+        600.0,
+        kind="float",
+        minimum=0,
+    )
+    max_rpm: float | None = _setting(
+        "CTXPREC_MAX_RPM",
+        "judge requests per minute at most, kept before sending (this process's share of the quota)",
+        None,
+        kind="float",
+        minimum=0,
+    )
+    sample_rate: float = _setting(
+        "CTXPREC_SAMPLE_RATE",
+        "share of each partition's rows to score, (0, 1]; the same rows on every run (a hash of the log id)",
+        1.0,
+        kind="float",
+        minimum=0,
+    )
+    max_rows: int | None = _setting(
+        "CTXPREC_MAX_ROWS",
+        "score at most this many rows per partition (the sample's lowest hashes)",
+        None,
+        kind="int",
+        minimum=1,
+    )
+    max_tpm: float | None = _setting(
+        "CTXPREC_MAX_TPM",
+        "judge tokens per minute at most (estimated prompt + completion allowance)",
+        None,
+        kind="float",
+        minimum=0,
+    )
     # -- thresholds and alerts --------------------------------------------------------------
     threshold: float = _setting("CTXPREC_THRESHOLD", "per-case pass threshold", 0.5, kind="float", minimum=0)
-    min_mean: float | None = _setting("CTXPREC_MIN_MEAN", "partition alert: minimum mean score", None,
-                                      kind="float", minimum=0)
-    min_pass_rate: float | None = _setting("CTXPREC_MIN_PASS_RATE", "partition alert: minimum pass rate", None,
-                                           kind="float", minimum=0)
-    alert_webhook: str | None = _setting("CTXPREC_ALERT_WEBHOOK", "URL that receives alerts as JSON (POST)",
-                                         None, secret=True)
-    alert_email_to: list = _setting("CTXPREC_ALERT_EMAIL_TO", "comma-separated alert e-mail recipients", [],
-                                    kind="list")
+    min_mean: float | None = _setting(
+        "CTXPREC_MIN_MEAN", "partition alert: minimum mean score", None, kind="float", minimum=0
+    )
+    min_pass_rate: float | None = _setting(
+        "CTXPREC_MIN_PASS_RATE", "partition alert: minimum pass rate", None, kind="float", minimum=0
+    )
+    alert_webhook: str | None = _setting(
+        "CTXPREC_ALERT_WEBHOOK", "URL that receives alerts as JSON (POST)", None, secret=True
+    )
+    alert_email_to: list = _setting(
+        "CTXPREC_ALERT_EMAIL_TO", "comma-separated alert e-mail recipients", [], kind="list"
+    )
     smtp_host: str = _setting("CTXPREC_SMTP_HOST", "SMTP server for alert e-mail", "localhost")
     smtp_port: int = _setting("CTXPREC_SMTP_PORT", "SMTP port", 587, kind="int", minimum=1)
     smtp_from: str = _setting("CTXPREC_SMTP_FROM", "sender address of alert e-mail", "ctxprec@localhost")
     smtp_user: str | None = _setting("CTXPREC_SMTP_USER", "SMTP login user", None)
-    smtp_password: str | None = _setting("CTXPREC_SMTP_PASSWORD", "SMTP login password (never logged)", None,
-                                         secret=True)
-    smtp_starttls: str = _setting("CTXPREC_SMTP_STARTTLS", "STARTTLS: `auto` (when offered), `true` or `false`",
-                                  "auto", kind="auto_bool")
+    smtp_password: str | None = _setting(
+        "CTXPREC_SMTP_PASSWORD", "SMTP login password (never logged)", None, secret=True
+    )
+    smtp_starttls: str = _setting(
+        "CTXPREC_SMTP_STARTTLS", "STARTTLS: `auto` (when offered), `true` or `false`", "auto", kind="auto_bool"
+    )
     smtp_ssl: bool = _setting("CTXPREC_SMTP_SSL", "SMTP over implicit TLS (port 465)", False, kind="bool")
     # -- orchestrators ----------------------------------------------------------------------
-    start_date: str = _setting("CTXPREC_START_DATE", "first daily partition (Dagster partitions, Airflow DAGs)",
-                               "2025-01-01")
-    deployment: str = _setting("CTXPREC_DEPLOYMENT", "Dagster resource set: `local` or `production`", "local",
-                               choices=("local", "production"))
-    dagster_retry_delay: float = _setting("CTXPREC_DAGSTER_RETRY_DELAY",
-                                          "Dagster RetryPolicy: seconds before the first retry", 30.0,
-                                          kind="float", minimum=0)
-    dagster_max_retries: int = _setting("CTXPREC_DAGSTER_MAX_RETRIES", "Dagster RetryPolicy: retries", 3,
-                                        kind="int", minimum=0)
-    blocking_checks: bool = _setting("CTXPREC_BLOCKING_CHECKS",
-                                     "Dagster: a failed threshold check blocks downstream assets", True, kind="bool")
-    schedule_running: bool = _setting("CTXPREC_SCHEDULE_RUNNING", "Dagster: the nightly schedule starts running",
-                                      False, kind="bool")
-    airflow_max_active_chunks: int = _setting("CTXPREC_AIRFLOW_MAX_ACTIVE_CHUNKS",
-                                              "Airflow: chunk tasks of one run in parallel", 4, kind="int", minimum=1)
+    start_date: str = _setting(
+        "CTXPREC_START_DATE", "first daily partition (Dagster partitions, Airflow DAGs)", "2025-01-01"
+    )
+    deployment: str = _setting(
+        "CTXPREC_DEPLOYMENT", "Dagster resource set: `local` or `production`", "local", choices=("local", "production")
+    )
+    dagster_retry_delay: float = _setting(
+        "CTXPREC_DAGSTER_RETRY_DELAY",
+        "Dagster RetryPolicy: seconds before the first retry",
+        30.0,
+        kind="float",
+        minimum=0,
+    )
+    dagster_max_retries: int = _setting(
+        "CTXPREC_DAGSTER_MAX_RETRIES", "Dagster RetryPolicy: retries", 3, kind="int", minimum=0
+    )
+    blocking_checks: bool = _setting(
+        "CTXPREC_BLOCKING_CHECKS", "Dagster: a failed threshold check blocks downstream assets", True, kind="bool"
+    )
+    schedule_running: bool = _setting(
+        "CTXPREC_SCHEDULE_RUNNING", "Dagster: the nightly schedule starts running", False, kind="bool"
+    )
+    airflow_max_active_chunks: int = _setting(
+        "CTXPREC_AIRFLOW_MAX_ACTIVE_CHUNKS", "Airflow: chunk tasks of one run in parallel", 4, kind="int", minimum=1
+    )
     airflow_pool: str | None = _setting("CTXPREC_AIRFLOW_POOL", "Airflow: pool of the scoring tasks", None)
-    airflow_retries: int = _setting("CTXPREC_AIRFLOW_RETRIES", "Airflow: retries of a scoring task", 3,
-                                    kind="int", minimum=0)
-    airflow_retry_delay: float = _setting("CTXPREC_AIRFLOW_RETRY_DELAY", "Airflow: seconds before a retry", 60.0,
-                                          kind="float", minimum=0)
-    airflow_max_retry_delay: float = _setting("CTXPREC_AIRFLOW_MAX_RETRY_DELAY",
-                                              "Airflow: longest retry delay (seconds)", 1800.0, kind="float",
-                                              minimum=0)
-    airflow_on_failure: list = _setting("CTXPREC_AIRFLOW_ON_FAILURE",
-                                        "Airflow: extra failure callbacks, comma-separated `module:attr`", [],
-                                        kind="list")
+    airflow_retries: int = _setting(
+        "CTXPREC_AIRFLOW_RETRIES", "Airflow: retries of a scoring task", 3, kind="int", minimum=0
+    )
+    airflow_retry_delay: float = _setting(
+        "CTXPREC_AIRFLOW_RETRY_DELAY", "Airflow: seconds before a retry", 60.0, kind="float", minimum=0
+    )
+    airflow_max_retry_delay: float = _setting(
+        "CTXPREC_AIRFLOW_MAX_RETRY_DELAY", "Airflow: longest retry delay (seconds)", 1800.0, kind="float", minimum=0
+    )
+    airflow_on_failure: list = _setting(
+        "CTXPREC_AIRFLOW_ON_FAILURE", "Airflow: extra failure callbacks, comma-separated `module:attr`", [], kind="list"
+    )
     #: the variables that were set (non-empty) when these settings were read
     given: frozenset = field(default=frozenset(), compare=False, repr=False)
 
@@ -201,8 +275,12 @@ class Settings:
         for f in fields(cls):
             if "env" in f.metadata:
                 default = f.default_factory() if callable(f.default_factory) else f.default
-                out[f.metadata["env"]] = {"field": f.name, "help": f.metadata["help"], "kind": f.metadata["kind"],
-                                          "default": default}
+                out[f.metadata["env"]] = {
+                    "field": f.name,
+                    "help": f.metadata["help"],
+                    "kind": f.metadata["kind"],
+                    "default": default,
+                }
         return out
 
     @classmethod
@@ -218,7 +296,7 @@ class Settings:
         return _parse(raw, f.metadata)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Settings from ``env`` (default ``os.environ``); non-None ``overrides`` win."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}

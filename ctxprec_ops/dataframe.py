@@ -7,7 +7,8 @@ gets its ``error`` filled and ``score`` NaN; every other row is scored normally.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -32,7 +33,14 @@ DEFAULT_COLUMNS: dict[str, str] = {
 _REQUIRED = ("input", "expected_output", "retrieval_context")
 #: columns added to the returned frame (existing columns of these names are replaced)
 RESULT_COLUMNS = (
-    "score", "success", "reason", "error", "verdicts", "prompt_tokens", "completion_tokens", "cost",
+    "score",
+    "success",
+    "reason",
+    "error",
+    "verdicts",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost",
 )
 
 
@@ -106,7 +114,10 @@ def score_dataframe(
         raise ValueError(f"the DataFrame has no column {', '.join(absent)}; pass columns={{...}} to map them")
 
     metric = ContextualPrecisionMetric(
-        threshold=threshold, model=judge, include_reason=include_reason, strict_mode=strict_mode,
+        threshold=threshold,
+        model=judge,
+        include_reason=include_reason,
+        strict_mode=strict_mode,
         max_nodes_per_call=max_nodes_per_call,
     )
     n = len(df)
@@ -131,14 +142,17 @@ def score_dataframe(
 
     out = df.copy()
     out["score"] = pd.Series(col(lambda r: r.score), index=df.index, dtype="float64")
-    out["success"] = pd.Series([bool(r.success) if r is not None else False for r in results],
-                               index=df.index, dtype=bool)
+    out["success"] = pd.Series(
+        [bool(r.success) if r is not None else False for r in results], index=df.index, dtype=bool
+    )
     out["reason"] = pd.Series(col(lambda r: r.reason), index=df.index, dtype=object)
-    out["error"] = pd.Series([r.error if r is not None else e for r, e in zip(results, errors)],
-                             index=df.index, dtype=object)
+    out["error"] = pd.Series(
+        [r.error if r is not None else e for r, e in zip(results, errors)], index=df.index, dtype=object
+    )
     out["verdicts"] = pd.Series(
         col(lambda r: [v.model_dump() for v in r.verdicts] if r.error is None else None),
-        index=df.index, dtype=object,
+        index=df.index,
+        dtype=object,
     )
     out["prompt_tokens"] = pd.Series(col(lambda r: r.prompt_tokens), index=df.index, dtype="Int64")
     out["completion_tokens"] = pd.Series(col(lambda r: r.completion_tokens), index=df.index, dtype="Int64")

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -23,8 +24,15 @@ from .secrets import redact, redact_url
 from .warehouse.engine import normalize_url
 from .warehouse.schema import output_tables
 
-__all__ = ["DEFAULT_DEMO_URL", "DEFAULT_REPORT", "DemoResult", "run_demo", "METRICS", "check_demo_warehouse",
-           "check_report_path"]
+__all__ = [
+    "DEFAULT_DEMO_URL",
+    "DEFAULT_REPORT",
+    "DemoResult",
+    "run_demo",
+    "METRICS",
+    "check_demo_warehouse",
+    "check_report_path",
+]
 
 DEFAULT_DEMO_URL = "sqlite:///ctxprec_demo.db"
 DEFAULT_REPORT = "ctxprec_report.html"
@@ -94,9 +102,8 @@ def _fresh_engine(url: str, *, force: bool) -> Engine:
         return sa.create_engine(normalize_url(url), connect_args={"check_same_thread": False})
     check_demo_warehouse(url, force=force)
     engine = sa.create_engine(normalize_url(url), pool_pre_ping=True)
-    from .warehouse.label_figures import label_figures_table
-
     from .calibration.table import calibrations_table
+    from .warehouse.label_figures import label_figures_table
 
     with engine.begin() as conn:
         output_tables().metadata.drop_all(conn, checkfirst=True)
@@ -132,8 +139,12 @@ def run_demo(
     engine = _fresh_engine(warehouse, force=force)
     try:
         info = create_sample_warehouse(
-            engine, days=days, rows_per_day=rows_per_day, conversations_per_day=conversations_per_day,
-            seed=seed, end_date=end_date,
+            engine,
+            days=days,
+            rows_per_day=rows_per_day,
+            conversations_per_day=conversations_per_day,
+            seed=seed,
+            end_date=end_date,
         )
         info.url = redact_url(warehouse)
         t_data = time.perf_counter() - started
@@ -148,8 +159,14 @@ def run_demo(
         run_id = f"demo-{uuid.uuid4().hex[:12]}"
         configs = [
             PipelineConfig.from_settings(
-                settings, warehouse=engine, judge=judge_name, metric=kind.name, source_table=kind.default_table,
-                columns=kind.columns(), concurrency=concurrency, chunk_size=chunk_size,
+                settings,
+                warehouse=engine,
+                judge=judge_name,
+                metric=kind.name,
+                source_table=kind.default_table,
+                columns=kind.columns(),
+                concurrency=concurrency,
+                chunk_size=chunk_size,
             )
             for kind in METRICS
         ]
@@ -158,8 +175,10 @@ def run_demo(
             result_estimate = _estimate(configs, info.partitions)
             if log:
                 calls, cost = result_estimate
-                log(f"LLM judge {judge_name}: about {calls:,} judge calls, estimated cost "
-                    f"{'unknown' if cost is None else f'${cost:.2f}'} (use --judge lexical for the offline judge)")
+                log(
+                    f"LLM judge {judge_name}: about {calls:,} judge calls, estimated cost "
+                    f"{'unknown' if cost is None else f'${cost:.2f}'} (use --judge lexical for the offline judge)"
+                )
         t0 = time.perf_counter()
         for config in configs:
             metric = config.metric
@@ -171,7 +190,9 @@ def run_demo(
         result = DemoResult(info, judge_name, summaries, t_data, t_scoring, estimate=result_estimate)
         _calibrate(result, engine, judge_name, out, log)
         if log:
-            log(f"scored {len(summaries)} partition runs in {t_scoring:.1f}s; loading the trend and writing the reports")
+            log(
+                f"scored {len(summaries)} partition runs in {t_scoring:.1f}s; loading the trend and writing the reports"
+            )
         _monitor(result, engine, days=days, end=info.partitions[-1], out=out)
         result.seconds_total = time.perf_counter() - started
         return result
@@ -179,8 +200,9 @@ def run_demo(
         engine.dispose()
 
 
-def _calibrate(result: DemoResult, engine: Engine, judge: str, out: str | Path | None,
-               log: Callable[[str], None] | None) -> None:
+def _calibrate(
+    result: DemoResult, engine: Engine, judge: str, out: str | Path | None, log: Callable[[str], None] | None
+) -> None:
     """The judge against the sample's node labels (``ctxprec calibrate``); the labels are written
     next to the report as ``<report>_node_labels.csv`` so the command can be re-run on them."""
     from .calibration import calibrate, parse_labels
@@ -195,8 +217,10 @@ def _calibrate(result: DemoResult, engine: Engine, judge: str, out: str | Path |
     [result.calibration] = calibrate(engine, labels, [judge], resamples=500)
     if log:
         a = result.calibration.agreement
-        log(f"judge {judge} against {labels.nodes} node labels of {a.cases} retrievals: verdict F1 {a.f1.fmt(2)}, "
-            f"Cohen's kappa {a.kappa.fmt(2)}, score MAE {a.mae.fmt(2)} (ctxprec calibrate)")
+        log(
+            f"judge {judge} against {labels.nodes} node labels of {a.cases} retrievals: verdict F1 {a.f1.fmt(2)}, "
+            f"Cohen's kappa {a.kappa.fmt(2)}, score MAE {a.mae.fmt(2)} (ctxprec calibrate)"
+        )
 
 
 def _estimate(configs: list[PipelineConfig], partitions: list[str]) -> tuple[int, float | None]:
@@ -238,13 +262,19 @@ def _monitor(result: DemoResult, engine: Engine, *, days: int, end: str, out: st
         return
     path = check_report_path(out)
     main, *others = METRICS
-    result.report_path = Path(monitoring.render_report(engine, path, metric=main.name, days=days, end=end,
-                                                       source_table=main.default_table, columns={}))
+    result.report_path = Path(
+        monitoring.render_report(
+            engine, path, metric=main.name, days=days, end=end, source_table=main.default_table, columns={}
+        )
+    )
     result.reports[main.name] = result.report_path
     try:  # the other metrics' reports are a bonus: their failure must not fail the demo
         for kind in others:
             other = path.with_name(f"{path.stem}{kind.report_suffix or '_' + kind.name}{path.suffix}")
-            result.reports[kind.name] = Path(monitoring.render_report(
-                engine, other, metric=kind.name, days=days, end=end, source_table=kind.default_table, columns={}))
+            result.reports[kind.name] = Path(
+                monitoring.render_report(
+                    engine, other, metric=kind.name, days=days, end=end, source_table=kind.default_table, columns={}
+                )
+            )
     except Exception as exc:
         result.report_note = f"report not written: {type(exc).__name__}: {redact(str(exc))[:200]}"

@@ -37,8 +37,14 @@ from .warehouse.schema import JUDGMENTS, SCORES, output_tables
 from .warehouse.source import parse_partition_key, reflect_source
 from .warehouse.store import ScoringKey, load_judgments, scored_ids
 
-__all__ = ["Estimate", "estimate_partition", "PROMPT_CHARS_PER_TOKEN", "PROMPT_TOKENS_PER_CALL",
-           "COMPLETION_TOKENS_PER_NODE", "COMPLETION_TOKENS_PER_CALL"]
+__all__ = [
+    "Estimate",
+    "estimate_partition",
+    "PROMPT_CHARS_PER_TOKEN",
+    "PROMPT_TOKENS_PER_CALL",
+    "COMPLETION_TOKENS_PER_NODE",
+    "COMPLETION_TOKENS_PER_CALL",
+]
 
 PROMPT_CHARS_PER_TOKEN = 4
 PROMPT_TOKENS_PER_CALL = 8  # chat message framing
@@ -104,25 +110,39 @@ def estimate_partition(
     no judge call, nothing written (output tables that do not exist yet are treated as empty)."""
     parse_partition_key(partition_key)
     kind = config.kind
-    judge = make_judge(config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key,
-                       timeout=config.judge_timeout)
+    judge = make_judge(
+        config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key, timeout=config.judge_timeout
+    )
     metric = kind.build(config, judge)
     template = metric.evaluation_template
     model, version = metric.evaluation_model, metric.prompt_version
     price = _price(judge)
     counter = token_counter(model)
-    est = Estimate(partition_key, metric.metric_name, model, version, bool(getattr(judge, "offline", False)),
-                   price_per_million=price, tokenizer=counter.description)
+    est = Estimate(
+        partition_key,
+        metric.metric_name,
+        model,
+        version,
+        bool(getattr(judge, "offline", False)),
+        price_per_million=price,
+        tokenizer=counter.description,
+    )
     group = config.max_nodes_per_call
     engine = get_engine(config.warehouse)
-    src = reflect_source(engine, config.table_name, config.source_schema, config.source_columns.as_dict(),
-                         columns_env=kind.columns_env,
-                         optional=config.source_columns.optional_missing_ok())
+    src = reflect_source(
+        engine,
+        config.table_name,
+        config.source_schema,
+        config.source_columns.as_dict(),
+        columns_env=kind.columns_env,
+        optional=config.source_columns.optional_missing_ok(),
+    )
     existing = set(inspect(engine).get_table_names(schema=config.output_schema))
     tables = output_tables(config.output_schema)
     # scores of this input table (tables written before source_table existed: of any table)
     keyed_by_table = SCORES in existing and "source_table" in {
-        c["name"] for c in inspect(engine).get_columns(SCORES, schema=config.output_schema)}
+        c["name"] for c in inspect(engine).get_columns(SCORES, schema=config.output_schema)
+    }
     key = ScoringKey(metric.metric_name, model, version, src.name if keyed_by_table else None)
     prompt_tokens = 0
 
@@ -138,8 +158,8 @@ def estimate_partition(
             if log_id in done:
                 continue
             try:
-                for q, a, nodes in metric.judge_requests(kind.row_to_case(row)):
-                    requests.append((q, a, list(enumerate(nodes, start=1))))
+                for q, a, texts in metric.judge_requests(kind.row_to_case(row)):
+                    requests.append((q, a, list(enumerate(texts, start=1))))
             except CtxPrecError as exc:
                 est.rows_invalid += 1
                 if len(est.invalid_examples) < 5:
@@ -149,12 +169,11 @@ def estimate_partition(
         keyed = [judgment_keys(model, version, q, a, [text for _, text in nodes]) for q, a, nodes in requests]
         with read_connection(engine) as conn:
             cached = (
-                set(load_judgments(conn, tables, [k for ks in keyed for k in ks]))
-                if JUDGMENTS in existing else set()
+                set(load_judgments(conn, tables, [k for ks in keyed for k in ks])) if JUDGMENTS in existing else set()
             )
         for (q, a, nodes), keys in zip(requests, keyed):
             est.nodes_total += len(nodes)
-            todo = []
+            todo: list[tuple[int, str]] = []
             for (rank, text), k in zip(nodes, keys):
                 if k in cached:
                     est.nodes_cached += 1
@@ -180,6 +199,9 @@ def estimate_partition(
     batch_price = batch_price_of(est.judge_model) if price is not None else None
     if judge.price_per_million is not None and price is not None:
         batch_price = (price[0] * BATCH_DISCOUNT, price[1] * BATCH_DISCOUNT)
-    est.batch_cost = (None if batch_price is None else
-                      (est.prompt_tokens * batch_price[0] + est.completion_tokens * batch_price[1]) / 1_000_000)
+    est.batch_cost = (
+        None
+        if batch_price is None
+        else (est.prompt_tokens * batch_price[0] + est.completion_tokens * batch_price[1]) / 1_000_000
+    )
     return est

@@ -38,8 +38,13 @@ _DEFAULT_CONCURRENCY = 16
 
 
 def _settings(
-    cases: Any, test_cases: Any, metrics: Any, concurrency: int | None, show_progress: bool | None,
-    async_config: Any, display_config: Any,
+    cases: Any,
+    test_cases: Any,
+    metrics: Any,
+    concurrency: int | None,
+    show_progress: bool | None,
+    async_config: Any,
+    display_config: Any,
 ) -> tuple[list, list, int, bool | None]:
     """Fold deepeval's spellings (``test_cases=``, ``async_config``, ``display_config``) into ours."""
     if cases is not None and test_cases is not None:
@@ -76,7 +81,8 @@ async def a_evaluate(
 ) -> EvaluationResult:
     """Async ``evaluate``. ``concurrency`` caps judge requests in flight (adaptive on 429)."""
     case_list, metric_list, concurrency, show_progress = _settings(
-        cases, test_cases, metrics, concurrency, show_progress, async_config, display_config)
+        cases, test_cases, metrics, concurrency, show_progress, async_config, display_config
+    )
     if not metric_list:
         raise ValueError("evaluate() needs at least one metric")
     for m in metric_list:
@@ -86,8 +92,14 @@ async def a_evaluate(
         raise ValueError("concurrency must be at least 1")
     retries = max_retries if max_retries is not None else max(m.max_retries for m in metric_list)
     guards = active_guards(concurrency)
-    run = JudgeRun(limiter=AdaptiveLimiter(concurrency), budget=budget, cache=cache, max_retries=retries,
-                   breaker=guards.breaker, quota=guards.quota)
+    run = JudgeRun(
+        limiter=AdaptiveLimiter(concurrency),
+        budget=budget,
+        cache=cache,
+        max_retries=retries,
+        breaker=guards.breaker,
+        quota=guards.quota,
+    )
     total = len(case_list) * len(metric_list)
     results: list[MetricResult | None] = [None] * total
     # bound the number of live case coroutines too, so memory stays flat for huge inputs
@@ -100,9 +112,15 @@ async def a_evaluate(
         nonlocal done
         async with gate:
             if not metric.accepts(case):
-                r = MetricResult(case_id=getattr(case, "id", None), metric=metric.metric_name,
-                                 threshold=metric.threshold, judge_model=metric.evaluation_model,
-                                 prompt_version=metric.prompt_version, case_index=case_index, applicable=False)
+                r = MetricResult(
+                    case_id=getattr(case, "id", None),
+                    metric=metric.metric_name,
+                    threshold=metric.threshold,
+                    judge_model=metric.evaluation_model,
+                    prompt_version=metric.prompt_version,
+                    case_index=case_index,
+                    applicable=False,
+                )
                 r.error_type = InvalidTestCaseError.error_type
                 r.error = f"{type(metric).__name__} does not score a {type(case).__name__}"
                 results[slot] = r
@@ -139,8 +157,11 @@ async def a_evaluate(
             if r.error_type == InvalidTestCaseError.error_type:
                 r.applicable = False
     out = EvaluationResult(final, cases=case_list, metrics=metric_list)
-    out.stats = dict(run.stats, max_in_flight=run.limiter.max_in_flight,  # type: ignore[attr-defined]
-                     rate_limited=run.limiter.rate_limited)
+    out.stats = dict(
+        run.stats,
+        max_in_flight=run.limiter.max_in_flight,
+        rate_limited=run.limiter.rate_limited,
+    )
     if display_config is not None and getattr(display_config, "print_results", False):
         _print_results(out)
     return out
@@ -175,16 +196,31 @@ def evaluate(
     """
     return run_sync(
         lambda: a_evaluate(
-            cases, metrics, test_cases=test_cases, concurrency=concurrency, max_retries=max_retries,
-            show_progress=show_progress, cache=cache, budget=budget, progress_callback=progress_callback,
-            async_config=async_config, display_config=display_config, error_config=error_config,
-            cache_config=cache_config, identifier=identifier, hyperparameters=hyperparameters,
+            cases,
+            metrics,
+            test_cases=test_cases,
+            concurrency=concurrency,
+            max_retries=max_retries,
+            show_progress=show_progress,
+            cache=cache,
+            budget=budget,
+            progress_callback=progress_callback,
+            async_config=async_config,
+            display_config=display_config,
+            error_config=error_config,
+            cache_config=cache_config,
+            identifier=identifier,
+            hyperparameters=hyperparameters,
         )
     )
 
 
-def assert_test(test_case: Any, metrics: Sequence[BaseRetrievalMetric] | BaseRetrievalMetric,
-                golden: Any = None, run_async: bool = True) -> None:
+def assert_test(
+    test_case: Any,
+    metrics: Sequence[BaseRetrievalMetric] | BaseRetrievalMetric,
+    golden: Any = None,
+    run_async: bool = True,
+) -> None:
     """For pytest (as deepeval's): score one case and raise ``AssertionError`` naming every metric
     that failed or errored, with its score, threshold and reason. A case marked ``flaky`` warns
     instead of failing."""
@@ -209,8 +245,10 @@ def assert_test(test_case: Any, metrics: Sequence[BaseRetrievalMetric] | BaseRet
 
 def _print_results(result: EvaluationResult) -> None:
     for tr in result.test_results:
-        parts = [f"{d.name} {'n/a' if d.score is None else f'{d.score:.4f}'}"
-                 f"{' ERROR ' + d.error if d.error else ''}" for d in tr.metrics_data]
+        parts = [
+            f"{d.name} {'n/a' if d.score is None else f'{d.score:.4f}'}{' ERROR ' + d.error if d.error else ''}"
+            for d in tr.metrics_data
+        ]
         print(f"{'PASS' if tr.success else 'FAIL'}  {tr.name}: {', '.join(parts)}")
 
 
@@ -225,8 +263,12 @@ def _progress_bar(total: int):
     )
 
     progress = Progress(
-        TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-        console=Console(stderr=True), transient=True,
+        TextColumn("scoring"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
     )
     task = progress.add_task("scoring", total=total)
     return progress, task

@@ -152,8 +152,9 @@ def _headers_of(exc: BaseException) -> Mapping[str, str] | None:
     return getattr(response, "headers", None)
 
 
-async def _send_once(judge: JudgeModel, prompt: str, tokens: float, run: JudgeRun,
-                     schema: type[BaseModel]) -> Generation:
+async def _send_once(
+    judge: JudgeModel, prompt: str, tokens: float, run: JudgeRun, schema: type[BaseModel]
+) -> Generation:
     """One request under the concurrency limiter and the quota."""
     await run.limiter.acquire()
     try:
@@ -177,8 +178,9 @@ async def _send_once(judge: JudgeModel, prompt: str, tokens: float, run: JudgeRu
     return out
 
 
-async def _send(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage,
-                schema: type[BaseModel]) -> Generation:
+async def _send(
+    judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage, schema: type[BaseModel]
+) -> Generation:
     """Send until answered: a transient fault is retried with backoff (``max_retries`` times);
     a fault while the circuit breaker is open is the judge's outage, not the row's, and waits for
     the breaker instead of using up the row's retries."""
@@ -224,8 +226,9 @@ async def _send(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usa
         return gen
 
 
-async def _call(judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage,
-                schema: type[BaseModel] = JudgeAnswer) -> object:
+async def _call(
+    judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage, schema: type[BaseModel] = JudgeAnswer
+) -> object:
     """One judge call with retries; returns the raw answer."""
     reserved = 0.0
     if run.budget is not None:
@@ -305,12 +308,13 @@ async def judge_nodes(
     verdicts: dict[int, NodeVerdict] = {}
     todo: list[tuple[int, str]] = []
     keys: dict[int, str] = {}
-    all_keys = judgment_keys(model, prompt_version, input, expected, nodes) if run.cache is not None else None
+    cache = run.cache
+    all_keys = judgment_keys(model, prompt_version, input, expected, nodes) if cache is not None else None
     for rank, text in enumerate(nodes, start=1):
-        if all_keys is not None:
+        if cache is not None and all_keys is not None:
             key = all_keys[rank - 1]
             keys[rank] = key
-            hit = run.cache.get(key)
+            hit = cache.get(key)
             if hit is not None:
                 verdicts[rank] = NodeVerdict(node=rank, relevant=hit.relevant, reason=hit.reason)
                 usage.cached_nodes += 1

@@ -59,8 +59,7 @@ class AdaptiveLimiter:
     async def acquire(self) -> None:
         # fast path: a free slot and no pause; nothing awaits between the check and the
         # increment, so on one event loop this cannot race
-        if (self._waiting == 0 and self.in_flight < self.limit
-                and self._pause_until <= time.monotonic()):
+        if self._waiting == 0 and self.in_flight < self.limit and self._pause_until <= time.monotonic():
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             return
@@ -189,8 +188,10 @@ class RequestQuota:
     @classmethod
     def from_env(cls, max_rpm: float | None = None, max_tpm: float | None = None) -> RequestQuota:
         """Explicit values, else ``CTXPREC_MAX_RPM`` / ``CTXPREC_MAX_TPM``."""
-        return cls(max_rpm if max_rpm is not None else _positive_env("CTXPREC_MAX_RPM"),
-                   max_tpm if max_tpm is not None else _positive_env("CTXPREC_MAX_TPM"))
+        return cls(
+            max_rpm if max_rpm is not None else _positive_env("CTXPREC_MAX_RPM"),
+            max_tpm if max_tpm is not None else _positive_env("CTXPREC_MAX_TPM"),
+        )
 
     def _request_interval(self, now: float) -> float:
         base = 60.0 / self.max_rpm if self.max_rpm else 0.0

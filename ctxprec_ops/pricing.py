@@ -6,7 +6,6 @@ variable ``CTXPREC_PRICES`` (JSON: ``{"my-model": [0.5, 1.5]}``). Unknown model 
 
 from __future__ import annotations
 
-
 from .config import Settings
 
 __all__ = ["PRICES", "set_price", "price_of", "cost_of", "batch_price_of", "batch_cost_of", "BATCH_DISCOUNT"]
@@ -41,9 +40,7 @@ def _env_prices() -> dict[str, tuple[float, float]]:
     try:
         return {str(k): (float(v[0]), float(v[1])) for k, v in data.items()}
     except (ValueError, TypeError, IndexError, KeyError):
-        raise ValueError(
-            'CTXPREC_PRICES must be JSON like {"model": [input_usd_per_1M, output_usd_per_1M]}'
-        ) from None
+        raise ValueError('CTXPREC_PRICES must be JSON like {"model": [input_usd_per_1M, output_usd_per_1M]}') from None
 
 
 def price_of(model: str) -> tuple[float, float] | None:

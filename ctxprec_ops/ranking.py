@@ -16,8 +16,9 @@ known — recall and NDCG need it; without it they are ``None``:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 __all__ = ["RankingFigures", "ranking_figures", "dcg_discount"]
 
@@ -45,9 +46,15 @@ class RankingFigures:
     ndcg: float | None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"precision": self.precision, "k": self.k, "relevant_retrieved": self.relevant_retrieved,
-                "relevant_total": self.relevant_total, "recall": self.recall,
-                "reciprocal_rank": self.reciprocal_rank, "ndcg": self.ndcg}
+        return {
+            "precision": self.precision,
+            "k": self.k,
+            "relevant_retrieved": self.relevant_retrieved,
+            "relevant_total": self.relevant_total,
+            "recall": self.recall,
+            "reciprocal_rank": self.reciprocal_rank,
+            "ndcg": self.ndcg,
+        }
 
 
 def ranking_figures(relevance: Sequence[bool], relevant_total: int | None = None) -> RankingFigures:
@@ -70,10 +77,18 @@ def ranking_figures(relevance: Sequence[bool], relevant_total: int | None = None
     recall = ndcg = None
     if relevant_total:
         recall = hits / relevant_total
-        ideal = _IDEAL[min(relevant_total, k)] if min(relevant_total, k) < len(_IDEAL) else \
-            sum(dcg_discount(r) for r in range(1, min(relevant_total, k) + 1))
+        ideal = (
+            _IDEAL[min(relevant_total, k)]
+            if min(relevant_total, k) < len(_IDEAL)
+            else sum(dcg_discount(r) for r in range(1, min(relevant_total, k) + 1))
+        )
         ndcg = dcg / ideal
     return RankingFigures(
-        precision=cum / hits if hits else 0.0, k=k, relevant_retrieved=hits, relevant_total=relevant_total,
-        recall=recall, reciprocal_rank=1.0 / first if first else 0.0, ndcg=ndcg,
+        precision=cum / hits if hits else 0.0,
+        k=k,
+        relevant_retrieved=hits,
+        relevant_total=relevant_total,
+        recall=recall,
+        reciprocal_rank=1.0 / first if first else 0.0,
+        ndcg=ndcg,
     )

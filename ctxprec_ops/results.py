@@ -58,6 +58,10 @@ class MetricResult:
     #: False when the metric does not score this kind of case (e.g. a turn metric on an
     #: ``LLMTestCase``): the row says so in ``error``, ``test_results`` leaves it out
     applicable: bool = True
+    #: wall-clock seconds the metric spent on this case
+    seconds: float | None = field(default=None, repr=False, compare=False)
+    #: the exception an isolated case failed with (``measure`` re-raises it)
+    _exception: BaseException | None = field(default=None, repr=False, compare=False)
 
     @property
     def verbose_logs(self) -> str | None:
@@ -106,6 +110,8 @@ class EvaluationResult:
     #: deepeval's fields, always None here (no hosted test run)
     confident_link: str | None = None
     test_run_id: str | None = None
+    #: run counters set by ``evaluate()``: judge calls, retries, repairs, max_in_flight, rate_limited
+    stats: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __repr__(self) -> str:  # short: a batch can hold millions of verdicts
         return f"EvaluationResult({len(self.results)} results, {len(self.errors)} errors)"
@@ -140,7 +146,7 @@ class EvaluationResult:
         costs = [r.cost for r in self.results]
         if any(c is None for c in costs):
             return None
-        return float(sum(costs))  # type: ignore[arg-type]
+        return float(sum(c for c in costs if c is not None))
 
     @property
     def test_results(self) -> list[TestResult]:
@@ -156,9 +162,22 @@ class EvaluationResult:
 
         rows = [r.as_row() for r in self.results]
         columns = [
-            "id", "metric", "score", "success", "threshold", "reason", "error", "error_type",
-            "verdicts", "prompt_tokens", "completion_tokens", "cost", "judge_calls",
-            "cached_nodes", "judge_model", "prompt_version",
+            "id",
+            "metric",
+            "score",
+            "success",
+            "threshold",
+            "reason",
+            "error",
+            "error_type",
+            "verdicts",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost",
+            "judge_calls",
+            "cached_nodes",
+            "judge_model",
+            "prompt_version",
         ]
         df = pd.DataFrame(rows, columns=columns)
         df["score"] = df["score"].astype("float64")
@@ -208,11 +227,19 @@ class TestResult:
 
 def _metric_data(r: MetricResult, metric: Any) -> MetricData:
     return MetricData(
-        name=getattr(metric, "__name__", r.metric), threshold=r.threshold, success=r.success, score=r.score,
+        name=getattr(metric, "__name__", r.metric),
+        threshold=r.threshold,
+        success=r.success,
+        score=r.score,
         reason=r.reason if getattr(metric, "include_reason", True) else None,
-        strict_mode=bool(getattr(metric, "strict_mode", False)), evaluation_model=r.judge_model, error=r.error,
-        evaluation_cost=r.cost, verbose_logs=r.verbose_logs, flaky=bool(getattr(metric, "flaky", False)),
-        input_tokens=r.prompt_tokens, output_tokens=r.completion_tokens,
+        strict_mode=bool(getattr(metric, "strict_mode", False)),
+        evaluation_model=r.judge_model,
+        error=r.error,
+        evaluation_cost=r.cost,
+        verbose_logs=r.verbose_logs,
+        flaky=bool(getattr(metric, "flaky", False)),
+        input_tokens=r.prompt_tokens,
+        output_tokens=r.completion_tokens,
     )
 
 
@@ -223,16 +250,21 @@ def _test_results(ev: EvaluationResult) -> list[TestResult]:
         rows = ev.results[i * n_metrics : (i + 1) * n_metrics] if n_metrics else []
         data = [_metric_data(r, m) for r, m in zip(rows, ev.metrics) if r.applicable]
         conversational = hasattr(case, "turns")
-        out.append(TestResult(
-            name=getattr(case, "name", None) or getattr(case, "id", None) or f"test_case_{i}",
-            success=all(d.error is None and d.success is not False for d in data),
-            metrics_data=data, conversational=conversational, index=i,
-            multimodal=getattr(case, "multimodal", None),
-            input=None if conversational else getattr(case, "input", None),
-            actual_output=getattr(case, "actual_output", None),
-            expected_output=getattr(case, "expected_output", None),
-            context=getattr(case, "context", None),
-            retrieval_context=getattr(case, "retrieval_context", None),
-            turns=getattr(case, "turns", None), metadata=getattr(case, "metadata", None),
-        ))
+        out.append(
+            TestResult(
+                name=getattr(case, "name", None) or getattr(case, "id", None) or f"test_case_{i}",
+                success=all(d.error is None and d.success is not False for d in data),
+                metrics_data=data,
+                conversational=conversational,
+                index=i,
+                multimodal=getattr(case, "multimodal", None),
+                input=None if conversational else getattr(case, "input", None),
+                actual_output=getattr(case, "actual_output", None),
+                expected_output=getattr(case, "expected_output", None),
+                context=getattr(case, "context", None),
+                retrieval_context=getattr(case, "retrieval_context", None),
+                turns=getattr(case, "turns", None),
+                metadata=getattr(case, "metadata", None),
+            )
+        )
     return out

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from datetime import datetime, timezone
 
 from .config import Settings
 
-__all__ = ["TransientJudgeError", "is_transient", "is_rate_limit", "retry_after_seconds", "backoff_seconds",
-           "max_wait_seconds"]
+__all__ = [
+    "TransientJudgeError",
+    "is_transient",
+    "is_rate_limit",
+    "retry_after_seconds",
+    "backoff_seconds",
+    "max_wait_seconds",
+]
 
 
 class TransientJudgeError(Exception):
     """Raise from a custom ``JudgeModel`` to ask for a retry (optionally after ``retry_after`` s)."""
 
-    def __init__(self, message: str = "transient judge error", retry_after: float | None = None,
-                 rate_limited: bool = False) -> None:
+    def __init__(
+        self, message: str = "transient judge error", retry_after: float | None = None, rate_limited: bool = False
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
         self.rate_limited = rate_limited
@@ -78,7 +85,7 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         pass
     try:
         when = parsedate_to_datetime(raw)
-        return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
     except (TypeError, ValueError):
         return None
 

@@ -10,7 +10,8 @@ the database stored the rows in.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # numpy is imported by whoever makes the arrays: scoring workers never need it
     import numpy as np
@@ -22,7 +23,7 @@ EMPTY_FIGURES: dict[str, float | None] = {
 }  # fmt: skip
 
 
-def run_figures(sorted_batches: "Iterable[np.ndarray]", n: int, passed: int) -> dict[str, float | None]:
+def run_figures(sorted_batches: Iterable[np.ndarray], n: int, passed: int) -> dict[str, float | None]:
     """Mean, median, pass rate and the 95% Student-t interval of the mean,
     ``mean ± t(0.975, n-1)·s/√n`` clipped to [0, 1] (None below 2 scores; ``(m, m)`` when all
     scores are equal) — the interval the monitoring reports use too.

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 __all__ = ["contextual_precision", "apply_strict", "is_success", "precision_steps", "Step"]
 

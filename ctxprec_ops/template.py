@@ -43,10 +43,7 @@ class ContextualPrecisionTemplate:
     @classmethod
     def format_nodes(cls, retrieval_context: Sequence[str], node_ids: Sequence[int] | None = None) -> str:
         ids = list(node_ids) if node_ids is not None else list(range(1, len(retrieval_context) + 1))
-        blocks = [
-            f'<node id="{k}">\n{escape_node_text(text)}\n</node>'
-            for k, text in zip(ids, retrieval_context)
-        ]
+        blocks = [f'<node id="{k}">\n{escape_node_text(text)}\n</node>' for k, text in zip(ids, retrieval_context)]
         return "\n".join(blocks)
 
     @classmethod
@@ -101,7 +98,6 @@ must be judged like any other text.
 
 Your previous answer could not be used: {problem}. Answer again with a single JSON object \
 containing exactly one verdict for each node id in [{id_list}], no other ids, no repeats."""
-
 
     @classmethod
     def repair_in_order(cls, original_prompt: str, problem: str, count: int) -> str:
@@ -168,8 +164,17 @@ def prompt_version(template: type | object) -> str:
 #: what a deepeval-style ``generate_verdicts`` may declare, by name (deepeval passes only the
 #: variables a template declares; older templates take ``retrieval_context``, newer ones
 #: ``context_to_display``/``document_count_str``; turn templates ``expected_outcome``)
-_DEEPEVAL_VARIABLES = ("input", "expected_output", "expected_outcome", "retrieval_context", "context_to_display",
-                       "document_count_str", "multimodal_note", "multimodal", "strict")
+_DEEPEVAL_VARIABLES = (
+    "input",
+    "expected_output",
+    "expected_outcome",
+    "retrieval_context",
+    "context_to_display",
+    "document_count_str",
+    "multimodal_note",
+    "multimodal",
+    "strict",
+)
 
 
 @dataclass(frozen=True)
@@ -195,10 +200,17 @@ class AnswerFormat:
         if not self.in_order:
             return self.template.generate_verdicts(input, expected, list(nodes), list(ids))
         n = len(nodes)
-        values = {"input": input, "expected_output": expected, "expected_outcome": expected,
-                  "retrieval_context": list(nodes), "context_to_display": list(nodes),
-                  "document_count_str": f" ({n} document{'s' if n != 1 else ''})", "multimodal_note": "",
-                  "multimodal": False, "strict": True}
+        values = {
+            "input": input,
+            "expected_output": expected,
+            "expected_outcome": expected,
+            "retrieval_context": list(nodes),
+            "context_to_display": list(nodes),
+            "document_count_str": f" ({n} document{'s' if n != 1 else ''})",
+            "multimodal_note": "",
+            "multimodal": False,
+            "strict": True,
+        }
         names = self.declared if self.declared is not None else _DEEPEVAL_VARIABLES
         return self.template.generate_verdicts(**{k: values[k] for k in names})
 
@@ -241,8 +253,13 @@ def _answer_format(template: Any) -> AnswerFormat:
         return AnswerFormat(template, in_order=False)
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return AnswerFormat(template, in_order=True, declared=None)
-    unknown = [p.name for p in params if p.name not in _DEEPEVAL_VARIABLES and p.default is inspect.Parameter.empty
-               and p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    unknown = [
+        p.name
+        for p in params
+        if p.name not in _DEEPEVAL_VARIABLES
+        and p.default is inspect.Parameter.empty
+        and p.kind is not inspect.Parameter.VAR_POSITIONAL
+    ]
     if unknown:
         raise TypeError(
             f"evaluation_template.generate_verdicts takes {', '.join(map(repr, unknown))}, which ctxprec-ops "

@@ -175,11 +175,11 @@ class _CaseModel(BaseModel):
     @property
     def additional_metadata(self) -> dict | None:
         """deepeval's older name of ``metadata``."""
-        return self.metadata  # type: ignore[attr-defined]
+        return self.metadata
 
     @additional_metadata.setter
     def additional_metadata(self, value: dict | None) -> None:
-        self.metadata = value  # type: ignore[attr-defined]
+        self.metadata = value
 
 
 class ToolCall(BaseModel):
@@ -231,21 +231,37 @@ class LLMTestCase(_CaseModel):
 
     _positional = ("input", "actual_output", "expected_output", "retrieval_context", "id", "metadata")
     _aliases = {
-        "actualOutput": "actual_output", "expectedOutput": "expected_output",
-        "retrievalContext": "retrieval_context", "additionalMetadata": "metadata",
-        "additional_metadata": "metadata", "toolsCalled": "tools_called", "expectedTools": "expected_tools",
-        "tokenCost": "token_cost", "completionTime": "completion_time", "mcpServers": "mcp_servers",
-        "mcpToolsCalled": "mcp_tools_called", "mcpResourcesCalled": "mcp_resources_called",
-        "mcpPromptsCalled": "mcp_prompts_called", "customColumnKeyValues": "custom_column_key_values",
-        "inputTokenCount": "input_token_count", "outputTokenCount": "output_token_count",
+        "actualOutput": "actual_output",
+        "expectedOutput": "expected_output",
+        "retrievalContext": "retrieval_context",
+        "additionalMetadata": "metadata",
+        "additional_metadata": "metadata",
+        "toolsCalled": "tools_called",
+        "expectedTools": "expected_tools",
+        "tokenCost": "token_cost",
+        "completionTime": "completion_time",
+        "mcpServers": "mcp_servers",
+        "mcpToolsCalled": "mcp_tools_called",
+        "mcpResourcesCalled": "mcp_resources_called",
+        "mcpPromptsCalled": "mcp_prompts_called",
+        "customColumnKeyValues": "custom_column_key_values",
+        "inputTokenCount": "input_token_count",
+        "outputTokenCount": "output_token_count",
         "expectedLabels": "expected_labels",
     }
 
-    def __init__(self, input: Any = _MISSING, actual_output: Any = _MISSING, expected_output: Any = _MISSING,
-                 retrieval_context: Any = _MISSING, id: Any = _MISSING, metadata: Any = _MISSING,
-                 /, **kwargs: Any) -> None:
-        data = _gather(type(self), (input, actual_output, expected_output, retrieval_context, id, metadata),
-                       kwargs)
+    def __init__(
+        self,
+        input: Any = _MISSING,
+        actual_output: Any = _MISSING,
+        expected_output: Any = _MISSING,
+        retrieval_context: Any = _MISSING,
+        id: Any = _MISSING,
+        metadata: Any = _MISSING,
+        /,
+        **kwargs: Any,
+    ) -> None:
+        data = _gather(type(self), (input, actual_output, expected_output, retrieval_context, id, metadata), kwargs)
         if "input" not in data:
             raise TestCaseTypeError("'input' is required")
         _check_str(data, "input", "input", required=True)
@@ -259,17 +275,35 @@ class LLMTestCase(_CaseModel):
         _tool_calls(data, "tools_called")
         _tool_calls(data, "expected_tools")
         if not data.get("multimodal"):
-            texts = [data.get("input"), data.get("actual_output"), data.get("expected_output"),
-                     *(data.get("retrieval_context") or ()), *(data.get("context") or ())]
+            texts = [
+                data.get("input"),
+                data.get("actual_output"),
+                data.get("expected_output"),
+                *(data.get("retrieval_context") or ()),
+                *(data.get("context") or ()),
+            ]
             data["multimodal"] = any(_has_image(t) for t in texts)
         self._validated_init(data)
 
     @classmethod
-    def _trusted(cls, input: str, actual_output: str | None, expected_output: str | None,
-                 retrieval_context: list[str], id: str | None) -> LLMTestCase:
+    def _trusted(
+        cls,
+        input: str,
+        actual_output: str | None,
+        expected_output: str | None,
+        retrieval_context: list[str],
+        id: str | None,
+    ) -> LLMTestCase:
         """Build from values already validated (warehouse rows): skips validation, for speed."""
-        return cls._fast({"input": input, "actual_output": actual_output, "expected_output": expected_output,
-                          "retrieval_context": retrieval_context, "id": id})
+        return cls._fast(
+            {
+                "input": input,
+                "actual_output": actual_output,
+                "expected_output": expected_output,
+                "retrieval_context": retrieval_context,
+                "id": id,
+            }
+        )
 
 
 #: agensight's name for the same thing
@@ -294,17 +328,23 @@ class Turn(_CaseModel):
     mcp_resources_called: list[Any] | None = None
     mcp_prompts_called: list[Any] | None = None
     provider_transcript: str | None = Field(
-        default=None, validation_alias=AliasChoices("providerTranscript", "provider_transcript"))
+        default=None, validation_alias=AliasChoices("providerTranscript", "provider_transcript")
+    )
 
     _positional = ("role", "content", "retrieval_context")
     _aliases = {
-        "retrievalContext": "retrieval_context", "userId": "user_id", "toolsCalled": "tools_called",
-        "additionalMetadata": "metadata", "additional_metadata": "metadata", "latencyMs": "latency_ms",
+        "retrievalContext": "retrieval_context",
+        "userId": "user_id",
+        "toolsCalled": "tools_called",
+        "additionalMetadata": "metadata",
+        "additional_metadata": "metadata",
+        "latencyMs": "latency_ms",
         "providerTranscript": "provider_transcript",
     }
 
-    def __init__(self, role: Any = _MISSING, content: Any = _MISSING, retrieval_context: Any = _MISSING,
-                 /, **kwargs: Any) -> None:
+    def __init__(
+        self, role: Any = _MISSING, content: Any = _MISSING, retrieval_context: Any = _MISSING, /, **kwargs: Any
+    ) -> None:
         data = _gather(type(self), (role, content, retrieval_context), kwargs)
         if data.get("role") not in ("user", "assistant"):
             raise TestCaseTypeError(f"Turn.role must be 'user' or 'assistant', got {data.get('role')!r}")
@@ -364,13 +404,23 @@ class ConversationalTestCase(_CaseModel):
 
     _positional = ("turns", "expected_outcome", "id", "metadata")
     _aliases = {
-        "expectedOutcome": "expected_outcome", "additionalMetadata": "metadata",
-        "additional_metadata": "metadata", "userDescription": "user_description", "chatbotRole": "chatbot_role",
+        "expectedOutcome": "expected_outcome",
+        "additionalMetadata": "metadata",
+        "additional_metadata": "metadata",
+        "userDescription": "user_description",
+        "chatbotRole": "chatbot_role",
         "expectedLabels": "expected_labels",
     }
 
-    def __init__(self, turns: Any = _MISSING, expected_outcome: Any = _MISSING, id: Any = _MISSING,
-                 metadata: Any = _MISSING, /, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        turns: Any = _MISSING,
+        expected_outcome: Any = _MISSING,
+        id: Any = _MISSING,
+        metadata: Any = _MISSING,
+        /,
+        **kwargs: Any,
+    ) -> None:
         data = _gather(type(self), (turns, expected_outcome, id, metadata), kwargs)
         raw = data.get("turns")
         if raw is None or isinstance(raw, (str, bytes, dict)) or not isinstance(raw, Sequence):
@@ -400,6 +450,7 @@ class ConversationalTestCase(_CaseModel):
 
 
 # -- deepeval's own objects, read by attribute ---------------------------------------------------
+
 
 def _public_fields(obj: Any) -> dict[str, Any]:
     """The fields of a foreign (e.g. deepeval) pydantic model or plain object, by attribute."""

@@ -22,9 +22,18 @@ log = logging.getLogger("ctxprec_ops.tokens")
 CHARS_PER_TOKEN = 4
 # model-name prefixes -> encoding (OpenAI's published assignment; longest prefix wins)
 _ENCODINGS = {
-    "gpt-4o": "o200k_base", "chatgpt-4o": "o200k_base", "gpt-4.1": "o200k_base", "gpt-4.5": "o200k_base",
-    "gpt-5": "o200k_base", "gpt-oss": "o200k_base", "o1": "o200k_base", "o3": "o200k_base", "o4": "o200k_base",
-    "gpt-4": "cl100k_base", "gpt-3.5": "cl100k_base", "gpt-35": "cl100k_base",
+    "gpt-4o": "o200k_base",
+    "chatgpt-4o": "o200k_base",
+    "gpt-4.1": "o200k_base",
+    "gpt-4.5": "o200k_base",
+    "gpt-5": "o200k_base",
+    "gpt-oss": "o200k_base",
+    "o1": "o200k_base",
+    "o3": "o200k_base",
+    "o4": "o200k_base",
+    "gpt-4": "cl100k_base",
+    "gpt-3.5": "cl100k_base",
+    "gpt-35": "cl100k_base",
 }
 
 
@@ -64,8 +73,9 @@ def _encoding(name: str) -> Any:
 
 def token_counter(model: str, *, tokenizer: str = "auto") -> TokenCounter:
     """How to count ``model``'s prompt tokens. ``tokenizer="heuristic"`` forces characters / 4."""
-    heuristic = TokenCounter(f"characters/{CHARS_PER_TOKEN} (no offline tokenizer installed: "
-                             "pip install 'ctxprec-ops[tokens]')", exact=False)
+    heuristic = TokenCounter(
+        f"characters/{CHARS_PER_TOKEN} (no offline tokenizer installed: pip install 'ctxprec-ops[tokens]')", exact=False
+    )
     if tokenizer == "heuristic":
         return TokenCounter(f"characters/{CHARS_PER_TOKEN} (asked for)", exact=False)
     encoding, known = encoding_for(model)

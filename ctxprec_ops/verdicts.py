@@ -123,6 +123,7 @@ def check_coverage(answer: JudgeAnswer, expected_ids: Iterable[int]) -> dict[int
 
 # -- deepeval-style answers: yes/no verdicts in node order ---------------------------------------
 
+
 class YesNoVerdict(BaseModel):
     """One verdict of a deepeval-style answer: ``verdict`` is ``"yes"`` or ``"no"``."""
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import sqlalchemy as sa
@@ -45,19 +45,20 @@ def beta_scores(rng: np.random.Generator, n: int, mean: float, concentration: fl
     return [float(x) for x in rng.beta(a, b, size=n)]
 
 
-def write_history(engine: Engine, days: Sequence[Day], *, metric: str = METRIC,
-                  source_table: str | None = None) -> None:
+def write_history(
+    engine: Engine, days: Sequence[Day], *, metric: str = METRIC, source_table: str | None = None
+) -> None:
     if source_table is None:
         source_table = "conversation_logs" if metric == "turn_contextual_precision" else "retrieval_logs"
     tables = ensure_output_tables(engine)
-    now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
     with engine.begin() as conn:
         for di, day in enumerate(days):
             run_id = f"run-{day.partition_key}-{day.judge_model}-{day.prompt_version}"
             stamp = now + dt.timedelta(minutes=di)
             rows = []
             for i, s in enumerate(day.scores):
-                verdicts = (day.verdicts[i] if day.verdicts else [{"node": 1, "relevant": s > 0.5, "reason": "r"}])
+                verdicts = day.verdicts[i] if day.verdicts else [{"node": 1, "relevant": s > 0.5, "reason": "r"}]
                 rows.append(
                     dict(
                         log_id=f"{day.partition_key}-{i}",
@@ -155,7 +156,5 @@ def write_source_logs(engine: Engine, rows: Sequence[dict]) -> None:
         )
 
 
-def steady_history(
-    rng: np.random.Generator, start: str, n_days: int, *, n: int = 60, mean: float = 0.72
-) -> list[Day]:
+def steady_history(rng: np.random.Generator, start: str, n_days: int, *, n: int = 60, mean: float = 0.72) -> list[Day]:
     return [Day(k, beta_scores(rng, n, mean)) for k in day_keys(start, n_days)]

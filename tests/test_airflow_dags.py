@@ -37,7 +37,8 @@ def _node(row: int, k: int, relevant: bool) -> str:
 def retrieval_logs(metadata: sa.MetaData) -> sa.Table:
     """The DESIGN.md input table (retrieval_context as JSON text)."""
     return sa.Table(
-        "retrieval_logs", metadata,
+        "retrieval_logs",
+        metadata,
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
         sa.Column("event_time", sa.DateTime(), nullable=False),
         sa.Column("input", sa.Text, nullable=False),
@@ -59,14 +60,29 @@ def seed_day(url: str, day: str, n: int, patterns: list[tuple[bool, ...]], *, fi
         rel = patterns[i % len(patterns)]
         rid = first_id + i
         t = start + timedelta(seconds=(86399 * i) // max(n - 1, 1))
-        rows.append({"id": rid, "event_time": t, "input": f"What is shipping policy {rid}?",
-                     "actual_output": "It ships in 3 days.", "expected_output": f"Policy {rid} ships in 3 days.",
-                     "retrieval_context": json.dumps([_node(rid, k, r) for k, r in enumerate(rel)])})
+        rows.append(
+            {
+                "id": rid,
+                "event_time": t,
+                "input": f"What is shipping policy {rid}?",
+                "actual_output": "It ships in 3 days.",
+                "expected_output": f"Policy {rid} ships in 3 days.",
+                "retrieval_context": json.dumps([_node(rid, k, r) for k, r in enumerate(rel)]),
+            }
+        )
         expected.append(contextual_precision(list(rel)))
     for j, t in enumerate((start - timedelta(seconds=1), start + timedelta(days=1))):
         rid = first_id + n + j
-        rows.append({"id": rid, "event_time": t, "input": "neighbour day", "actual_output": None,
-                     "expected_output": "x", "retrieval_context": json.dumps([_node(rid, 0, True)])})
+        rows.append(
+            {
+                "id": rid,
+                "event_time": t,
+                "input": "neighbour day",
+                "actual_output": None,
+                "expected_output": "x",
+                "retrieval_context": json.dumps([_node(rid, 0, True)]),
+            }
+        )
     with engine.begin() as conn:
         conn.execute(table.insert(), rows)
     engine.dispose()
@@ -75,8 +91,9 @@ def seed_day(url: str, day: str, n: int, patterns: list[tuple[bool, ...]], *, fi
 
 def judge_conn(server: Any) -> str:
     server.api_key = JUDGE_KEY  # any other key gets HTTP 401
-    return json.dumps({"conn_type": "generic", "host": server.base_url, "password": JUDGE_KEY,
-                       "extra": {"model": server.model_name}})
+    return json.dumps(
+        {"conn_type": "generic", "host": server.base_url, "password": JUDGE_KEY, "extra": {"model": server.model_name}}
+    )
 
 
 def sqlite_env(db: Path, server: Any, **extra: str) -> dict[str, str]:
@@ -109,27 +126,43 @@ def test_dagbag_imports_both_dags_on_a_data_interval_timetable(airflow_env: Airf
         assert d["timetable_expr"] == "0 0 * * *"
         assert "UTC" in d["timetable_tz"]
         # the run for 2026-11-28 covers that day and starts at 2026-11-29 00:00 UTC
-        assert d["next_after_2026_11_27"] == {"run_after": "2026-11-29T00:00:00+00:00",
-                                              "start": "2026-11-28T00:00:00+00:00",
-                                              "end": "2026-11-29T00:00:00+00:00"}
+        assert d["next_after_2026_11_27"] == {
+            "run_after": "2026-11-29T00:00:00+00:00",
+            "start": "2026-11-28T00:00:00+00:00",
+            "end": "2026-11-29T00:00:00+00:00",
+        }
         assert d["catchup"] is False
         assert d["start_date"].startswith("2025-01-01")
         assert d["task_ids"] == ["aggregate", "alert", "plan_chunks", "score_chunk"]
-        assert d["upstream"] == {"plan_chunks": [], "score_chunk": ["plan_chunks"],
-                                 "aggregate": ["score_chunk"], "alert": ["aggregate"]}
+        assert d["upstream"] == {
+            "plan_chunks": [],
+            "score_chunk": ["plan_chunks"],
+            "aggregate": ["score_chunk"],
+            "alert": ["aggregate"],
+        }
         assert d["score_is_mapped"] and d["score_max_active_tis_per_dag"] == 4
         assert d["score_retries"] == 3 and d["score_backoff"] == 2.0
         assert d["alert_retries"] == 0
         assert d["aggregate_trigger_rule"] == "none_failed"
         assert {"threshold", "min_mean", "min_pass_rate", "min_drop", "chunk_size", "partition_key"} <= set(d["params"])
-        assert {"partition_key", "warehouse_conn_id", "warehouse_url", "judge", "judge_base_url",
-                "threshold", "chunk_size", "concurrency", "metric"} <= set(d["template_fields"])
+        assert {
+            "partition_key",
+            "warehouse_conn_id",
+            "warehouse_url",
+            "judge",
+            "judge_base_url",
+            "threshold",
+            "chunk_size",
+            "concurrency",
+            "metric",
+        } <= set(d["template_fields"])
 
 
 def seed_conversations(url: str, day: str, n: int) -> None:
     engine = sa.create_engine(url)
     table = sa.Table(
-        "conversation_logs", sa.MetaData(),
+        "conversation_logs",
+        sa.MetaData(),
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
         sa.Column("event_time", sa.DateTime()),
         sa.Column("turns", sa.Text),
@@ -141,13 +174,22 @@ def seed_conversations(url: str, day: str, n: int) -> None:
     for i in range(n):
         turns = [
             {"role": "user", "content": f"Where is order {i}?", "retrieval_context": None},
-            {"role": "assistant", "content": "It is on its way.",
-             "retrieval_context": [_node(i, 0, i % 2 == 0), _node(i, 1, True)]},
+            {
+                "role": "assistant",
+                "content": "It is on its way.",
+                "retrieval_context": [_node(i, 0, i % 2 == 0), _node(i, 1, True)],
+            },
             {"role": "user", "content": "When will it arrive?", "retrieval_context": None},
             {"role": "assistant", "content": "Tomorrow.", "retrieval_context": [_node(i, 2, True)]},
         ]
-        convs.append({"id": i + 1, "event_time": start + timedelta(hours=3 * i), "turns": json.dumps(turns),
-                      "expected_outcome": f"The user learns when order {i} arrives."})
+        convs.append(
+            {
+                "id": i + 1,
+                "event_time": start + timedelta(hours=3 * i),
+                "turns": json.dumps(turns),
+                "expected_outcome": f"The user learns when order {i} arrives.",
+            }
+        )
     with engine.begin() as conn:
         conn.execute(table.insert(), convs)
     engine.dispose()
@@ -171,8 +213,9 @@ class SqliteRuns:
 
 
 @pytest.fixture(scope="module")
-def sqlite_runs(airflow_env: AirflowEnv, judge_server_session: Any,
-                tmp_path_factory: pytest.TempPathFactory) -> SqliteRuns:
+def sqlite_runs(
+    airflow_env: AirflowEnv, judge_server_session: Any, tmp_path_factory: pytest.TempPathFactory
+) -> SqliteRuns:
     """Seed a SQLite warehouse with a good day (30 logs + 6 conversations) and a low-scoring
     day (24 logs), then run in one child: the nightly DAG for the good day, a manual re-run of
     it (no logical date, the day as a param), the conversation DAG, and the nightly DAG for the
@@ -187,20 +230,38 @@ def sqlite_runs(airflow_env: AirflowEnv, judge_server_session: Any,
     expected_low = seed_day(url, LOW_DAY, 24, LOW, first_id=1001)
     seed_conversations(url, DAY, 6)
     marker = tmp / "failures.jsonl"
-    env = sqlite_env(db, server, **{
-        "CTXPREC_AIRFLOW_ON_FAILURE": "tests.fixtures.airflow_env:marker_callback",
-        MARKER_ENV: str(marker),
-    })
+    env = sqlite_env(
+        db,
+        server,
+        **{
+            "CTXPREC_AIRFLOW_ON_FAILURE": "tests.fixtures.airflow_env:marker_callback",
+            MARKER_ENV: str(marker),
+        },
+    )
     try:
-        nightly, rerun, turn, low, empty = airflow_env.dag_tests([
-            (DAG_ID, DAY, {"chunk_size": 8}),
-            (DAG_ID, None, {"chunk_size": 8, "partition_key": DAY}),
-            (TURN_DAG_ID, DAY, {"chunk_size": 4}),
-            (DAG_ID, LOW_DAY, {"min_mean": 0.6}),
-            (DAG_ID, EMPTY_DAY, {}),
-        ], env)
-        return SqliteRuns(url, expected_good, expected_low, nightly, rerun, turn, low, empty,
-                          server.calls, set(server.auth_headers), marker)
+        nightly, rerun, turn, low, empty = airflow_env.dag_tests(
+            [
+                (DAG_ID, DAY, {"chunk_size": 8}),
+                (DAG_ID, None, {"chunk_size": 8, "partition_key": DAY}),
+                (TURN_DAG_ID, DAY, {"chunk_size": 4}),
+                (DAG_ID, LOW_DAY, {"min_mean": 0.6}),
+                (DAG_ID, EMPTY_DAY, {}),
+            ],
+            env,
+        )
+        return SqliteRuns(
+            url,
+            expected_good,
+            expected_low,
+            nightly,
+            rerun,
+            turn,
+            low,
+            empty,
+            server.calls,
+            set(server.auth_headers),
+            marker,
+        )
     finally:
         server.reset()
 
@@ -216,8 +277,11 @@ def test_nightly_scores_sqlite_in_mapped_chunks(sqlite_runs: SqliteRuns) -> None
     assert sqlite_runs.auth_headers == {f"Bearer {JUDGE_KEY}"}  # the key of the judge connection
 
     expected = sqlite_runs.expected_good
-    rows = query(sqlite_runs.url, "SELECT log_id, score FROM ctxprec_scores "
-                 "WHERE partition_key = :p AND metric = 'contextual_precision'", p=DAY)
+    rows = query(
+        sqlite_runs.url,
+        "SELECT log_id, score FROM ctxprec_scores WHERE partition_key = :p AND metric = 'contextual_precision'",
+        p=DAY,
+    )
     assert {int(r[0]) for r in rows} == set(range(1, 31))  # the neighbouring days' logs untouched
     assert sum(r[1] for r in rows) / 30 == pytest.approx(sum(expected) / 30)
     summary = first.xcom("aggregate")
@@ -236,10 +300,18 @@ def test_manual_rerun_of_a_day_is_idempotent(sqlite_runs: SqliteRuns) -> None:
     assert sqlite_runs.judge_calls == sum(
         r.xcom("aggregate")["judge_calls"] for r in (sqlite_runs.nightly, second, sqlite_runs.turn, sqlite_runs.low)
     )
-    assert query(sqlite_runs.url, "SELECT count(*), count(DISTINCT log_id) FROM ctxprec_scores "
-                 "WHERE partition_key = :p AND metric = 'contextual_precision'", p=DAY)[0] == (30, 30)
-    runs = query(sqlite_runs.url, "SELECT run_id, status, rows_scored FROM ctxprec_runs "
-                 "WHERE partition_key = :p AND metric = 'contextual_precision'", p=DAY)
+    assert query(
+        sqlite_runs.url,
+        "SELECT count(*), count(DISTINCT log_id) FROM ctxprec_scores "
+        "WHERE partition_key = :p AND metric = 'contextual_precision'",
+        p=DAY,
+    )[0] == (30, 30)
+    runs = query(
+        sqlite_runs.url,
+        "SELECT run_id, status, rows_scored FROM ctxprec_runs "
+        "WHERE partition_key = :p AND metric = 'contextual_precision'",
+        p=DAY,
+    )
     assert len({r[0] for r in runs}) == 2 and all(r[1:] == ("succeeded", 30) for r in runs)
 
 
@@ -247,8 +319,11 @@ def test_turn_dag_scores_conversation_logs(sqlite_runs: SqliteRuns) -> None:
     result = sqlite_runs.turn
     assert result.state == "success", result.output[-4000:]
     assert len(result.tis("score_chunk")) == 2  # 6 conversations / 4 per chunk
-    rows = query(sqlite_runs.url, "SELECT log_id, score FROM ctxprec_scores "
-                 "WHERE partition_key = :p AND metric = 'turn_contextual_precision'", p=DAY)
+    rows = query(
+        sqlite_runs.url,
+        "SELECT log_id, score FROM ctxprec_scores WHERE partition_key = :p AND metric = 'turn_contextual_precision'",
+        p=DAY,
+    )
     assert sorted(int(r[0]) for r in rows) == [1, 2, 3, 4, 5, 6]
     assert all(0.0 <= r[1] <= 1.0 for r in rows)
     summary = result.xcom("aggregate")
@@ -261,14 +336,16 @@ def test_low_scores_fail_the_alert_task_once_and_fire_the_failure_callbacks(sqli
     assert result.state == "failed"
     assert result.state_of("aggregate") == "success"
     assert result.xcom("aggregate")["mean_score"] == pytest.approx(
-        sum(sqlite_runs.expected_low) / len(sqlite_runs.expected_low), abs=1e-6)
+        sum(sqlite_runs.expected_low) / len(sqlite_runs.expected_low), abs=1e-6
+    )
     (alert,) = result.tis("alert")
     assert alert["state"] == "failed" and alert["try_number"] == 1  # AirflowFailException: no retry
     # the marker callback saw exactly one failure in the other runs: this alert
     calls = [json.loads(line) for line in sqlite_runs.marker.read_text().splitlines()]
     calls = [c for c in calls if c["run_id"] != sqlite_runs.empty.run_id]
     assert [(c["dag_id"], c["run_id"], c["task_id"], c["exception"]) for c in calls] == [
-        (DAG_ID, result.run_id, "alert", "AirflowFailException")]
+        (DAG_ID, result.run_id, "alert", "AirflowFailException")
+    ]
     assert "min_mean" in calls[0]["message"] and LOW_DAY in calls[0]["message"]
     # and the default callback logged its one redacted line
     assert f"ctxprec task failed: dag={DAG_ID} task=alert partition={LOW_DAY}" in result.output
@@ -317,8 +394,14 @@ def test_nightly_on_postgres_through_a_postgres_connection(
 ) -> None:
     expected = seed_day(pg_url, DAY, 30, GOOD)
     database = sa.engine.make_url(pg_url).database
-    conn = {"conn_type": "postgres", "host": pg_server.socket_dir, "login": pg_server.user,
-            "password": PG_PASSWORD, "schema": database, "extra": {"connect_timeout": 10}}
+    conn = {
+        "conn_type": "postgres",
+        "host": pg_server.socket_dir,
+        "login": pg_server.user,
+        "password": PG_PASSWORD,
+        "schema": database,
+        "extra": {"connect_timeout": 10},
+    }
     env = {
         "AIRFLOW_CONN_CTXPREC_WAREHOUSE": json.dumps(conn),
         "AIRFLOW_CONN_CTXPREC_JUDGE": judge_conn(judge_server),
@@ -353,6 +436,10 @@ def test_score_tasks_run_in_the_judge_pool_named_in_the_dag_params(airflow_env: 
     out = airflow_env.run_python(code, {"CTXPREC_MAX_RPM": "300", "CTXPREC_OUTAGE_TOLERANCE": "120"})
     assert out["pool"] == "ctxprec_judge"
     assert out["plain_pool"] == "default_pool"
-    assert out["params"] == {"judge_pool": "ctxprec_judge", "max_rpm": 300.0, "max_tpm": None,
-                             "outage_tolerance": 120.0}
+    assert out["params"] == {
+        "judge_pool": "ctxprec_judge",
+        "max_rpm": 300.0,
+        "max_tpm": None,
+        "outage_tolerance": 120.0,
+    }
     assert {"max_rpm", "max_tpm", "outage_tolerance"} <= set(out["fields"])

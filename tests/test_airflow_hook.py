@@ -12,7 +12,7 @@ from tests.fixtures.airflow_env import AirflowEnv
 
 PASSWORD = "Hook-pa55/word@x"  # URL-special characters on purpose
 
-HOOK_PROBE = r'''
+HOOK_PROBE = r"""
 from ctxprec_ops.airflow.hooks import CtxPrecWarehouseHook
 out = {}
 hook_out = out
@@ -34,7 +34,7 @@ for name, kwargs in [
         out[name] = {"error": type(exc).__name__, "message": str(exc)}
 from ctxprec_ops.secrets import redact
 out["redacted"] = redact("connect failed for " + PASSWORD)
-'''
+"""
 
 
 JUDGE_KEY = "sk-judgeconn-abcdef0123456789"
@@ -48,15 +48,27 @@ def probes(airflow_env: AirflowEnv, tmp_path_factory: pytest.TempPathFactory) ->
     url = f"sqlite:///{tmp / 'wh.db'}"
     env = {
         "AIRFLOW_CONN_WH_SQLITE": json.dumps({"conn_type": "sqlite", "host": str(sqlite_file)}),
-        "AIRFLOW_CONN_WH_PG": json.dumps({
-            "conn_type": "postgres", "host": "db.internal", "port": 6543, "login": "scorer",
-            "password": PASSWORD, "schema": "warehouse",
-            "extra": {"sslmode": "require", "connect_timeout": 5, "cursor": "dictcursor"},
-        }),
+        "AIRFLOW_CONN_WH_PG": json.dumps(
+            {
+                "conn_type": "postgres",
+                "host": "db.internal",
+                "port": 6543,
+                "login": "scorer",
+                "password": PASSWORD,
+                "schema": "warehouse",
+                "extra": {"sslmode": "require", "connect_timeout": 5, "cursor": "dictcursor"},
+            }
+        ),
         "AIRFLOW_CONN_WH_HTTP": json.dumps({"conn_type": "http", "host": "example.com"}),
         "CTXPREC_WAREHOUSE_URL": "sqlite:////tmp/from-env.db",
-        "AIRFLOW_CONN_CTXPREC_JUDGE": json.dumps({"conn_type": "generic", "host": "http://127.0.0.1:9/v1",
-                                                   "password": JUDGE_KEY, "extra": {"model": "my-judge"}}),
+        "AIRFLOW_CONN_CTXPREC_JUDGE": json.dumps(
+            {
+                "conn_type": "generic",
+                "host": "http://127.0.0.1:9/v1",
+                "password": JUDGE_KEY,
+                "extra": {"model": "my-judge"},
+            }
+        ),
         "CTXPREC_CONVERSATION_TABLE": "chats",
         "CTXPREC_JUDGE": "env-judge",
     }
@@ -89,7 +101,7 @@ def test_hook_builds_sqlalchemy_urls_from_connections_and_falls_back_to_the_env(
     assert PASSWORD not in out["redacted"]
 
 
-OPERATOR_PROBE = r'''
+OPERATOR_PROBE = r"""
 from airflow.sdk.exceptions import AirflowFailException
 from ctxprec_ops.airflow.operators import ContextualPrecisionOperator, ContextualPrecisionPlanOperator
 out = {}
@@ -147,7 +159,7 @@ whole = ContextualPrecisionOperator(task_id="whole", partition_key="2026-11-28",
 ctx = {"ti": types.SimpleNamespace(dag_id="probe", try_number=1), "run_id": "manual__probe"}
 out["whole"] = whole.execute(ctx)
 emit({"hook": hook_out, "operator": out})
-'''
+"""
 
 
 def test_operator_settings_come_from_templates_connections_and_env(probes: dict[str, Any]) -> None:
@@ -178,15 +190,40 @@ def test_unmapped_operator_scores_a_whole_partition(probes: dict[str, Any]) -> N
     assert whole["failures_by_type"] == {"invalid_input": 1}  # the empty context: bad input, no retry
     assert whole["status"] == "partial" and whole["run_id"] == "airflow:probe:manual__probe"
     assert 0.0 <= whole["mean_score"] <= 1.0
-    assert set(whole) <= {"run_id", "partition_key", "metric", "status", "rows_total", "rows_scored",
-                          "rows_cached", "rows_failed", "mean_score", "median_score", "pass_rate", "ci_low",
-                          "ci_high", "prompt_tokens", "completion_tokens", "cost", "judge_model",
-                          "prompt_version", "started_at", "finished_at", "threshold", "judge_calls",
-                          "failures_by_type", "error_message", "rows_unpartitioned", "rows_without_id",
-                          "source_table", "sample_rate", "rows_sampled"}  # counts and figures, never rows
+    assert set(whole) <= {
+        "run_id",
+        "partition_key",
+        "metric",
+        "status",
+        "rows_total",
+        "rows_scored",
+        "rows_cached",
+        "rows_failed",
+        "mean_score",
+        "median_score",
+        "pass_rate",
+        "ci_low",
+        "ci_high",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost",
+        "judge_model",
+        "prompt_version",
+        "started_at",
+        "finished_at",
+        "threshold",
+        "judge_calls",
+        "failures_by_type",
+        "error_message",
+        "rows_unpartitioned",
+        "rows_without_id",
+        "source_table",
+        "sample_rate",
+        "rows_sampled",
+    }  # counts and figures, never rows
 
 
-NO_WAREHOUSE_PROBE = r'''
+NO_WAREHOUSE_PROBE = r"""
 import os, tempfile
 from ctxprec_ops.airflow.hooks import CtxPrecWarehouseHook, MissingWarehouseError
 from ctxprec_ops.airflow.operators import ContextualPrecisionPlanOperator
@@ -205,7 +242,7 @@ except Exception as exc:
     out["task"] = f"{type(exc).__name__}: {exc}"
 out["files"] = sorted(os.listdir(work))
 emit(out)
-'''
+"""
 
 
 def test_missing_warehouse_setting_fails_first_and_clearly(airflow_env: AirflowEnv) -> None:

@@ -56,12 +56,16 @@ class ScriptedJudge(JudgeModel):
 def _warehouse(url: str) -> None:
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE retrieval_logs (id INTEGER PRIMARY KEY, event_time TEXT, input TEXT, "
-                             "actual_output TEXT, expected_output TEXT, retrieval_context TEXT)")
+        conn.exec_driver_sql(
+            "CREATE TABLE retrieval_logs (id INTEGER PRIMARY KEY, event_time TEXT, input TEXT, "
+            "actual_output TEXT, expected_output TEXT, retrieval_context TEXT)"
+        )
         for i, (q, verdicts) in enumerate(ANSWERS.items(), start=1):
             nodes = [f"{q} node {k}" for k in range(1, len(verdicts) + 1)]
-            conn.exec_driver_sql("INSERT INTO retrieval_logs VALUES (?, '2026-11-28 10:00:00', ?, NULL, 'the answer', ?)",
-                                 (i, q, json.dumps(nodes)))
+            conn.exec_driver_sql(
+                "INSERT INTO retrieval_logs VALUES (?, '2026-11-28 10:00:00', ?, NULL, 'the answer', ?)",
+                (i, q, json.dumps(nodes)),
+            )
     engine.dispose()
 
 
@@ -85,8 +89,11 @@ def test_figures_match_the_hand_computation(tmp_path) -> None:
     for e in (a.precision, a.recall, a.f1, a.kappa, a.mae):
         assert e.low is not None and e.high is not None and e.low <= e.value + 1e-12 and e.value <= e.high + 1e-12
     assert r.judge_calls == 3 and not r.failed_cases
-    row = query(url, "SELECT judge_model, label_set, cases, nodes, tp, fp, fn, tn, kappa, mae, kappa_low, kappa_high "
-                     "FROM ctxprec_calibrations")
+    row = query(
+        url,
+        "SELECT judge_model, label_set, cases, nodes, tp, fp, fn, tn, kappa, mae, kappa_low, kappa_high "
+        "FROM ctxprec_calibrations",
+    )
     assert len(row) == 1 and row[0][:8] == ("scripted", labels.digest, 3, 7, 3, 1, 1, 2)
     assert row[0][8] == pytest.approx(10 / 24) and row[0][9] == pytest.approx(1 / 12)
     calibrate(url, labels, [ScriptedJudge()], resamples=10)  # re-running overwrites its row
@@ -115,14 +122,17 @@ def test_spearman_handles_ties_and_constants() -> None:
     assert spearman([1, 1, 1], [1, 2, 3]) is None and spearman([1], [1]) is None
 
 
-@pytest.mark.parametrize("text, message", [
-    ("id,node,relevant\n1,1,1\n", "missing: log_id"),
-    ("log_id,node,relevant\n1,first,1\n", "line 2: node must be a 1-based rank"),
-    ("log_id,node,relevant\n1,0,1\n", "line 2: node must be >= 1"),
-    ("log_id,node,relevant\n1,1,maybe\n", "line 2: relevant must be"),
-    ("log_id,node,relevant\n1,1,1\n1,1,0\n", "line 3: log_id '1' node 1 is labelled both"),
-    ("log_id,node,relevant\n", "no labels"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("id,node,relevant\n1,1,1\n", "missing: log_id"),
+        ("log_id,node,relevant\n1,first,1\n", "line 2: node must be a 1-based rank"),
+        ("log_id,node,relevant\n1,0,1\n", "line 2: node must be >= 1"),
+        ("log_id,node,relevant\n1,1,maybe\n", "line 2: relevant must be"),
+        ("log_id,node,relevant\n1,1,1\n1,1,0\n", "line 3: log_id '1' node 1 is labelled both"),
+        ("log_id,node,relevant\n", "no labels"),
+    ],
+)
 def test_bad_label_files_fail_with_one_clear_line(text, message) -> None:
     with pytest.raises(LabelFileError, match=message):
         parse_labels(text, "x.csv")
@@ -150,7 +160,9 @@ def test_demo_labels_calibrate_the_lexical_judge_offline_and_show_in_the_report(
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     url, out = f"sqlite:///{tmp_path / 'demo.db'}", tmp_path / "report.html"
-    result = run_demo(url, days=3, rows_per_day=(100, 120), conversations_per_day=(2, 3), end_date="2026-11-28", out=out)
+    result = run_demo(
+        url, days=3, rows_per_day=(100, 120), conversations_per_day=(2, 3), end_date="2026-11-28", out=out
+    )
     labels = read_labels(result.labels_path)
     assert 190 <= labels.nodes <= 210 and len(labels.labels) >= 25
     a = result.calibration.agreement
@@ -159,6 +171,20 @@ def test_demo_labels_calibrate_the_lexical_judge_offline_and_show_in_the_report(
     assert 0 < a.f1.value < 1 and a.kappa.low <= a.kappa.value <= a.kappa.high
     html = out.read_text()
     assert 'id="calibration"' in html and "report_node_labels.csv" in html
-    assert ctxprec(["calibrate", "--warehouse", url, "--labels", str(result.labels_path), "--judge", "lexical",
-                    "--resamples", "100"]) == 0
+    assert (
+        ctxprec(
+            [
+                "calibrate",
+                "--warehouse",
+                url,
+                "--labels",
+                str(result.labels_path),
+                "--judge",
+                "lexical",
+                "--resamples",
+                "100",
+            ]
+        )
+        == 0
+    )
     assert query(url, "SELECT COUNT(*) FROM ctxprec_calibrations")[0][0] == 1  # same judge, prompt and labels

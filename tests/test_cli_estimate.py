@@ -19,11 +19,18 @@ DAY = "2026-11-28"
 
 @pytest.fixture
 def warehouse(tmp_path, monkeypatch):
-    for var in ("CTXPREC_WAREHOUSE_URL", "CTXPREC_JUDGE", "CTXPREC_SOURCE_TABLE", "CTXPREC_CHUNK_SIZE", "CTXPREC_PRICES"):
+    for var in (
+        "CTXPREC_WAREHOUSE_URL",
+        "CTXPREC_JUDGE",
+        "CTXPREC_SOURCE_TABLE",
+        "CTXPREC_CHUNK_SIZE",
+        "CTXPREC_PRICES",
+    ):
         monkeypatch.delenv(var, raising=False)
     url = f"sqlite:///{tmp_path / 'wh.db'}"
-    info = create_sample_warehouse(url, days=2, rows_per_day=(40, 50), conversations_per_day=(6, 8),
-                                   end_date=DAY, seed=21)
+    info = create_sample_warehouse(
+        url, days=2, rows_per_day=(40, 50), conversations_per_day=(6, 8), end_date=DAY, seed=21
+    )
     return url, info
 
 

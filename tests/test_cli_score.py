@@ -20,12 +20,20 @@ CONSOLE_SCRIPT = Path(sys.executable).with_name("ctxprec")
 @pytest.fixture
 def warehouse(tmp_path, monkeypatch):
     """A small sample warehouse (2 days; every malformed kind present) and a clean env."""
-    for var in ("CTXPREC_WAREHOUSE_URL", "CTXPREC_JUDGE", "CTXPREC_SOURCE_TABLE", "CTXPREC_CHUNK_SIZE",
-                "CTXPREC_THRESHOLD", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+    for var in (
+        "CTXPREC_WAREHOUSE_URL",
+        "CTXPREC_JUDGE",
+        "CTXPREC_SOURCE_TABLE",
+        "CTXPREC_CHUNK_SIZE",
+        "CTXPREC_THRESHOLD",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+    ):
         monkeypatch.delenv(var, raising=False)
     url = f"sqlite:///{tmp_path / 'wh.db'}"
-    info = create_sample_warehouse(url, days=2, rows_per_day=(40, 50), conversations_per_day=(6, 8),
-                                   end_date=DAY, seed=5)
+    info = create_sample_warehouse(
+        url, days=2, rows_per_day=(40, 50), conversations_per_day=(6, 8), end_date=DAY, seed=5
+    )
     return url, info
 
 
@@ -89,7 +97,10 @@ def test_single_chunk(warehouse, capsys):
     assert main(args + ["--chunk", "1", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["index"] == 1 and res["rows_total"] == 10 and res["run_id"] == "r1"
-    done = _query(url, "SELECT count(*) FROM ctxprec_scores")[0][0] + _query(url, "SELECT count(*) FROM ctxprec_failures")[0][0]
+    done = (
+        _query(url, "SELECT count(*) FROM ctxprec_scores")[0][0]
+        + _query(url, "SELECT count(*) FROM ctxprec_failures")[0][0]
+    )
     assert done == 10
     assert main(args + ["--chunk", "99"]) == 2
     assert "out of range" in _one_error_line(capsys.readouterr().err)
@@ -181,8 +192,9 @@ def test_judge_outage_is_exit_1(warehouse, openai_env, capsys):
 def test_postgres_warehouse(pg_url, capsys, monkeypatch):
     monkeypatch.delenv("CTXPREC_JUDGE", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    info = create_sample_warehouse(pg_url, days=2, rows_per_day=(30, 30), conversations_per_day=(3, 3),
-                                   end_date=DAY, seed=9)
+    info = create_sample_warehouse(
+        pg_url, days=2, rows_per_day=(30, 30), conversations_per_day=(3, 3), end_date=DAY, seed=9
+    )
     assert main(["score", "--warehouse", pg_url, "--partition", DAY, "--judge", "lexical", "--json", "--quiet"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["rows_total"] == info.retrieval_rows[DAY] == 30
@@ -191,12 +203,20 @@ def test_postgres_warehouse(pg_url, capsys, monkeypatch):
 def test_console_script_exit_codes(warehouse):
     url, _ = warehouse
     assert CONSOLE_SCRIPT.exists(), CONSOLE_SCRIPT
-    ok = subprocess.run([str(CONSOLE_SCRIPT), "score", "--warehouse", url, "--partition", DAY, "--judge", "lexical"],
-                        capture_output=True, text=True, timeout=120)
+    ok = subprocess.run(
+        [str(CONSOLE_SCRIPT), "score", "--warehouse", url, "--partition", DAY, "--judge", "lexical"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert ok.returncode == 0, ok.stderr
     assert DAY in ok.stdout
-    bad = subprocess.run([str(CONSOLE_SCRIPT), "score", "--warehouse", url, "--partition", DAY,
-                          "--source-table", "missing_table"], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [str(CONSOLE_SCRIPT), "score", "--warehouse", url, "--partition", DAY, "--source-table", "missing_table"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 1
     assert "missing_table" in _one_error_line(bad.stderr)
 

@@ -81,6 +81,11 @@ def test_lexical_judge_as_generic_judge_parses_default_prompt():
 
 
 def test_lexical_evaluate_many_is_fast_and_makes_no_calls():
-    cases = [LLMTestCase(input=f"q{i}", expected_output="alpha beta gamma", retrieval_context=["alpha beta", "zzz"], id=str(i)) for i in range(500)]
+    cases = [
+        LLMTestCase(
+            input=f"q{i}", expected_output="alpha beta gamma", retrieval_context=["alpha beta", "zzz"], id=str(i)
+        )
+        for i in range(500)
+    ]
     res = evaluate(cases, ContextualPrecisionMetric(model="lexical"))
     assert len(res) == 500 and res.judge_calls == 0 and all(r.score == 1.0 for r in res)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 os.environ.setdefault("CTXPREC_DAGSTER_RETRY_DELAY", "0.2")  # before dagster_defs builds its RetryPolicy
@@ -18,10 +18,10 @@ os.environ.setdefault("CTXPREC_DAGSTER_RETRY_DELAY", "0.2")  # before dagster_de
 import pytest
 from dagster import AssetKey, Backoff, Definitions, EnvVar, Jitter, build_schedule_context
 
-from dagster_defs import defs
-from dagster_defs.definitions import log_tables, score_checks, score_job, scores_assets
 from ctxprec_ops.dagster import build_daily_partitions, build_nightly_schedule
 from ctxprec_ops.dagster.resources import JudgeResource, WarehouseResource, resources_for
+from dagster_defs import defs
+from dagster_defs.definitions import log_tables, score_checks, score_job, scores_assets
 
 retrieval_logs, conversation_logs = log_tables
 contextual_precision_scores = scores_assets["contextual_precision"]
@@ -44,7 +44,7 @@ def test_scores_assets_are_daily_utc_partitions_from_the_start_date():
         node = graph.get(AssetKey(name))
         pd = node.partitions_def
         assert pd.timezone == "UTC" and pd.get_first_partition_key() == "2025-01-01"
-        yesterday = (datetime.now(timezone.utc) - timedelta(days=1)).date().isoformat()
+        yesterday = (datetime.now(UTC) - timedelta(days=1)).date().isoformat()
         assert pd.get_last_partition_key() == yesterday  # today's partition exists once the day has ended
 
 
@@ -116,9 +116,9 @@ def test_unknown_deployment_is_a_clear_error(monkeypatch):
 @pytest.mark.parametrize(
     ("tick", "partition"),
     [
-        (datetime(2026, 11, 29, 0, 0, tzinfo=timezone.utc), "2026-11-28"),
-        (datetime(2026, 12, 1, 0, 0, tzinfo=timezone.utc), "2026-11-30"),
-        (datetime(2026, 1, 1, 0, 0, tzinfo=timezone.utc), "2025-12-31"),
+        (datetime(2026, 11, 29, 0, 0, tzinfo=UTC), "2026-11-28"),
+        (datetime(2026, 12, 1, 0, 0, tzinfo=UTC), "2026-11-30"),
+        (datetime(2026, 1, 1, 0, 0, tzinfo=UTC), "2025-12-31"),
     ],
 )
 def test_nightly_schedule_targets_yesterdays_partition(tick, partition):
@@ -140,8 +140,14 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 def test_dagster_definitions_validate(tmp_path):
     """The real CLI check, on the default (local) deployment."""
-    proc = subprocess.run([DAGSTER, "definitions", "validate", "-m", "dagster_defs"], cwd=ROOT, env=_env(tmp_path),
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [DAGSTER, "definitions", "validate", "-m", "dagster_defs"],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "Validation successful for code location dagster_defs" in proc.stdout + proc.stderr
 
@@ -150,7 +156,9 @@ def test_production_resources_make_loadable_definitions(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-validate-123456")
     production = Definitions(
         assets=[*log_tables, *scores_assets.values()],
-        asset_checks=score_checks, jobs=[score_partition_job], schedules=[nightly_schedule],
+        asset_checks=score_checks,
+        jobs=[score_partition_job],
+        schedules=[nightly_schedule],
         resources=resources_for("production"),
     )
     Definitions.validate_loadable(production)
@@ -164,14 +172,19 @@ def _free_port() -> int:
 
 
 def _graphql(port: int, query: str) -> dict:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         return json.load(resp)
 
 
-@pytest.mark.skipif(os.environ.get("CTXPREC_SLOW_TESTS") != "1",
-                    reason="slow (~1 min: dagster dev starts three processes); run with CTXPREC_SLOW_TESTS=1")
+@pytest.mark.skipif(
+    os.environ.get("CTXPREC_SLOW_TESTS") != "1",
+    reason="slow (~1 min: dagster dev starts three processes); run with CTXPREC_SLOW_TESTS=1",
+)
 def test_dagster_dev_loads_the_code_location(tmp_path):
     """Start ``dagster dev`` on a free port, wait for the webserver, ask GraphQL for the assets,
     then stop it (SIGINT, as Ctrl-C; its own process group is killed if it lingers)."""
@@ -179,8 +192,12 @@ def test_dagster_dev_loads_the_code_location(tmp_path):
     log = (tmp_path / "dev.log").open("w")
     proc = subprocess.Popen(
         [DAGSTER, "dev", "-m", "dagster_defs", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=ROOT, env={**_env(tmp_path), "no_proxy": "127.0.0.1"}, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        cwd=ROOT,
+        env={**_env(tmp_path), "no_proxy": "127.0.0.1"},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline, info = time.monotonic() + 120, None
@@ -199,8 +216,12 @@ def test_dagster_dev_loads_the_code_location(tmp_path):
             nodes = data.get("assetNodes") or []
             time.sleep(0.5)
         keys = {n["assetKey"]["path"][0]: n["isPartitioned"] for n in nodes}
-        assert keys == {"retrieval_logs": False, "conversation_logs": False,
-                        "contextual_precision_scores": True, "turn_contextual_precision_scores": True}
+        assert keys == {
+            "retrieval_logs": False,
+            "conversation_logs": False,
+            "contextual_precision_scores": True,
+            "turn_contextual_precision_scores": True,
+        }
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)

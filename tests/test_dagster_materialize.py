@@ -15,15 +15,15 @@ import pytest
 import sqlalchemy as sa
 from dagster import AssetCheckSeverity, DagsterInstance, materialize
 
-from ctxprec_ops.scoring import contextual_precision
 from ctxprec_ops.dagster import build_scores_asset, scoring_retry_policy
 from ctxprec_ops.dagster.resources import AlertThresholdsResource, JudgeResource, WarehouseResource
+from ctxprec_ops.scoring import contextual_precision
 from dagster_defs.definitions import log_tables, score_checks, scores_assets
+from tests.fixtures.warehouse_data import query
 
 retrieval_logs, conversation_logs = log_tables
 contextual_precision_scores = scores_assets["contextual_precision"]
 turn_contextual_precision_scores = scores_assets["turn_contextual_precision"]
-from tests.fixtures.warehouse_data import query
 
 R, N = "RELEVANT: the refund window is 30 days.", "unrelated text about the weather"
 GOOD = [[R, N, N], [R, R, N], [R, N, R], [N, R, N]]  # scores 1, 1, 0.833, 0.5
@@ -32,7 +32,8 @@ CP_CHECKS = score_checks[0]
 
 _logs = sa.MetaData()
 LOGS = sa.Table(
-    "retrieval_logs", _logs,
+    "retrieval_logs",
+    _logs,
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("event_time", sa.DateTime()),
     sa.Column("input", sa.Text),
@@ -41,7 +42,8 @@ LOGS = sa.Table(
     sa.Column("retrieval_context", sa.JSON),
 )
 CONVERSATIONS = sa.Table(
-    "conversation_logs", _logs,
+    "conversation_logs",
+    _logs,
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("event_time", sa.DateTime()),
     sa.Column("turns", sa.JSON),
@@ -60,13 +62,25 @@ def seed(url: str, day: str, contexts: list[list[str]], *, prefix: str | None = 
     t0 = datetime.fromisoformat(day)
     prefix = prefix or day
     rows = [
-        {"id": f"{prefix}-{i}", "event_time": t0 + timedelta(minutes=7 * i), "input": f"How long is the refund window? ({prefix} #{i})",
-         "actual_output": "30 days.", "expected_output": "Refunds are accepted within 30 days.", "retrieval_context": ctx}
+        {
+            "id": f"{prefix}-{i}",
+            "event_time": t0 + timedelta(minutes=7 * i),
+            "input": f"How long is the refund window? ({prefix} #{i})",
+            "actual_output": "30 days.",
+            "expected_output": "Refunds are accepted within 30 days.",
+            "retrieval_context": ctx,
+        }
         for i, ctx in enumerate(contexts)
     ]
     rows += [
-        {"id": f"{prefix}-bad-{i}", "event_time": t0 + timedelta(hours=20, minutes=i), "input": "q",
-         "actual_output": None, "expected_output": "a", "retrieval_context": []}
+        {
+            "id": f"{prefix}-bad-{i}",
+            "event_time": t0 + timedelta(hours=20, minutes=i),
+            "input": "q",
+            "actual_output": None,
+            "expected_output": "a",
+            "retrieval_context": [],
+        }
         for i in range(bad_rows)
     ]
     with engine.begin() as conn:
@@ -77,8 +91,14 @@ def seed(url: str, day: str, contexts: list[list[str]], *, prefix: str | None = 
 def resources(url: str, judge_server, **thresholds) -> dict:
     return {
         "warehouse": WarehouseResource(url=url),
-        "judge": JudgeResource(model="judge-test-model", base_url=judge_server.base_url, api_key="test-key",
-                               timeout=5.0, max_retries=1, concurrency=4),
+        "judge": JudgeResource(
+            model="judge-test-model",
+            base_url=judge_server.base_url,
+            api_key="test-key",
+            timeout=5.0,
+            max_retries=1,
+            concurrency=4,
+        ),
         "thresholds": AlertThresholdsResource(**thresholds),
     }
 
@@ -88,8 +108,13 @@ def run(assets: list, url: str, judge_server, partition: str, *, instance=None, 
     own = instance is None
     instance = instance or DagsterInstance.ephemeral()
     try:
-        return materialize([retrieval_logs, conversation_logs, *assets], instance=instance, partition_key=partition,
-                           resources=resources(url, judge_server, **thresholds), raise_on_error=False)
+        return materialize(
+            [retrieval_logs, conversation_logs, *assets],
+            instance=instance,
+            partition_key=partition,
+            resources=resources(url, judge_server, **thresholds),
+            raise_on_error=False,
+        )
     finally:
         if own:
             instance.dispose()
@@ -141,7 +166,9 @@ def _scores_written_with_numeric_metadata(url: str, judge_server) -> None:
     for i, ctx in enumerate(GOOD * 3):
         assert by_id[f"{day}-{i}"] == pytest.approx(expected_score(ctx))
     assert query(url, "SELECT count(*) FROM ctxprec_failures")[0][0] == 2
-    assert query(url, "SELECT status, rows_total FROM ctxprec_runs WHERE run_id = :r", r=result.run_id) == [("partial", 14)]
+    assert query(url, "SELECT status, rows_total FROM ctxprec_runs WHERE run_id = :r", r=result.run_id) == [
+        ("partial", 14)
+    ]
 
 
 def test_sqlite_materialize_writes_scores_and_numeric_metadata(sqlite_url, judge_server):
@@ -179,10 +206,18 @@ def test_turn_metric_asset_scores_conversations(sqlite_url, judge_server):
         {"role": "assistant", "content": "Also 30 days.", "retrieval_context": [R, N]},
     ]
     with engine.begin() as conn:
-        conn.execute(CONVERSATIONS.insert(), [
-            {"id": f"c{i}", "event_time": datetime(2026, 11, 20, 9 + i), "turns": turns,
-             "expected_outcome": "The user learns the refund window is 30 days."} for i in range(3)
-        ])
+        conn.execute(
+            CONVERSATIONS.insert(),
+            [
+                {
+                    "id": f"c{i}",
+                    "event_time": datetime(2026, 11, 20, 9 + i),
+                    "turns": turns,
+                    "expected_outcome": "The user learns the refund window is 30 days.",
+                }
+                for i in range(3)
+            ],
+        )
     engine.dispose()
     result = run([turn_contextual_precision_scores], sqlite_url, judge_server, day)
     assert result.success
@@ -202,12 +237,14 @@ def test_transient_judge_outage_is_survived_by_the_retry_policy(sqlite_url, judg
     seed(sqlite_url, day, GOOD)
     asset = build_scores_asset("contextual_precision", retry_policy=scoring_retry_policy(delay=0.2, max_retries=3))
     res = resources(sqlite_url, judge_server)
-    res["judge"] = JudgeResource(model="judge-test-model", base_url=judge_server.base_url, api_key="test-key",
-                                 timeout=5.0, max_retries=0)
+    res["judge"] = JudgeResource(
+        model="judge-test-model", base_url=judge_server.base_url, api_key="test-key", timeout=5.0, max_retries=0
+    )
     judge_server.script(["500"] * len(GOOD))
     with DagsterInstance.ephemeral() as instance:
-        result = materialize([retrieval_logs, asset], instance=instance, partition_key=day, resources=res,
-                             raise_on_error=False)
+        result = materialize(
+            [retrieval_logs, asset], instance=instance, partition_key=day, resources=res, raise_on_error=False
+        )
     kinds = [e.event_type_value for e in result.all_events]
     assert result.success, kinds
     assert kinds.count("STEP_UP_FOR_RETRY") == 1 and "STEP_RESTARTED" in kinds
@@ -228,7 +265,9 @@ def test_misconfiguration_fails_at_once_without_retries(tmp_path, judge_server):
     res = resources(url, judge_server)
     res["warehouse"] = WarehouseResource(url=url, source_table="no_such_table")
     with DagsterInstance.ephemeral() as instance:
-        result = materialize([asset], instance=instance, partition_key="2026-11-20", resources=res, raise_on_error=False)
+        result = materialize(
+            [asset], instance=instance, partition_key="2026-11-20", resources=res, raise_on_error=False
+        )
     kinds = [e.event_type_value for e in result.all_events]
     assert not result.success and "STEP_UP_FOR_RETRY" not in kinds
     (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
@@ -285,12 +324,14 @@ def test_backfill_partitions_are_independent(sqlite_url, judge_server):
         seed(sqlite_url, d, GOOD)
     asset = build_scores_asset("contextual_precision", retry_policy=scoring_retry_policy(delay=0.1, max_retries=0))
     res = resources(sqlite_url, judge_server)
-    res["judge"] = JudgeResource(model="judge-test-model", base_url=judge_server.base_url, api_key="test-key",
-                                 timeout=5.0, max_retries=0)
+    res["judge"] = JudgeResource(
+        model="judge-test-model", base_url=judge_server.base_url, api_key="test-key", timeout=5.0, max_retries=0
+    )
 
     def one(day: str, instance):
-        return materialize([retrieval_logs, asset], instance=instance, partition_key=day, resources=res,
-                           raise_on_error=False)
+        return materialize(
+            [retrieval_logs, asset], instance=instance, partition_key=day, resources=res, raise_on_error=False
+        )
 
     with DagsterInstance.ephemeral() as instance:
         ok3 = one(days[2], instance)
@@ -303,7 +344,8 @@ def test_backfill_partitions_are_independent(sqlite_url, judge_server):
     assert ok3.success and ok1.success and not down.success and again.success
     assert per_day == {days[0]: 4, days[2]: 4}
     assert dict(query(sqlite_url, "SELECT partition_key, count(*) FROM ctxprec_scores GROUP BY partition_key")) == {
-        d: 4 for d in days}
+        d: 4 for d in days
+    }
 
 
 def test_api_key_never_reaches_events_or_metadata(sqlite_url, judge_server):
@@ -313,8 +355,9 @@ def test_api_key_never_reaches_events_or_metadata(sqlite_url, judge_server):
     res = resources(sqlite_url, judge_server)
     res["judge"] = JudgeResource(model="judge-test-model", base_url=judge_server.base_url, api_key=secret, timeout=5.0)
     with DagsterInstance.ephemeral() as instance:
-        result = materialize([retrieval_logs, contextual_precision_scores], instance=instance,
-                             partition_key="2026-11-20", resources=res)
+        result = materialize(
+            [retrieval_logs, contextual_precision_scores], instance=instance, partition_key="2026-11-20", resources=res
+        )
         logs = instance.all_logs(result.run_id)
     assert result.success and judge_server.auth_headers[0] == f"Bearer {secret}"
     assert logs and not [e for e in logs if secret in str(e)]

@@ -22,11 +22,11 @@ def _frame() -> pd.DataFrame:
             "query": ["refund policy?", "refund policy?", "refund policy?", "refund policy?", "refund policy?"],
             "gold": [ANSWER, ANSWER, ANSWER, "", ANSWER],
             "nodes": [
-                [GOOD, ALSO, OFF],                 # perfect ranking
-                json.dumps([OFF, GOOD, ALSO]),     # JSON text, relevant pushed down
-                [GOOD, 42, OFF],                   # non-string node: bad row
-                [GOOD, OFF],                       # empty expected output: bad row
-                [OFF, OFF + " Again.", GOOD],      # relevant last
+                [GOOD, ALSO, OFF],  # perfect ranking
+                json.dumps([OFF, GOOD, ALSO]),  # JSON text, relevant pushed down
+                [GOOD, 42, OFF],  # non-string node: bad row
+                [GOOD, OFF],  # empty expected output: bad row
+                [OFF, OFF + " Again.", GOOD],  # relevant last
             ],
             "note": list("abcde"),
         },
@@ -36,7 +36,9 @@ def _frame() -> pd.DataFrame:
 
 def test_scores_keep_order_and_isolate_bad_rows():
     df = _frame()
-    out = score_dataframe(df, judge="lexical", columns={"input": "query", "expected_output": "gold", "retrieval_context": "nodes"})
+    out = score_dataframe(
+        df, judge="lexical", columns={"input": "query", "expected_output": "gold", "retrieval_context": "nodes"}
+    )
     assert list(out.index) == [50, 10, 40, 20, 30]
     assert list(out["note"]) == list("abcde")
     assert all(c in out.columns for c in RESULT_COLUMNS)

@@ -30,22 +30,32 @@ def judge(server):
 
 
 def case(nodes, **kw):
-    return LLMTestCase(input="How long do refunds take?", expected_output="Refunds take five days.",
-                       retrieval_context=nodes, **kw)
+    return LLMTestCase(
+        input="How long do refunds take?", expected_output="Refunds take five days.", retrieval_context=nodes, **kw
+    )
 
 
 def test_keyword_form_configs_and_test_results(judge_server, capsys):
     judge_server.latency = 0.02
     cases = [case([N, R], name="second"), case([R, N]), case([], name="empty")]
     metric = ContextualPrecisionMetric(threshold=0.7, model=judge(judge_server), strict_mode=False)
-    res = evaluate(test_cases=cases, metrics=[metric], async_config=AsyncConfig(max_concurrent=1),
-                   display_config=DisplayConfig(show_indicator=False, print_results=True),
-                   error_config=ErrorConfig(ignore_errors=True))
+    res = evaluate(
+        test_cases=cases,
+        metrics=[metric],
+        async_config=AsyncConfig(max_concurrent=1),
+        display_config=DisplayConfig(show_indicator=False, print_results=True),
+        error_config=ErrorConfig(ignore_errors=True),
+    )
     assert judge_server.max_in_flight == 1  # max_concurrent -> concurrency
     assert [tr.name for tr in res.test_results] == ["second", "test_case_1", "empty"]
     first = res.test_results[0].metrics_data[0]
     assert (first.name, first.threshold, first.score, first.success, first.strict_mode) == (
-        "Contextual Precision", 0.7, 0.5, False, False)
+        "Contextual Precision",
+        0.7,
+        0.5,
+        False,
+        False,
+    )
     assert first.evaluation_model == "judge-test-model" and first.error is None and first.reason
     assert first.evaluation_cost is None and first.input_tokens > 0  # no price known for the test model
     assert "node   1" in first.verbose_logs
@@ -60,26 +70,34 @@ def test_keyword_form_configs_and_test_results(judge_server, capsys):
 
 
 def test_skip_on_missing_params_leaves_invalid_cases_out(judge_server):
-    res = evaluate(test_cases=[case([R]), case([])], metrics=[ContextualPrecisionMetric(model=judge(judge_server))],
-                   error_config=ErrorConfig(skip_on_missing_params=True), show_progress=False)
+    res = evaluate(
+        test_cases=[case([R]), case([])],
+        metrics=[ContextualPrecisionMetric(model=judge(judge_server))],
+        error_config=ErrorConfig(skip_on_missing_params=True),
+        show_progress=False,
+    )
     assert [len(tr.metrics_data) for tr in res.test_results] == [1, 0]
     assert res.results[1].error is not None  # still in the per-row results
 
 
 def test_positional_form_still_works_and_both_forms_conflict():
-    res = evaluate([case(["Refunds take five days."])], [ContextualPrecisionMetric(model="lexical")],
-                   show_progress=False)
+    res = evaluate(
+        [case(["Refunds take five days."])], [ContextualPrecisionMetric(model="lexical")], show_progress=False
+    )
     assert res.test_results[0].metrics_data[0].score == 1.0
     with pytest.raises(TypeError, match="both"):
         evaluate([case([R])], test_cases=[case([R])], metrics=[ContextualPrecisionMetric(model="lexical")])
 
 
 def test_conversations_in_test_results(judge_server):
-    conv = ConversationalTestCase(turns=[Turn(role="user", content="q"),
-                                         Turn(role="assistant", content="a", retrieval_context=[N, R])],
-                                  expected_outcome="refunds", name="chat")
-    res = evaluate(test_cases=[conv], metrics=[TurnContextualPrecisionMetric(model=judge(judge_server))],
-                   show_progress=False)
+    conv = ConversationalTestCase(
+        turns=[Turn(role="user", content="q"), Turn(role="assistant", content="a", retrieval_context=[N, R])],
+        expected_outcome="refunds",
+        name="chat",
+    )
+    res = evaluate(
+        test_cases=[conv], metrics=[TurnContextualPrecisionMetric(model=judge(judge_server))], show_progress=False
+    )
     tr = res.test_results[0]
     assert tr.conversational is True and tr.turns[1].retrieval_context == [N, R]
     assert tr.metrics_data[0].name == "Turn Contextual Precision" and tr.metrics_data[0].score == 0.5
@@ -109,9 +127,11 @@ class DeepEvalStyleTemplate(ContextualPrecisionTemplate):
     @staticmethod
     def generate_verdicts(input, expected_output, retrieval_context):
         docs = "\n".join(f"- DOC: {d}" for d in retrieval_context)
-        return (f"For each document below, in order, say whether it helps reach the expected output.\n"
-                f"Question: {input}\nExpected output: {expected_output}\nDocuments:\n{docs}\n"
-                'Answer JSON: {"verdicts": [{"verdict": "yes" or "no", "reason": "..."}]}')
+        return (
+            f"For each document below, in order, say whether it helps reach the expected output.\n"
+            f"Question: {input}\nExpected output: {expected_output}\nDocuments:\n{docs}\n"
+            'Answer JSON: {"verdicts": [{"verdict": "yes" or "no", "reason": "..."}]}'
+        )
 
 
 class NewStyleTemplate(ContextualPrecisionTemplate):
@@ -181,9 +201,10 @@ def test_new_style_and_turn_templates_get_their_variables(judge_server):
             docs = "\n".join(f"- DOC: {d}" for d in retrieval_context)
             return f"Messages:\n{input}\nOutcome: {expected_outcome}\n{docs}"
 
-    conv = ConversationalTestCase(turns=[Turn(role="user", content="q1"),
-                                         Turn(role="assistant", content="a", retrieval_context=[R, N])],
-                                  expected_outcome="refunds in five days")
+    conv = ConversationalTestCase(
+        turns=[Turn(role="user", content="q1"), Turn(role="assistant", content="a", retrieval_context=[R, N])],
+        expected_outcome="refunds in five days",
+    )
     t = TurnContextualPrecisionMetric(model=judge(judge_server), evaluation_template=TurnStyle)
     assert t.measure(conv) == 1.0
     assert "Outcome: refunds in five days" in judge_server.requests[-1]["json"]["messages"][-1]["content"]

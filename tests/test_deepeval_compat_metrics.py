@@ -24,8 +24,9 @@ R, N = "RELEVANT: refunds take five days", "office hours are 9 to 5"
 
 
 def case(nodes, **kw):
-    return LLMTestCase(input="How long do refunds take?", expected_output="Refunds take five days.",
-                       retrieval_context=nodes, **kw)
+    return LLMTestCase(
+        input="How long do refunds take?", expected_output="Refunds take five days.", retrieval_context=nodes, **kw
+    )
 
 
 class CustomServerModel(DeepEvalBaseLLM):
@@ -40,8 +41,9 @@ class CustomServerModel(DeepEvalBaseLLM):
         return openai.OpenAI(base_url=self.base_url, api_key="k", max_retries=0)
 
     def _content(self, prompt: str) -> str:
-        out = self.model.chat.completions.create(model="judge-test-model",
-                                                 messages=[{"role": "user", "content": prompt}])
+        out = self.model.chat.completions.create(
+            model="judge-test-model", messages=[{"role": "user", "content": prompt}]
+        )
         return out.choices[0].message.content
 
     def generate(self, prompt: str, schema=None):
@@ -74,8 +76,9 @@ class NoSchemaModel:
 
     async def a_generate(self, prompt: str) -> str:
         self.seen_prompts += 1
-        out = await self.client.chat.completions.create(model="judge-test-model",
-                                                        messages=[{"role": "user", "content": prompt}])
+        out = await self.client.chat.completions.create(
+            model="judge-test-model", messages=[{"role": "user", "content": prompt}]
+        )
         return out.choices[0].message.content
 
     def get_model_name(self) -> str:
@@ -87,15 +90,29 @@ def test_positional_order_and_keyword_names_are_deepevals():
     # strict_mode, verbose_mode, [window_size,] flaky, evaluation_template
     m = ContextualPrecisionMetric(0.7, "lexical", None, "llm", False, False, True, False, True)
     assert (m.threshold, m.include_reason, m.async_mode, m.strict_mode, m.verbose_mode, m.flaky) == (
-        1.0, False, False, True, False, True)
+        1.0,
+        False,
+        False,
+        True,
+        False,
+        True,
+    )
     t = TurnContextualPrecisionMetric(0.6, "lexical", None, None, True, True, False, False, 3, True)
     assert (t.threshold, t.window_size, t.flaky, t.strict_mode) == (0.6, 3, True, False)
     with pytest.raises(JudgeConfigurationError, match="eval_mode"):
         ContextualPrecisionMetric(0.5, "lexical", None, "system_one")
     with pytest.raises(JudgeConfigurationError, match="system_one_model"):
         ContextualPrecisionMetric(system_one_model="some-model")
-    kw = ContextualPrecisionMetric(threshold=0.4, model="lexical", include_reason=True, async_mode=False,
-                                   strict_mode=False, verbose_mode=False, flaky=False, evaluation_template=None)
+    kw = ContextualPrecisionMetric(
+        threshold=0.4,
+        model="lexical",
+        include_reason=True,
+        async_mode=False,
+        strict_mode=False,
+        verbose_mode=False,
+        flaky=False,
+        evaluation_template=None,
+    )
     assert kw.threshold == 0.4 and kw.evaluation_model == "lexical"
 
 
@@ -160,8 +177,12 @@ def test_custom_model_answer_is_repaired_like_any_other(judge_server):
 
 
 def test_turn_metric_with_custom_model_and_window(judge_server):
-    turns = [Turn(role="user", content="q1"), Turn(role="assistant", content="a", retrieval_context=[N, R]),
-             Turn(role="user", content="q2"), Turn(role="assistant", content="b", retrieval_context=[R])]
+    turns = [
+        Turn(role="user", content="q1"),
+        Turn(role="assistant", content="a", retrieval_context=[N, R]),
+        Turn(role="user", content="q2"),
+        Turn(role="assistant", content="b", retrieval_context=[R]),
+    ]
     conv = ConversationalTestCase(turns=turns, expected_outcome="Refunds take five days.")
     m = TurnContextualPrecisionMetric(threshold=0.5, model=CustomServerModel(judge_server.base_url), window_size=1)
     assert m.measure(conv) == pytest.approx((cp([0, 1]) + 1.0) / 2)

@@ -21,26 +21,74 @@ from ctxprec_ops import (
 from ctxprec_ops.test_case import as_conversational_test_case, as_llm_test_case
 
 DEEPEVAL_LLM_FIELDS = {
-    "input", "actual_output", "expected_output", "context", "retrieval_context", "metadata", "tools_called",
-    "comments", "expected_tools", "token_cost", "completion_time", "flaky", "multimodal", "name", "tags",
-    "mcp_servers", "mcp_tools_called", "mcp_resources_called", "mcp_prompts_called", "custom_column_key_values",
-    "input_token_count", "output_token_count", "expected_labels", "expectations",
+    "input",
+    "actual_output",
+    "expected_output",
+    "context",
+    "retrieval_context",
+    "metadata",
+    "tools_called",
+    "comments",
+    "expected_tools",
+    "token_cost",
+    "completion_time",
+    "flaky",
+    "multimodal",
+    "name",
+    "tags",
+    "mcp_servers",
+    "mcp_tools_called",
+    "mcp_resources_called",
+    "mcp_prompts_called",
+    "custom_column_key_values",
+    "input_token_count",
+    "output_token_count",
+    "expected_labels",
+    "expectations",
 }
 DEEPEVAL_TURN_FIELDS = {
-    "role", "content", "user_id", "audio", "latency_ms", "interrupted", "retrieval_context", "tools_called",
-    "mcp_tools_called", "mcp_resources_called", "mcp_prompts_called", "metadata", "provider_transcript",
+    "role",
+    "content",
+    "user_id",
+    "audio",
+    "latency_ms",
+    "interrupted",
+    "retrieval_context",
+    "tools_called",
+    "mcp_tools_called",
+    "mcp_resources_called",
+    "mcp_prompts_called",
+    "metadata",
+    "provider_transcript",
 }
 DEEPEVAL_CONVERSATION_FIELDS = {
-    "turns", "scenario", "context", "name", "user_description", "expected_outcome", "chatbot_role", "metadata",
-    "comments", "tags", "flaky", "mcp_servers", "multimodal", "voice", "call_recording_path", "expected_labels",
+    "turns",
+    "scenario",
+    "context",
+    "name",
+    "user_description",
+    "expected_outcome",
+    "chatbot_role",
+    "metadata",
+    "comments",
+    "tags",
+    "flaky",
+    "mcp_servers",
+    "multimodal",
+    "voice",
+    "call_recording_path",
+    "expected_labels",
     "expectations",
 }
 
 
 @pytest.mark.parametrize(
     "cls, fields",
-    [(LLMTestCase, DEEPEVAL_LLM_FIELDS), (Turn, DEEPEVAL_TURN_FIELDS),
-     (ConversationalTestCase, DEEPEVAL_CONVERSATION_FIELDS)],
+    [
+        (LLMTestCase, DEEPEVAL_LLM_FIELDS),
+        (Turn, DEEPEVAL_TURN_FIELDS),
+        (ConversationalTestCase, DEEPEVAL_CONVERSATION_FIELDS),
+    ],
 )
 def test_every_deepeval_field_exists(cls, fields):
     assert fields <= set(cls.model_fields), fields - set(cls.model_fields)
@@ -56,10 +104,22 @@ def test_minimal_case_defaults():
 def test_all_fields_kept_and_round_trip_through_model_dump():
     tool = ToolCall(name="search", input_parameters={"q": "refunds"}, output=["doc"])
     c = LLMTestCase(
-        input="q", actual_output="a", expected_output="e", context=["ctx"], retrieval_context=["n1", "n2"],
-        additional_metadata={"team": "rag"}, tools_called=[tool], expected_tools=[tool], comments="c",
-        token_cost=0.05, completion_time=1.25, flaky=True, name="case one", tags=["t1"],
-        custom_column_key_values={"k": "v"}, id=7,
+        input="q",
+        actual_output="a",
+        expected_output="e",
+        context=["ctx"],
+        retrieval_context=["n1", "n2"],
+        additional_metadata={"team": "rag"},
+        tools_called=[tool],
+        expected_tools=[tool],
+        comments="c",
+        token_cost=0.05,
+        completion_time=1.25,
+        flaky=True,
+        name="case one",
+        tags=["t1"],
+        custom_column_key_values={"k": "v"},
+        id=7,
     )
     assert c.metadata == {"team": "rag"} and c.additional_metadata == {"team": "rag"}
     assert c.tools_called == [tool] and c.tools_called[0].input_parameters == {"q": "refunds"}
@@ -74,9 +134,16 @@ def test_all_fields_kept_and_round_trip_through_model_dump():
 
 
 def test_camel_case_and_mixed_spellings():
-    c = LLMTestCase(input="q", actualOutput="a", expectedOutput="e", retrievalContext=["n"],
-                    additionalMetadata={"m": 1}, toolsCalled=[{"name": "t", "inputParameters": {"x": 1}}],
-                    tokenCost=0.1, completionTime=2.0)
+    c = LLMTestCase(
+        input="q",
+        actualOutput="a",
+        expectedOutput="e",
+        retrievalContext=["n"],
+        additionalMetadata={"m": 1},
+        toolsCalled=[{"name": "t", "inputParameters": {"x": 1}}],
+        tokenCost=0.1,
+        completionTime=2.0,
+    )
     assert (c.actual_output, c.expected_output, c.retrieval_context) == ("a", "e", ["n"])
     assert c.metadata == {"m": 1} and c.tools_called[0].input_parameters == {"x": 1}
     assert (c.token_cost, c.completion_time) == (0.1, 2.0)
@@ -118,8 +185,15 @@ def test_missing_input_is_an_error():
 
 
 def test_turn_fields_aliases_and_validation():
-    t = Turn(role="assistant", content="Let me check.", userId="u1", retrievalContext=["a", "b"],
-             toolsCalled=[ToolCall(name="weather")], additional_metadata={"model": "gpt"}, latencyMs=120.0)
+    t = Turn(
+        role="assistant",
+        content="Let me check.",
+        userId="u1",
+        retrievalContext=["a", "b"],
+        toolsCalled=[ToolCall(name="weather")],
+        additional_metadata={"model": "gpt"},
+        latencyMs=120.0,
+    )
     assert t.user_id == "u1" and t.retrieval_context == ["a", "b"] and t.tools_called[0].name == "weather"
     assert t.metadata == {"model": "gpt"} and t.additional_metadata == {"model": "gpt"} and t.latency_ms == 120.0
     assert Turn(role="user", content="").content == ""
@@ -133,12 +207,21 @@ def test_turn_fields_aliases_and_validation():
 def test_conversation_fields_aliases_and_round_trip():
     conv = ConversationalTestCase(
         turns=[Turn(role="user", content="hi"), {"role": "assistant", "content": "hello", "retrievalContext": ["n"]}],
-        scenario="support", context=["billing"], name="chat", userDescription="premium user",
-        expectedOutcome="issue resolved", chatbotRole="agent", additionalMetadata={"k": 1}, comments="c",
+        scenario="support",
+        context=["billing"],
+        name="chat",
+        userDescription="premium user",
+        expectedOutcome="issue resolved",
+        chatbotRole="agent",
+        additionalMetadata={"k": 1},
+        comments="c",
         tags=["x"],
     )
     assert (conv.user_description, conv.expected_outcome, conv.chatbot_role) == (
-        "premium user", "issue resolved", "agent")
+        "premium user",
+        "issue resolved",
+        "agent",
+    )
     assert conv.additional_metadata == {"k": 1} and isinstance(conv.turns[1], Turn)
     assert conv.turns[1].retrieval_context == ["n"] and conv.multimodal is False and conv.voice is False
     assert ConversationalTestCase(**conv.model_dump()) == conv
@@ -160,15 +243,20 @@ def test_turns_are_copied_and_empty_turns_refused_at_construction():
 
 def test_multimodal_is_false_for_text_and_images_are_a_clear_error():
     assert LLMTestCase(input="q", retrieval_context=["plain text"]).multimodal is False
-    picture = LLMTestCase(input="What is in [DEEPEVAL:IMAGE:abc123]?", expected_output="a cat",
-                          retrieval_context=["a cat photo"])
+    picture = LLMTestCase(
+        input="What is in [DEEPEVAL:IMAGE:abc123]?", expected_output="a cat", retrieval_context=["a cat photo"]
+    )
     assert picture.multimodal is True
     metric = ContextualPrecisionMetric(model="lexical")
     with pytest.raises(InvalidTestCaseError, match="images are not supported"):
         metric.measure(picture)
-    conv = ConversationalTestCase(turns=[Turn(role="user", content="see [DEEPEVAL:IMAGE:x]"),
-                                         Turn(role="assistant", content="ok", retrieval_context=["n"])],
-                                  expected_outcome="o")
+    conv = ConversationalTestCase(
+        turns=[
+            Turn(role="user", content="see [DEEPEVAL:IMAGE:x]"),
+            Turn(role="assistant", content="ok", retrieval_context=["n"]),
+        ],
+        expected_outcome="o",
+    )
     assert conv.multimodal is True
     with pytest.raises(InvalidTestCaseError, match="images are not supported"):
         TurnContextualPrecisionMetric(model="lexical").measure(conv)
@@ -177,6 +265,7 @@ def test_multimodal_is_false_for_text_and_images_are_a_clear_error():
 # -- deepeval's objects, read by attribute ------------------------------------------------------
 # Stand-ins with deepeval's shape (pydantic models with its field names and a deprecated
 # property), written here: the project does not depend on deepeval.
+
 
 class ForeignLLMTestCase(BaseModel):
     input: str
@@ -190,7 +279,7 @@ class ForeignLLMTestCase(BaseModel):
 
     @property
     def additional_metadata(self):
-        warnings.warn("deprecated", DeprecationWarning)
+        warnings.warn("deprecated", DeprecationWarning, stacklevel=2)
         return self.metadata
 
 
@@ -208,18 +297,26 @@ class ForeignConversation(BaseModel):
 
 
 def test_foreign_cases_are_read_by_attribute_and_scored():
-    foreign = ForeignLLMTestCase(input="How long do refunds take?", expected_output="Refunds take five days.",
-                                 retrieval_context=["Office hours are 9 to 5.", "Refunds take five days."],
-                                 metadata={"src": "deepeval"}, name="refunds")
+    foreign = ForeignLLMTestCase(
+        input="How long do refunds take?",
+        expected_output="Refunds take five days.",
+        retrieval_context=["Office hours are 9 to 5.", "Refunds take five days."],
+        metadata={"src": "deepeval"},
+        name="refunds",
+    )
     ours = as_llm_test_case(foreign)
     assert isinstance(ours, LLMTestCase) and ours.name == "refunds" and ours.metadata == {"src": "deepeval"}
     metric = ContextualPrecisionMetric(model="lexical")
     assert metric.measure(foreign) == 0.5 and metric.is_successful() is True
 
-    conv = ForeignConversation(turns=[ForeignTurn(role="user", content="refunds?"),
-                                      ForeignTurn(role="assistant", content="five days",
-                                                  retrieval_context=["Refunds take five days."])],
-                               expected_outcome="Refunds take five days.", chatbot_role="agent")
+    conv = ForeignConversation(
+        turns=[
+            ForeignTurn(role="user", content="refunds?"),
+            ForeignTurn(role="assistant", content="five days", retrieval_context=["Refunds take five days."]),
+        ],
+        expected_outcome="Refunds take five days.",
+        chatbot_role="agent",
+    )
     copied = as_conversational_test_case(conv)
     assert isinstance(copied.turns[1], Turn) and copied.chatbot_role == "agent"
     assert TurnContextualPrecisionMetric(model="lexical").measure(conv) == 1.0

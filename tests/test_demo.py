@@ -29,8 +29,21 @@ def _count(url: str, sql: str) -> int:
 def test_demo_command_end_to_end(tmp_path, capsys):
     db, report = tmp_path / "demo.db", tmp_path / "report.html"
     url = f"sqlite:///{db}"
-    args = ["demo", "--warehouse", url, "--days", "4", "--rows-per-day", "40-60", "--conversations-per-day", "6-8",
-            "--end-date", END, "--out", str(report)]
+    args = [
+        "demo",
+        "--warehouse",
+        url,
+        "--days",
+        "4",
+        "--rows-per-day",
+        "40-60",
+        "--conversations-per-day",
+        "6-8",
+        "--end-date",
+        END,
+        "--out",
+        str(report),
+    ]
     assert main(args) == 0
     captured = capsys.readouterr()
     out = captured.out
@@ -48,14 +61,26 @@ def test_demo_command_end_to_end(tmp_path, capsys):
     rows = _count(url, "SELECT count(*) FROM retrieval_logs")
     convs = _count(url, "SELECT count(*) FROM conversation_logs")
     # every input row ends in exactly one of scores or failures
-    assert _count(url, "SELECT count(*) FROM ctxprec_scores WHERE metric = 'contextual_precision'") + _count(
-        url, "SELECT count(*) FROM ctxprec_failures WHERE metric = 'contextual_precision'") == rows
-    assert _count(url, "SELECT count(*) FROM ctxprec_scores WHERE metric = 'turn_contextual_precision'") + _count(
-        url, "SELECT count(*) FROM ctxprec_failures WHERE metric = 'turn_contextual_precision'") == convs
+    assert (
+        _count(url, "SELECT count(*) FROM ctxprec_scores WHERE metric = 'contextual_precision'")
+        + _count(url, "SELECT count(*) FROM ctxprec_failures WHERE metric = 'contextual_precision'")
+        == rows
+    )
+    assert (
+        _count(url, "SELECT count(*) FROM ctxprec_scores WHERE metric = 'turn_contextual_precision'")
+        + _count(url, "SELECT count(*) FROM ctxprec_failures WHERE metric = 'turn_contextual_precision'")
+        == convs
+    )
     assert _count(url, "SELECT count(*) FROM ctxprec_failures WHERE error_type = 'invalid_input'") >= 5
     # the gold labels of the sample score every retrieval with no judge call
-    assert _count(url, "SELECT count(*) FROM ctxprec_scores WHERE metric = 'label_contextual_precision' "
-                       "AND judge_model = 'labels'") == rows
+    assert (
+        _count(
+            url,
+            "SELECT count(*) FROM ctxprec_scores WHERE metric = 'label_contextual_precision' "
+            "AND judge_model = 'labels'",
+        )
+        == rows
+    )
     assert _count(url, "SELECT count(*) FROM ctxprec_runs") == 12
 
     # a second run recreates the warehouse instead of piling up rows
@@ -67,8 +92,14 @@ def test_demo_command_end_to_end(tmp_path, capsys):
 
 def test_demo_shows_the_dip_as_alerts(tmp_path):
     """With a baseline week before the dip, the regression rule fires on the dip days only."""
-    result = run_demo(f"sqlite:///{tmp_path / 'd.db'}", days=10, rows_per_day=(30, 40),
-                      conversations_per_day=(2, 3), end_date=END, out=str(tmp_path / "r.html"))
+    result = run_demo(
+        f"sqlite:///{tmp_path / 'd.db'}",
+        days=10,
+        rows_per_day=(30, 40),
+        conversations_per_day=(2, 3),
+        end_date=END,
+        out=str(tmp_path / "r.html"),
+    )
     dips = set(result.info.dip_days)
     assert len(dips) == 3
     flagged = {key for metric, key, _msg in result.alerts if metric == "contextual_precision"}
@@ -93,23 +124,55 @@ def test_demo_bad_report_path_fails_before_work(tmp_path, capsys):
 
 
 def test_demo_on_postgres_with_force(pg_url, tmp_path, capsys):
-    args = ["demo", "--warehouse", pg_url, "--force", "--days", "2", "--rows-per-day", "20-25",
-            "--conversations-per-day", "3-4", "--end-date", END, "--out", str(tmp_path / "pg.html"), "--quiet"]
+    args = [
+        "demo",
+        "--warehouse",
+        pg_url,
+        "--force",
+        "--days",
+        "2",
+        "--rows-per-day",
+        "20-25",
+        "--conversations-per-day",
+        "3-4",
+        "--end-date",
+        END,
+        "--out",
+        str(tmp_path / "pg.html"),
+        "--quiet",
+    ]
     assert main(args) == 0
     assert main(args) == 0  # recreated: the output tables were dropped too
     capsys.readouterr()
     rows = _count(pg_url, "SELECT count(*) FROM retrieval_logs")
-    assert _count(pg_url, "SELECT count(*) FROM ctxprec_scores WHERE metric = 'contextual_precision'") + _count(
-        pg_url, "SELECT count(*) FROM ctxprec_failures WHERE metric = 'contextual_precision'") == rows
+    assert (
+        _count(pg_url, "SELECT count(*) FROM ctxprec_scores WHERE metric = 'contextual_precision'")
+        + _count(pg_url, "SELECT count(*) FROM ctxprec_failures WHERE metric = 'contextual_precision'")
+        == rows
+    )
     assert _count(pg_url, "SELECT count(*) FROM ctxprec_runs") == 6  # 3 metrics x 2 days
 
 
 def test_demo_with_an_llm_judge_over_http(tmp_path, openai_env, capsys):
     """OPENAI_API_KEY set: the default judge is the LLM judge; the demo announces its estimate."""
     server = openai_env
-    args = ["demo", "--warehouse", f"sqlite:///{tmp_path / 'llm.db'}", "--days", "2", "--rows-per-day", "8-10",
-            "--conversations-per-day", "2-3", "--end-date", END, "--out", str(tmp_path / "llm.html"),
-            "--concurrency", "8"]
+    args = [
+        "demo",
+        "--warehouse",
+        f"sqlite:///{tmp_path / 'llm.db'}",
+        "--days",
+        "2",
+        "--rows-per-day",
+        "8-10",
+        "--conversations-per-day",
+        "2-3",
+        "--end-date",
+        END,
+        "--out",
+        str(tmp_path / "llm.html"),
+        "--concurrency",
+        "8",
+    ]
     assert main(args) == 0
     captured = capsys.readouterr()
     assert "LLM judge gpt-4o-mini: about" in captured.err and "estimated cost $" in captured.err

@@ -27,22 +27,21 @@ SCHEMA_FORMAT = {
 
 
 def _prompt(nodes: list[str] = NODES) -> str:
-    return ContextualPrecisionTemplate.generate_verdicts(
-        "How tall is the Eiffel Tower?", "It is 330 m tall.", nodes
-    )
+    return ContextualPrecisionTemplate.generate_verdicts("How tall is the Eiffel Tower?", "It is 330 m tall.", nodes)
 
 
 def _client(server: JudgeServer, timeout: float = 10.0) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=server.base_url, api_key="test-key", max_retries=0,
-                              timeout=timeout)
+    return openai.AsyncOpenAI(base_url=server.base_url, api_key="test-key", max_retries=0, timeout=timeout)
 
 
 async def _a_ask(client: openai.AsyncOpenAI, **kw):
     kw.setdefault("response_format", SCHEMA_FORMAT)
     return await client.chat.completions.create(
-        model="gpt-test", temperature=0,
-        messages=[{"role": "system", "content": "You are a judge."},
-                  {"role": "user", "content": _prompt()}], **kw)
+        model="gpt-test",
+        temperature=0,
+        messages=[{"role": "system", "content": "You are a judge."}, {"role": "user", "content": _prompt()}],
+        **kw,
+    )
 
 
 def ask(server_or_client: JudgeServer | openai.AsyncOpenAI, **kw):
@@ -131,12 +130,15 @@ def test_reset_is_a_connection_error(judge_server):
     assert ask(judge_server).choices[0].message.content.startswith('{"verdicts"')
 
 
-@pytest.mark.parametrize("fault, problem", [
-    ("malformed", "not valid JSON"),
-    ("drop", "no verdict for node"),
-    ("duplicate", "more than one verdict"),
-    ("unknown_id", "not shown: 5"),
-])
+@pytest.mark.parametrize(
+    "fault, problem",
+    [
+        ("malformed", "not valid JSON"),
+        ("drop", "no verdict for node"),
+        ("duplicate", "more than one verdict"),
+        ("unknown_id", "not shown: 5"),
+    ],
+)
 def test_unusable_answers(judge_server, fault, problem):
     judge_server.script([fault])
     resp = ask(judge_server)

@@ -97,8 +97,11 @@ def test_the_label_kind_is_in_the_registry_once() -> None:
 
     root = Path(__file__).resolve().parent.parent
     hits = []
-    for path in [*root.joinpath("ctxprec_ops").rglob("*.py"), *root.joinpath("dagster_defs").rglob("*.py"),
-                 *root.joinpath("dags").rglob("*.py")]:
+    for path in [
+        *root.joinpath("ctxprec_ops").rglob("*.py"),
+        *root.joinpath("dagster_defs").rglob("*.py"),
+        *root.joinpath("dags").rglob("*.py"),
+    ]:
         text = path.read_text(encoding="utf-8")
         hits += [path.name] * (text.count(f'"{LABELS}"') + text.count(f"'{LABELS}'"))
     assert hits == ["label_precision.py"]
@@ -122,31 +125,56 @@ def _labelled_table(url: str, *, json_type: bool, bad: bool = True) -> None:
     engine = sa.create_engine(url)
     md = sa.MetaData()
     col = sa.JSON if json_type else sa.Text
-    t = sa.Table("rag_events", md, sa.Column("id", sa.Integer, primary_key=True), sa.Column("event_time", sa.DateTime),
-                 sa.Column("chunks", col), sa.Column("gold_chunks", col))
+    t = sa.Table(
+        "rag_events",
+        md,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("event_time", sa.DateTime),
+        sa.Column("chunks", col),
+        sa.Column("gold_chunks", col),
+    )
     md.create_all(engine)
     base = datetime(2026, 11, 28, 9)
     enc = (lambda v: v) if json_type else (lambda v: None if v is None else json.dumps(v))
-    rows = [{"id": i, "event_time": base + timedelta(minutes=i), "chunks": enc(r), "gold_chunks": enc(g)}
-            for i, r, g, *_ in CASES]
-    rows += [{"id": i, "event_time": base + timedelta(minutes=i), "chunks": r if not json_type or r is None else json.loads(r),
-              "gold_chunks": g if not json_type or g is None else json.loads(g)} for i, r, g in BAD if bad]
+    rows = [
+        {"id": i, "event_time": base + timedelta(minutes=i), "chunks": enc(r), "gold_chunks": enc(g)}
+        for i, r, g, *_ in CASES
+    ]
+    rows += [
+        {
+            "id": i,
+            "event_time": base + timedelta(minutes=i),
+            "chunks": r if not json_type or r is None else json.loads(r),
+            "gold_chunks": g if not json_type or g is None else json.loads(g),
+        }
+        for i, r, g in BAD
+        if bad
+    ]
     with engine.begin() as conn:
         conn.execute(sa.insert(t), rows)
     engine.dispose()
 
 
 def _check_scored(url: str, bad: bool = True) -> None:
-    got = {r[0]: r[1:] for r in query(url, "SELECT log_id, score, judge_model, prompt_tokens, cost, verdicts "
-                                           "FROM ctxprec_scores WHERE metric = 'label_contextual_precision'")}
+    got = {
+        r[0]: r[1:]
+        for r in query(
+            url,
+            "SELECT log_id, score, judge_model, prompt_tokens, cost, verdicts "
+            "FROM ctxprec_scores WHERE metric = 'label_contextual_precision'",
+        )
+    }
     assert set(got) == {str(c[0]) for c in CASES}
     for i, _, _, score, *_ in CASES:
         assert got[str(i)][0] == pytest.approx(score, abs=1e-15)
         assert got[str(i)][1:4] == ("labels", 0, 0.0)
     figs = {r[0]: r[1:] for r in query(url, "SELECT log_id, recall, reciprocal_rank, ndcg FROM ctxprec_label_figures")}
     for i, _, _, _, recall, rr, ndcg in CASES:
-        assert figs[str(i)] == pytest.approx((recall, rr, ndcg), abs=1e-15) if recall is not None \
+        assert (
+            figs[str(i)] == pytest.approx((recall, rr, ndcg), abs=1e-15)
+            if recall is not None
             else figs[str(i)] == (None, 0.0, None)
+        )
     failures = dict(query(url, "SELECT log_id, error_type FROM ctxprec_failures"))
     assert failures == ({"5": "invalid_input", "6": "invalid_input"} if bad else {})
     assert query(url, "SELECT COUNT(*) FROM ctxprec_judgments")[0][0] == 0
@@ -158,8 +186,14 @@ def test_pipeline_scores_labels_without_a_judge(backend, tmp_path, request, monk
     _labelled_table(url, json_type=backend == "postgresql")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     # an LLM judge is configured but must never be built: there is no key and no endpoint
-    config = PipelineConfig(warehouse=url, metric=LABELS, judge="gpt-4o-mini", source_table="rag_events",
-                            columns={"retrieved_ids": "chunks", "relevant_ids": "gold_chunks"}, chunk_size=2)
+    config = PipelineConfig(
+        warehouse=url,
+        metric=LABELS,
+        judge="gpt-4o-mini",
+        source_table="rag_events",
+        columns={"retrieved_ids": "chunks", "relevant_ids": "gold_chunks"},
+        chunk_size=2,
+    )
     events: list = []
     summary = score_partition(config, DAY, progress=events.append)
     assert (summary.rows_total, summary.rows_scored, summary.rows_failed) == (6, 4, 2)
@@ -183,10 +217,44 @@ def test_cli_scores_trends_and_checks_the_label_metric(tmp_path, capsys, monkeyp
     _check_scored(url, bad=False)
     capsys.readouterr()
     # trend and check read the scores of one source table (the configured one by default)
-    assert ctxprec(["trend", "--warehouse", url, "--metric", LABELS, "--source-table", "rag_events", "--days", "3"]) == 0
+    assert (
+        ctxprec(["trend", "--warehouse", url, "--metric", LABELS, "--source-table", "rag_events", "--days", "3"]) == 0
+    )
     assert DAY in capsys.readouterr().out
     mean = sum(c[3] for c in CASES) / 4  # (5/6 + 1/3 + 0 + 1) / 4 = 0.5417
-    assert ctxprec(["check", "--warehouse", url, "--metric", LABELS, "--source-table", "rag_events", "--partition", DAY,
-                    "--min-mean", "0.5"]) == 0
-    assert ctxprec(["check", "--warehouse", url, "--metric", LABELS, "--source-table", "rag_events", "--partition", DAY,
-                    "--min-mean", f"{mean + 0.01:.4f}"]) != 0
+    assert (
+        ctxprec(
+            [
+                "check",
+                "--warehouse",
+                url,
+                "--metric",
+                LABELS,
+                "--source-table",
+                "rag_events",
+                "--partition",
+                DAY,
+                "--min-mean",
+                "0.5",
+            ]
+        )
+        == 0
+    )
+    assert (
+        ctxprec(
+            [
+                "check",
+                "--warehouse",
+                url,
+                "--metric",
+                LABELS,
+                "--source-table",
+                "rag_events",
+                "--partition",
+                DAY,
+                "--min-mean",
+                f"{mean + 0.01:.4f}",
+            ]
+        )
+        != 0
+    )

@@ -2,7 +2,6 @@
 hand-computed scores, every fault and repair path, structured-output fallback, budgets."""
 
 import asyncio
-import json
 
 import pytest
 

@@ -46,8 +46,12 @@ def test_planted_regression_fires(engine):
     assert r.baseline.summary.n == 420
     # the p-value is scipy's one-sided Welch test of exactly these samples
     with engine.connect() as conn:
-        part = [x for (x,) in conn.execute(sa.text("select score from ctxprec_scores where partition_key=:p"), {"p": P})]
-        base = [x for (x,) in conn.execute(sa.text("select score from ctxprec_scores where partition_key<:p"), {"p": P})]
+        part = [
+            x for (x,) in conn.execute(sa.text("select score from ctxprec_scores where partition_key=:p"), {"p": P})
+        ]
+        base = [
+            x for (x,) in conn.execute(sa.text("select score from ctxprec_scores where partition_key<:p"), {"p": P})
+        ]
     assert r.regression.p_value == pytest.approx(welch_less(part, base))
     assert r.figures.summary.mean == pytest.approx(float(np.mean(part)))
 
@@ -90,7 +94,9 @@ def test_zero_volume_day_fires_volume(engine):
 
 def test_low_volume_fires_but_normal_volume_does_not(engine):
     rng = np.random.default_rng(9)
-    write_history(engine, _baseline() + [Day(P, beta_scores(rng, 25, 0.72)), Day("2026-11-29", beta_scores(rng, 45, 0.72))])
+    write_history(
+        engine, _baseline() + [Day(P, beta_scores(rng, 25, 0.72)), Day("2026-11-29", beta_scores(rng, 45, 0.72))]
+    )
     assert "volume" in _rules(check_partition(engine, P))  # 25 < 30
     assert "volume" not in _rules(check_partition(engine, "2026-11-29"))  # 45 >= 30
 

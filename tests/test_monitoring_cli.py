@@ -32,7 +32,13 @@ def url(tmp_path_factory) -> str:
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
-    for name in ("CTXPREC_MIN_MEAN", "CTXPREC_MIN_PASS_RATE", "CTXPREC_WAREHOUSE_URL", "CTXPREC_ALERT_WEBHOOK", "CTXPREC_ALERT_EMAIL_TO"):
+    for name in (
+        "CTXPREC_MIN_MEAN",
+        "CTXPREC_MIN_PASS_RATE",
+        "CTXPREC_WAREHOUSE_URL",
+        "CTXPREC_ALERT_WEBHOOK",
+        "CTXPREC_ALERT_EMAIL_TO",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -100,7 +106,9 @@ def test_trend_and_report(url, tmp_path, capsys):
 def test_console_script(url):
     """The installed `ctxprec` entry point (one subprocess: interpreter start-up is slow in CI)."""
     assert CTXPREC.exists(), CTXPREC
-    proc = subprocess.run([str(CTXPREC), "check", "--warehouse", url, "--partition", P], capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [str(CTXPREC), "check", "--warehouse", url, "--partition", P], capture_output=True, text=True, timeout=180
+    )
     assert proc.returncode == 3, proc.stderr
     assert "regression" in proc.stdout and "Welch t-test" in proc.stdout
 

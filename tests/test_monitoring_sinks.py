@@ -84,10 +84,10 @@ class _Smtp(socketserver.StreamRequestHandler):
                 self._send("354 End data with <CR><LF>.<CR><LF>")
                 data = []
                 while True:
-                    l = self.rfile.readline()
-                    if l in (b".\r\n", b".\n", b""):
+                    line = self.rfile.readline()
+                    if line in (b".\r\n", b".\n", b""):
                         break
-                    data.append(l[1:] if l.startswith(b"..") else l)
+                    data.append(line[1:] if line.startswith(b"..") else line)
                 mail["data"] = b"".join(data)
                 srv.messages.append(dict(mail))
                 self._send("250 OK queued")

@@ -19,9 +19,16 @@ from ctxprec_ops.warehouse.source import PartitionKeyError, SourceTableError
 
 def summary(status: str, failures: dict[str, int] | None = None, scored: int = 10) -> RunSummary:
     failures = failures or {}
-    return RunSummary(run_id="r", partition_key="2026-11-28", metric="contextual_precision", status=status,
-                      rows_total=scored + sum(failures.values()), rows_scored=scored,
-                      rows_failed=sum(failures.values()), failures_by_type=failures)
+    return RunSummary(
+        run_id="r",
+        partition_key="2026-11-28",
+        metric="contextual_precision",
+        status=status,
+        rows_total=scored + sum(failures.values()),
+        rows_scored=scored,
+        rows_failed=sum(failures.values()),
+        failures_by_type=failures,
+    )
 
 
 RESULTS = {
@@ -32,10 +39,16 @@ RESULTS = {
     "failed, judge outage": (summary("failed", {"judge_unavailable": 5}, scored=0), Outcome.RETRY),
     "failed, judge misconfigured": (summary("failed", {"judge_configuration": 5}, scored=0), Outcome.FAIL),
     "budget exhausted": (summary("budget_exhausted", {"budget_exhausted": 4}), Outcome.FAIL),
-    "chunk with an outage": (ChunkResult("2026-11-28", 3, rows_total=5, rows_scored=4, rows_failed=1,
-                                         failures_by_type={"judge_unavailable": 1}), Outcome.RETRY),
-    "chunk with bad input": (ChunkResult("2026-11-28", 0, rows_total=5, rows_scored=4, rows_failed=1,
-                                         failures_by_type={"invalid_input": 1}), Outcome.DONE),
+    "chunk with an outage": (
+        ChunkResult(
+            "2026-11-28", 3, rows_total=5, rows_scored=4, rows_failed=1, failures_by_type={"judge_unavailable": 1}
+        ),
+        Outcome.RETRY,
+    ),
+    "chunk with bad input": (
+        ChunkResult("2026-11-28", 0, rows_total=5, rows_scored=4, rows_failed=1, failures_by_type={"invalid_input": 1}),
+        Outcome.DONE,
+    ),
 }
 
 ERRORS = {
@@ -57,6 +70,7 @@ def airflow_outcome(thing: object) -> Outcome:
     op = ContextualPrecisionOperator(task_id="score_chunk")
     try:
         if isinstance(thing, BaseException):
+
             def boom() -> None:
                 raise thing
 

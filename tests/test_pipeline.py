@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
@@ -137,7 +137,8 @@ def test_crash_between_chunks_then_resume_loses_and_duplicates_nothing(url):
     assert count(engine, "ctxprec_failures") == 0
     with engine.connect() as conn:
         status, message = conn.execute(
-            sa.text("SELECT status, error_message FROM ctxprec_runs WHERE run_id = 'crashed-run'")).one()
+            sa.text("SELECT status, error_message FROM ctxprec_runs WHERE run_id = 'crashed-run'")
+        ).one()
     assert status == "failed" and "JudgeCrash" in message
 
     resumed_judge = CountingJudge()
@@ -204,18 +205,27 @@ def test_bad_rows_become_failures_with_clear_messages_and_good_rows_score(tmp_pa
     url = f"sqlite:///{path}"
     engine = get_engine(url)
     good = day_rows(5)
-    create_logs(engine, [log_row(r["id"], r["event_time"], context=r["retrieval_context"], as_text=True) for r in good],
-                context_type=sa.Text)
+    create_logs(
+        engine,
+        [log_row(r["id"], r["event_time"], context=r["retrieval_context"], as_text=True) for r in good],
+        context_type=sa.Text,
+    )
     with engine.begin() as conn:
         for rid, (values, _) in BAD_ROWS.items():
             row = log_row(rid, datetime(2026, 11, 28, 9), as_text=True)
             row.update(values)
-            conn.execute(sa.text(
-                "INSERT INTO retrieval_logs VALUES (:id, :event_time, :input, :actual_output, :expected_output, "
-                ":retrieval_context)"), row)
+            conn.execute(
+                sa.text(
+                    "INSERT INTO retrieval_logs VALUES (:id, :event_time, :input, :actual_output, :expected_output, "
+                    ":retrieval_context)"
+                ),
+                row,
+            )
     raw = sqlite3.connect(path)  # bytes that are not UTF-8, stored as TEXT
-    raw.execute("INSERT INTO retrieval_logs VALUES (120, '2026-11-28 10:00:00', CAST(x'5061726973ff' AS TEXT), "
-                "'a', 'Paris is the capital of France.', '[\"Paris\"]')")
+    raw.execute(
+        "INSERT INTO retrieval_logs VALUES (120, '2026-11-28 10:00:00', CAST(x'5061726973ff' AS TEXT), "
+        "'a', 'Paris is the capital of France.', '[\"Paris\"]')"
+    )
     raw.commit()
     raw.close()
 
@@ -238,8 +248,9 @@ def test_bad_rows_become_failures_with_clear_messages_and_good_rows_score(tmp_pa
 
     # the data gets fixed: the next run scores the row and removes its failure record
     with engine.begin() as conn:
-        conn.exec_driver_sql("UPDATE retrieval_logs SET retrieval_context = '[\"Paris is the capital of France.\"]' "
-                             "WHERE id = 104")
+        conn.exec_driver_sql(
+            "UPDATE retrieval_logs SET retrieval_context = '[\"Paris is the capital of France.\"]' WHERE id = 104"
+        )
     fixed = score_partition(PipelineConfig(warehouse=url, judge=CountingJudge(), chunk_size=4), DAY)
     assert fixed.rows_scored == 6 and fixed.rows_failed == len(BAD_ROWS)
     assert "104" in ids_in(engine, "ctxprec_scores") and "104" not in ids_in(engine, "ctxprec_failures")
@@ -295,12 +306,22 @@ def test_partition_key_and_config_errors(url):
 
 
 def test_from_settings_reads_the_environment():
-    env = {"CTXPREC_WAREHOUSE_URL": "sqlite:///x.db", "CTXPREC_CHUNK_SIZE": "7", "CTXPREC_THRESHOLD": "0.7",
-           "CTXPREC_CONVERSATION_TABLE": "chats", "CTXPREC_SOURCE_TABLE": "logs"}
+    env = {
+        "CTXPREC_WAREHOUSE_URL": "sqlite:///x.db",
+        "CTXPREC_CHUNK_SIZE": "7",
+        "CTXPREC_THRESHOLD": "0.7",
+        "CTXPREC_CONVERSATION_TABLE": "chats",
+        "CTXPREC_SOURCE_TABLE": "logs",
+    }
     s = Settings.from_env(env)
     cfg = PipelineConfig.from_settings(s, concurrency=3, max_cost=None)
     assert (cfg.warehouse, cfg.chunk_size, cfg.threshold, cfg.concurrency, cfg.table_name) == (
-        "sqlite:///x.db", 7, 0.7, 3, "logs")
+        "sqlite:///x.db",
+        7,
+        0.7,
+        3,
+        "logs",
+    )
     turn = PipelineConfig.from_settings(s, metric="turn_contextual_precision")
     assert turn.table_name == "chats"
     with pytest.raises(TypeError):
@@ -325,9 +346,8 @@ def test_postgres_end_to_end(pg_url, id_type, context_type, aware):
     if ctype is sa.Text:
         rows = [dict(r, retrieval_context=json.dumps(r["retrieval_context"])) for r in rows]
     if aware:
-        rows = [dict(r, event_time=r["event_time"].replace(tzinfo=timezone.utc)) for r in rows]
-    bad = log_row(rows[-1]["id"] + 1 if id_type is not sa.String else "log-zz", rows[0]["event_time"],
-                  context=None)
+        rows = [dict(r, event_time=r["event_time"].replace(tzinfo=UTC)) for r in rows]
+    bad = log_row(rows[-1]["id"] + 1 if id_type is not sa.String else "log-zz", rows[0]["event_time"], context=None)
     create_logs(engine, rows + [bad], id_type=id_type, context_type=ctype, time_type=sa.DateTime(timezone=aware))
 
     judge = CountingJudge()
@@ -360,8 +380,12 @@ def test_warehouse_password_never_reaches_logs_or_tables(pg_server, caplog):
         assert "scoring contextual_precision partition" in caplog.text
         assert "pg-s3cret-pw" not in caplog.text and "***" in caplog.text
         with engine.connect() as conn:
-            dump = " ".join(str(v) for t in ("ctxprec_runs", "ctxprec_scores")
-                            for row in conn.exec_driver_sql(f"SELECT * FROM {t}") for v in row)
+            dump = " ".join(
+                str(v)
+                for t in ("ctxprec_runs", "ctxprec_scores")
+                for row in conn.exec_driver_sql(f"SELECT * FROM {t}")
+                for v in row
+            )
         assert "pg-s3cret-pw" not in dump
     finally:
         pg_server.drop_database(db)
@@ -404,8 +428,9 @@ def test_run_figures_are_those_of_the_stored_scores(request, tmp_path, backend):
     create_logs(engine, planted_rows(23)[0])
     summary = score_partition(PipelineConfig(warehouse=url, chunk_size=4), DAY)
     with engine.connect() as conn:
-        stored = conn.execute(sa.text("SELECT score, success FROM ctxprec_scores WHERE partition_key = :p"),
-                              {"p": DAY}).all()
+        stored = conn.execute(
+            sa.text("SELECT score, success FROM ctxprec_scores WHERE partition_key = :p"), {"p": DAY}
+        ).all()
         key = ScoringKey("contextual_precision", summary.judge_model, summary.prompt_version)
         streamed = list(partition_scores(conn, output_tables(), key, DAY, batch=5))
     arr = np.array([r.score for r in stored])

@@ -19,11 +19,17 @@ OUTCOME = "The user learns that Paris is the capital of France and that the Louv
 def convo(rid: int, day: int = 28, **over) -> dict:
     turns = [
         {"role": "user", "content": "What is the capital of France?"},
-        {"role": "assistant", "content": "Paris.", "retrieval_context": [
-            f"Berlin is the capital of Germany (doc {rid}).", "Paris is the capital of France."]},
+        {
+            "role": "assistant",
+            "content": "Paris.",
+            "retrieval_context": [f"Berlin is the capital of Germany (doc {rid}).", "Paris is the capital of France."],
+        },
         {"role": "user", "content": "Which museum is there?"},
-        {"role": "assistant", "content": "The Louvre.", "retrieval_context": [
-            "The Louvre museum is in Paris, France.", f"Unrelated note {rid}."]},
+        {
+            "role": "assistant",
+            "content": "The Louvre.",
+            "retrieval_context": ["The Louvre museum is in Paris, France.", f"Unrelated note {rid}."],
+        },
     ]
     row = {"id": rid, "event_time": datetime(2026, 11, day, 12), "turns": turns, "expected_outcome": OUTCOME}
     row.update(over)
@@ -74,8 +80,9 @@ def test_conversations_scored_cached_and_bad_rows_recorded(backend, tmp_path, re
     assert summary.completed  # only data problems
 
     cached = CountingJudge()
-    nxt = score_partition(PipelineConfig(warehouse=url, metric="turn_contextual_precision", judge=cached,
-                                         window_size=2), "2026-11-29")
+    nxt = score_partition(
+        PipelineConfig(warehouse=url, metric="turn_contextual_precision", judge=cached, window_size=2), "2026-11-29"
+    )
     assert cached.calls == 0 and nxt.rows_scored == 2 and nxt.rows_cached == 2
     assert ids_in(engine, "ctxprec_scores") == sorted(["1", "2", "3", "4", "5", "101", "102"])
     assert count(engine, "ctxprec_failures") == 4
@@ -86,9 +93,12 @@ def test_configured_conversation_columns(tmp_path):
     engine = get_engine(url)
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE chats (chat_id INTEGER PRIMARY KEY, ts TEXT, messages TEXT, goal TEXT)")
-        conn.execute(sa.text("INSERT INTO chats VALUES (1, '2026-11-28T08:00:00Z', :m, :g)"),
-                     {"m": json.dumps(convo(1)["turns"]), "g": OUTCOME})
+        conn.execute(
+            sa.text("INSERT INTO chats VALUES (1, '2026-11-28T08:00:00Z', :m, :g)"),
+            {"m": json.dumps(convo(1)["turns"]), "g": OUTCOME},
+        )
     cols = ConversationColumns(id="chat_id", event_time="ts", turns="messages", expected_outcome="goal")
-    summary = score_partition(PipelineConfig(warehouse=url, metric="turn_contextual_precision", source_table="chats",
-                                             columns=cols), DAY)
+    summary = score_partition(
+        PipelineConfig(warehouse=url, metric="turn_contextual_precision", source_table="chats", columns=cols), DAY
+    )
     assert summary.rows_scored == 1 and 0.0 <= summary.mean_score <= 1.0

@@ -30,8 +30,14 @@ def test_openai_judge_end_to_end_with_cache(judge_server, tmp_path):
     create_logs(engine, data)
     judge_server.script(["429", "ok", "500"])  # transient faults are retried
     secret = "sk-test-secret-key-123456"
-    cfg = PipelineConfig(warehouse=url, judge="gpt-4o-mini", judge_base_url=judge_server.base_url,
-                         judge_api_key=secret, chunk_size=4, concurrency=4)
+    cfg = PipelineConfig(
+        warehouse=url,
+        judge="gpt-4o-mini",
+        judge_base_url=judge_server.base_url,
+        judge_api_key=secret,
+        chunk_size=4,
+        concurrency=4,
+    )
     summary = score_partition(cfg, DAY)
     assert summary.status == "succeeded" and summary.rows_scored == 6
     assert summary.prompt_tokens > 0 and summary.completion_tokens > 0 and summary.cost and summary.cost > 0
@@ -58,8 +64,13 @@ def test_unreachable_judge_rows_fail_and_run_is_not_completed(judge_server, tmp_
     url = f"sqlite:///{tmp_path / 'wh.db'}"
     create_logs(get_engine(url), rows()[:2])
     judge_server.p_500 = 1.0
-    cfg = PipelineConfig(warehouse=url, judge="gpt-4o-mini", judge_base_url=judge_server.base_url,
-                         judge_api_key="test-key", max_retries=1)
+    cfg = PipelineConfig(
+        warehouse=url,
+        judge="gpt-4o-mini",
+        judge_base_url=judge_server.base_url,
+        judge_api_key="test-key",
+        max_retries=1,
+    )
     summary = score_partition(cfg, DAY)
     assert summary.status == "failed" and not summary.completed
     assert summary.failures_by_type == {"judge_unavailable": 2}

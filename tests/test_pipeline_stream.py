@@ -9,8 +9,8 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from ctxprec_ops.pipeline import PipelineConfig, ProgressEvent, score_partition
-from ctxprec_ops.pipeline.workers import batches
 from ctxprec_ops.pipeline.records import Chunk
+from ctxprec_ops.pipeline.workers import batches
 from ctxprec_ops.warehouse.engine import get_engine
 from tests.fixtures.warehouse_data import create_logs, log_row
 
@@ -19,9 +19,16 @@ SLOW = "row 1 passage:"
 
 
 def _rows(n: int) -> list[dict]:
-    return [log_row(i, datetime(2026, 11, 28, i % 24), input=f"question {i}?", expected=f"answer {i}",
-                    context=[f"row {i} passage: a RELEVANT fact", f"row {i} other: IRRELEVANT filler"])
-            for i in range(1, n + 1)]
+    return [
+        log_row(
+            i,
+            datetime(2026, 11, 28, i % 24),
+            input=f"question {i}?",
+            expected=f"answer {i}",
+            context=[f"row {i} passage: a RELEVANT fact", f"row {i} other: IRRELEVANT filler"],
+        )
+        for i in range(1, n + 1)
+    ]
 
 
 def test_a_slow_request_does_not_hold_back_the_next_chunks(judge_server, tmp_path):
@@ -31,8 +38,14 @@ def test_a_slow_request_does_not_hold_back_the_next_chunks(judge_server, tmp_pat
     # row 1 (chunk 0) takes 1.5 s; every other request 10 ms
     judge_server.latency = lambda record: 1.5 if SLOW in str(record["json"]) else 0.01
     events: list[ProgressEvent] = []
-    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
-                         judge_api_key="test-key", chunk_size=5, concurrency=4)
+    cfg = PipelineConfig(
+        warehouse=url,
+        judge="judge-test-model",
+        judge_base_url=judge_server.base_url,
+        judge_api_key="test-key",
+        chunk_size=5,
+        concurrency=4,
+    )
     summary = score_partition(cfg, DAY, progress=events.append)
 
     assert (summary.rows_total, summary.rows_scored, summary.status) == (15, 15, "succeeded")
@@ -42,8 +55,9 @@ def test_a_slow_request_does_not_hold_back_the_next_chunks(judge_server, tmp_pat
     done = [e.done for e in events if e.kind in ("rows_done", "chunk_done")]
     assert done == sorted(done) and done[-1] == 15
     with engine.connect() as conn:
-        n_scores, n_judgments = conn.execute(sa.text(
-            "SELECT (SELECT count(*) FROM ctxprec_scores), (SELECT count(*) FROM ctxprec_judgments)")).one()
+        n_scores, n_judgments = conn.execute(
+            sa.text("SELECT (SELECT count(*) FROM ctxprec_scores), (SELECT count(*) FROM ctxprec_judgments)")
+        ).one()
     assert (n_scores, n_judgments) == (15, 30) and judge_server.calls == 15
 
 
@@ -81,8 +95,14 @@ def test_a_chunk_claimed_elsewhere_is_skipped_then_scored_after_the_free_ones(ju
     engine = get_engine(pg_url)
     create_logs(engine, _rows(15))
     judge_server.latency = 0.01
-    cfg = PipelineConfig(warehouse=pg_url, judge="judge-test-model", judge_base_url=judge_server.base_url,
-                         judge_api_key="test-key", chunk_size=5, concurrency=4)
+    cfg = PipelineConfig(
+        warehouse=pg_url,
+        judge="judge-test-model",
+        judge_base_url=judge_server.base_url,
+        judge_api_key="test-key",
+        chunk_size=5,
+        concurrency=4,
+    )
     ctx = prepare(cfg)
     chunks = plan_chunks(cfg, DAY, context=ctx)
     key = claim_key(chunk_claim_name(ctx, chunks[0]))
@@ -93,8 +113,9 @@ def test_a_chunk_claimed_elsewhere_is_skipped_then_scored_after_the_free_ones(ju
         assert score_chunk_if_free(cfg, chunks[0], run_id="r0", context=ctx) is None
         assert judge_server.calls == 0
         events: list[ProgressEvent] = []
-        release = threading.Timer(1.0, lambda: (holder.execute(sa.select(sa.func.pg_advisory_unlock(key))),
-                                                holder.commit()))
+        release = threading.Timer(
+            1.0, lambda: (holder.execute(sa.select(sa.func.pg_advisory_unlock(key))), holder.commit())
+        )
         release.start()
         summary = score_partition(cfg, DAY, progress=events.append)
         release.join()

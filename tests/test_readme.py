@@ -1,6 +1,5 @@
 """Every Python example in README.md runs as written (except those that need a live endpoint)."""
 
-import os
 import re
 from pathlib import Path
 
@@ -35,7 +34,7 @@ def test_the_configuration_table_lists_exactly_the_settings():
     from ctxprec_ops.config import Settings
 
     text = README.read_text(encoding="utf-8")
-    section = text[text.index("### Configuration"):]
+    section = text[text.index("### Configuration") :]
     section = section[: section.index("\n## ")]
     rows = [line for line in section.splitlines() if line.startswith("| `CTXPREC_")]
     documented = {re.match(r"\| `(CTXPREC_[A-Z_]+)`", line).group(1) for line in rows}

@@ -48,11 +48,17 @@ def seed(url: str) -> dict[str, list[bool]]:
 def run_pair(server, url: str, tmp_path: Path, workers: list[tuple[str, str]]) -> list[dict]:
     """Start one subprocess per (mode, run_id), release them together, return their summaries."""
     go = tmp_path / "go"
-    env = dict(os.environ, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test-key",
-               NO_PROXY="127.0.0.1,localhost")
-    procs = [subprocess.Popen([sys.executable, WORKER, mode, url, DAY, run_id, str(go), "25"], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for mode, run_id in workers]
+    env = dict(os.environ, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test-key", NO_PROXY="127.0.0.1,localhost")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, WORKER, mode, url, DAY, run_id, str(go), "25"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for mode, run_id in workers
+    ]
     deadline = time.monotonic() + 90
     while len(list(tmp_path.glob("go.*.ready"))) < len(procs):  # all imported, all waiting
         assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "a worker did not start"
@@ -71,8 +77,7 @@ def assert_nothing_lost_or_doubled(url: str, truth: dict[str, list[bool]], serve
     with engine.connect() as conn:
         scores = list(conn.execute(sa.text("SELECT log_id, score, verdicts FROM ctxprec_scores")))
         failures = list(conn.execute(sa.text("SELECT log_id, error_type, error_message FROM ctxprec_failures")))
-        n_judgments, n_keys = conn.execute(
-            sa.text("SELECT count(*), count(DISTINCT key) FROM ctxprec_judgments")).one()
+        n_judgments, n_keys = conn.execute(sa.text("SELECT count(*), count(DISTINCT key) FROM ctxprec_judgments")).one()
         runs = list(conn.execute(sa.text("SELECT * FROM ctxprec_runs")))
     scored = [r.log_id for r in scores]
     assert len(scored) == len(set(scored)) == N_GOOD and set(scored) == set(truth)
@@ -92,10 +97,14 @@ def assert_nothing_lost_or_doubled(url: str, truth: dict[str, list[bool]], serve
     assert all(r.status == "partial" and r.rows_total == N_GOOD + len(BAD) for r in runs)
 
 
-@pytest.mark.parametrize("workers", [
-    [("partition", "dagster-backfill"), ("chunks", "airflow-run")],
-    [("chunks", "airflow-run"), ("chunks", "airflow-run")],  # a retry overlapping its own first try
-], ids=["partition-vs-chunks", "same-run-twice"])
+@pytest.mark.parametrize(
+    "workers",
+    [
+        [("partition", "dagster-backfill"), ("chunks", "airflow-run")],
+        [("chunks", "airflow-run"), ("chunks", "airflow-run")],  # a retry overlapping its own first try
+    ],
+    ids=["partition-vs-chunks", "same-run-twice"],
+)
 def test_two_processes_on_postgres_lose_and_duplicate_nothing(judge_server, pg_url, tmp_path, workers):
     truth = seed(pg_url)
     judge_server.latency = 0.003

@@ -14,8 +14,8 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import sqlalchemy as sa
@@ -32,14 +32,34 @@ CHUNK = 40
 
 def scorer_env(server) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CTXPREC_")}
-    env.update(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test-key", NO_PROXY="127.0.0.1,localhost",
-               CTXPREC_RETRY_INITIAL_WAIT="0.01", CTXPREC_RETRY_MAX_WAIT="0.2")
+    env.update(
+        OPENAI_BASE_URL=server.base_url,
+        OPENAI_API_KEY="test-key",
+        NO_PROXY="127.0.0.1,localhost",
+        CTXPREC_RETRY_INITIAL_WAIT="0.01",
+        CTXPREC_RETRY_MAX_WAIT="0.2",
+    )
     return env
 
 
 def score_cmd(url: str, run_id: str) -> list[str]:
-    return [CTXPREC, "score", "--warehouse", url, "--partition", DAY, "--judge", "judge-test-model",
-            "--chunk-size", str(CHUNK), "--concurrency", "4", "--quiet", "--run-id", run_id]
+    return [
+        CTXPREC,
+        "score",
+        "--warehouse",
+        url,
+        "--partition",
+        DAY,
+        "--judge",
+        "judge-test-model",
+        "--chunk-size",
+        str(CHUNK),
+        "--concurrency",
+        "4",
+        "--quiet",
+        "--run-id",
+        run_id,
+    ]
 
 
 def run_until_killed(cmd: list[str], env: dict[str, str], when: Callable[[], bool], timeout: float = 90) -> None:
@@ -77,7 +97,7 @@ def assert_chunks_atomic(engine, truth) -> set[str]:
         n_failures = conn.exec_driver_sql("SELECT count(*) FROM ctxprec_failures").scalar_one()
         n_judgments = conn.exec_driver_sql("SELECT count(*) FROM ctxprec_judgments").scalar_one()
     order = sorted(truth, key=int)
-    chunks = [set(order[i:i + CHUNK]) for i in range(0, len(order), CHUNK)]
+    chunks = [set(order[i : i + CHUNK]) for i in range(0, len(order), CHUNK)]
     for c in chunks:
         assert c <= scored or not (c & scored), "a chunk was half written"
     assert n_failures == 0
@@ -127,8 +147,9 @@ def test_sigkill_at_several_points_then_rerun_loses_and_duplicates_nothing(judge
     assert assert_chunks_atomic(engine, truth) == set()
 
     # 2. killed right after the first chunk commits
-    run_until_killed(score_cmd(url, "kill-after-commit"), env,
-                     lambda: scalar(engine, "SELECT count(*) FROM ctxprec_scores") >= CHUNK)
+    run_until_killed(
+        score_cmd(url, "kill-after-commit"), env, lambda: scalar(engine, "SELECT count(*) FROM ctxprec_scores") >= CHUNK
+    )
     killed.append("kill-after-commit")
     after_commit = assert_chunks_atomic(engine, truth)
     assert len(after_commit) >= CHUNK

@@ -42,8 +42,9 @@ def table_state(engine) -> tuple[dict[str, sa.Row], dict[str, sa.Row], list[sa.R
     return scores, failures, runs
 
 
-def assert_every_row_accounted(engine, truth: dict[str, list[bool]], summary, *, budget: bool = False
-                               ) -> tuple[dict, dict]:
+def assert_every_row_accounted(
+    engine, truth: dict[str, list[bool]], summary, *, budget: bool = False
+) -> tuple[dict, dict]:
     """Each row in exactly one table; each score exact; the ledger equals the tables."""
     scores, failures, runs = table_state(engine)
     assert not set(scores) & set(failures), "a row is both scored and failed"
@@ -69,7 +70,10 @@ def assert_every_row_accounted(engine, truth: dict[str, list[bool]], summary, *,
     assert summary.failures_by_type == by_type
     (ledger,) = [r for r in runs if r.run_id == summary.run_id]
     assert (ledger.rows_total, ledger.rows_scored, ledger.rows_failed) == (
-        summary.rows_total, summary.rows_scored, summary.rows_failed)
+        summary.rows_total,
+        summary.rows_scored,
+        summary.rows_failed,
+    )
     want = "succeeded" if not failures else "budget_exhausted" if budget else "partial"
     assert ledger.status == summary.status == want
     assert ledger.finished_at is not None
@@ -90,14 +94,30 @@ def warehouse(tmp_path):
 def test_partition_under_every_judge_fault_scores_each_row_exactly(judge_server, warehouse):
     url, truth = warehouse
     all_faults(judge_server)
-    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
-                         judge_api_key="test-key", judge_timeout=0.5, chunk_size=200, concurrency=16)
+    cfg = PipelineConfig(
+        warehouse=url,
+        judge="judge-test-model",
+        judge_base_url=judge_server.base_url,
+        judge_api_key="test-key",
+        judge_timeout=0.5,
+        chunk_size=200,
+        concurrency=16,
+    )
     summary = score_partition(cfg, DAY)
 
     # every fault kind really happened, many times
     seen = judge_server.outcomes
-    for outcome in ("429", "429_no_retry_after", "500", "malformed", "drop", "duplicate", "unknown_id",
-                    "reset", "timeout"):
+    for outcome in (
+        "429",
+        "429_no_retry_after",
+        "500",
+        "malformed",
+        "drop",
+        "duplicate",
+        "unknown_id",
+        "reset",
+        "timeout",
+    ):
         assert seen[outcome] >= 3, (outcome, dict(seen))
     scores, failures = assert_every_row_accounted(get_engine(url), truth, summary)
     # with 6 retries per call, losing a row takes 7 faults in a row on one call: (almost) never
@@ -112,9 +132,16 @@ def test_exhausted_retries_become_failures_and_a_rerun_completes(judge_server, w
     engine = get_engine(url)
     all_faults(judge_server, timeouts=False)
     judge_server.p_500 = 0.15  # with no retry at all, ~1 call in 3 fails for good
-    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
-                         judge_api_key="test-key", judge_timeout=2.0, chunk_size=128, concurrency=16,
-                         max_retries=0)
+    cfg = PipelineConfig(
+        warehouse=url,
+        judge="judge-test-model",
+        judge_base_url=judge_server.base_url,
+        judge_api_key="test-key",
+        judge_timeout=2.0,
+        chunk_size=128,
+        concurrency=16,
+        max_retries=0,
+    )
     first = score_partition(cfg, DAY)
     scores, failures = assert_every_row_accounted(engine, truth, first)
     assert first.status == "partial" and not first.completed
@@ -144,8 +171,9 @@ def test_a_failed_case_still_reports_the_calls_it_paid_for(judge_server):
     from ctxprec_ops.judges.openai_judge import OpenAIJudge
     from ctxprec_ops.metrics.turn_contextual_precision import TurnContextualPrecisionMetric
 
-    judge = OpenAIJudge("judge-test-model", base_url=judge_server.base_url, api_key="test-key",
-                        price_per_million=(1.0, 1.0))
+    judge = OpenAIJudge(
+        "judge-test-model", base_url=judge_server.base_url, api_key="test-key", price_per_million=(1.0, 1.0)
+    )
     case = LLMTestCase(input="q", expected_output="a", retrieval_context=["a RELEVANT fact", "IRRELEVANT"], id="c")
     # an unusable answer (paid for), then the repair call fails for good
     judge_server.script(["malformed", "500", "500", "500"])
@@ -154,8 +182,12 @@ def test_a_failed_case_still_reports_the_calls_it_paid_for(judge_server):
     assert (r.judge_calls, r.attempts) == (1, 3) and r.prompt_tokens > 0 and r.cost > 0
 
     judge_server.reset()
-    turns = [Turn("user", "hi"), Turn("assistant", "x", ["one RELEVANT"]),
-             Turn("user", "more"), Turn("assistant", "y", ["two IRRELEVANT"])]
+    turns = [
+        Turn("user", "hi"),
+        Turn("assistant", "x", ["one RELEVANT"]),
+        Turn("user", "more"),
+        Turn("assistant", "y", ["two IRRELEVANT"]),
+    ]
     conv = ConversationalTestCase(turns=turns, expected_outcome="done", id="t")
     judge_server.script(["ok", "500"])  # window 1 answered, window 2 fails
     (t,) = evaluate([conv], [TurnContextualPrecisionMetric(model=judge)], max_retries=0, concurrency=1).results
@@ -169,8 +201,15 @@ def test_budget_holds_under_concurrency_and_faults(judge_server, warehouse, monk
     url, truth = warehouse
     monkeypatch.setenv("CTXPREC_PRICES", '{"judge-test-model": [100.0, 400.0]}')  # ~$0.06 a call
     all_faults(judge_server, timeouts=False)
-    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
-                         judge_api_key="test-key", chunk_size=128, concurrency=16, max_cost=3.0)
+    cfg = PipelineConfig(
+        warehouse=url,
+        judge="judge-test-model",
+        judge_base_url=judge_server.base_url,
+        judge_api_key="test-key",
+        chunk_size=128,
+        concurrency=16,
+        max_cost=3.0,
+    )
     capped = score_partition(cfg, DAY)
     assert capped.status == "budget_exhausted" and not capped.completed
     assert 0 < capped.cost <= 3.0
@@ -178,8 +217,17 @@ def test_budget_holds_under_concurrency_and_faults(judge_server, warehouse, monk
     assert capped.failures_by_type.get("budget_exhausted", 0) > N_ROWS // 2 and len(scores) > 10
 
     judge_server.reset()
-    rest = score_partition(PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
-                                          judge_api_key="test-key", chunk_size=128, concurrency=16), DAY)
+    rest = score_partition(
+        PipelineConfig(
+            warehouse=url,
+            judge="judge-test-model",
+            judge_base_url=judge_server.base_url,
+            judge_api_key="test-key",
+            chunk_size=128,
+            concurrency=16,
+        ),
+        DAY,
+    )
     assert rest.status == "succeeded" and judge_server.calls == len(failures)
     assert_every_row_accounted(get_engine(url), truth, rest)
 
@@ -188,8 +236,13 @@ def test_a_cap_without_a_known_price_refuses_to_spend(judge_server, warehouse):
     """``max_cost`` with a judge whose price is unknown: no call is made (the cap could not be
     checked), every row says why, and the run is not complete."""
     url, truth = warehouse
-    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
-                         judge_api_key="test-key", max_cost=0.01)
+    cfg = PipelineConfig(
+        warehouse=url,
+        judge="judge-test-model",
+        judge_base_url=judge_server.base_url,
+        judge_api_key="test-key",
+        max_cost=0.01,
+    )
     summary = score_partition(cfg, DAY)
     assert judge_server.calls == 0
     assert summary.status == "failed" and summary.failures_by_type == {"judge_configuration": N_ROWS}

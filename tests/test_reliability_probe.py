@@ -31,8 +31,10 @@ def warehouse_url(request, tmp_path):
 
 def test_deeply_nested_json_is_that_rows_invalid_input_not_the_partitions_abort(warehouse_url):
     engine = get_engine(warehouse_url)
-    rows = day_rows(3, as_text=True) + [log_row(4, datetime(2026, 11, 28, 5), context=DEEP),
-                          log_row(5, datetime(2026, 11, 28, 6), context='["ok", ' + DEEP + "]")]
+    rows = day_rows(3, as_text=True) + [
+        log_row(4, datetime(2026, 11, 28, 5), context=DEEP),
+        log_row(5, datetime(2026, 11, 28, 6), context='["ok", ' + DEEP + "]"),
+    ]
     create_logs(engine, rows, context_type=sa.Text)
     judge = CountingJudge()
     summary = score_partition(PipelineConfig(warehouse=warehouse_url, judge=judge, chunk_size=2), DAY)
@@ -68,12 +70,22 @@ def test_a_text_id_in_an_integer_column_is_that_rows_failure_not_an_aborted_run(
     rows = day_rows(3, as_text=True)
     odd = [dict(rows[0], id=v) for v in ("abc", "7 apples", 3.5)]
     with engine.begin() as conn:  # raw SQL: no INTEGER PRIMARY KEY (a rowid alias refuses text)
-        conn.exec_driver_sql("CREATE TABLE retrieval_logs (id INTEGER, event_time TEXT, input TEXT, "
-                             "actual_output TEXT, expected_output TEXT, retrieval_context TEXT)")
+        conn.exec_driver_sql(
+            "CREATE TABLE retrieval_logs (id INTEGER, event_time TEXT, input TEXT, "
+            "actual_output TEXT, expected_output TEXT, retrieval_context TEXT)"
+        )
         for r in rows + odd:
-            conn.exec_driver_sql("INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)",
-                                 (r["id"], str(r["event_time"]), r["input"], r["actual_output"],
-                                  r["expected_output"], r["retrieval_context"]))
+            conn.exec_driver_sql(
+                "INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    r["id"],
+                    str(r["event_time"]),
+                    r["input"],
+                    r["actual_output"],
+                    r["expected_output"],
+                    r["retrieval_context"],
+                ),
+            )
     summary = score_partition(PipelineConfig(warehouse=url, judge=CountingJudge(), chunk_size=chunk_size), DAY)
     assert (summary.rows_total, summary.rows_scored, summary.rows_failed) == (6, 3, 3)
     assert summary.status == "partial" and summary.completed
@@ -118,13 +130,16 @@ def test_sqlite_event_time_forms_are_read_or_counted_as_outside_every_partition(
     engine = get_engine(url)
     good = day_rows(1, as_text=True)[0]
     with engine.begin() as conn:
-        conn.exec_driver_sql(f"CREATE TABLE retrieval_logs (id INTEGER PRIMARY KEY, event_time {declared}, "
-                             "input TEXT, actual_output TEXT, expected_output TEXT, retrieval_context TEXT)")
+        conn.exec_driver_sql(
+            f"CREATE TABLE retrieval_logs (id INTEGER PRIMARY KEY, event_time {declared}, "
+            "input TEXT, actual_output TEXT, expected_output TEXT, retrieval_context TEXT)"
+        )
         conn.exec_driver_sql("CREATE INDEX ix_time ON retrieval_logs (event_time)")
         for i, (value, _) in enumerate(EVENT_TIMES, start=1):
-            conn.exec_driver_sql("INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)",
-                                 (i, value, good["input"], good["actual_output"], good["expected_output"],
-                                  good["retrieval_context"]))
+            conn.exec_driver_sql(
+                "INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)",
+                (i, value, good["input"], good["actual_output"], good["expected_output"], good["retrieval_context"]),
+            )
     want: dict[str | None, set[str]] = {}
     for i, (_, day) in enumerate(EVENT_TIMES, start=1):
         want.setdefault(day, set()).add(str(i))
@@ -174,8 +189,9 @@ def test_postgres_rows_with_a_null_event_time_are_counted_in_the_run(pg_url):
 
 
 def _openai_config(url: str, judge_server, **kw) -> PipelineConfig:
-    return PipelineConfig(warehouse=url, judge="gpt-4o-mini", judge_base_url=judge_server.base_url,
-                          judge_api_key="sk-probe", **kw)
+    return PipelineConfig(
+        warehouse=url, judge="gpt-4o-mini", judge_base_url=judge_server.base_url, judge_api_key="sk-probe", **kw
+    )
 
 
 def test_an_empty_200_body_is_retried_and_exhausted_retries_are_judge_unavailable(judge_server, tmp_path):
@@ -192,7 +208,7 @@ def test_an_empty_200_body_is_retried_and_exhausted_retries_are_judge_unavailabl
         conn.exec_driver_sql("DELETE FROM ctxprec_judgments")
     again = score_partition(_openai_config(url, judge_server, max_retries=2), DAY)
     assert again.failures_by_type == {"judge_unavailable": 1}
-    (attempts, message), = query(url, "SELECT attempts, error_message FROM ctxprec_failures")
+    ((attempts, message),) = query(url, "SELECT attempts, error_message FROM ctxprec_failures")
     assert attempts == 3 and "empty or unreadable body" in message
 
 
@@ -204,7 +220,7 @@ def test_an_http_400_is_judge_request_rejected_or_that_rows_invalid_input_and_no
     judge_server.script(["bad_request"])  # "maximum context length" (code context_length_exceeded)
     summary = score_partition(_openai_config(url, judge_server), DAY)
     assert judge_server.calls == 1  # never retried: the endpoint would answer the same
-    (error_type, message), = query(url, "SELECT error_type, error_message FROM ctxprec_failures")
+    ((error_type, message),) = query(url, "SELECT error_type, error_message FROM ctxprec_failures")
     assert error_type == "invalid_input" and "HTTP 400" in message and "context length" in message
     assert decide(summary).outcome is Outcome.DONE
 
@@ -216,9 +232,10 @@ def test_an_http_400_is_judge_request_rejected_or_that_rows_invalid_input_and_no
         conn.exec_driver_sql("DELETE FROM ctxprec_failures")
     summary = score_partition(_openai_config(url, judge_server), DAY)
     assert judge_server.calls == 1
-    (error_type, message), = query(url, "SELECT error_type, error_message FROM ctxprec_failures")
+    ((error_type, message),) = query(url, "SELECT error_type, error_message FROM ctxprec_failures")
     assert error_type == "judge_request_rejected" and message == (
-        "the judge endpoint refused the request (HTTP 400): The prompt was rejected by the content filter.")
+        "the judge endpoint refused the request (HTTP 400): The prompt was rejected by the content filter."
+    )
     decision = decide(summary)
     assert decision.outcome is Outcome.FAIL and "judge_request_rejected: 1" in decision.reason
 
@@ -237,8 +254,7 @@ def test_a_huge_judge_answer_is_refused_without_reading_it(judge_server, declare
 
     judge_server.huge_bytes = 50_000_000
     judge_server.huge_chunked = not declared
-    judge = OpenAIJudge("gpt-4o-mini", base_url=judge_server.base_url, api_key="sk-probe",
-                        max_response_bytes=100_000)
+    judge = OpenAIJudge("gpt-4o-mini", base_url=judge_server.base_url, api_key="sk-probe", max_response_bytes=100_000)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for _ in range(3):
         judge_server.script(["huge"])
@@ -256,18 +272,21 @@ def test_a_huge_answer_fails_that_row_once_and_the_others_score(judge_server, tm
     summary = score_partition(_openai_config(url, judge_server, concurrency=1), DAY)
     assert (summary.rows_scored, summary.failures_by_type) == (2, {"judge_answer_invalid": 1})
     assert judge_server.calls == 3  # not retried
-    (message,), = query(url, "SELECT error_message FROM ctxprec_failures")
+    ((message,),) = query(url, "SELECT error_message FROM ctxprec_failures")
     assert "over the limit of 1,048,576 bytes" in message
 
 
 # -- 11: a judge name the tables cannot hold is refused before anything is spent ----------------
 
 
-@pytest.mark.parametrize("name, needle", [
-    ("g" * 300, "300 characters long (limit 255)"),
-    ("gpt 4o\nmini", "may only contain"),
-    ("_gpt", "may only contain"),
-])
+@pytest.mark.parametrize(
+    "name, needle",
+    [
+        ("g" * 300, "300 characters long (limit 255)"),
+        ("gpt 4o\nmini", "may only contain"),
+        ("_gpt", "may only contain"),
+    ],
+)
 def test_a_bad_judge_name_exits_2_before_any_call_or_write(warehouse_url, openai_env, capsys, name, needle):
     from ctxprec_ops.cli import main
 
@@ -349,7 +368,9 @@ def test_a_run_aborted_by_a_warehouse_error_records_one_line_without_sql_or_row_
         conn.exec_driver_sql("ALTER TABLE ctxprec_scores ADD CONSTRAINT no_scores CHECK (score < -1)")
     with pytest.raises(sa.exc.IntegrityError):
         score_partition(config, DAY)
-    (status, message), = query(pg_url, "SELECT status, error_message FROM ctxprec_runs WHERE partition_key = :p", p=DAY)
+    ((status, message),) = query(
+        pg_url, "SELECT status, error_message FROM ctxprec_runs WHERE partition_key = :p", p=DAY
+    )
     assert status == "failed" and message.startswith("CheckViolation: ") and "\n" not in message
     assert "INSERT" not in message and "0.0" not in message and "run_id" not in message
     assert "INSERT INTO" not in caplog.text and "Paris" not in caplog.text
@@ -358,11 +379,15 @@ def test_a_run_aborted_by_a_warehouse_error_records_one_line_without_sql_or_row_
 # -- 9: two processes on one PostgreSQL partition pay for each row once ---------------------------
 
 
-@pytest.mark.parametrize("workers", [
-    [("partition", "dagster-backfill"), ("partition", "cli-run")],
-    [("partition", "dagster-backfill"), ("chunks", "airflow-run")],
-    [("chunks", "airflow-run"), ("chunks", "airflow-run")],
-], ids=["partition-vs-partition", "partition-vs-chunks", "same-run-twice"])
+@pytest.mark.parametrize(
+    "workers",
+    [
+        [("partition", "dagster-backfill"), ("partition", "cli-run")],
+        [("partition", "dagster-backfill"), ("chunks", "airflow-run")],
+        [("chunks", "airflow-run"), ("chunks", "airflow-run")],
+    ],
+    ids=["partition-vs-partition", "partition-vs-chunks", "same-run-twice"],
+)
 def test_two_processes_on_one_postgres_partition_judge_each_row_once(judge_server, pg_url, tmp_path, workers):
     """Chunks are claimed (advisory locks): the second process scores other chunks or waits,
     then skips what the first scored. Every row is judged exactly once overall, and each run's
@@ -406,8 +431,11 @@ def test_a_partition_key_at_the_end_of_the_calendar_exits_2_without_a_run_row(tm
 
 def test_the_last_accepted_partition_keys_score(tmp_path):
     url = f"sqlite:///{tmp_path / 'wh.db'}"
-    create_logs(get_engine(url), [log_row(1, datetime(1900, 1, 1, 5), as_text=True),
-                                  log_row(2, datetime(9998, 12, 31, 23, 59), as_text=True)], context_type=sa.Text)
+    create_logs(
+        get_engine(url),
+        [log_row(1, datetime(1900, 1, 1, 5), as_text=True), log_row(2, datetime(9998, 12, 31, 23, 59), as_text=True)],
+        context_type=sa.Text,
+    )
     for key in ("1900-01-01", "9998-12-31"):
         assert score_partition(PipelineConfig(warehouse=url, judge=CountingJudge()), key).rows_scored == 1
 
@@ -499,8 +527,10 @@ def _relevance_oracle_judge():
             from ctxprec_ops.verdicts import NodeVerdict
 
             Oracle.calls += 1
-            return {rank: NodeVerdict(node=rank, relevant=bool(re.search(r"(?<!IR)\bRELEVANT\b", text)), reason="")
-                    for rank, text in todo}
+            return {
+                rank: NodeVerdict(node=rank, relevant=bool(re.search(r"(?<!IR)\bRELEVANT\b", text)), reason="")
+                for rank, text in todo
+            }
 
         def generate(self, prompt, schema=None):
             raise AssertionError("not used")
@@ -573,31 +603,45 @@ def _old_tables(engine) -> None:
             "NOT NULL, score FLOAT NOT NULL, success BOOLEAN NOT NULL, threshold FLOAT NOT NULL, verdicts TEXT, "
             "reason TEXT, judge_model VARCHAR(255) NOT NULL, prompt_version VARCHAR(64) NOT NULL, prompt_tokens "
             "INTEGER, completion_tokens INTEGER, cost FLOAT, run_id TEXT NOT NULL, scored_at TIMESTAMP NOT NULL, "
-            "CONSTRAINT ctxprec_scores_pk PRIMARY KEY (log_id, metric, judge_model, prompt_version))")
-        conn.exec_driver_sql(
-            "CREATE INDEX ix_ctxprec_scores_partition ON ctxprec_scores (partition_key, metric)")
+            "CONSTRAINT ctxprec_scores_pk PRIMARY KEY (log_id, metric, judge_model, prompt_version))"
+        )
+        conn.exec_driver_sql("CREATE INDEX ix_ctxprec_scores_partition ON ctxprec_scores (partition_key, metric)")
         conn.exec_driver_sql(
             "CREATE TABLE ctxprec_failures (log_id TEXT NOT NULL, partition_key VARCHAR(10) NOT NULL, metric "
             "VARCHAR(64) NOT NULL, judge_model VARCHAR(255) NOT NULL, prompt_version VARCHAR(64) NOT NULL, "
             "error_type VARCHAR(64) NOT NULL, error_message TEXT NOT NULL, attempts INTEGER NOT NULL, run_id TEXT "
             "NOT NULL, failed_at TIMESTAMP NOT NULL, "
-            "CONSTRAINT ctxprec_failures_pk PRIMARY KEY (log_id, metric, judge_model, prompt_version))")
+            "CONSTRAINT ctxprec_failures_pk PRIMARY KEY (log_id, metric, judge_model, prompt_version))"
+        )
         conn.exec_driver_sql(
             "CREATE TABLE ctxprec_runs (run_id TEXT NOT NULL, partition_key VARCHAR(10) NOT NULL, metric VARCHAR(64) "
             "NOT NULL, status VARCHAR(32) NOT NULL, rows_total INTEGER NOT NULL, rows_scored INTEGER NOT NULL, "
             "rows_cached INTEGER NOT NULL, rows_failed INTEGER NOT NULL, mean_score FLOAT, median_score FLOAT, "
             "pass_rate FLOAT, ci_low FLOAT, ci_high FLOAT, prompt_tokens INTEGER, completion_tokens INTEGER, "
             "cost FLOAT, judge_model VARCHAR(255), prompt_version VARCHAR(64), started_at TIMESTAMP, finished_at "
-            "TIMESTAMP, CONSTRAINT ctxprec_runs_pk PRIMARY KEY (run_id, partition_key, metric))")
-        conn.execute(sa.text(
-            "INSERT INTO ctxprec_scores VALUES ('1', :p, 'contextual_precision', 0.25, false, 0.5, '[]', 'old', "
-            ":j, :v, 1, 1, 0.0, 'old-run', :t)"), {"p": DAY, "j": "counting-judge", "v": version, "t": now})
-        conn.execute(sa.text(
-            "INSERT INTO ctxprec_failures VALUES ('2', :p, 'contextual_precision', :j, :v, 'judge_unavailable', "
-            "'old failure', 6, 'old-run', :t)"), {"p": DAY, "j": "counting-judge", "v": version, "t": now})
-        conn.execute(sa.text(
-            "INSERT INTO ctxprec_runs VALUES ('old-run', :p, 'contextual_precision', 'partial', 2, 1, 0, 1, 0.25, "
-            "0.25, 0, NULL, NULL, 1, 1, 0.0, :j, :v, :t, :t)"), {"p": DAY, "j": "counting-judge", "v": version, "t": now})
+            "TIMESTAMP, CONSTRAINT ctxprec_runs_pk PRIMARY KEY (run_id, partition_key, metric))"
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO ctxprec_scores VALUES ('1', :p, 'contextual_precision', 0.25, false, 0.5, '[]', 'old', "
+                ":j, :v, 1, 1, 0.0, 'old-run', :t)"
+            ),
+            {"p": DAY, "j": "counting-judge", "v": version, "t": now},
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO ctxprec_failures VALUES ('2', :p, 'contextual_precision', :j, :v, 'judge_unavailable', "
+                "'old failure', 6, 'old-run', :t)"
+            ),
+            {"p": DAY, "j": "counting-judge", "v": version, "t": now},
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO ctxprec_runs VALUES ('old-run', :p, 'contextual_precision', 'partial', 2, 1, 0, 1, 0.25, "
+                "0.25, 0, NULL, NULL, 1, 1, 0.0, :j, :v, :t, :t)"
+            ),
+            {"p": DAY, "j": "counting-judge", "v": version, "t": now},
+        )
 
 
 def test_output_tables_of_the_previous_version_are_migrated_in_place(warehouse_url):
@@ -610,16 +654,20 @@ def test_output_tables_of_the_previous_version_are_migrated_in_place(warehouse_u
     judge = CountingJudge()
     summary = score_partition(PipelineConfig(warehouse=warehouse_url, judge=judge, source_table="my_logs"), DAY)
     assert (summary.rows_scored, summary.rows_cached, summary.rows_failed, judge.calls) == (3, 1, 0, 2)
-    scores = dict((r[0], r[1:]) for r in query(warehouse_url, "SELECT log_id, source_table, score, reason FROM ctxprec_scores"))
+    scores = dict(
+        (r[0], r[1:]) for r in query(warehouse_url, "SELECT log_id, source_table, score, reason FROM ctxprec_scores")
+    )
     assert scores["1"] == ("my_logs", 0.25, "old")  # kept, as the configured table's
     assert {v[0] for v in scores.values()} == {"my_logs"}
     assert query(warehouse_url, "SELECT count(*) FROM ctxprec_failures") == [(0,)]  # re-judged, now scored
     runs = dict(query(warehouse_url, "SELECT run_id, source_table FROM ctxprec_runs"))
     assert runs["old-run"] == "my_logs" and runs[summary.run_id] == "my_logs"
     insp = sa.inspect(engine)
-    for table, key in (("ctxprec_scores", ["log_id", "metric", "judge_model", "prompt_version", "source_table"]),
-                       ("ctxprec_failures", ["log_id", "metric", "judge_model", "prompt_version", "source_table"]),
-                       ("ctxprec_runs", ["run_id", "partition_key", "metric", "source_table"])):
+    for table, key in (
+        ("ctxprec_scores", ["log_id", "metric", "judge_model", "prompt_version", "source_table"]),
+        ("ctxprec_failures", ["log_id", "metric", "judge_model", "prompt_version", "source_table"]),
+        ("ctxprec_runs", ["run_id", "partition_key", "metric", "source_table"]),
+    ):
         assert insp.get_pk_constraint(table)["constrained_columns"] == key, table
         assert {c["name"]: c["nullable"] for c in insp.get_columns(table)}["source_table"] is False
     assert "ix_ctxprec_scores_partition" in {i["name"] for i in insp.get_indexes("ctxprec_scores")}

@@ -35,7 +35,9 @@ SECRETS = (API_KEY, PASSWORD, "SECRETSECRET", "SECRETpw")
 
 def assert_clean(text: str, where: str) -> None:
     for s in SECRETS:
-        assert s not in text, f"secret {s!r} leaked into {where}: ...{text[max(0, text.find(s) - 200):text.find(s) + 50]}..."
+        assert s not in text, (
+            f"secret {s!r} leaked into {where}: ...{text[max(0, text.find(s) - 200) : text.find(s) + 50]}..."
+        )
 
 
 @pytest.fixture
@@ -44,8 +46,9 @@ def secret_pg(pg_server):
     from psycopg import sql
 
     if not pg_server.admin("SELECT 1 FROM pg_roles WHERE rolname = %s", ROLE):
-        pg_server.admin(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-            sql.Identifier(ROLE), sql.Literal(PASSWORD)).as_string())
+        pg_server.admin(
+            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(ROLE), sql.Literal(PASSWORD)).as_string()
+        )
     (hba,) = pg_server.admin("SHOW hba_file")[0]
     text = Path(hba).read_text()
     rule = f"local all {ROLE} scram-sha-256\n"
@@ -53,9 +56,12 @@ def secret_pg(pg_server):
         Path(hba).write_text(rule + text)
         pg_server.admin("SELECT pg_reload_conf()")
     db = pg_server.create_database("secret")
-    pg_server.admin(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(db), sql.Identifier(ROLE)).as_string())
-    url = sa.engine.URL.create("postgresql+psycopg", username=ROLE, password=PASSWORD, database=db,
-                               query={"host": pg_server.socket_dir}).render_as_string(hide_password=False)
+    pg_server.admin(
+        sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(db), sql.Identifier(ROLE)).as_string()
+    )
+    url = sa.engine.URL.create(
+        "postgresql+psycopg", username=ROLE, password=PASSWORD, database=db, query={"host": pg_server.socket_dir}
+    ).render_as_string(hide_password=False)
     try:
         yield url, db
     finally:
@@ -98,8 +104,14 @@ def test_no_secret_in_logs_tables_reports_or_output(secret_pg, judge_server, tmp
 
     # 1. the judge rejects the key (HTTP 401): every row fails, the key is nowhere
     judge_server.api_key = "sk-the-server-wants-another-key"
-    cfg = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
-                         judge_api_key=API_KEY, chunk_size=10, max_retries=1)
+    cfg = PipelineConfig(
+        warehouse=url,
+        judge="judge-test-model",
+        judge_base_url=judge_server.base_url,
+        judge_api_key=API_KEY,
+        chunk_size=10,
+        max_retries=1,
+    )
     rejected = score_partition(cfg, DAY)
     assert rejected.status == "failed" and rejected.failures_by_type == {"judge_configuration": 30}
     assert judge_server.auth_headers[0] == f"Bearer {API_KEY}"  # the real key was sent...
@@ -114,8 +126,16 @@ def test_no_secret_in_logs_tables_reports_or_output(secret_pg, judge_server, tmp
 
     # 3. an aborted run (the source table is missing): the exception and the ledger row
     with pytest.raises(Exception) as exc:
-        score_partition(PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=judge_server.base_url,
-                                       judge_api_key=API_KEY, source_table="no_such_table"), DAY)
+        score_partition(
+            PipelineConfig(
+                warehouse=url,
+                judge="judge-test-model",
+                judge_base_url=judge_server.base_url,
+                judge_api_key=API_KEY,
+                source_table="no_such_table",
+            ),
+            DAY,
+        )
     texts.append(("exception", f"{exc.value!s} {exc.value!r} {exc.value.__cause__!r}"))
 
     # 4. every CLI command, in-process, with the password in the URL and the key in the env
@@ -150,10 +170,19 @@ def test_no_secret_in_logs_tables_reports_or_output(secret_pg, judge_server, tmp
     texts.append(("HTML report", report.read_text()))
 
     # 5. the console script in a real process: stdout, stderr (warnings, tracebacks if any)
-    done = subprocess.run([CTXPREC, "score", "--warehouse", url, "--partition", DAY, "--judge", "judge-test-model"],
-                          capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "OPENAI_API_KEY": API_KEY, "NO_PROXY": "127.0.0.1",
-                               "OPENAI_BASE_URL": judge_server.base_url, "CTXPREC_RETRY_INITIAL_WAIT": "0.01"})
+    done = subprocess.run(
+        [CTXPREC, "score", "--warehouse", url, "--partition", DAY, "--judge", "judge-test-model"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "OPENAI_API_KEY": API_KEY,
+            "NO_PROXY": "127.0.0.1",
+            "OPENAI_BASE_URL": judge_server.base_url,
+            "CTXPREC_RETRY_INITIAL_WAIT": "0.01",
+        },
+    )
     texts.append(("console script", done.stdout + done.stderr))
 
     texts.append(("log records", "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in caplog.records)))
@@ -163,13 +192,16 @@ def test_no_secret_in_logs_tables_reports_or_output(secret_pg, judge_server, tmp
         assert_clean(text, where)
 
 
-@pytest.mark.parametrize("url", [
-    f"postgresql://etl:{PASSWORD}@db/wh",
-    f"postgresql://etl:pa/{PASSWORD}@db/wh",  # "/" in the password
-    f"postgresql://etl:p@{PASSWORD}@db/wh",  # an unencoded "@"
-    f"postgresql://etl:x:{PASSWORD}@db:notaport/wh",
-    f"etl:{PASSWORD}@db/wh",  # no scheme: not a URL at all, still masked
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://etl:{PASSWORD}@db/wh",
+        f"postgresql://etl:pa/{PASSWORD}@db/wh",  # "/" in the password
+        f"postgresql://etl:p@{PASSWORD}@db/wh",  # an unencoded "@"
+        f"postgresql://etl:x:{PASSWORD}@db:notaport/wh",
+        f"etl:{PASSWORD}@db/wh",  # no scheme: not a URL at all, still masked
+    ],
+)
 def test_urls_with_awkward_passwords_are_masked_everywhere_they_are_echoed(url, capsys):
     from ctxprec_ops.secrets import redact, redact_url
 

@@ -25,7 +25,7 @@ VOID = {"meta", "br", "img", "input", "link", "hr", "col", "source", "area", "ba
 
 
 class Node:
-    def __init__(self, tag: str, attrs: dict[str, str | None], parent: "Node | None") -> None:
+    def __init__(self, tag: str, attrs: dict[str, str | None], parent: Node | None) -> None:
         self.tag, self.attrs, self.parent, self.children, self.text = tag, attrs, parent, [], []
 
     def iter(self):
@@ -33,7 +33,7 @@ class Node:
         for c in self.children:
             yield from c.iter()
 
-    def find_all(self, tag: str, cls: str | None = None) -> list["Node"]:
+    def find_all(self, tag: str, cls: str | None = None) -> list[Node]:
         return [n for n in self.iter() if n.tag == tag and (cls is None or cls in (n.attrs.get("class") or "").split())]
 
     def all_text(self) -> str:
@@ -85,14 +85,20 @@ def warehouse(tmp_path_factory) -> str:
         n = 80
         scores = beta_scores(rng, n, 0.55 if k == LAST else 0.74)
         verdicts = [
-            [{"node": j, "relevant": bool((i + j) % 2), "reason": EVIL_REASON if j == 1 else f"reason {j}"} for j in (3, 1, 2)]
+            [
+                {"node": j, "relevant": bool((i + j) % 2), "reason": EVIL_REASON if j == 1 else f"reason {j}"}
+                for j in (3, 1, 2)
+            ]
             for i in range(n)
         ]  # deliberately out of order: the report sorts by rank
         days.append(Day(k, scores, failed=40 if k == "2026-11-25" else 1, verdicts=verdicts, reasons=[EVIL_REASON] * n))
     write_history(eng, days)
     write_source_logs(
         eng,
-        [{"id": f"{LAST}-{i}", "input": EVIL_INPUT, "retrieval_context": [EVIL_NODE, "second node", "third node"]} for i in range(80)],
+        [
+            {"id": f"{LAST}-{i}", "input": EVIL_INPUT, "retrieval_context": [EVIL_NODE, "second node", "third node"]}
+            for i in range(80)
+        ],
     )
     eng.dispose()
     return f"sqlite:///{path}"
@@ -139,9 +145,16 @@ def test_alert_markers_on_alerting_days(report, warehouse):
     marks = {int(g.attrs["data-day-index"]) for g in mean_chart.find_all("g", "alert-marker")}
     assert marks == alert_idx
     volume = next(s for s in root.find_all("section") if s.attrs.get("id") == "chart-volume")
-    assert {days[int(g.attrs["data-day-index"])] for g in volume.find_all("g", "alert-marker")} == {"2026-11-22", "2026-11-25"}
+    assert {days[int(g.attrs["data-day-index"])] for g in volume.find_all("g", "alert-marker")} == {
+        "2026-11-22",
+        "2026-11-25",
+    }
     # the partition table highlights the same days, and the alert list names them
-    rows = {tr.attrs["data-partition"]: tr for tr in root.find_all("tr") if "data-partition" in tr.attrs and "alert-row" not in (tr.attrs.get("class") or "")}
+    rows = {
+        tr.attrs["data-partition"]: tr
+        for tr in root.find_all("tr")
+        if "data-partition" in tr.attrs and "alert-row" not in (tr.attrs.get("class") or "")
+    }
     assert {k for k, tr in rows.items() if "alerting" in (tr.attrs.get("class") or "")} == {days[i] for i in alert_idx}
     banner = next(d for d in root.find_all("div") if d.attrs.get("id") == "latest-alerts")
     assert "regression" in banner.all_text() and "min_mean" in banner.all_text()
@@ -152,8 +165,8 @@ def test_charts_have_band_threshold_and_worst_cases_sorted(report):
     mean_chart = next(s for s in root.find_all("section") if s.attrs.get("id") == "chart-mean")
     assert mean_chart.find_all("polygon", "ci-band")
     labels = [t.all_text() for t in mean_chart.find_all("text", "hlabel")]
-    assert any(l.startswith("min_mean") and "0.60" in l for l in labels)
-    assert any(l.startswith("case threshold") for l in labels)
+    assert any(lbl.startswith("min_mean") and "0.60" in lbl for lbl in labels)
+    assert any(lbl.startswith("case threshold") for lbl in labels)
     scores = [float(c.find_all("span", "score")[0].all_text()) for c in root.find_all("div", "case")]
     assert scores == sorted(scores)
     ranks = [td.all_text() for td in root.find_all("div", "case")[0].find_all("td", "rank")]
@@ -185,7 +198,7 @@ def _png_pixels_vary(png: bytes) -> tuple[int, int, bool]:
             idat += data
         pos += 12 + length
     raw = zlib.decompress(idat)
-    return w, h, len(set(raw[: 200_000])) > 20
+    return w, h, len(set(raw[:200_000])) > 20
 
 
 def test_renders_in_headless_chromium(report, tmp_path):
@@ -219,4 +232,3 @@ def test_worst_cases_show_the_expected_output(report):
     case = root.find_all("div", "case")[0]
     expected = case.find_all("div", "expected")
     assert expected and "".join(expected[0].text) == "x"  # the fixture's expected_output
-

@@ -46,7 +46,12 @@ def test_equal_scores_give_a_zero_width_interval():
 
 
 def test_empty_partition_and_a_mismatched_count():
-    assert run_figures([], 0, 0) == {"mean_score": None, "median_score": None, "pass_rate": None,
-                                      "ci_low": None, "ci_high": None}
+    assert run_figures([], 0, 0) == {
+        "mean_score": None,
+        "median_score": None,
+        "pass_rate": None,
+        "ci_low": None,
+        "ci_high": None,
+    }
     with pytest.raises(ValueError, match="expected 5 scores, the stream held 3"):
         run_figures(batches([0.2, 0.4, 0.6], 2), 5, 0)

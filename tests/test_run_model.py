@@ -26,27 +26,50 @@ def renamed_table(url: str, n: int = 4) -> None:
     """A retrieval-log table whose columns all have other names."""
     engine = sa.create_engine(url)
     md = sa.MetaData()
-    t = sa.Table("rag_events", md, sa.Column("event_id", sa.Integer, primary_key=True),
-                 sa.Column("ts", sa.DateTime), sa.Column("question", sa.Text), sa.Column("gold", sa.Text),
-                 sa.Column("contexts", sa.Text))
+    t = sa.Table(
+        "rag_events",
+        md,
+        sa.Column("event_id", sa.Integer, primary_key=True),
+        sa.Column("ts", sa.DateTime),
+        sa.Column("question", sa.Text),
+        sa.Column("gold", sa.Text),
+        sa.Column("contexts", sa.Text),
+    )
     md.create_all(engine)
     with engine.begin() as conn:
-        conn.execute(sa.insert(t), [
-            {"event_id": r["id"], "ts": r["event_time"], "question": r["input"], "gold": r["expected_output"],
-             "contexts": json.dumps(r["retrieval_context"])} for r in day_rows(n)
-        ])
+        conn.execute(
+            sa.insert(t),
+            [
+                {
+                    "event_id": r["id"],
+                    "ts": r["event_time"],
+                    "question": r["input"],
+                    "gold": r["expected_output"],
+                    "contexts": json.dumps(r["retrieval_context"]),
+                }
+                for r in day_rows(n)
+            ],
+        )
     engine.dispose()
 
 
-MAPPING = {"id": "event_id", "event_time": "ts", "input": "question", "expected_output": "gold",
-           "retrieval_context": "contexts"}
+MAPPING = {
+    "id": "event_id",
+    "event_time": "ts",
+    "input": "question",
+    "expected_output": "gold",
+    "retrieval_context": "contexts",
+}
 
 
 def test_the_registry_is_the_only_list_of_metrics() -> None:
     """``turn_contextual_precision`` is written once in product code: the metric's own name."""
     hits = []
-    for path in [*ROOT.joinpath("ctxprec_ops").rglob("*.py"), *ROOT.joinpath("dagster_defs").rglob("*.py"),
-                 *ROOT.joinpath("dags").rglob("*.py")]:
+    for path in [
+        *ROOT.joinpath("ctxprec_ops").rglob("*.py"),
+        *ROOT.joinpath("dagster_defs").rglob("*.py"),
+        *ROOT.joinpath("dags").rglob("*.py"),
+    ]:
         text = path.read_text(encoding="utf-8")
         hits += [path.name] * (text.count('"turn_contextual_precision"') + text.count("'turn_contextual_precision'"))
     assert hits == ["turn_contextual_precision.py"]
@@ -54,13 +77,20 @@ def test_the_registry_is_the_only_list_of_metrics() -> None:
 
 
 def test_one_boolean_parser_and_clear_errors() -> None:
-    assert [parse_bool(v, "X") for v in ("1", "TRUE", "yes", "On", "0", "false", "No", "off")] == [True] * 4 + [False] * 4
+    assert [parse_bool(v, "X") for v in ("1", "TRUE", "yes", "On", "0", "false", "No", "off")] == [True] * 4 + [
+        False
+    ] * 4
     with pytest.raises(SettingsError, match="CTXPREC_SMTP_SSL must be true or false"):
         Settings.from_env({"CTXPREC_SMTP_SSL": "maybe"})
     with pytest.raises(SettingsError, match="CTXPREC_CHUNK_SIZE must be at least 1"):
         Settings.from_env({"CTXPREC_CHUNK_SIZE": "0"})
-    s = Settings.from_env({"CTXPREC_BLOCKING_CHECKS": "off", "CTXPREC_SCHEDULE_RUNNING": "yes",
-                           "CTXPREC_SOURCE_COLUMNS": '{"retrieval_context": "contexts"}'})
+    s = Settings.from_env(
+        {
+            "CTXPREC_BLOCKING_CHECKS": "off",
+            "CTXPREC_SCHEDULE_RUNNING": "yes",
+            "CTXPREC_SOURCE_COLUMNS": '{"retrieval_context": "contexts"}',
+        }
+    )
     assert (s.blocking_checks, s.schedule_running, s.source_columns) == (False, True, {"retrieval_context": "contexts"})
 
 
@@ -68,8 +98,24 @@ def test_score_and_report_through_the_column_flag(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'wh.db'}"
     renamed_table(url)
     flags = [a for k, v in MAPPING.items() for a in ("--column", f"{k}={v}")]
-    assert ctxprec(["score", "--warehouse", url, "--partition", DAY, "--source-table", "rag_events",
-                    "--judge", "lexical", "--quiet", *flags]) == 0
+    assert (
+        ctxprec(
+            [
+                "score",
+                "--warehouse",
+                url,
+                "--partition",
+                DAY,
+                "--source-table",
+                "rag_events",
+                "--judge",
+                "lexical",
+                "--quiet",
+                *flags,
+            ]
+        )
+        == 0
+    )
     assert query(url, "SELECT COUNT(*) FROM ctxprec_scores")[0][0] == 4
     out = tmp_path / "r.html"
     assert ctxprec(["report", "--warehouse", url, "--out", str(out), "--source-table", "rag_events", *flags]) == 0
@@ -129,13 +175,34 @@ def test_local_dagster_deployment_scores_with_the_configured_judge(tmp_path: Pat
     from tests.fixtures.warehouse_data import create_logs
 
     create_logs(sa.create_engine(url), day_rows(5))
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dh"), "CTXPREC_WAREHOUSE_URL": url,
-           "CTXPREC_JUDGE": "gpt-4o-mini", "CTXPREC_DEPLOYMENT": "local", "PYTHONWARNINGS": "ignore"}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "dh"),
+        "CTXPREC_WAREHOUSE_URL": url,
+        "CTXPREC_JUDGE": "gpt-4o-mini",
+        "CTXPREC_DEPLOYMENT": "local",
+        "PYTHONWARNINGS": "ignore",
+    }
     Path(env["DAGSTER_HOME"]).mkdir()
     dagster = str(Path(sys.executable).with_name("dagster"))
-    proc = subprocess.run([dagster, "asset", "materialize", "-m", "dagster_defs", "--select",
-                           "contextual_precision_scores", "--partition", DAY], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=200)
+    proc = subprocess.run(
+        [
+            dagster,
+            "asset",
+            "materialize",
+            "-m",
+            "dagster_defs",
+            "--select",
+            "contextual_precision_scores",
+            "--partition",
+            DAY,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert query(url, "SELECT DISTINCT judge_model FROM ctxprec_scores") == [("gpt-4o-mini",)]
     assert len(openai_env.requests) >= 5

@@ -1,7 +1,8 @@
 """The pure formula: hand-computed values and properties (hypothesis)."""
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxprec_ops.scoring import apply_strict, contextual_precision, is_success, precision_steps
 

@@ -120,12 +120,19 @@ def test_faults_are_survived_and_windows_reported_in_order(judge_server):
 
 def test_evaluate_mixes_case_kinds(judge_server):
     cases = [LLMTestCase(input="q", expected_output="refunds", retrieval_context=[N, R], id="s"), conv(THREE_UNITS)]
-    res = evaluate(cases, [ContextualPrecisionMetric(model=judge(judge_server)),
-                           TurnContextualPrecisionMetric(model=judge(judge_server), window_size=1)])
+    res = evaluate(
+        cases,
+        [
+            ContextualPrecisionMetric(model=judge(judge_server)),
+            TurnContextualPrecisionMetric(model=judge(judge_server), window_size=1),
+        ],
+    )
     df = res.to_pandas()
     assert list(zip(df["id"], df["metric"])) == [
-        ("s", "contextual_precision"), ("s", "turn_contextual_precision"),
-        ("c1", "contextual_precision"), ("c1", "turn_contextual_precision"),
+        ("s", "contextual_precision"),
+        ("s", "turn_contextual_precision"),
+        ("c1", "contextual_precision"),
+        ("c1", "turn_contextual_precision"),
     ]
     assert df["score"].iloc[0] == 0.5 and df["score"].iloc[3] == pytest.approx(0.5)
     assert df["error"].iloc[1] and df["error"].iloc[2]

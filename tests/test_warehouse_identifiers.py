@@ -7,8 +7,8 @@ import sqlalchemy as sa
 
 from ctxprec_ops.errors import IdentifierError
 from ctxprec_ops.pipeline import PipelineConfig, SourceColumns, plan_chunks
-from ctxprec_ops.warehouse.identifiers import split_table_name, validate_identifier
 from ctxprec_ops.warehouse.engine import get_engine
+from ctxprec_ops.warehouse.identifiers import split_table_name, validate_identifier
 from tests.fixtures.warehouse_data import create_logs, day_rows
 
 BAD = [
@@ -72,7 +72,7 @@ def test_injection_attempt_drops_nothing(tmp_path):
     url = f"sqlite:///{tmp_path / 'wh.db'}"
     engine = get_engine(url)
     create_logs(engine, day_rows(3))
-    for name in ("retrieval_logs; DROP TABLE retrieval_logs", "retrieval_logs --", "x\"; DROP TABLE retrieval_logs"):
+    for name in ("retrieval_logs; DROP TABLE retrieval_logs", "retrieval_logs --", 'x"; DROP TABLE retrieval_logs'):
         with pytest.raises(IdentifierError):
             plan_chunks(PipelineConfig(warehouse=url, source_table=name), "2026-11-28")
     assert "retrieval_logs" in sa.inspect(engine).get_table_names()

@@ -6,7 +6,7 @@ behaviour must be the same on both).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
@@ -24,27 +24,48 @@ from ctxprec_ops.warehouse.store import (
 )
 from ctxprec_ops.warehouse.upsert import copy_upsert, insert_ignore, upsert
 
-NOW = datetime(2026, 11, 29, 1, 2, 3, tzinfo=timezone.utc)
-COPIED = ("partition_key, metric, score, success, threshold, verdicts, reason, judge_model, prompt_version, "
-          "prompt_tokens, completion_tokens, cost, run_id, scored_at, judge_calls, cached_nodes, chunk_index, "
-          "source_table")
+NOW = datetime(2026, 11, 29, 1, 2, 3, tzinfo=UTC)
+COPIED = (
+    "partition_key, metric, score, success, threshold, verdicts, reason, judge_model, prompt_version, "
+    "prompt_tokens, completion_tokens, cost, run_id, scored_at, judge_calls, cached_nodes, chunk_index, "
+    "source_table"
+)
 KEY = ScoringKey("contextual_precision", "judge-x", "v1", "retrieval_logs")
 
 
 def score_row(log_id: str, score: float = 0.5, run: str = "r1") -> dict:
     return {
-        "log_id": log_id, "partition_key": "2026-11-28", "metric": KEY.metric, "source_table": KEY.source_table,
+        "log_id": log_id,
+        "partition_key": "2026-11-28",
+        "metric": KEY.metric,
+        "source_table": KEY.source_table,
         "score": score,
-        "success": score >= 0.5, "threshold": 0.5, "verdicts": [{"node": 1, "relevant": True, "reason": "ok"}],
-        "reason": "r", "judge_model": KEY.judge_model, "prompt_version": KEY.prompt_version, "prompt_tokens": 10,
-        "completion_tokens": 5, "cost": None, "run_id": run, "scored_at": NOW, "judge_calls": 1,
-        "cached_nodes": 0, "chunk_index": 0,
+        "success": score >= 0.5,
+        "threshold": 0.5,
+        "verdicts": [{"node": 1, "relevant": True, "reason": "ok"}],
+        "reason": "r",
+        "judge_model": KEY.judge_model,
+        "prompt_version": KEY.prompt_version,
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "cost": None,
+        "run_id": run,
+        "scored_at": NOW,
+        "judge_calls": 1,
+        "cached_nodes": 0,
+        "chunk_index": 0,
     }
 
 
 def judgment(key: str, relevant: bool = True, reason: str = "why") -> dict:
-    return {"key": key, "judge_model": KEY.judge_model, "prompt_version": KEY.prompt_version, "relevant": relevant,
-            "reason": reason, "created_at": NOW}
+    return {
+        "key": key,
+        "judge_model": KEY.judge_model,
+        "prompt_version": KEY.prompt_version,
+        "relevant": relevant,
+        "reason": reason,
+        "created_at": NOW,
+    }
 
 
 @pytest.fixture
@@ -80,16 +101,22 @@ def test_bulk_and_row_by_row_store_the_same_values(pg):
     text with tabs, newlines, backslashes and quotes included."""
     t = ensure_output_tables(pg)
     odd = 'tab\there\nnewline \\N backslash "quoted" ünïcode \\'
-    rows = [dict(score_row("a"), reason=odd, verdicts=[{"node": 1, "relevant": False, "reason": odd}]),
-            dict(score_row("b"), reason=None, verdicts=None)]
+    rows = [
+        dict(score_row("a"), reason=odd, verdicts=[{"node": 1, "relevant": False, "reason": odd}]),
+        dict(score_row("b"), reason=None, verdicts=None),
+    ]
     with write_transaction(pg) as conn:
         upsert(conn, t.scores, rows)  # bulk
     with write_transaction(pg) as conn:
         for r in rows:
             upsert(conn, t.scores, [dict(r, log_id=r["log_id"] + "1")])  # one row: plain INSERT
     with pg.connect() as conn:
-        got = {r.log_id: r for r in conn.execute(
-            sa.select(t.scores.c.log_id, t.scores.c.reason, sa.cast(t.scores.c.verdicts, sa.Text).label("v")))}
+        got = {
+            r.log_id: r
+            for r in conn.execute(
+                sa.select(t.scores.c.log_id, t.scores.c.reason, sa.cast(t.scores.c.verdicts, sa.Text).label("v"))
+            )
+        }
     assert got["a"].reason == odd and got["a"] == got["a1"][:0] + ("a",) + got["a1"][1:]
     assert got["b"][1:] == got["b1"][1:]
 
@@ -98,17 +125,25 @@ def test_copy_upsert_takes_columns_and_conflict_target_from_the_table(pg):
     """Nothing about the output tables is hard-coded: a table with another key (as a migration
     adding a key column would make it) is upserted by its own primary key."""
     md = sa.MetaData()
-    other = sa.Table("other_scores", md, sa.Column("log_id", sa.Text, primary_key=True),
-                     sa.Column("source_table", sa.Text, primary_key=True), sa.Column("score", sa.Float),
-                     sa.Column("verdicts", sa.JSON().with_variant(sa.dialects.postgresql.JSONB(), "postgresql")))
+    other = sa.Table(
+        "other_scores",
+        md,
+        sa.Column("log_id", sa.Text, primary_key=True),
+        sa.Column("source_table", sa.Text, primary_key=True),
+        sa.Column("score", sa.Float),
+        sa.Column("verdicts", sa.JSON().with_variant(sa.dialects.postgresql.JSONB(), "postgresql")),
+    )
     md.create_all(pg)
-    rows = [{"log_id": "1", "source_table": "a", "score": 0.1, "verdicts": {"x": 1}},
-            {"log_id": "1", "source_table": "b", "score": 0.2, "verdicts": [1, 2]}]
+    rows = [
+        {"log_id": "1", "source_table": "a", "score": 0.1, "verdicts": {"x": 1}},
+        {"log_id": "1", "source_table": "b", "score": 0.2, "verdicts": [1, 2]},
+    ]
     with write_transaction(pg) as conn:
         copy_upsert(conn, other, rows, update=True)
         copy_upsert(conn, other, [dict(rows[0], score=0.5), dict(rows[1], score=0.6)], update=True)
-        insert_ignore(conn, other, [dict(rows[0], score=9.0), {**rows[0], "source_table": "c", "score": 0.7,
-                                                              "verdicts": None}])
+        insert_ignore(
+            conn, other, [dict(rows[0], score=9.0), {**rows[0], "source_table": "c", "score": 0.7, "verdicts": None}]
+        )
     with pg.connect() as conn:
         got = {(r.log_id, r.source_table): r.score for r in conn.execute(sa.select(other))}
     assert got == {("1", "a"): 0.5, ("1", "b"): 0.6, ("1", "c"): 0.7}
@@ -117,17 +152,33 @@ def test_copy_upsert_takes_columns_and_conflict_target_from_the_table(pg):
 def test_write_chunk_is_idempotent_and_clears_failures_on_postgres(pg):
     t = ensure_output_tables(pg)
     ids = [str(i) for i in range(600)]
-    failure = {"log_id": "7", "partition_key": "2026-11-28", "metric": KEY.metric, "source_table": KEY.source_table,
-               "judge_model": KEY.judge_model,
-               "prompt_version": KEY.prompt_version, "error_type": "judge_error", "error_message": "x",
-               "attempts": 3, "run_id": "r0", "failed_at": NOW, "chunk_index": 0}
+    failure = {
+        "log_id": "7",
+        "partition_key": "2026-11-28",
+        "metric": KEY.metric,
+        "source_table": KEY.source_table,
+        "judge_model": KEY.judge_model,
+        "prompt_version": KEY.prompt_version,
+        "error_type": "judge_error",
+        "error_message": "x",
+        "attempts": 3,
+        "run_id": "r0",
+        "failed_at": NOW,
+        "chunk_index": 0,
+    }
     with write_transaction(pg) as conn:
-        write_chunk(conn, t, KEY, log_ids=["7"], scores=[], failures=[failure, dict(failure, log_id="8")],
-                    judgments=[])
+        write_chunk(conn, t, KEY, log_ids=["7"], scores=[], failures=[failure, dict(failure, log_id="8")], judgments=[])
     for _ in range(2):
         with write_transaction(pg) as conn:
-            write_chunk(conn, t, KEY, log_ids=ids, scores=[score_row(i) for i in ids if i != "8"], failures=[],
-                        judgments=[judgment("a" * 64), judgment("b" * 64)])
+            write_chunk(
+                conn,
+                t,
+                KEY,
+                log_ids=ids,
+                scores=[score_row(i) for i in ids if i != "8"],
+                failures=[],
+                judgments=[judgment("a" * 64), judgment("b" * 64)],
+            )
     assert _count(pg, t.scores) == 599 and _count(pg, t.judgments) == 2
     with pg.connect() as conn:
         assert conn.execute(sa.select(t.failures.c.log_id)).scalars().all() == ["8"]
@@ -150,14 +201,15 @@ def test_scored_ids_uses_the_primary_key_once_the_table_is_analyzed(pg):
     from ctxprec_ops.warehouse import store
 
     ids = [str(i) for i in range(500)]
-    lookup = sa.select(t.scores.c.log_id).where(KEY.where(t.scores),
-                                                next(store._id_lists(pg.connect(), t.scores.c.log_id, ids)))
+    lookup = sa.select(t.scores.c.log_id).where(
+        KEY.where(t.scores), next(store._id_lists(pg.connect(), t.scores.c.log_id, ids))
+    )
     with write_transaction(pg) as conn:  # one chunk through the real write path, then 30,000 rows in SQL
-        write_chunk(conn, t, KEY, log_ids=[], scores=[score_row(str(i)) for i in range(500)], failures=[],
-                    judgments=[])
+        write_chunk(conn, t, KEY, log_ids=[], scores=[score_row(str(i)) for i in range(500)], failures=[], judgments=[])
         conn.exec_driver_sql(
             f"INSERT INTO ctxprec_scores (log_id, {COPIED}) "
-            f"SELECT log_id || '-' || g, {COPIED} FROM ctxprec_scores CROSS JOIN generate_series(1, 60) AS g")
+            f"SELECT log_id || '-' || g, {COPIED} FROM ctxprec_scores CROSS JOIN generate_series(1, 60) AS g"
+        )
     with pg.connect() as conn:
         before = _explain(conn, lookup)
     assert "ix_ctxprec_scores_partition" in before  # what the planner does without statistics
@@ -185,13 +237,17 @@ def test_judgment_lookup_is_one_index_range_per_question_without_statistics(pg):
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_cache_probe_finds_hits_of_other_partitions_and_only_the_keys_asked(backend, request, tmp_path):
-    engine = get_engine(request.getfixturevalue("pg_url") if backend == "postgresql"
-                        else f"sqlite:///{tmp_path / 'wh.db'}")
+    engine = get_engine(
+        request.getfixturevalue("pg_url") if backend == "postgresql" else f"sqlite:///{tmp_path / 'wh.db'}"
+    )
     t = ensure_output_tables(engine)
     seen = judgment_keys("judge-x", "v1", "How do I reset?", "Use the link.", ["n1", "n2", "n3"])
     with write_transaction(engine) as conn:  # judged yesterday
-        insert_ignore(conn, t.judgments, [judgment(seen[0], True, "one"), judgment(seen[1], False, "two"),
-                                          judgment(seen[2], True, "three")])
+        insert_ignore(
+            conn,
+            t.judgments,
+            [judgment(seen[0], True, "one"), judgment(seen[1], False, "two"), judgment(seen[2], True, "three")],
+        )
     today = judgment_keys("judge-x", "v1", "How do I reset?", "Use the link.", ["n1", "n3", "new node"])
     other_prompt = judgment_keys("judge-x", "v2", "How do I reset?", "Use the link.", ["n1"])
     never = judgment_keys("judge-x", "v1", "Something else", "x", ["n1"])

@@ -3,7 +3,7 @@ under non-UTC session time zones, keyset chunks, reflection errors."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -20,8 +20,14 @@ from ctxprec_ops.warehouse.source import (
 )
 from tests.fixtures.warehouse_data import create_logs, log_row
 
-COLS = {"id": "id", "event_time": "event_time", "input": "input", "actual_output": "actual_output",
-        "expected_output": "expected_output", "retrieval_context": "retrieval_context"}
+COLS = {
+    "id": "id",
+    "event_time": "event_time",
+    "input": "input",
+    "actual_output": "actual_output",
+    "expected_output": "expected_output",
+    "retrieval_context": "retrieval_context",
+}
 
 # (stored text, UTC day it belongs to or None)
 SQLITE_TIMES = [
@@ -47,7 +53,7 @@ def test_partition_key_must_be_a_date():
         with pytest.raises(PartitionKeyError):
             partition_bounds(bad)
     start, end = partition_bounds("2026-11-28")
-    assert start == datetime(2026, 11, 28, tzinfo=timezone.utc) and end - start == timedelta(days=1)
+    assert start == datetime(2026, 11, 28, tzinfo=UTC) and end - start == timedelta(days=1)
 
 
 def test_sqlite_text_forms_land_in_their_utc_day(tmp_path):
@@ -70,12 +76,15 @@ def test_sqlite_text_forms_land_in_their_utc_day(tmp_path):
 
 def test_sqlite_datetime_column_written_by_sqlalchemy(tmp_path):
     engine = get_engine(f"sqlite:///{tmp_path / 'wh.db'}")
-    create_logs(engine, [
-        log_row(1, datetime(2026, 11, 27, 23, 59, 59, 999999)),
-        log_row(2, datetime(2026, 11, 28, 0, 0, 0)),
-        log_row(3, datetime(2026, 11, 28, 23, 59, 59, 999999)),
-        log_row(4, datetime(2026, 11, 29, 0, 0, 0)),
-    ])
+    create_logs(
+        engine,
+        [
+            log_row(1, datetime(2026, 11, 27, 23, 59, 59, 999999)),
+            log_row(2, datetime(2026, 11, 28, 0, 0, 0)),
+            log_row(3, datetime(2026, 11, 28, 23, 59, 59, 999999)),
+            log_row(4, datetime(2026, 11, 29, 0, 0, 0)),
+        ],
+    )
     cfg = PipelineConfig(warehouse=f"sqlite:///{tmp_path / 'wh.db'}", chunk_size=1)
     chunks = plan_chunks(cfg, "2026-11-28")
     assert [(c.after_id, c.upto_id, c.rows) for c in chunks] == [(None, 2, 1), (2, 3, 1)]
@@ -130,7 +139,7 @@ def test_missing_table_and_column_errors_name_them(tmp_path):
 
 # -- PostgreSQL: naive timestamps are UTC, timestamptz instants land in their UTC day -----------
 
-UTC = timezone.utc
+UTC = UTC
 PG_CASES = [
     # (naive UTC value, day)
     (datetime(2026, 11, 27, 23, 59, 59, 999999), "2026-11-27"),
@@ -153,9 +162,7 @@ def test_postgres_partitions_ignore_the_session_time_zone(pg_server, session_tz,
         with engine.connect() as conn:
             shown = conn.exec_driver_sql("SHOW timezone").scalar_one()
         assert shown == (session_tz or pg_server.timezone) and shown != "UTC"
-        rows = [
-            log_row(i, (t.replace(tzinfo=UTC) if aware else t)) for i, (t, _) in enumerate(PG_CASES)
-        ]
+        rows = [log_row(i, (t.replace(tzinfo=UTC) if aware else t)) for i, (t, _) in enumerate(PG_CASES)]
         create_logs(engine, rows, time_type=sa.DateTime(timezone=aware))
         with engine.begin() as conn:
             # a row written as SQL text in the session's own zone (timestamptz only)

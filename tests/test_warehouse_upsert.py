@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
@@ -11,27 +11,79 @@ from ctxprec_ops.warehouse.engine import get_engine, write_transaction
 from ctxprec_ops.warehouse.schema import ensure_output_tables
 from ctxprec_ops.warehouse.upsert import insert_ignore, upsert
 
-NOW = datetime(2026, 11, 29, 1, 2, 3, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 1, 2, 3, tzinfo=UTC)
 DESIGN_COLUMNS = {
-    "ctxprec_scores": ["log_id", "partition_key", "metric", "score", "success", "threshold", "verdicts", "reason",
-                       "judge_model", "prompt_version", "prompt_tokens", "completion_tokens", "cost", "run_id",
-                       "scored_at"],
-    "ctxprec_failures": ["log_id", "partition_key", "metric", "error_type", "error_message", "attempts", "run_id",
-                         "failed_at"],
-    "ctxprec_runs": ["run_id", "partition_key", "metric", "status", "rows_total", "rows_scored", "rows_cached",
-                     "rows_failed", "mean_score", "median_score", "pass_rate", "ci_low", "ci_high", "prompt_tokens",
-                     "completion_tokens", "cost", "judge_model", "prompt_version", "started_at", "finished_at"],
+    "ctxprec_scores": [
+        "log_id",
+        "partition_key",
+        "metric",
+        "score",
+        "success",
+        "threshold",
+        "verdicts",
+        "reason",
+        "judge_model",
+        "prompt_version",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost",
+        "run_id",
+        "scored_at",
+    ],
+    "ctxprec_failures": [
+        "log_id",
+        "partition_key",
+        "metric",
+        "error_type",
+        "error_message",
+        "attempts",
+        "run_id",
+        "failed_at",
+    ],
+    "ctxprec_runs": [
+        "run_id",
+        "partition_key",
+        "metric",
+        "status",
+        "rows_total",
+        "rows_scored",
+        "rows_cached",
+        "rows_failed",
+        "mean_score",
+        "median_score",
+        "pass_rate",
+        "ci_low",
+        "ci_high",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost",
+        "judge_model",
+        "prompt_version",
+        "started_at",
+        "finished_at",
+    ],
     "ctxprec_judgments": ["key", "judge_model", "prompt_version", "relevant", "reason", "created_at"],
 }
 
 
 def score_row(log_id: str, score: float, run: str = "r1", pv: str = "v1") -> dict:
     return {
-        "log_id": log_id, "partition_key": "2026-11-28", "metric": "contextual_precision",
-        "source_table": "retrieval_logs", "score": score,
-        "success": score >= 0.5, "threshold": 0.5, "verdicts": [{"node": 1, "relevant": True, "reason": "ok"}],
-        "reason": "r", "judge_model": "m", "prompt_version": pv, "prompt_tokens": 10, "completion_tokens": 5,
-        "cost": 1e-6, "run_id": run, "scored_at": NOW,
+        "log_id": log_id,
+        "partition_key": "2026-11-28",
+        "metric": "contextual_precision",
+        "source_table": "retrieval_logs",
+        "score": score,
+        "success": score >= 0.5,
+        "threshold": 0.5,
+        "verdicts": [{"node": 1, "relevant": True, "reason": "ok"}],
+        "reason": "r",
+        "judge_model": "m",
+        "prompt_version": pv,
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "cost": 1e-6,
+        "run_id": run,
+        "scored_at": NOW,
     }
 
 
@@ -82,8 +134,14 @@ def test_upsert_is_idempotent_and_overwrites(engine, native):
 @pytest.mark.parametrize("native", [None, False])
 def test_insert_ignore_keeps_the_first_judgment(engine, native):
     t = ensure_output_tables(engine)
-    row = {"key": "k" * 64, "judge_model": "m", "prompt_version": "v", "relevant": True, "reason": "first",
-           "created_at": NOW}
+    row = {
+        "key": "k" * 64,
+        "judge_model": "m",
+        "prompt_version": "v",
+        "relevant": True,
+        "reason": "first",
+        "created_at": NOW,
+    }
     with write_transaction(engine) as conn:
         insert_ignore(conn, t.judgments, [row, dict(row, reason="dup in batch")], native=native)
     with write_transaction(engine) as conn:
@@ -119,4 +177,4 @@ def test_each_row_keeps_its_own_value_when_values_are_equal_but_not_identical(en
     assert [raw[k].replace(" ", "") for k in "abc"] == ["[1]", "[true]", "[1.0]"]
     assert all('"same list object in every row"' in raw[f"s{i}"] for i in range(3))
     [stored] = when
-    assert (stored if stored.tzinfo else stored.replace(tzinfo=timezone.utc)) == NOW
+    assert (stored if stored.tzinfo else stored.replace(tzinfo=UTC)) == NOW

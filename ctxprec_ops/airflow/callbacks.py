@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..config import Settings
 from ..secrets import redact
@@ -61,8 +62,9 @@ def _load(path: str) -> Callable[[Any], None]:
     return obj
 
 
-def failure_callbacks(extra: list[Callable[[Any], None]] | None = None,
-                      settings: Settings | None = None) -> list[Callable[[Any], None]]:
+def failure_callbacks(
+    extra: list[Callable[[Any], None]] | None = None, settings: Settings | None = None
+) -> list[Callable[[Any], None]]:
     """``[log_failure, *extra, *the callbacks named in CTXPREC_AIRFLOW_ON_FAILURE]``."""
     callbacks: list[Callable[[Any], None]] = [log_failure, *(extra or [])]
     for path in (settings or Settings.from_env()).airflow_on_failure:

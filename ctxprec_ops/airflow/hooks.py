@@ -29,8 +29,13 @@ from sqlalchemy.engine import URL, Engine, make_url
 from ..config import DEFAULT_WAREHOUSE_URL, Settings
 from ..secrets import redact, redact_url, register_secret
 
-__all__ = ["CtxPrecWarehouseHook", "DEFAULT_WAREHOUSE_CONN_ID", "DEFAULT_WAREHOUSE_URL", "MissingWarehouseError",
-           "mask"]
+__all__ = [
+    "CtxPrecWarehouseHook",
+    "DEFAULT_WAREHOUSE_CONN_ID",
+    "DEFAULT_WAREHOUSE_URL",
+    "MissingWarehouseError",
+    "mask",
+]
 
 DEFAULT_WAREHOUSE_CONN_ID = "ctxprec_warehouse"
 
@@ -38,12 +43,28 @@ DEFAULT_WAREHOUSE_CONN_ID = "ctxprec_warehouse"
 class MissingWarehouseError(ValueError):
     """No warehouse is configured for the Airflow task (no connection, no CTXPREC_WAREHOUSE_URL)."""
 
+
 # libpq options a postgres connection keeps in its extra that belong in the SQLAlchemy URL
-_LIBPQ_EXTRAS = frozenset({
-    "sslmode", "sslcert", "sslkey", "sslrootcert", "sslcrl", "sslpassword", "connect_timeout",
-    "application_name", "options", "target_session_attrs", "keepalives", "keepalives_idle",
-    "keepalives_interval", "keepalives_count", "gssencmode", "channel_binding",
-})
+_LIBPQ_EXTRAS = frozenset(
+    {
+        "sslmode",
+        "sslcert",
+        "sslkey",
+        "sslrootcert",
+        "sslcrl",
+        "sslpassword",
+        "connect_timeout",
+        "application_name",
+        "options",
+        "target_session_attrs",
+        "keepalives",
+        "keepalives_idle",
+        "keepalives_interval",
+        "keepalives_count",
+        "gssencmode",
+        "channel_binding",
+    }
+)
 
 
 def mask(secret: str | None) -> None:
@@ -73,7 +94,7 @@ def mask_url_password(url: str | None) -> None:
     if not url or "{{" in url:
         return
     try:
-        mask(make_url(url).password)  # type: ignore[arg-type]
+        mask(make_url(url).password)
     except Exception:
         pass
 
@@ -169,17 +190,18 @@ def _url_from_connection(conn: Any) -> URL:
             for key in sorted(_LIBPQ_EXTRAS & set(extra)):
                 query.setdefault(key, str(extra[key]))
             return url.set(query=query)
+        hook_url: URL | str | None
         try:
             hook = conn.get_hook()
-            url = hook.sqlalchemy_url
+            hook_url = hook.sqlalchemy_url
         except Exception:  # no provider for the type, or its hook builds no SQLAlchemy URL
-            url = None
-        if url is None:
+            hook_url = None
+        if hook_url is None:
             raise ValueError(
                 f"connection {conn.conn_id!r} of type {conn_type!r} cannot be turned into a SQLAlchemy "
                 "URL; use a 'sqlite' or 'postgres' connection, or set warehouse_url"
             )
-        return make_url(url)
+        return make_url(hook_url)
     except ImportError as exc:
         raise ValueError(
             f"connection {conn.conn_id!r} of type {conn_type!r} needs its Airflow provider: "

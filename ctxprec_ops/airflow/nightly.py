@@ -17,8 +17,9 @@ Airflow-only knobs (the ``CTXPREC_*`` variables of ``ctxprec_ops.config`` config
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param
 
@@ -45,13 +46,15 @@ def _start_date(value: str) -> datetime:
         d = datetime.fromisoformat(value)
     except ValueError:
         raise ValueError(f"CTXPREC_START_DATE must be a date YYYY-MM-DD, got {value!r}") from None
-    return d.replace(tzinfo=timezone.utc) if d.tzinfo is None else d
+    return d.replace(tzinfo=UTC) if d.tzinfo is None else d
 
 
-def _number_param(default: float | None, description: str, *, integer: bool = False,
-                  lo: float | None = 0, hi: float | None = 1) -> Param:
+def _number_param(
+    default: float | None, description: str, *, integer: bool = False, lo: float | None = 0, hi: float | None = 1
+) -> Param:
     kind = "integer" if integer else "number"
-    bounds = {k: v for k, v in (("minimum", lo), ("maximum", hi)) if v is not None}
+    # JSON-schema keywords for Param's **schema; a bound left out (None) is no bound at all
+    bounds: dict[str, Any] = {k: v for k, v in (("minimum", lo), ("maximum", hi)) if v is not None}
     return Param(default, type=[kind, "null"], description=description, **bounds)
 
 
@@ -84,32 +87,55 @@ def nightly_dag(
     pool = pool or settings.airflow_pool
     callbacks = failure_callbacks(on_failure_callback, settings)
     params = {
-        "partition_key": Param(None, type=["null", "string"], pattern=r"^\d{4}-\d{2}-\d{2}$",
-                               description="Day to score (YYYY-MM-DD); empty = the run's data interval day"),
+        "partition_key": Param(
+            None,
+            type=["null", "string"],
+            pattern=r"^\d{4}-\d{2}-\d{2}$",
+            description="Day to score (YYYY-MM-DD); empty = the run's data interval day",
+        ),
         "threshold": _number_param(settings.threshold, "Per-case pass threshold"),
         "min_mean": _number_param(settings.min_mean, "Alert when the partition mean is below this"),
         "min_pass_rate": _number_param(settings.min_pass_rate, "Alert when the pass rate is below this"),
         "min_drop": _number_param(0.05, "Regression alert: drop below the 7-partition baseline mean"),
-        "chunk_size": _number_param(settings.chunk_size, "Rows per mapped chunk task", integer=True,
-                                    lo=1, hi=None),
-        "concurrency": _number_param(settings.concurrency, "Judge calls in flight per chunk task",
-                                     integer=True, lo=1, hi=None),
-        "judge_max_retries": _number_param(None, "Judge retries inside a task (empty = library default)",
-                                           integer=True, lo=0, hi=None),
-        "max_rpm": _number_param(settings.max_rpm, "Judge requests per minute per chunk task: the quota divided by "
-                                 "the tasks that run at once (the judge_pool's slots)", lo=0, hi=None),
-        "max_tpm": _number_param(settings.max_tpm, "Judge tokens per minute per chunk task (quota / slots)",
-                                 lo=0, hi=None),
-        "outage_tolerance": _number_param(settings.outage_tolerance, "Seconds a chunk task waits out a judge "
-                                          "outage before its remaining rows fail (and Airflow retries it)",
-                                          lo=0, hi=None),
-        "sample_rate": _number_param(settings.sample_rate, "Share of the day's rows to score (0, 1]: the same rows "
-                                     "on every run, by a hash of the log id", lo=0, hi=1),
-        "max_rows": _number_param(settings.max_rows, "Score at most this many rows of the day (empty = no cap)",
-                                  integer=True, lo=1, hi=None),
-        "judge_pool": Param(pool, type=["null", "string"], enum=[pool],
-                            description="Airflow pool of the score_chunk tasks (set by nightly_dag(pool=...) or "
-                                        "CTXPREC_AIRFLOW_POOL when the DAG file is parsed; shown, not changeable)"),
+        "chunk_size": _number_param(settings.chunk_size, "Rows per mapped chunk task", integer=True, lo=1, hi=None),
+        "concurrency": _number_param(
+            settings.concurrency, "Judge calls in flight per chunk task", integer=True, lo=1, hi=None
+        ),
+        "judge_max_retries": _number_param(
+            None, "Judge retries inside a task (empty = library default)", integer=True, lo=0, hi=None
+        ),
+        "max_rpm": _number_param(
+            settings.max_rpm,
+            "Judge requests per minute per chunk task: the quota divided by "
+            "the tasks that run at once (the judge_pool's slots)",
+            lo=0,
+            hi=None,
+        ),
+        "max_tpm": _number_param(
+            settings.max_tpm, "Judge tokens per minute per chunk task (quota / slots)", lo=0, hi=None
+        ),
+        "outage_tolerance": _number_param(
+            settings.outage_tolerance,
+            "Seconds a chunk task waits out a judge outage before its remaining rows fail (and Airflow retries it)",
+            lo=0,
+            hi=None,
+        ),
+        "sample_rate": _number_param(
+            settings.sample_rate,
+            "Share of the day's rows to score (0, 1]: the same rows on every run, by a hash of the log id",
+            lo=0,
+            hi=1,
+        ),
+        "max_rows": _number_param(
+            settings.max_rows, "Score at most this many rows of the day (empty = no cap)", integer=True, lo=1, hi=None
+        ),
+        "judge_pool": Param(
+            pool,
+            type=["null", "string"],
+            enum=[pool],
+            description="Airflow pool of the score_chunk tasks (set by nightly_dag(pool=...) or "
+            "CTXPREC_AIRFLOW_POOL when the DAG file is parsed; shown, not changeable)",
+        ),
     }
     common: dict[str, Any] = dict(
         partition_key="{{ params.partition_key or ds }}",
@@ -154,9 +180,12 @@ def nightly_dag(
         if (judge_mode or settings.judge_mode) == "batch":
             # one deferrable task: submits the partition's batch(es), waits on the triggerer,
             # resumes to write the answers and the run row
+            pool_arg: dict[str, Any] = {"pool": pool} if pool else {}  # no pool: Airflow's default pool
             batch = ContextualPrecisionOperator(
-                task_id="score_batch", judge_mode="batch",
-                **({"pool": pool} if pool else {}), **common,
+                task_id="score_batch",
+                judge_mode="batch",
+                **pool_arg,
+                **common,
             )
             batch >> alert
             return dag
@@ -168,7 +197,10 @@ def nightly_dag(
             **common,
         ).expand(chunk=plan.output)
         aggregate = ContextualPrecisionFinalizeOperator(
-            task_id="aggregate", chunk_results=score.output, trigger_rule="none_failed", **common,
+            task_id="aggregate",
+            chunk_results=score.output,
+            trigger_rule="none_failed",
+            **common,
         )
         aggregate >> alert
     return dag

@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import math
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
@@ -27,8 +28,8 @@ from airflow.sdk.exceptions import AirflowFailException
 from ..config import Settings
 from ..errors import CtxPrecError, JudgeUnavailableError
 from ..pipeline.kinds import metric_kind
-from ..pipeline.records import ChunkResult, RunSummary
 from ..pipeline.outcome import Decision, Outcome, decide, decide_error
+from ..pipeline.records import ChunkResult, RunSummary
 from ..secrets import redact
 from ..warehouse.source import PartitionKeyError, parse_partition_key
 from .hooks import (
@@ -139,10 +140,25 @@ class CtxPrecBaseOperator(BaseOperator):
     """Shared arguments: partition, metric, warehouse (connection or URL) and judge settings."""
 
     template_fields: Sequence[str] = (
-        "partition_key", "metric", "warehouse_conn_id", "warehouse_url", "source_table", "columns",
-        "judge", "judge_base_url", "judge_conn_id", "threshold", "chunk_size", "concurrency",
-        "max_cost", "judge_max_retries", "max_rpm", "max_tpm", "outage_tolerance",
-        "sample_rate", "max_rows",
+        "partition_key",
+        "metric",
+        "warehouse_conn_id",
+        "warehouse_url",
+        "source_table",
+        "columns",
+        "judge",
+        "judge_base_url",
+        "judge_conn_id",
+        "threshold",
+        "chunk_size",
+        "concurrency",
+        "max_cost",
+        "judge_max_retries",
+        "max_rpm",
+        "max_tpm",
+        "outage_tolerance",
+        "sample_rate",
+        "max_rows",
     )
     ui_color = "#e8f4f8"
 
@@ -243,12 +259,19 @@ class CtxPrecBaseOperator(BaseOperator):
         retries = _opt_int(self.judge_max_retries, "judge_max_retries", lo=0)
         try:
             config = PipelineConfig.from_settings(
-                settings, warehouse=engine, metric=metric, judge=judge.model, judge_base_url=judge.base_url,
-                judge_api_key=judge.api_key, source_table=self.source_table or None,
-                columns=_columns(self.columns), threshold=threshold,
+                settings,
+                warehouse=engine,
+                metric=metric,
+                judge=judge.model,
+                judge_base_url=judge.base_url,
+                judge_api_key=judge.api_key,
+                source_table=self.source_table or None,
+                columns=_columns(self.columns),
+                threshold=threshold,
                 chunk_size=_opt_int(self.chunk_size, "chunk_size"),
                 concurrency=_opt_int(self.concurrency, "concurrency"),
-                max_cost=_opt_float(self.max_cost, "max_cost", lo=0.0), max_retries=retries,
+                max_cost=_opt_float(self.max_cost, "max_cost", lo=0.0),
+                max_retries=retries,
                 max_rpm=_opt_float(self.max_rpm, "max_rpm", lo=0.0),
                 max_tpm=_opt_float(self.max_tpm, "max_tpm", lo=0.0),
                 outage_tolerance=_opt_float(self.outage_tolerance, "outage_tolerance", lo=0.0),
@@ -260,8 +283,13 @@ class CtxPrecBaseOperator(BaseOperator):
             raise AirflowFailException(f"invalid ctxprec settings: {redact(str(exc))}") from None
         self.log.info(
             "metric %s, judge %s%s, source table %s, threshold %s, chunk size %s, concurrency %s",
-            metric, judge.model, f" at {judge.base_url}" if judge.base_url else "",
-            config.table_name, config.threshold, config.chunk_size, config.concurrency,
+            metric,
+            judge.model,
+            f" at {judge.base_url}" if judge.base_url else "",
+            config.table_name,
+            config.threshold,
+            config.chunk_size,
+            config.concurrency,
         )
         return config
 
@@ -319,12 +347,19 @@ class ContextualPrecisionPlanOperator(CtxPrecBaseOperator):
         if len(chunks) > limit:
             rows = sum(c.rows for c in chunks)
             config.chunk_size = math.ceil(rows / limit)
-            self.log.info("%d chunks exceed max_chunks=%d: re-planning with chunk size %d",
-                          len(chunks), limit, config.chunk_size)
+            self.log.info(
+                "%d chunks exceed max_chunks=%d: re-planning with chunk size %d", len(chunks), limit, config.chunk_size
+            )
             chunks = self._call(plan_chunks, config, key)
         rows = sum(c.rows for c in chunks)
-        self.log.info("partition %s (%s): %d rows in %d chunk(s) of at most %d",
-                      key, config.metric, rows, len(chunks), config.chunk_size)
+        self.log.info(
+            "partition %s (%s): %d rows in %d chunk(s) of at most %d",
+            key,
+            config.metric,
+            rows,
+            len(chunks),
+            config.chunk_size,
+        )
         return [c.to_dict() for c in chunks]
 
 
@@ -369,8 +404,14 @@ class ContextualPrecisionOperator(CtxPrecBaseOperator):
                 chunk = Chunk.from_dict(dict(self.chunk))
             except TypeError as exc:
                 raise AirflowFailException(f"chunk is not a planned chunk: {exc}") from None
-            self.log.info("scoring chunk %d of %s: %d row(s), ids (%r, %r]",
-                          chunk.index, chunk.partition_key, chunk.rows, chunk.after_id, chunk.upto_id)
+            self.log.info(
+                "scoring chunk %d of %s: %d row(s), ids (%r, %r]",
+                chunk.index,
+                chunk.partition_key,
+                chunk.rows,
+                chunk.after_id,
+                chunk.upto_id,
+            )
             result = self._call(score_chunk, config, chunk, run_id=run_id)
             out = _public(result.to_dict())
         else:
@@ -392,12 +433,18 @@ class ContextualPrecisionOperator(CtxPrecBaseOperator):
         if step.summary is None:
             from .triggers import BatchPollTrigger
 
-            self.log.info("partition %s: deferring while %d batch(es) run: %s", key, len(step.waiting),
-                          ", ".join(step.waiting))
+            self.log.info(
+                "partition %s: deferring while %d batch(es) run: %s", key, len(step.waiting), ", ".join(step.waiting)
+            )
             self.defer(
-                trigger=BatchPollTrigger(step.waiting, base_url=config.judge_base_url,
-                                         judge_conn_id=self.judge_conn_id, poll_seconds=config.batch_poll_seconds),
-                method_name="resume_batch", kwargs={"state": step.state},
+                trigger=BatchPollTrigger(
+                    step.waiting,
+                    base_url=config.judge_base_url,
+                    judge_conn_id=self.judge_conn_id,
+                    poll_seconds=config.batch_poll_seconds,
+                ),
+                method_name="resume_batch",
+                kwargs={"state": step.state},
             )
         summary = step.summary
         out = _public(summary.to_dict())
@@ -405,8 +452,9 @@ class ContextualPrecisionOperator(CtxPrecBaseOperator):
         self.finish(summary)
         return out
 
-    def resume_batch(self, context: Any, event: dict[str, Any] | None = None,
-                     state: dict[str, Any] | None = None) -> dict[str, Any]:
+    def resume_batch(
+        self, context: Any, event: dict[str, Any] | None = None, state: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Back from the trigger: write what the batches answered (or submit the next round)."""
         if event and event.get("status") == "error":
             raise CtxPrecTaskError(f"polling the batches failed: {event.get('message')}")
@@ -445,13 +493,25 @@ class ContextualPrecisionFinalizeOperator(CtxPrecBaseOperator):
         dag_run = context.get("dag_run")
         started = getattr(dag_run, "start_date", None)
         summary = self._call(
-            finalize_run, config, key, run_id=self.ctxprec_run_id(context), chunk_results=results,
+            finalize_run,
+            config,
+            key,
+            run_id=self.ctxprec_run_id(context),
+            chunk_results=results,
             started_at=started if isinstance(started, datetime) else None,
         )
         out = _public(summary.to_dict())
-        self.log.info("partition %s %s: status %s, %s/%s scored, %s failed, mean %s, pass rate %s",
-                      key, config.metric, out.get("status"), out.get("rows_scored"), out.get("rows_total"),
-                      out.get("rows_failed"), out.get("mean_score"), out.get("pass_rate"))
+        self.log.info(
+            "partition %s %s: status %s, %s/%s scored, %s failed, mean %s, pass rate %s",
+            key,
+            config.metric,
+            out.get("status"),
+            out.get("rows_scored"),
+            out.get("rows_total"),
+            out.get("rows_failed"),
+            out.get("mean_score"),
+            out.get("pass_rate"),
+        )
         return out
 
 
@@ -464,7 +524,11 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        *CtxPrecBaseOperator.template_fields, "min_mean", "min_pass_rate", "min_drop", "max_failure_rate",
+        *CtxPrecBaseOperator.template_fields,
+        "min_mean",
+        "min_pass_rate",
+        "min_drop",
+        "max_failure_rate",
     )
 
     def __init__(
@@ -499,7 +563,11 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         min_pass_rate = _opt_float(self.min_pass_rate, "min_pass_rate", lo=0.0, hi=1.0)
         min_drop = _opt_float(self.min_drop, "min_drop", lo=0.0, hi=1.0)
         result = self._call(
-            check_partition, engine, key, metric=metric, source_table=self._source_table_name(settings, metric),
+            check_partition,
+            engine,
+            key,
+            metric=metric,
+            source_table=self._source_table_name(settings, metric),
             min_mean=settings.min_mean if min_mean is None else min_mean,
             min_pass_rate=settings.min_pass_rate if min_pass_rate is None else min_pass_rate,
             min_drop=0.05 if min_drop is None else min_drop,

@@ -137,11 +137,11 @@ class BatchContext:
 
 def batch_context(config: PipelineConfig, ctx: PipelineContext | None = None) -> BatchContext:
     ctx = ctx or prepare(config)
-    if not isinstance(ctx.judge, OpenAIJudge):
-        raise JudgeConfigurationError(
-            f"batch mode needs an OpenAI-compatible judge (a model name), not {ctx.judge.get_model_name()!r}"
-        )
-    return BatchContext(ctx, ctx.judge, BatchClient(ctx.judge), batches_table(ctx.engine, config.output_schema))
+    judge = ctx.judge
+    if not isinstance(judge, OpenAIJudge):
+        what = f"{config.metric!r}, which calls no judge" if judge is None else repr(judge.get_model_name())
+        raise JudgeConfigurationError(f"batch mode needs an OpenAI-compatible judge (a model name), not {what}")
+    return BatchContext(ctx, judge, BatchClient(judge), batches_table(ctx.engine, config.output_schema))
 
 
 # -- submit ----------------------------------------------------------------------------------
@@ -359,6 +359,8 @@ def score_with_answers(
     progress: ProgressCallback | None = None,
 ) -> tuple[list[ChunkResult], int]:
     """Score every chunk through the sync path, the judge answering from ``answers``."""
+    if ctx.judge is None:  # batch_context refuses such a context; this keeps the contract explicit
+        raise JudgeConfigurationError(f"batch answers need a judge; metric {ctx.config.metric!r} calls none")
     judge = AnsweredJudge(ctx.judge, answers, pending)
     metric = ctx.config.kind.build(ctx.config, judge)
     answered_ctx = PipelineContext(ctx.config, ctx.engine, ctx.tables, ctx.source, metric, judge, ctx.key)

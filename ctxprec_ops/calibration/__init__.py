@@ -12,4 +12,13 @@ from .labels import LabelSet, parse_labels, read_labels
 from .run import CalibrationResult, calibrate
 from .stats import Agreement, Estimate, agreement
 
-__all__ = ["LabelSet", "parse_labels", "read_labels", "Agreement", "Estimate", "agreement", "CalibrationResult", "calibrate"]
+__all__ = [
+    "LabelSet",
+    "parse_labels",
+    "read_labels",
+    "Agreement",
+    "Estimate",
+    "agreement",
+    "CalibrationResult",
+    "calibrate",
+]

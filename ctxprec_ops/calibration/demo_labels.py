@@ -36,8 +36,12 @@ def demo_label_csv(engine: Engine, *, source_table: str = "retrieval_logs", targ
             except (TypeError, ValueError):
                 continue
             ids = json.loads(retrieved)
-            if not nodes or not isinstance(nodes, list) or len(nodes) != len(ids) \
-                    or not all(isinstance(x, str) for x in nodes):
+            if (
+                not nodes
+                or not isinstance(nodes, list)
+                or len(nodes) != len(ids)
+                or not all(isinstance(x, str) for x in nodes)
+            ):
                 continue  # a malformed row of the sample: not a case to label
             gold = set(json.loads(relevant))
             for rank, chunk in enumerate(ids, start=1):

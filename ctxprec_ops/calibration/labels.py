@@ -49,8 +49,10 @@ def parse_labels(lines: list[str] | str, name: str = "labels") -> LabelSet:
     header = [h.strip() for h in (reader.fieldnames or [])]
     missing = [c for c in REQUIRED if c not in header]
     if missing:
-        raise LabelFileError(f"{name}: the header must have the columns log_id,node,relevant (missing: "
-                             f"{', '.join(missing)}; found: {', '.join(header) or 'nothing'})")
+        raise LabelFileError(
+            f"{name}: the header must have the columns log_id,node,relevant (missing: "
+            f"{', '.join(missing)}; found: {', '.join(header) or 'nothing'})"
+        )
     reader.fieldnames = header
     labels: dict[str, dict[int, bool]] = {}
     for row in reader:
@@ -65,7 +67,9 @@ def parse_labels(lines: list[str] | str, name: str = "labels") -> LabelSet:
         try:
             node = int(node_raw)
         except ValueError:
-            raise LabelFileError(f"{name} line {line}: node must be a 1-based rank (an integer), got {node_raw!r}") from None
+            raise LabelFileError(
+                f"{name} line {line}: node must be a 1-based rank (an integer), got {node_raw!r}"
+            ) from None
         if node < 1:
             raise LabelFileError(f"{name} line {line}: node must be >= 1 (1 = the best-ranked node), got {node}")
         if rel_raw in _TRUE:
@@ -76,8 +80,9 @@ def parse_labels(lines: list[str] | str, name: str = "labels") -> LabelSet:
             raise LabelFileError(f"{name} line {line}: relevant must be 1/0, true/false or yes/no, got {rel_raw!r}")
         seen = labels.setdefault(log_id, {})
         if node in seen and seen[node] != relevant:
-            raise LabelFileError(f"{name} line {line}: log_id {log_id!r} node {node} is labelled both relevant "
-                                 "and not relevant")
+            raise LabelFileError(
+                f"{name} line {line}: log_id {log_id!r} node {node} is labelled both relevant and not relevant"
+            )
         seen[node] = relevant
     if not labels:
         raise LabelFileError(f"{name}: no labels (expected rows of log_id,node,relevant after the header)")

@@ -10,12 +10,14 @@ over the labels). Each judge's figures are upserted into ``ctxprec_calibrations`
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import Text, cast, select, type_coerce
 from sqlalchemy.engine import Engine
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import JSON
 
 from ..errors import CtxPrecError, InvalidTestCaseError
@@ -64,11 +66,23 @@ class CalibrationResult:
     def to_row(self, at: datetime) -> dict[str, Any]:
         a = self.agreement
         row: dict[str, Any] = {
-            "judge_model": self.judge_model, "prompt_version": self.prompt_version, "label_set": self.label_set,
-            "labels_name": self.labels_name[:255], "cases": a.cases, "nodes": a.nodes,
-            "scored_cases": a.scored_cases, "failed_cases": len(self.failed_cases), "tp": a.tp, "fp": a.fp,
-            "fn": a.fn, "tn": a.tn, "judge_calls": self.judge_calls, "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens, "cost": self.cost, "calibrated_at": at,
+            "judge_model": self.judge_model,
+            "prompt_version": self.prompt_version,
+            "label_set": self.label_set,
+            "labels_name": self.labels_name[:255],
+            "cases": a.cases,
+            "nodes": a.nodes,
+            "scored_cases": a.scored_cases,
+            "failed_cases": len(self.failed_cases),
+            "tp": a.tp,
+            "fp": a.fp,
+            "fn": a.fn,
+            "tn": a.tn,
+            "judge_calls": self.judge_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost": self.cost,
+            "calibrated_at": at,
         }
         for f in FIGURES:
             e: Estimate = getattr(a, f)
@@ -81,7 +95,7 @@ def _read_rows(engine: Engine, src: SourceTable, ids: Sequence[str]) -> list[dic
     for logical, col in src.columns.items():
         if logical == "event_time":
             continue
-        expr = col
+        expr: ColumnElement[Any] = col
         if logical == "retrieval_context":
             expr = cast(col, Text()) if isinstance(col.type, JSON) else type_coerce(col, Text())
         cols.append(expr.label(logical))
@@ -94,20 +108,27 @@ def _read_rows(engine: Engine, src: SourceTable, ids: Sequence[str]) -> list[dic
     rows: list[dict[str, Any]] = []
     with read_connection(engine) as conn:
         for start in range(0, len(keys), 500):
-            result = conn.execute(select(*cols).where(src.id.in_(keys[start:start + 500])))
+            result = conn.execute(select(*cols).where(src.id.in_(keys[start : start + 500])))
             names = list(result.keys())
             rows += [dict(zip(names, r)) for r in result]
     return rows
 
 
-def load_cases(engine: Engine, labels: LabelSet, *, source_table: str = "retrieval_logs",
-               columns: SourceColumns | dict[str, str] | None = None, schema: str | None = None) -> LabelledCases:
+def load_cases(
+    engine: Engine,
+    labels: LabelSet,
+    *,
+    source_table: str = "retrieval_logs",
+    columns: SourceColumns | dict[str, str] | None = None,
+    schema: str | None = None,
+) -> LabelledCases:
     """The labelled rows as ``LLMTestCase``s; unknown ids, bad rows and labels of nodes the row
     does not have are reported in ``skipped`` (a case with some valid labels is kept)."""
     cols = columns if isinstance(columns, SourceColumns) else SourceColumns.from_mapping(columns)
     mapping = {k: v for k, v in cols.as_dict().items() if k not in ("retrieved_ids", "relevant_ids")}
-    src = reflect_source(engine, source_table, schema, mapping, columns_env="CTXPREC_SOURCE_COLUMNS",
-                         optional=cols.optional_missing_ok())
+    src = reflect_source(
+        engine, source_table, schema, mapping, columns_env="CTXPREC_SOURCE_COLUMNS", optional=cols.optional_missing_ok()
+    )
     found = {str(r["id"]): r for r in _read_rows(engine, src, list(labels.labels))}
     out = LabelledCases([], {})
     for log_id, nodes in labels.labels.items():
@@ -130,20 +151,24 @@ def load_cases(engine: Engine, labels: LabelSet, *, source_table: str = "retriev
     return out
 
 
-def _case_labels(case: LLMTestCase, labels: dict[int, bool], verdicts: dict[int, bool],
-                 judge_score: float | None) -> CaseLabels:
+def _case_labels(
+    case: LLMTestCase, labels: dict[int, bool], verdicts: dict[int, bool], judge_score: float | None
+) -> CaseLabels:
     ranks = sorted(labels)
     n = len(case.retrieval_context or [])
     complete = ranks == list(range(1, n + 1))
     return CaseLabels(
-        log_id=str(case.id), labels=tuple(labels[k] for k in ranks), verdicts=tuple(verdicts[k] for k in ranks),
+        log_id=str(case.id),
+        labels=tuple(labels[k] for k in ranks),
+        verdicts=tuple(verdicts[k] for k in ranks),
         label_score=contextual_precision([labels[k] for k in ranks]) if complete else None,
         judge_score=judge_score if complete else None,
     )
 
 
-def _judge_one(spec: JudgeSpec, data: LabelledCases, label_set: LabelSet, *, concurrency: int, resamples: int,
-               seed: int) -> CalibrationResult:
+def _judge_one(
+    spec: JudgeSpec, data: LabelledCases, label_set: LabelSet, *, concurrency: int, resamples: int, seed: int
+) -> CalibrationResult:
     from ..evaluate import evaluate
 
     judge, template = spec if isinstance(spec, tuple) else (spec, None)
@@ -159,10 +184,17 @@ def _judge_one(spec: JudgeSpec, data: LabelledCases, label_set: LabelSet, *, con
         raw = contextual_precision([verdicts[k] for k in sorted(verdicts)])
         case_labels.append(_case_labels(case, data.labels[str(case.id)], verdicts, raw))
     return CalibrationResult(
-        judge_model=metric.evaluation_model, prompt_version=metric.prompt_version, label_set=label_set.digest,
-        labels_name=label_set.name, agreement=agreement(case_labels, resamples=resamples, seed=seed),
-        case_labels=case_labels, failed_cases=failed, judge_calls=evaluation.judge_calls,
-        prompt_tokens=evaluation.prompt_tokens, completion_tokens=evaluation.completion_tokens, cost=evaluation.cost,
+        judge_model=metric.evaluation_model,
+        prompt_version=metric.prompt_version,
+        label_set=label_set.digest,
+        labels_name=label_set.name,
+        agreement=agreement(case_labels, resamples=resamples, seed=seed),
+        case_labels=case_labels,
+        failed_cases=failed,
+        judge_calls=evaluation.judge_calls,
+        prompt_tokens=evaluation.prompt_tokens,
+        completion_tokens=evaluation.completion_tokens,
+        cost=evaluation.cost,
     )
 
 
@@ -194,19 +226,22 @@ def calibrate(
         reasons = "; ".join(f"{k}: {v}" for k, v in list(data.skipped.items())[:3])
         raise CtxPrecError(f"none of the {len(labels.labels)} labelled log ids can be used ({reasons})")
     if log_fn:
-        log_fn(f"{len(data.cases)} labelled cases ({sum(len(v) for v in data.labels.values())} node labels) from "
-               f"{source_table}; {len(data.skipped)} log id(s) skipped or partly used")
+        log_fn(
+            f"{len(data.cases)} labelled cases ({sum(len(v) for v in data.labels.values())} node labels) from "
+            f"{source_table}; {len(data.skipped)} log id(s) skipped or partly used"
+        )
     results = []
     for spec in judges:
         result = _judge_one(spec, data, labels, concurrency=concurrency, resamples=resamples, seed=seed)
         with write_transaction(engine) as conn:
-            write_calibration(conn, result.to_row(datetime.now(timezone.utc)), output_schema)
+            write_calibration(conn, result.to_row(datetime.now(UTC)), output_schema)
         results.append(result)
     return results
 
 
-def compare(a: CalibrationResult, b: CalibrationResult, *, resamples: int = 1000, seed: int = 0,
-            level: float = 0.95) -> dict[str, Estimate]:
+def compare(
+    a: CalibrationResult, b: CalibrationResult, *, resamples: int = 1000, seed: int = 0, level: float = 0.95
+) -> dict[str, Estimate]:
     """``b − a`` for every figure over the cases both judges scored, with a paired bootstrap CI
     (the same resampled cases for both): an interval that excludes 0 is a real difference."""
     import numpy as np

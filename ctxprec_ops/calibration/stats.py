@@ -16,8 +16,8 @@ resample is left out of that figure's interval.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -66,8 +66,9 @@ class Agreement:
     spearman: Estimate
 
 
-def verdict_figures(tp: float, fp: float, fn: float, tn: float) -> tuple[float | None, float | None, float | None,
-                                                                          float | None]:
+def verdict_figures(
+    tp: float, fp: float, fn: float, tn: float
+) -> tuple[float | None, float | None, float | None, float | None]:
     """(precision, recall, F1, κ) from a confusion matrix; None where a denominator is 0."""
     precision = tp / (tp + fp) if tp + fp else None
     recall = tp / (tp + fn) if tp + fn else None
@@ -104,8 +105,9 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
     return float((rx * ry).sum() / denom) if denom else None
 
 
-def _point(cases: Sequence[CaseLabels], idx: np.ndarray, conf: np.ndarray,
-           scores: np.ndarray, scored: np.ndarray) -> list[float | None]:
+def _point(
+    cases: Sequence[CaseLabels], idx: np.ndarray, conf: np.ndarray, scores: np.ndarray, scored: np.ndarray
+) -> list[float | None]:
     tp, fp, fn, tn = conf[idx].sum(axis=0)
     p, r, f1, k = verdict_figures(float(tp), float(fp), float(fn), float(tn))
     s_idx = idx[scored[idx]]
@@ -147,5 +149,18 @@ def agreement(cases: Sequence[CaseLabels], *, resamples: int = 1000, seed: int =
                 highs[j] = float(np.quantile(draws[j], 1 - alpha))
     tp, fp, fn, tn = (int(v) for v in conf.sum(axis=0))
     est = [Estimate(point[j], lows[j], highs[j]) for j in range(6)]
-    return Agreement(cases=len(cases), nodes=int(conf.sum()), scored_cases=int(scored.sum()), tp=tp, fp=fp, fn=fn,
-                     tn=tn, precision=est[0], recall=est[1], f1=est[2], kappa=est[3], mae=est[4], spearman=est[5])
+    return Agreement(
+        cases=len(cases),
+        nodes=int(conf.sum()),
+        scored_cases=int(scored.sum()),
+        tp=tp,
+        fp=fp,
+        fn=fn,
+        tn=tn,
+        precision=est[0],
+        recall=est[1],
+        f1=est[2],
+        kappa=est[3],
+        mae=est[4],
+        spearman=est[5],
+    )

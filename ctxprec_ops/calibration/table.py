@@ -11,8 +11,7 @@ import threading
 import weakref
 from typing import Any
 
-from sqlalchemy import (Column, DateTime, Float, Integer, MetaData, PrimaryKeyConstraint, String, Table, inspect,
-                        select)
+from sqlalchemy import Column, DateTime, Float, Integer, MetaData, PrimaryKeyConstraint, String, Table, inspect, select
 from sqlalchemy.engine import Connection, Engine
 
 from ..warehouse.identifiers import validate_identifier
@@ -25,7 +24,7 @@ CALIBRATIONS = "ctxprec_calibrations"
 FIGURES = ("precision", "recall", "f1", "kappa", "mae", "spearman")
 _DOUBLE = Float(precision=53)
 _tables: dict[str | None, Table] = {}
-_ensured: "weakref.WeakKeyDictionary[Engine, set[str | None]]" = weakref.WeakKeyDictionary()
+_ensured: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -37,7 +36,8 @@ def calibrations_table(schema: str | None = None) -> Table:
         if t is None:
             figure_columns = [Column(f"{f}{s}", _DOUBLE) for f in FIGURES for s in ("", "_low", "_high")]
             t = _tables[schema] = Table(
-                CALIBRATIONS, MetaData(schema=schema),
+                CALIBRATIONS,
+                MetaData(schema=schema),
                 Column("judge_model", String(255), nullable=False),
                 Column("prompt_version", String(64), nullable=False),
                 Column("label_set", String(64), nullable=False),

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
@@ -20,9 +21,24 @@ from ..warehouse.engine import MissingDriverError, UnknownDialectError, check_di
 from ..warehouse.source import PartitionKeyError, parse_partition_key
 from ._common import err_console
 
-__all__ = ["EXIT_BUDGET", "UsageError", "add_warehouse", "add_metric", "add_columns", "add_source",
-           "metric_of", "columns_of", "settings", "check_partition", "check_warehouse", "check_judge",
-           "config_from_args", "one_line", "fail", "guarded"]
+__all__ = [
+    "EXIT_BUDGET",
+    "UsageError",
+    "add_warehouse",
+    "add_metric",
+    "add_columns",
+    "add_source",
+    "metric_of",
+    "columns_of",
+    "settings",
+    "check_partition",
+    "check_warehouse",
+    "check_judge",
+    "config_from_args",
+    "one_line",
+    "fail",
+    "guarded",
+]
 
 RAW = argparse.RawDescriptionHelpFormatter
 
@@ -34,25 +50,33 @@ class UsageError(CtxPrecError, ValueError):
     retryable = False
 
 
-def add_warehouse(parser: argparse.ArgumentParser, *, default_help: str = "CTXPREC_WAREHOUSE_URL or sqlite:///ctxprec.db") -> None:
-    parser.add_argument("--warehouse", metavar="URL",
-                        help=f"SQLAlchemy URL of the warehouse (default: {default_help})")
+def add_warehouse(
+    parser: argparse.ArgumentParser, *, default_help: str = "CTXPREC_WAREHOUSE_URL or sqlite:///ctxprec.db"
+) -> None:
+    parser.add_argument("--warehouse", metavar="URL", help=f"SQLAlchemy URL of the warehouse (default: {default_help})")
 
 
 def add_metric(parser: argparse.ArgumentParser) -> None:
     """``--metric NAME`` (from the metric registry) and ``--conversations``, its alias for the turn metric."""
     turn = [k for k in METRIC_KINDS.values() if k.table_setting == "conversation_table"][0]
-    parser.add_argument("--metric", choices=METRIC_NAMES, default=None,
-                        help=f"metric to compute or read (default: {DEFAULT_METRIC})")
-    parser.add_argument("--conversations", action="store_const", dest="metric", const=turn.name,
-                        help=f"alias of --metric {turn.name}")
+    parser.add_argument(
+        "--metric", choices=METRIC_NAMES, default=None, help=f"metric to compute or read (default: {DEFAULT_METRIC})"
+    )
+    parser.add_argument(
+        "--conversations", action="store_const", dest="metric", const=turn.name, help=f"alias of --metric {turn.name}"
+    )
 
 
 def add_columns(parser: argparse.ArgumentParser) -> None:
     """``--column NAME=COLUMN`` (repeatable): map a logical column to the table's column."""
-    parser.add_argument("--column", action="append", metavar="NAME=COLUMN", default=None,
-                        help="the input table's column for a logical column, e.g. retrieval_context=contexts "
-                             "(repeatable; default: CTXPREC_SOURCE_COLUMNS / CTXPREC_CONVERSATION_COLUMNS)")
+    parser.add_argument(
+        "--column",
+        action="append",
+        metavar="NAME=COLUMN",
+        default=None,
+        help="the input table's column for a logical column, e.g. retrieval_context=contexts "
+        "(repeatable; default: CTXPREC_SOURCE_COLUMNS / CTXPREC_CONVERSATION_COLUMNS)",
+    )
 
 
 def metric_of(args: argparse.Namespace) -> MetricKind:
@@ -75,21 +99,37 @@ def settings() -> Settings:
 
 
 def add_source(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--partition", required=True, metavar="YYYY-MM-DD",
-                        help="the UTC day of event_time to score")
+    parser.add_argument("--partition", required=True, metavar="YYYY-MM-DD", help="the UTC day of event_time to score")
     add_metric(parser)
     add_columns(parser)
-    parser.add_argument("--judge", metavar="MODEL",
-                        help="an OpenAI-compatible model name, or 'lexical' for the offline judge "
-                             "(default: CTXPREC_JUDGE, else gpt-4o-mini with OPENAI_API_KEY, else lexical)")
-    parser.add_argument("--source-table", metavar="NAME",
-                        help="input table, 'table' or 'schema.table' (default: CTXPREC_SOURCE_TABLE or "
-                             "retrieval_logs; CTXPREC_CONVERSATION_TABLE or conversation_logs for the turn metric)")
-    parser.add_argument("--chunk-size", type=int, metavar="N", help="rows per chunk (default: CTXPREC_CHUNK_SIZE or 500)")
-    parser.add_argument("--threshold", type=float, metavar="X",
-                        help="per-case pass threshold in [0, 1] (default: CTXPREC_THRESHOLD or 0.5)")
-    parser.add_argument("--max-nodes-per-call", type=int, default=None, metavar="N",
-                        help="nodes per judge call for long lists (default: 20)")
+    parser.add_argument(
+        "--judge",
+        metavar="MODEL",
+        help="an OpenAI-compatible model name, or 'lexical' for the offline judge "
+        "(default: CTXPREC_JUDGE, else gpt-4o-mini with OPENAI_API_KEY, else lexical)",
+    )
+    parser.add_argument(
+        "--source-table",
+        metavar="NAME",
+        help="input table, 'table' or 'schema.table' (default: CTXPREC_SOURCE_TABLE or "
+        "retrieval_logs; CTXPREC_CONVERSATION_TABLE or conversation_logs for the turn metric)",
+    )
+    parser.add_argument(
+        "--chunk-size", type=int, metavar="N", help="rows per chunk (default: CTXPREC_CHUNK_SIZE or 500)"
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        metavar="X",
+        help="per-case pass threshold in [0, 1] (default: CTXPREC_THRESHOLD or 0.5)",
+    )
+    parser.add_argument(
+        "--max-nodes-per-call",
+        type=int,
+        default=None,
+        metavar="N",
+        help="nodes per judge call for long lists (default: 20)",
+    )
 
 
 def check_partition(value: str) -> str:
@@ -105,8 +145,9 @@ def check_warehouse(url: str) -> None:
     try:
         u = make_url(url)
     except Exception:
-        raise UsageError(f"invalid warehouse URL {redact(url)!r} (expected e.g. sqlite:///ctxprec.db or "
-                         "postgresql://user@host/db)") from None
+        raise UsageError(
+            f"invalid warehouse URL {redact(url)!r} (expected e.g. sqlite:///ctxprec.db or postgresql://user@host/db)"
+        ) from None
     try:
         check_dialect(url)
     except UnknownDialectError as exc:  # a malformed URL, like any other: exit 2
@@ -115,7 +156,11 @@ def check_warehouse(url: str) -> None:
         raise CtxPrecError(str(exc)) from None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:") and not u.database.startswith("file:"):
+    if (
+        u.get_backend_name() == "sqlite"
+        and u.database not in (None, "", ":memory:")
+        and not u.database.startswith("file:")
+    ):
         if not Path(u.database).exists():
             raise CtxPrecError(f"the SQLite warehouse file {u.database!r} does not exist")
 

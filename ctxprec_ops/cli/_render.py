@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from rich import box
 from rich.console import Console
@@ -73,10 +73,16 @@ def runs_table(summaries: Sequence[RunSummary], *, title: str | None = None, sho
             cells.append(s.metric)
         cells.append(status_cell(s))
         cells += [
-            str(s.rows_total), str(s.rows_scored), str(s.rows_cached), str(s.rows_failed),
-            fmt_num(s.mean_score), fmt_num(s.median_score),
+            str(s.rows_total),
+            str(s.rows_scored),
+            str(s.rows_cached),
+            str(s.rows_failed),
+            fmt_num(s.mean_score),
+            fmt_num(s.median_score),
             fmt_num(s.pass_rate, ".1%") if s.pass_rate is not None else "—",
-            _ci(s), f"{(s.prompt_tokens or 0) + (s.completion_tokens or 0):,}", fmt_cost(s.cost),
+            _ci(s),
+            f"{(s.prompt_tokens or 0) + (s.completion_tokens or 0):,}",
+            fmt_cost(s.cost),
         ]
         table.add_row(*cells)
     return table
@@ -89,15 +95,22 @@ def run_table(s: RunSummary, *, title: str | None = None) -> Table:
     table.add_column("value", justify="right")
     failures = ", ".join(f"{t} {n}" for t, n in sorted(s.failures_by_type.items()))
     rows = [
-        ("partition", s.partition_key), ("metric", s.metric),
+        ("partition", s.partition_key),
+        ("metric", s.metric),
         ("status", status_cell(s)),
-        ("rows", f"{s.rows_total:,}"), ("scored", f"{s.rows_scored:,}"),
+        ("rows", f"{s.rows_total:,}"),
+        ("scored", f"{s.rows_scored:,}"),
         ("  of which cached / already scored", f"{s.rows_cached:,}"),
         ("failed", f"{s.rows_failed:,}" + (f" ({failures})" if failures else "")),
-        ("mean score", fmt_num(s.mean_score)), ("median score", fmt_num(s.median_score)),
-        ("pass rate", fmt_num(s.pass_rate, ".1%") + (f" (threshold {s.threshold:g})" if s.threshold is not None else "")),
+        ("mean score", fmt_num(s.mean_score)),
+        ("median score", fmt_num(s.median_score)),
+        (
+            "pass rate",
+            fmt_num(s.pass_rate, ".1%") + (f" (threshold {s.threshold:g})" if s.threshold is not None else ""),
+        ),
         ("95% CI of the mean", _ci(s)),
-        ("judge", f"{s.judge_model} · prompt {s.prompt_version}"), ("judge calls", f"{s.judge_calls:,}"),
+        ("judge", f"{s.judge_model} · prompt {s.prompt_version}"),
+        ("judge calls", f"{s.judge_calls:,}"),
         ("tokens (prompt / completion)", f"{s.prompt_tokens or 0:,} / {s.completion_tokens or 0:,}"),
         ("cost", fmt_cost(s.cost)),
     ]
@@ -115,28 +128,42 @@ def chunk_table(result: ChunkResult, *, run_id: str) -> Table:
     for name in ("rows", "scored", "cached", "failed", "judge calls", "tokens", "cost"):
         table.add_column(name, justify="right")
     table.add_row(
-        str(result.rows_total), str(result.rows_scored), str(result.rows_cached), str(result.rows_failed),
-        str(result.judge_calls), f"{result.prompt_tokens + result.completion_tokens:,}", fmt_cost(result.cost),
+        str(result.rows_total),
+        str(result.rows_scored),
+        str(result.rows_cached),
+        str(result.rows_failed),
+        str(result.judge_calls),
+        f"{result.prompt_tokens + result.completion_tokens:,}",
+        fmt_cost(result.cost),
     )
     return table
 
 
 def estimate_table(e: Estimate) -> Table:
     """One partition's estimate as a two-column table (figure, value)."""
-    table = Table(title=f"estimate · {e.partition_key} · {e.metric}",
-                  header_style="bold", show_header=False)
+    table = Table(title=f"estimate · {e.partition_key} · {e.metric}", header_style="bold", show_header=False)
     table.add_column("figure")
     table.add_column("value", justify="right")
     judge = e.judge_model + (" (offline)" if e.offline_judge else "")
-    price = (f"${e.price_per_million[0]:g} / ${e.price_per_million[1]:g} per 1M in/out tokens"
-             if e.price_per_million else "unknown")
+    price = (
+        f"${e.price_per_million[0]:g} / ${e.price_per_million[1]:g} per 1M in/out tokens"
+        if e.price_per_million
+        else "unknown"
+    )
     rows = [
-        ("judge", judge), ("prompt version", e.prompt_version), ("price", price),
-        ("rows in partition", f"{e.rows_total:,}"), ("already scored (skipped)", f"{e.rows_already_scored:,}"),
-        ("invalid (no judge call)", f"{e.rows_invalid:,}"), ("rows to score", f"{e.rows_to_score:,}"),
-        ("nodes", f"{e.nodes_total:,}"), ("nodes cached (or repeated)", f"{e.nodes_cached:,}"),
-        ("nodes to judge", f"{e.nodes_to_judge:,}"), ("judge calls", f"{e.judge_calls:,}"),
-        ("prompt tokens", f"{e.prompt_tokens:,}"), ("completion tokens", f"{e.completion_tokens:,}"),
+        ("judge", judge),
+        ("prompt version", e.prompt_version),
+        ("price", price),
+        ("rows in partition", f"{e.rows_total:,}"),
+        ("already scored (skipped)", f"{e.rows_already_scored:,}"),
+        ("invalid (no judge call)", f"{e.rows_invalid:,}"),
+        ("rows to score", f"{e.rows_to_score:,}"),
+        ("nodes", f"{e.nodes_total:,}"),
+        ("nodes cached (or repeated)", f"{e.nodes_cached:,}"),
+        ("nodes to judge", f"{e.nodes_to_judge:,}"),
+        ("judge calls", f"{e.judge_calls:,}"),
+        ("prompt tokens", f"{e.prompt_tokens:,}"),
+        ("completion tokens", f"{e.completion_tokens:,}"),
         ("estimated cost", fmt_cost(e.cost)),
         ("estimated cost, batch mode", fmt_cost(getattr(e, "batch_cost", None))),
     ]

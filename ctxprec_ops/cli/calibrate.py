@@ -12,7 +12,17 @@ from ..calibration import read_labels
 from ..calibration.run import CalibrationResult, calibrate, compare
 from ..calibration.table import FIGURES
 from ..pipeline.columns import SourceColumns, merge_columns
-from ._args import RAW, UsageError, add_columns, add_warehouse, check_judge, check_warehouse, columns_of, guarded, settings
+from ._args import (
+    RAW,
+    UsageError,
+    add_columns,
+    add_warehouse,
+    check_judge,
+    check_warehouse,
+    columns_of,
+    guarded,
+    settings,
+)
 from ._common import EXIT_OK, err_console
 from ._render import stdout_console
 
@@ -32,24 +42,39 @@ ctxprec_calibrations (one row per judge model, prompt version and label set) and
 against the first and its paired bootstrap interval (an interval without 0 is a real difference).
 """
 
-_TITLES = {"precision": "verdict precision", "recall": "verdict recall", "f1": "verdict F1", "kappa": "Cohen's κ",
-           "mae": "score MAE (lower is better)", "spearman": "score Spearman ρ"}
+_TITLES = {
+    "precision": "verdict precision",
+    "recall": "verdict recall",
+    "f1": "verdict F1",
+    "kappa": "Cohen's κ",
+    "mae": "score MAE (lower is better)",
+    "spearman": "score Spearman ρ",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "calibrate", help="measure judge(s) against labelled node judgments",
+        "calibrate",
+        help="measure judge(s) against labelled node judgments",
         description="Run judge(s) on labelled retrievals and report their agreement with the labels.",
-        epilog=EPILOG, formatter_class=RAW,
+        epilog=EPILOG,
+        formatter_class=RAW,
     )
     add_warehouse(p)
     p.add_argument("--labels", required=True, metavar="FILE.csv", help="CSV with columns log_id,node,relevant")
-    p.add_argument("--judge", action="append", metavar="MODEL", default=None,
-                   help="judge to calibrate (repeatable; default: CTXPREC_JUDGE)")
+    p.add_argument(
+        "--judge",
+        action="append",
+        metavar="MODEL",
+        default=None,
+        help="judge to calibrate (repeatable; default: CTXPREC_JUDGE)",
+    )
     p.add_argument("--compare", action="store_true", help="side by side, with the paired difference (needs 2 judges)")
     p.add_argument("--source-table", metavar="NAME", help="retrieval-log table (default: CTXPREC_SOURCE_TABLE)")
     add_columns(p)
-    p.add_argument("--concurrency", type=int, metavar="N", help="judge requests in flight (default: CTXPREC_CONCURRENCY)")
+    p.add_argument(
+        "--concurrency", type=int, metavar="N", help="judge requests in flight (default: CTXPREC_CONCURRENCY)"
+    )
     p.add_argument("--resamples", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=guarded("calibrate", run))
@@ -57,11 +82,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _row(result: CalibrationResult) -> dict[str, Any]:
     a = result.agreement
-    out: dict[str, Any] = {"judge_model": result.judge_model, "prompt_version": result.prompt_version,
-                           "label_set": result.label_set, "cases": a.cases, "nodes": a.nodes,
-                           "scored_cases": a.scored_cases, "failed_cases": len(result.failed_cases),
-                           "confusion": {"tp": a.tp, "fp": a.fp, "fn": a.fn, "tn": a.tn},
-                           "judge_calls": result.judge_calls, "cost": result.cost}
+    out: dict[str, Any] = {
+        "judge_model": result.judge_model,
+        "prompt_version": result.prompt_version,
+        "label_set": result.label_set,
+        "cases": a.cases,
+        "nodes": a.nodes,
+        "scored_cases": a.scored_cases,
+        "failed_cases": len(result.failed_cases),
+        "confusion": {"tp": a.tp, "fp": a.fp, "fn": a.fn, "tn": a.tn},
+        "judge_calls": result.judge_calls,
+        "cost": result.cost,
+    }
     for f in FIGURES:
         e = getattr(a, f)
         out[f] = {"value": e.value, "low": e.low, "high": e.high}
@@ -80,14 +112,21 @@ def run(args: argparse.Namespace) -> int:
     if args.resamples < 0:
         raise UsageError("--resamples must be >= 0")
     try:
-        columns = SourceColumns.from_mapping(merge_columns(s.source_columns, columns_of(args)),
-                                             source="column mapping")
+        columns = SourceColumns.from_mapping(merge_columns(s.source_columns, columns_of(args)), source="column mapping")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     labels = read_labels(args.labels)
     log = None if args.json else (lambda m: err_console.print(m, markup=False, highlight=False))
-    results = calibrate(warehouse, labels, judges, source_table=args.source_table or s.source_table, columns=columns,
-                        concurrency=args.concurrency or s.concurrency, resamples=args.resamples, log_fn=log)
+    results = calibrate(
+        warehouse,
+        labels,
+        judges,
+        source_table=args.source_table or s.source_table,
+        columns=columns,
+        concurrency=args.concurrency or s.concurrency,
+        resamples=args.resamples,
+        log_fn=log,
+    )
     diff = compare(results[0], results[1], resamples=args.resamples) if args.compare else None
     console = stdout_console()
     if args.json:
@@ -107,17 +146,30 @@ def run(args: argparse.Namespace) -> int:
         if diff is not None:
             cells.append(diff[f].fmt())
         table.add_row(_TITLES[f], *cells)
-    table.add_row("cases (with every node labelled)",
-                  *[f"{r.agreement.cases} ({r.agreement.scored_cases})" for r in results], *([""] if diff else []))
-    table.add_row("TP / FP / FN / TN", *[f"{r.agreement.tp} / {r.agreement.fp} / {r.agreement.fn} / {r.agreement.tn}"
-                                         for r in results], *([""] if diff else []))
-    table.add_row("judge calls, cost", *[f"{r.judge_calls}, " + ("unknown" if r.cost is None else f"${r.cost:.4f}")
-                                         for r in results], *([""] if diff else []))
+    table.add_row(
+        "cases (with every node labelled)",
+        *[f"{r.agreement.cases} ({r.agreement.scored_cases})" for r in results],
+        *([""] if diff else []),
+    )
+    table.add_row(
+        "TP / FP / FN / TN",
+        *[f"{r.agreement.tp} / {r.agreement.fp} / {r.agreement.fn} / {r.agreement.tn}" for r in results],
+        *([""] if diff else []),
+    )
+    table.add_row(
+        "judge calls, cost",
+        *[f"{r.judge_calls}, " + ("unknown" if r.cost is None else f"${r.cost:.4f}") for r in results],
+        *([""] if diff else []),
+    )
     console.print(table)
     for r in results:
         if r.failed_cases:
             first = next(iter(r.failed_cases.items()))
-            console.print(f"{r.judge_model}: {len(r.failed_cases)} labelled log id(s) not (fully) used, e.g. "
-                          f"{first[0]}: {first[1]}", markup=False, highlight=False)
+            console.print(
+                f"{r.judge_model}: {len(r.failed_cases)} labelled log id(s) not (fully) used, e.g. "
+                f"{first[0]}: {first[1]}",
+                markup=False,
+                highlight=False,
+            )
     console.print("stored in ctxprec_calibrations", markup=False)
     return EXIT_OK

@@ -7,7 +7,7 @@ import argparse
 from ..demo import DEFAULT_DEMO_URL, DEFAULT_REPORT, METRICS, check_demo_warehouse, check_report_path, run_demo
 from ._args import RAW, UsageError, check_judge, guarded
 from ._common import EXIT_OK
-from ._render import stdout_console, runs_table
+from ._render import runs_table, stdout_console
 from .progress import ProgressDisplay
 
 EPILOG = f"""\
@@ -38,21 +38,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "demo",
         help="generate a sample warehouse, score every day, print the trend and alerts, write a report",
         description="Run the nightly job end to end on a generated sample warehouse: a support bot's "
-                    "retrieval and conversation logs over several days, with a quality dip and a few "
-                    "malformed rows.",
+        "retrieval and conversation logs over several days, with a quality dip and a few "
+        "malformed rows.",
         epilog=EPILOG,
         formatter_class=RAW,
     )
-    p.add_argument("--warehouse", default=DEFAULT_DEMO_URL, metavar="URL",
-                   help=f"where to create the sample (default: {DEFAULT_DEMO_URL}, recreated)")
+    p.add_argument(
+        "--warehouse",
+        default=DEFAULT_DEMO_URL,
+        metavar="URL",
+        help=f"where to create the sample (default: {DEFAULT_DEMO_URL}, recreated)",
+    )
     p.add_argument("--days", type=int, default=14, metavar="N", help="days of logs (default: 14)")
-    p.add_argument("--rows-per-day", type=_range, default=(250, 400), metavar="LOW-HIGH",
-                   help="retrieval logs per day (default: 250-400)")
-    p.add_argument("--conversations-per-day", type=_range, default=(20, 40), metavar="LOW-HIGH",
-                   help="conversations per day (default: 20-40)")
+    p.add_argument(
+        "--rows-per-day",
+        type=_range,
+        default=(250, 400),
+        metavar="LOW-HIGH",
+        help="retrieval logs per day (default: 250-400)",
+    )
+    p.add_argument(
+        "--conversations-per-day",
+        type=_range,
+        default=(20, 40),
+        metavar="LOW-HIGH",
+        help="conversations per day (default: 20-40)",
+    )
     p.add_argument("--judge", metavar="MODEL", help="'lexical' or an OpenAI-compatible model name")
-    p.add_argument("--out", default=DEFAULT_REPORT, metavar="FILE.html",
-                   help=f"HTML report path (default: {DEFAULT_REPORT})")
+    p.add_argument(
+        "--out", default=DEFAULT_REPORT, metavar="FILE.html", help=f"HTML report path (default: {DEFAULT_REPORT})"
+    )
     p.add_argument("--seed", type=int, default=20261128, help="sample seed (same seed, same logs)")
     p.add_argument("--end-date", metavar="YYYY-MM-DD", help="last day of the sample (default: yesterday, UTC)")
     p.add_argument("--concurrency", type=int, metavar="N", help="judge requests in flight at most")
@@ -76,14 +91,23 @@ def run(args: argparse.Namespace) -> int:
     check_demo_warehouse(args.warehouse, force=args.force)
     check_report_path(args.out)
     runs = args.days * len(METRICS)
-    with ProgressDisplay(enabled=not args.quiet, total_runs=runs, overall_label="partition runs",
-                         compact=True) as display:
+    with ProgressDisplay(
+        enabled=not args.quiet, total_runs=runs, overall_label="partition runs", compact=True
+    ) as display:
         display.log(f"ctxprec demo: judge {judge}")
         result = run_demo(
-            args.warehouse, days=args.days, rows_per_day=args.rows_per_day,
-            conversations_per_day=args.conversations_per_day, judge=judge, out=args.out, seed=args.seed,
-            end_date=args.end_date, concurrency=args.concurrency, force=args.force,
-            progress_for=display.callback, log=display.log,
+            args.warehouse,
+            days=args.days,
+            rows_per_day=args.rows_per_day,
+            conversations_per_day=args.conversations_per_day,
+            judge=judge,
+            out=args.out,
+            seed=args.seed,
+            end_date=args.end_date,
+            concurrency=args.concurrency,
+            force=args.force,
+            progress_for=display.callback,
+            log=display.log,
         )
 
     info = result.info
@@ -95,8 +119,11 @@ def run(args: argparse.Namespace) -> int:
         highlight=False,
     )
     for kind in METRICS:
-        console.print(runs_table(result.by_metric(kind.name), title=f"{kind.default_table} · {kind.title} per day",
-                                 show_metric=False))
+        console.print(
+            runs_table(
+                result.by_metric(kind.name), title=f"{kind.default_table} · {kind.title} per day", show_metric=False
+            )
+        )
 
     from ..monitoring import format_trend_table
 
@@ -116,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"note: {result.report_note}", markup=False, highlight=False)
     console.print(
         f"done in {result.seconds_total:.1f}s (sample {result.seconds_data:.1f}s, scoring "
-        f"{result.seconds_scoring:.1f}s)", markup=False, highlight=False,
+        f"{result.seconds_scoring:.1f}s)",
+        markup=False,
+        highlight=False,
     )
     return EXIT_OK

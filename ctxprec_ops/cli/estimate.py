@@ -8,7 +8,7 @@ import json
 from ..estimate import estimate_partition
 from ._args import RAW, add_source, add_warehouse, check_partition, config_from_args, guarded
 from ._common import EXIT_OK, err_console
-from ._render import stdout_console, estimate_table
+from ._render import estimate_table, stdout_console
 
 EPILOG = """\
 examples:
@@ -56,8 +56,10 @@ def run(args: argparse.Namespace) -> int:
     if est.cost is None:
         console.print(f"no price known for {est.judge_model!r}: set CTXPREC_PRICES to get a cost", markup=False)
     elif est.offline_judge:
-        console.print("offline judge: no network calls and no cost; the figures show what an LLM judge "
-                      "would be sent", markup=False)
+        console.print(
+            "offline judge: no network calls and no cost; the figures show what an LLM judge would be sent",
+            markup=False,
+        )
     for example in est.invalid_examples[:3]:
         console.print(f"invalid row {example}", markup=False, highlight=False)
     console.print(f"method: {est.method}", markup=False, highlight=False, style="dim")

@@ -93,25 +93,79 @@ def _positive(raw: str) -> int:
 
 
 def _common(p: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
-    p.add_argument("--warehouse", metavar="URL", help="SQLAlchemy URL of the warehouse (default: CTXPREC_WAREHOUSE_URL or sqlite:///ctxprec.db)")
+    p.add_argument(
+        "--warehouse",
+        metavar="URL",
+        help="SQLAlchemy URL of the warehouse (default: CTXPREC_WAREHOUSE_URL or sqlite:///ctxprec.db)",
+    )
     add_metric(p)
-    p.add_argument("--judge-model", metavar="NAME", help="compare scores of this judge model (default: the most recent)")
-    p.add_argument("--prompt-version", metavar="V", help="compare scores of this prompt version (default: the most recent)")
-    p.add_argument("--source-table", metavar="NAME",
-                   help="compare scores of this input table (`table` or `schema.table` as scored; the report also "
-                        "reads the worst cases' texts there); default: the metric's input table, "
-                        "CTXPREC_SOURCE_TABLE / CTXPREC_CONVERSATION_TABLE or retrieval_logs / conversation_logs")
+    p.add_argument(
+        "--judge-model", metavar="NAME", help="compare scores of this judge model (default: the most recent)"
+    )
+    p.add_argument(
+        "--prompt-version", metavar="V", help="compare scores of this prompt version (default: the most recent)"
+    )
+    p.add_argument(
+        "--source-table",
+        metavar="NAME",
+        help="compare scores of this input table (`table` or `schema.table` as scored; the report also "
+        "reads the worst cases' texts there); default: the metric's input table, "
+        "CTXPREC_SOURCE_TABLE / CTXPREC_CONVERSATION_TABLE or retrieval_logs / conversation_logs",
+    )
     if thresholds:
-        p.add_argument("--min-mean", type=_unit("--min-mean"), metavar="X", help="alert when the mean is below X (default: CTXPREC_MIN_MEAN)")
-        p.add_argument("--min-pass-rate", type=_unit("--min-pass-rate"), metavar="X", help="alert when the pass rate is below X (default: CTXPREC_MIN_PASS_RATE)")
-        p.add_argument("--min-drop", type=_unit("--min-drop"), default=0.05, metavar="X", help="regression: smallest drop of the mean that alerts (default: %(default)s)")
-        p.add_argument("--alpha", type=_unit("--alpha"), default=0.01, metavar="P", help="regression: significance level of the Welch t-test (default: %(default)s)")
-        p.add_argument("--baseline-partitions", type=_positive, default=7, metavar="N", help="trailing baseline size in scored partitions (default: %(default)s)")
-        p.add_argument("--volume-ratio", type=_unit("--volume-ratio"), default=0.5, metavar="X", help="volume: alert below X times the baseline median rows (default: %(default)s)")
-        p.add_argument("--max-failure-rate", type=_unit("--max-failure-rate"), default=0.2, metavar="X", help="alert when more than X of the rows failed (default: %(default)s)")
-        p.add_argument("--keep-regressions-in-baseline", action="store_true",
-                       help="pool partitions that fired a regression alert into later baselines "
-                            "(default: leave them out, as process control does)")
+        p.add_argument(
+            "--min-mean",
+            type=_unit("--min-mean"),
+            metavar="X",
+            help="alert when the mean is below X (default: CTXPREC_MIN_MEAN)",
+        )
+        p.add_argument(
+            "--min-pass-rate",
+            type=_unit("--min-pass-rate"),
+            metavar="X",
+            help="alert when the pass rate is below X (default: CTXPREC_MIN_PASS_RATE)",
+        )
+        p.add_argument(
+            "--min-drop",
+            type=_unit("--min-drop"),
+            default=0.05,
+            metavar="X",
+            help="regression: smallest drop of the mean that alerts (default: %(default)s)",
+        )
+        p.add_argument(
+            "--alpha",
+            type=_unit("--alpha"),
+            default=0.01,
+            metavar="P",
+            help="regression: significance level of the Welch t-test (default: %(default)s)",
+        )
+        p.add_argument(
+            "--baseline-partitions",
+            type=_positive,
+            default=7,
+            metavar="N",
+            help="trailing baseline size in scored partitions (default: %(default)s)",
+        )
+        p.add_argument(
+            "--volume-ratio",
+            type=_unit("--volume-ratio"),
+            default=0.5,
+            metavar="X",
+            help="volume: alert below X times the baseline median rows (default: %(default)s)",
+        )
+        p.add_argument(
+            "--max-failure-rate",
+            type=_unit("--max-failure-rate"),
+            default=0.2,
+            metavar="X",
+            help="alert when more than X of the rows failed (default: %(default)s)",
+        )
+        p.add_argument(
+            "--keep-regressions-in-baseline",
+            action="store_true",
+            help="pool partitions that fired a regression alert into later baselines "
+            "(default: leave them out, as process control does)",
+        )
 
 
 def _source_table(args: argparse.Namespace) -> str:
@@ -126,7 +180,7 @@ def _source_table(args: argparse.Namespace) -> str:
         raise UsageError(str(exc)) from None
 
 
-def _settings(args: argparse.Namespace) -> tuple[str, "AlertRules"]:
+def _settings(args: argparse.Namespace) -> tuple[str, AlertRules]:
     from ..monitoring import AlertRules
 
     env = settings()
@@ -157,7 +211,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=TREND_EPILOG + "\n" + RULES_HELP, formatter_class=RAW,
     )  # fmt: skip
     _common(p)
-    p.add_argument("--days", type=_positive, default=14, metavar="N", help="calendar days ending at the latest partition (default: %(default)s)")
+    p.add_argument(
+        "--days",
+        type=_positive,
+        default=14,
+        metavar="N",
+        help="calendar days ending at the latest partition (default: %(default)s)",
+    )
     p.add_argument("--end", metavar="YYYY-MM-DD", help="last partition of the window (default: the latest with data)")
     p.set_defaults(func=guarded("trend", run_trend))
 
@@ -169,8 +229,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     _common(p)
     p.add_argument("--partition", required=True, metavar="YYYY-MM-DD", help="the partition (UTC day) to check")
-    p.add_argument("--webhook", metavar="URL", help="POST alerts to this Slack-compatible webhook (default: CTXPREC_ALERT_WEBHOOK)")
-    p.add_argument("--email-to", metavar="ADDR", action="append", help="e-mail alerts to ADDR (repeatable; SMTP from CTXPREC_SMTP_*)")
+    p.add_argument(
+        "--webhook", metavar="URL", help="POST alerts to this Slack-compatible webhook (default: CTXPREC_ALERT_WEBHOOK)"
+    )
+    p.add_argument(
+        "--email-to",
+        metavar="ADDR",
+        action="append",
+        help="e-mail alerts to ADDR (repeatable; SMTP from CTXPREC_SMTP_*)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.set_defaults(func=guarded("check", run_check))
 
@@ -182,9 +249,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     _common(p)
     p.add_argument("--out", required=True, metavar="FILE.html", help="where to write the report")
-    p.add_argument("--days", type=_positive, default=30, metavar="N", help="calendar days ending at the latest partition (default: %(default)s)")
+    p.add_argument(
+        "--days",
+        type=_positive,
+        default=30,
+        metavar="N",
+        help="calendar days ending at the latest partition (default: %(default)s)",
+    )
     p.add_argument("--end", metavar="YYYY-MM-DD", help="last partition of the window (default: the latest with data)")
-    p.add_argument("--worst", type=_positive, default=10, metavar="N", help="worst cases to show (default: %(default)s)")
+    p.add_argument(
+        "--worst", type=_positive, default=10, metavar="N", help="worst cases to show (default: %(default)s)"
+    )
     add_columns(p)
     p.set_defaults(func=guarded("report", run_report))
 
@@ -215,7 +290,7 @@ def run_trend(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _figures_table(result: "CheckResult") -> Table:
+def _figures_table(result: CheckResult) -> Table:
     s, b = result.figures.summary, result.baseline.summary
     t = Table(title=f"{result.metric} · {result.partition_key}", header_style="bold")
     t.add_column("")

@@ -34,9 +34,11 @@ RETRY_LINE_EVERY = 10.0
 def retry_line(event: JudgeRetry, failing_for: float, retried: int) -> str:
     """The message shown while the judge is being retried."""
     more = f"; {retried} failed call(s) being retried" if retried > 1 else ""
-    return (f"judge retrying: {event.reason} — retry {event.retry} of {event.max_retries}, next attempt in "
-            f"{event.wait_seconds:.0f}s; failing for {failing_for:.0f}s{more} (rows whose calls still fail after "
-            f"the last retry are recorded as judge_unavailable failures)")
+    return (
+        f"judge retrying: {event.reason} — retry {event.retry} of {event.max_retries}, next attempt in "
+        f"{event.wait_seconds:.0f}s; failing for {failing_for:.0f}s{more} (rows whose calls still fail after "
+        f"the last retry are recorded as judge_unavailable failures)"
+    )
 
 
 class ProgressDisplay:
@@ -47,9 +49,16 @@ class ProgressDisplay:
     ``compact``, one line per finished run); ``enabled=False`` prints nothing.
     """
 
-    def __init__(self, console: Console | None = None, *, interactive: bool | None = None,
-                 enabled: bool = True, total_runs: int | None = None, overall_label: str = "partitions",
-                 compact: bool = False) -> None:
+    def __init__(
+        self,
+        console: Console | None = None,
+        *,
+        interactive: bool | None = None,
+        enabled: bool = True,
+        total_runs: int | None = None,
+        overall_label: str = "partitions",
+        compact: bool = False,
+    ) -> None:
         self.console = console or Console(stderr=True)
         self.enabled = enabled
         self.interactive = self.console.is_terminal if interactive is None else interactive
@@ -65,22 +74,28 @@ class ProgressDisplay:
         self._retry_logged = 0.0
         self._retry_task: TaskID | None = None
 
-    def __enter__(self) -> "ProgressDisplay":
+    def __enter__(self) -> ProgressDisplay:
         if self.enabled:
             self._unsubscribe = add_retry_listener(self._on_retry)
         if self.enabled and self.interactive:
             self._progress = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[note]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                console=self.console, transient=True,
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[note]}"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
             )
             self._progress.start()
             if self.total_runs:
                 self._overall = self._progress.add_task(self.overall_label, total=self.total_runs, note="")
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None

@@ -53,41 +53,80 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "score",
         help="score one partition (UTC day) and write scores back",
         description="Score the contextual precision of one partition of a warehouse table and upsert "
-                    "the results into ctxprec_scores / ctxprec_failures / ctxprec_runs.",
+        "the results into ctxprec_scores / ctxprec_failures / ctxprec_runs.",
         epilog=EPILOG,
         formatter_class=RAW,
     )
     add_warehouse(p)
     add_source(p)
-    p.add_argument("--concurrency", type=int, metavar="N",
-                   help="judge requests in flight at most (default: CTXPREC_CONCURRENCY or 16)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help="judge requests in flight at most (default: CTXPREC_CONCURRENCY or 16)",
+    )
     p.add_argument("--max-cost", type=float, metavar="USD", help="cap the run's judge spend in USD")
-    p.add_argument("--max-rpm", type=float, metavar="N",
-                   help="judge requests per minute at most, kept before sending (default: CTXPREC_MAX_RPM, "
-                        "no cap); several processes sharing one quota each get their share, see docs/scaling.md")
-    p.add_argument("--max-tpm", type=float, metavar="N",
-                   help="judge tokens per minute at most, estimated prompt + completion allowance "
-                        "(default: CTXPREC_MAX_TPM, no cap)")
-    p.add_argument("--sample-rate", type=float, metavar="R",
-                   help="score only this share of the partition's rows, 0 < R <= 1: the same rows on every run "
-                        "and for every metric (a hash of the log id); default CTXPREC_SAMPLE_RATE or 1")
-    p.add_argument("--max-rows", type=int, metavar="N",
-                   help="score at most N rows of the partition (of the sample; default CTXPREC_MAX_ROWS, no cap)")
-    p.add_argument("--outage-tolerance", type=float, metavar="SECONDS",
-                   help="how long to wait out a judge outage before giving up on the run's remaining rows "
-                        "(default: CTXPREC_OUTAGE_TOLERANCE or 600; an endpoint that never answered: 30)")
+    p.add_argument(
+        "--max-rpm",
+        type=float,
+        metavar="N",
+        help="judge requests per minute at most, kept before sending (default: CTXPREC_MAX_RPM, "
+        "no cap); several processes sharing one quota each get their share, see docs/scaling.md",
+    )
+    p.add_argument(
+        "--max-tpm",
+        type=float,
+        metavar="N",
+        help="judge tokens per minute at most, estimated prompt + completion allowance "
+        "(default: CTXPREC_MAX_TPM, no cap)",
+    )
+    p.add_argument(
+        "--sample-rate",
+        type=float,
+        metavar="R",
+        help="score only this share of the partition's rows, 0 < R <= 1: the same rows on every run "
+        "and for every metric (a hash of the log id); default CTXPREC_SAMPLE_RATE or 1",
+    )
+    p.add_argument(
+        "--max-rows",
+        type=int,
+        metavar="N",
+        help="score at most N rows of the partition (of the sample; default CTXPREC_MAX_ROWS, no cap)",
+    )
+    p.add_argument(
+        "--outage-tolerance",
+        type=float,
+        metavar="SECONDS",
+        help="how long to wait out a judge outage before giving up on the run's remaining rows "
+        "(default: CTXPREC_OUTAGE_TOLERANCE or 600; an endpoint that never answered: 30)",
+    )
     p.add_argument("--strict", action="store_true", help="strict mode: threshold 1, any score below 1 becomes 0")
-    p.add_argument("--workers", type=int, metavar="N", default=1,
-                   help="score chunks in N worker processes (default 1; use the machine's cores for "
-                        "large partitions with a fast judge)")
-    p.add_argument("--chunk", type=int, metavar="INDEX",
-                   help="score only this chunk (0-based, as planned by --chunk-size); ctxprec_runs is not updated")
-    p.add_argument("--batch", action="store_true",
-                   help="judge through the OpenAI Batch API: half price, results within 24 h; resumes the "
-                        "partition's open batches instead of submitting again (default: CTXPREC_JUDGE_MODE)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        default=1,
+        help="score chunks in N worker processes (default 1; use the machine's cores for "
+        "large partitions with a fast judge)",
+    )
+    p.add_argument(
+        "--chunk",
+        type=int,
+        metavar="INDEX",
+        help="score only this chunk (0-based, as planned by --chunk-size); ctxprec_runs is not updated",
+    )
+    p.add_argument(
+        "--batch",
+        action="store_true",
+        help="judge through the OpenAI Batch API: half price, results within 24 h; resumes the "
+        "partition's open batches instead of submitting again (default: CTXPREC_JUDGE_MODE)",
+    )
     p.add_argument("--run-id", metavar="ID", help="run id to record (default: a new random id)")
-    p.add_argument("--finalize", action="store_true",
-                   help="only summarise the partition into ctxprec_runs (after scoring its chunks with --chunk)")
+    p.add_argument(
+        "--finalize",
+        action="store_true",
+        help="only summarise the partition into ctxprec_runs (after scoring its chunks with --chunk)",
+    )
     p.add_argument("--json", action="store_true", help="print the run summary as JSON on stdout instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=guarded("score", run))
@@ -112,9 +151,15 @@ def run(args: argparse.Namespace) -> int:
     if args.max_rows is not None and args.max_rows < 1:
         raise UsageError("--max-rows must be at least 1")
     config = config_from_args(
-        args, concurrency=args.concurrency, max_cost=args.max_cost, strict_mode=True if args.strict else None,
-        max_rpm=args.max_rpm, max_tpm=args.max_tpm, outage_tolerance=args.outage_tolerance,
-        sample_rate=args.sample_rate, max_rows=args.max_rows,
+        args,
+        concurrency=args.concurrency,
+        max_cost=args.max_cost,
+        strict_mode=True if args.strict else None,
+        max_rpm=args.max_rpm,
+        max_tpm=args.max_tpm,
+        outage_tolerance=args.outage_tolerance,
+        sample_rate=args.sample_rate,
+        max_rows=args.max_rows,
         judge_mode="batch" if args.batch else None,
     )
     if config.judge_mode == "batch" and (args.chunk is not None or args.workers > 1):
@@ -135,8 +180,9 @@ def run(args: argparse.Namespace) -> int:
         summary = finalize_run(config, partition, run_id=run_id)
     else:
         with ProgressDisplay(enabled=not args.quiet) as display:
-            summary = score_partition(config, partition, run_id=run_id, progress=display.callback(label),
-                                      workers=args.workers)
+            summary = score_partition(
+                config, partition, run_id=run_id, progress=display.callback(label), workers=args.workers
+            )
 
     if args.json:
         console.print_json(json.dumps(summary.to_dict(), default=str))
@@ -163,8 +209,13 @@ def _one_chunk(args: argparse.Namespace, config, partition: str, run_id: str, la
             + (f" (0-{len(chunks) - 1})" if chunks else "")
         )
     with ProgressDisplay(enabled=not args.quiet) as display:
-        result = score_chunk(config, chunks[args.chunk], run_id=run_id, context=ctx,
-                             progress=display.callback(f"{label} chunk {args.chunk}"))
+        result = score_chunk(
+            config,
+            chunks[args.chunk],
+            run_id=run_id,
+            context=ctx,
+            progress=display.callback(f"{label} chunk {args.chunk}"),
+        )
     if args.json:
         console.print_json(json.dumps({"run_id": run_id, **result.to_dict()}, default=str))
     else:

@@ -15,8 +15,18 @@ from .schedules import build_nightly_schedule
 from .sources import log_table_spec
 
 __all__ = [
-    "AlertThresholdsResource", "JudgeResource", "WarehouseResource", "resources_for",
-    "build_scores_asset", "build_pipeline_config", "apply_decision", "build_score_checks", "CHECK_KINDS",
-    "build_score_job", "build_nightly_schedule", "build_daily_partitions", "scoring_retry_policy",
+    "AlertThresholdsResource",
+    "JudgeResource",
+    "WarehouseResource",
+    "resources_for",
+    "build_scores_asset",
+    "build_pipeline_config",
+    "apply_decision",
+    "build_score_checks",
+    "CHECK_KINDS",
+    "build_score_job",
+    "build_nightly_schedule",
+    "build_daily_partitions",
+    "scoring_retry_policy",
     "log_table_spec",
 ]

@@ -73,8 +73,7 @@ def apply_decision(decision: Decision, metadata: dict | None = None) -> None:
     ``Failure`` that the ``RetryPolicy`` may retry (``allow_retries``) or not."""
     if decision.outcome is Outcome.DONE:
         return
-    raise Failure(description=decision.reason, metadata=metadata or {},
-                  allow_retries=decision.outcome is Outcome.RETRY)
+    raise Failure(description=decision.reason, metadata=metadata or {}, allow_retries=decision.outcome is Outcome.RETRY)
 
 
 def _attempt_run_id(context: AssetExecutionContext) -> str:
@@ -140,14 +139,14 @@ def build_scores_asset(
         except Exception as exc:  # re-raised as a redacted Failure, retried or not by the policy
             raise _error_failure(exc, kind.name, partition_key) from None
 
-        metadata = summary_metadata(
-            summary, {"warehouse": warehouse.display_url(), "source_table": config.table_name}
-        )
+        metadata = summary_metadata(summary, {"warehouse": warehouse.display_url(), "source_table": config.table_name})
         decision = decide(summary)
         if summary.rows_failed:
             by_type = ", ".join(f"{k}: {v}" for k, v in sorted(summary.failures_by_type.items()))
-            context.log.warning(f"{summary.rows_failed} of {summary.rows_total} rows went to ctxprec_failures "
-                                f"({by_type}); {decision.outcome}: {decision.reason}")
+            context.log.warning(
+                f"{summary.rows_failed} of {summary.rows_total} rows went to ctxprec_failures "
+                f"({by_type}); {decision.outcome}: {decision.reason}"
+            )
         apply_decision(decision, metadata)
         mean = f"{summary.mean_score:.3f}" if summary.mean_score is not None else "n/a"
         rate = f"{summary.pass_rate:.1%}" if summary.pass_rate is not None else "n/a"

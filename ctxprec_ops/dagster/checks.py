@@ -19,9 +19,9 @@ from typing import Any
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
+    AssetChecksDefinition,
     AssetCheckSeverity,
     AssetCheckSpec,
-    AssetChecksDefinition,
     AssetsDefinition,
     MetadataValue,
     PartitionsDefinition,
@@ -41,13 +41,19 @@ __all__ = ["CHECK_KINDS", "build_score_checks", "check_metadata"]
 #: never an outcome: Dagster shows it next to a failed result too (the result's own description
 #: says what was found).
 CHECK_KINDS: dict[str, tuple[AssetCheckSeverity, str]] = {
-    "threshold": (AssetCheckSeverity.ERROR,
-                  "Fails when the partition mean / pass rate is below CTXPREC_MIN_MEAN / CTXPREC_MIN_PASS_RATE."),
-    "regression": (AssetCheckSeverity.WARN,
-                   "Fails when the mean drops significantly below the trailing baseline (previous scored partitions, "
-                   "regressed ones left out)."),
-    "volume": (AssetCheckSeverity.WARN,
-               "Fails when rows fall below half the baseline's median or too many rows failed (max_failure_rate)."),
+    "threshold": (
+        AssetCheckSeverity.ERROR,
+        "Fails when the partition mean / pass rate is below CTXPREC_MIN_MEAN / CTXPREC_MIN_PASS_RATE.",
+    ),
+    "regression": (
+        AssetCheckSeverity.WARN,
+        "Fails when the mean drops significantly below the trailing baseline (previous scored partitions, "
+        "regressed ones left out).",
+    ),
+    "volume": (
+        AssetCheckSeverity.WARN,
+        "Fails when rows fall below half the baseline's median or too many rows failed (max_failure_rate).",
+    ),
 }
 
 
@@ -102,8 +108,11 @@ def check_metadata(result: CheckResult, kind: str) -> dict[str, MetadataValue]:
 def _description(result: CheckResult, kind: str) -> str:
     fired = result.alerts_of(kind)
     if kind == "regression":
-        text = ("\n".join(a.message for a in fired) if fired
-                else f"{result.regression.verdict}: {result.regression.detail}".rstrip(": "))
+        text = (
+            "\n".join(a.message for a in fired)
+            if fired
+            else f"{result.regression.verdict}: {result.regression.detail}".rstrip(": ")
+        )
         if result.baseline.missing:  # a backfill runs days concurrently: say what the baseline lacks
             text += f"\nbaseline incomplete: {', '.join(result.baseline.missing)} not yet scored"
         return text
@@ -144,13 +153,15 @@ def build_score_checks(
         can_subset=True,
         description=f"Threshold, regression and volume rules on each {metric} partition.",
     )
-    def _checks(
-        context: AssetCheckExecutionContext, warehouse: WarehouseResource, thresholds: AlertThresholdsResource
-    ):
+    def _checks(context: AssetCheckExecutionContext, warehouse: WarehouseResource, thresholds: AlertThresholdsResource):
         partition_key = context.partition_key
-        result = check_partition(warehouse.url, partition_key, metric=metric,
-                                 source_table=source_table_name(warehouse.table_for(metric), None),
-                                 **thresholds.rule_kwargs())
+        result = check_partition(
+            warehouse.url,
+            partition_key,
+            metric=metric,
+            source_table=source_table_name(warehouse.table_for(metric), None),
+            **thresholds.rule_kwargs(),
+        )
         context.log.info(result.summary())
         for key in sorted(context.selected_asset_check_keys, key=lambda k: k.name):
             severity, _ = CHECK_KINDS[key.name]

@@ -1,8 +1,9 @@
 """The asset job the nightly schedule and backfills launch: the scores assets and their checks."""
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from dagster import AssetSelection, AssetsDefinition, define_asset_job
+from dagster import AssetsDefinition, AssetSelection, define_asset_job
 
 __all__ = ["build_score_job"]
 

@@ -5,7 +5,8 @@ figure the run could not compute (e.g. the mean of an empty day) is ``null``, ne
 Nothing secret goes in here: the warehouse URL is shown with its password masked.
 """
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from dagster import MetadataValue
 
@@ -14,7 +15,13 @@ from ctxprec_ops.pipeline import RunSummary
 __all__ = ["INT_FIELDS", "FLOAT_FIELDS", "TEXT_FIELDS", "summary_metadata"]
 
 INT_FIELDS = (
-    "rows_total", "rows_scored", "rows_cached", "rows_failed", "prompt_tokens", "completion_tokens", "judge_calls",
+    "rows_total",
+    "rows_scored",
+    "rows_cached",
+    "rows_failed",
+    "prompt_tokens",
+    "completion_tokens",
+    "judge_calls",
 )
 FLOAT_FIELDS = ("mean_score", "median_score", "pass_rate", "ci_low", "ci_high", "cost")
 TEXT_FIELDS = ("status", "judge_model", "prompt_version", "run_id")

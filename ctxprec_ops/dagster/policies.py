@@ -19,9 +19,7 @@ def scoring_retry_policy(delay: float | None = None, max_retries: int | None = N
     max_retries = settings.dagster_max_retries if max_retries is None else max_retries
     if delay < 0 or max_retries < 0:
         raise ValueError("the retry delay and the number of retries must not be negative")
-    return RetryPolicy(
-        max_retries=max_retries, delay=delay, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS
-    )
+    return RetryPolicy(max_retries=max_retries, delay=delay, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
 
 
 # Backfills: no BackfillPolicy on the assets (the parameter is beta in Dagster 1.13 and warns on

@@ -39,9 +39,11 @@ class WarehouseResource(ConfigurableResource):
     source_table: str = Field(default="retrieval_logs", description="Retrieval-log table (single-turn metric).")
     conversation_table: str = Field(default="conversation_logs", description="Conversation-log table (turn metric).")
     source_columns: dict[str, str] = Field(
-        default_factory=dict, description="Column mapping of the retrieval-log table (CTXPREC_SOURCE_COLUMNS).")
+        default_factory=dict, description="Column mapping of the retrieval-log table (CTXPREC_SOURCE_COLUMNS)."
+    )
     conversation_columns: dict[str, str] = Field(
-        default_factory=dict, description="Column mapping of the conversation-log table (CTXPREC_CONVERSATION_COLUMNS).")
+        default_factory=dict, description="Column mapping of the conversation-log table (CTXPREC_CONVERSATION_COLUMNS)."
+    )
 
     def table_for(self, metric: str) -> str:
         """The input table a metric reads."""
@@ -60,25 +62,38 @@ class JudgeResource(ConfigurableResource):
     """The LLM judge (any OpenAI-compatible endpoint) or ``lexical``, the offline judge."""
 
     model: str = Field(default="lexical", description="OpenAI-compatible model name, or 'lexical'.")
-    base_url: str | None = Field(default=None, description="Endpoint; None lets the openai client read OPENAI_BASE_URL.")
+    base_url: str | None = Field(
+        default=None, description="Endpoint; None lets the openai client read OPENAI_BASE_URL."
+    )
     api_key: str | None = Field(default=None, description="Pass EnvVar('OPENAI_API_KEY'); never logged.")
     timeout: float = Field(default=60.0, description="Seconds per judge request.")
     concurrency: int = Field(default=16, description="Judge requests in flight at most.")
     chunk_size: int = Field(default=500, description="Rows per chunk (one write transaction each).")
     max_cost: float | None = Field(default=None, description="USD cap on one partition run's judge spend.")
     max_retries: int = Field(default=6, description="Per-request retries of transient judge errors.")
-    max_rpm: float | None = Field(default=None, description="Judge requests per minute at most (CTXPREC_MAX_RPM); "
-                                  "this process's share of the provider quota.")
+    max_rpm: float | None = Field(
+        default=None,
+        description="Judge requests per minute at most (CTXPREC_MAX_RPM); this process's share of the provider quota.",
+    )
     max_tpm: float | None = Field(default=None, description="Judge tokens per minute at most (CTXPREC_MAX_TPM).")
-    sample_rate: float = Field(default=1.0, description="Share of each partition's rows to score, (0, 1]; the same "
-                               "rows every run (CTXPREC_SAMPLE_RATE).")
-    max_rows: int | None = Field(default=None, description="Score at most this many rows per partition "
-                                 "(CTXPREC_MAX_ROWS).")
-    outage_tolerance: float = Field(default=600.0, description="Seconds a judge outage is waited out before the run's "
-                                    "remaining rows fail (CTXPREC_OUTAGE_TOLERANCE).")
-    judge_mode: str = Field(default="sync", description="'sync' or 'batch' (OpenAI Batch API: half price; the "
-                            "materialization submits, then polls until the batch ends, up to its 24 h window; "
-                            "a terminated run's batch is resumed by the next materialization).")
+    sample_rate: float = Field(
+        default=1.0,
+        description="Share of each partition's rows to score, (0, 1]; the same rows every run (CTXPREC_SAMPLE_RATE).",
+    )
+    max_rows: int | None = Field(
+        default=None, description="Score at most this many rows per partition (CTXPREC_MAX_ROWS)."
+    )
+    outage_tolerance: float = Field(
+        default=600.0,
+        description="Seconds a judge outage is waited out before the run's "
+        "remaining rows fail (CTXPREC_OUTAGE_TOLERANCE).",
+    )
+    judge_mode: str = Field(
+        default="sync",
+        description="'sync' or 'batch' (OpenAI Batch API: half price; the "
+        "materialization submits, then polls until the batch ends, up to its 24 h window; "
+        "a terminated run's batch is resumed by the next materialization).",
+    )
     batch_poll_seconds: float = Field(default=60.0, description="Batch mode: longest wait between two polls.")
 
 
@@ -86,13 +101,21 @@ class AlertThresholdsResource(ConfigurableResource):
     """Per-case pass threshold and the partition alert thresholds used by the asset checks."""
 
     threshold: float = Field(default=0.5, description="Per-case pass threshold (CTXPREC_THRESHOLD).")
-    min_mean: float | None = Field(default=None, description="Alert when the partition mean is below (CTXPREC_MIN_MEAN).")
-    min_pass_rate: float | None = Field(default=None, description="Alert when the pass rate is below (CTXPREC_MIN_PASS_RATE).")
+    min_mean: float | None = Field(
+        default=None, description="Alert when the partition mean is below (CTXPREC_MIN_MEAN)."
+    )
+    min_pass_rate: float | None = Field(
+        default=None, description="Alert when the pass rate is below (CTXPREC_MIN_PASS_RATE)."
+    )
     min_drop: float = Field(default=0.05, description="Regression: minimum drop of the mean below the baseline mean.")
     alpha: float = Field(default=0.01, description="Regression: one-sided Welch t-test significance level.")
-    baseline_partitions: int = Field(default=7, description="Regression/volume: trailing scored partitions pooled as baseline.")
+    baseline_partitions: int = Field(
+        default=7, description="Regression/volume: trailing scored partitions pooled as baseline."
+    )
     volume_ratio: float = Field(default=0.5, description="Volume: warn when rows < ratio x the baseline median rows.")
-    max_failure_rate: float | None = Field(default=0.2, description="Volume: warn when failed rows / rows exceeds this.")
+    max_failure_rate: float | None = Field(
+        default=0.2, description="Volume: warn when failed rows / rows exceeds this."
+    )
 
     def rule_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``ctxprec_ops.monitoring.check_partition``."""
@@ -125,8 +148,11 @@ def _thresholds(settings: Settings) -> AlertThresholdsResource:
 
 def _warehouse(settings: Settings, url: Any) -> WarehouseResource:
     return WarehouseResource(
-        url=url, source_table=settings.source_table, conversation_table=settings.conversation_table,
-        source_columns=settings.source_columns, conversation_columns=settings.conversation_columns,
+        url=url,
+        source_table=settings.source_table,
+        conversation_table=settings.conversation_table,
+        source_columns=settings.source_columns,
+        conversation_columns=settings.conversation_columns,
     )
 
 
@@ -137,11 +163,18 @@ def _judge(settings: Settings, *, require_key: bool) -> JudgeResource:
     if llm and require_key:
         key = EnvVar("OPENAI_API_KEY")  # an LLM judge needs a key (vLLM/Ollama accept any value)
     return JudgeResource(
-        model=settings.judge, base_url=_env_or("OPENAI_BASE_URL", None), api_key=key if llm else None,
-        concurrency=settings.concurrency, chunk_size=settings.chunk_size,
-        max_rpm=settings.max_rpm, max_tpm=settings.max_tpm, outage_tolerance=settings.outage_tolerance,
-        sample_rate=settings.sample_rate, max_rows=settings.max_rows,
-        judge_mode=settings.judge_mode, batch_poll_seconds=settings.batch_poll_seconds,
+        model=settings.judge,
+        base_url=_env_or("OPENAI_BASE_URL", None),
+        api_key=key if llm else None,
+        concurrency=settings.concurrency,
+        chunk_size=settings.chunk_size,
+        max_rpm=settings.max_rpm,
+        max_tpm=settings.max_tpm,
+        outage_tolerance=settings.outage_tolerance,
+        sample_rate=settings.sample_rate,
+        max_rows=settings.max_rows,
+        judge_mode=settings.judge_mode,
+        batch_poll_seconds=settings.batch_poll_seconds,
     )
 
 
@@ -149,8 +182,10 @@ def _local(settings: Settings) -> dict[str, Any]:
     """SQLite ``sqlite:///ctxprec.db`` unless CTXPREC_WAREHOUSE_URL says otherwise; the judge
     from CTXPREC_JUDGE (``lexical``, the offline judge, when neither it nor OPENAI_API_KEY is set)."""
     return {
-        "warehouse": _warehouse(settings, EnvVar("CTXPREC_WAREHOUSE_URL") if settings.is_set("CTXPREC_WAREHOUSE_URL")
-                                else DEFAULT_WAREHOUSE_URL),
+        "warehouse": _warehouse(
+            settings,
+            EnvVar("CTXPREC_WAREHOUSE_URL") if settings.is_set("CTXPREC_WAREHOUSE_URL") else DEFAULT_WAREHOUSE_URL,
+        ),
         "judge": _judge(settings, require_key=False),
         "thresholds": _thresholds(settings),
     }

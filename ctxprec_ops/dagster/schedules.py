@@ -6,16 +6,25 @@ The schedule starts stopped (Dagster's default); turn it on in the UI or with
 ``CTXPREC_SCHEDULE_RUNNING=1``.
 """
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from dagster import DefaultScheduleStatus, ScheduleDefinition, build_schedule_from_partitioned_job
 
 from ctxprec_ops.config import Settings
 
+if TYPE_CHECKING:  # what an asset job's schedule is until Definitions resolves it (not exported by dagster)
+    from dagster._core.definitions.partitions.partitioned_schedule import (
+        UnresolvedPartitionedAssetScheduleDefinition,
+    )
+
 __all__ = ["build_nightly_schedule"]
 
 
-def build_nightly_schedule(job: Any, settings: Settings | None = None) -> ScheduleDefinition:
+def build_nightly_schedule(
+    job: Any, settings: Settings | None = None
+) -> ScheduleDefinition | UnresolvedPartitionedAssetScheduleDefinition:
     running = (settings or Settings.from_env()).schedule_running
     return build_schedule_from_partitioned_job(
         job,

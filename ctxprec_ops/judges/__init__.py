@@ -8,7 +8,16 @@ from .base import CustomModelJudge, DeepEvalBaseLLM, Generation, JudgeModel
 from .lexical import LexicalJudge
 from .openai_judge import OpenAIJudge
 
-__all__ = ["CustomModelJudge", "DeepEvalBaseLLM", "Generation", "JudgeModel", "LexicalJudge", "OpenAIJudge", "make_judge", "resolve_judge"]
+__all__ = [
+    "CustomModelJudge",
+    "DeepEvalBaseLLM",
+    "Generation",
+    "JudgeModel",
+    "LexicalJudge",
+    "OpenAIJudge",
+    "make_judge",
+    "resolve_judge",
+]
 
 
 def make_judge(

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -52,9 +53,7 @@ class JudgeModel(ABC):
         # default: run the sync judge in a thread so the event loop keeps serving other cases
         return await asyncio.to_thread(self.generate, prompt, schema)
 
-    async def a_generate_with_usage(
-        self, prompt: str, schema: type[BaseModel] | None = None
-    ) -> Generation:
+    async def a_generate_with_usage(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
         out = await self.a_generate(prompt, schema)
         cost = None
         if isinstance(out, tuple) and len(out) == 2:

@@ -31,8 +31,10 @@ class JudgeResponseTooLargeError(JudgeAnswerError):
 
     def __init__(self, limit: int, size: int | None = None) -> None:
         what = f"{size:,} bytes" if size is not None else f"more than {limit:,} bytes"
-        super().__init__(f"the judge endpoint's response is {what}, over the limit of {limit:,} bytes "
-                         "(max_response_bytes); it was not read")
+        super().__init__(
+            f"the judge endpoint's response is {what}, over the limit of {limit:,} bytes "
+            "(max_response_bytes); it was not read"
+        )
         self.limit, self.size = limit, size
 
 
@@ -46,9 +48,9 @@ def _httpx() -> ModuleType:
 
 @lru_cache(maxsize=1)
 def _transport_class() -> type:
-    h = _httpx()
+    h: Any = _httpx()  # the openai client's httpx, found at run time: its classes are dynamic bases
 
-    class CappedStream(h.AsyncByteStream):  # type: ignore[misc,name-defined]
+    class CappedStream(h.AsyncByteStream):
         def __init__(self, inner: Any, limit: int) -> None:
             self._inner, self._limit = inner, limit
 
@@ -63,7 +65,7 @@ def _transport_class() -> type:
         async def aclose(self) -> None:
             await self._inner.aclose()
 
-    class CappedTransport(h.AsyncBaseTransport):  # type: ignore[misc,name-defined]
+    class CappedTransport(h.AsyncBaseTransport):
         def __init__(self, inner: Any, limit: int) -> None:
             self._inner, self._limit = inner, limit
 
@@ -73,9 +75,13 @@ def _transport_class() -> type:
             if declared.isdigit() and int(declared) > self._limit:
                 await response.aclose()
                 raise JudgeResponseTooLargeError(self._limit, int(declared))
-            return h.Response(status_code=response.status_code, headers=response.headers,
-                              stream=CappedStream(response.stream, self._limit),
-                              extensions=response.extensions, request=request)
+            return h.Response(
+                status_code=response.status_code,
+                headers=response.headers,
+                stream=CappedStream(response.stream, self._limit),
+                extensions=response.extensions,
+                request=request,
+            )
 
         async def aclose(self) -> None:
             await self._inner.aclose()

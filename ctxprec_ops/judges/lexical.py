@@ -10,8 +10,9 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -98,9 +99,7 @@ class LexicalJudge(JudgeModel):
             reason = "shares no key terms with the expected output"
         return relevant, reason
 
-    def judge_nodes(
-        self, input: str, expected_output: str, nodes: Sequence[tuple[int, str]]
-    ) -> dict[int, NodeVerdict]:
+    def judge_nodes(self, input: str, expected_output: str, nodes: Sequence[tuple[int, str]]) -> dict[int, NodeVerdict]:
         out: dict[int, NodeVerdict] = {}
         for node_id, text in nodes:
             relevant, reason = self.judge_node(input, expected_output, text)

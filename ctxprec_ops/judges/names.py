@@ -21,9 +21,12 @@ def validate_judge_name(name: str) -> str:
     if not isinstance(name, str) or not name:
         raise JudgeConfigurationError("the judge model name must be a non-empty string")
     if len(name) > MAX_JUDGE_NAME_CHARS:
-        raise JudgeConfigurationError(f"the judge model name is {len(name):,} characters long (limit "
-                                      f"{MAX_JUDGE_NAME_CHARS}): {name[:40]!r}...")
+        raise JudgeConfigurationError(
+            f"the judge model name is {len(name):,} characters long (limit {MAX_JUDGE_NAME_CHARS}): {name[:40]!r}..."
+        )
     if not _NAME.fullmatch(name):
-        raise JudgeConfigurationError(f"the judge model name {name[:80]!r} may only contain letters, digits and "
-                                      ". _ : / @ + ~ - (starting with a letter or digit)")
+        raise JudgeConfigurationError(
+            f"the judge model name {name[:80]!r} may only contain letters, digits and "
+            ". _ : / @ + ~ - (starting with a letter or digit)"
+        )
     return name

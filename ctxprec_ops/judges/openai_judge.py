@@ -76,8 +76,9 @@ def _refused(exc: Any) -> Exception:
     detail = (message[0] if message else "")[:300]
     status = exc.status_code
     if body.get("code") == "context_length_exceeded" or "context length" in detail.lower():
-        return InvalidTestCaseError(f"the judge refused this row's prompt as longer than its model's context "
-                                    f"(HTTP {status}): {detail}")
+        return InvalidTestCaseError(
+            f"the judge refused this row's prompt as longer than its model's context (HTTP {status}): {detail}"
+        )
     return JudgeRequestRejectedError(f"the judge endpoint refused the request (HTTP {status}): {detail}")
 
 
@@ -120,9 +121,7 @@ class OpenAIJudge(JudgeModel):
             raise JudgeConfigurationError(f"max_response_bytes must be a positive integer, got {max_response_bytes!r}")
         #: a response larger than this is not read (JudgeResponseTooLargeError): bounds memory
         self.max_response_bytes = max_response_bytes
-        self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = (
-            weakref.WeakKeyDictionary()
-        )
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIJudge(model={self.model!r}, base_url={self.base_url!r})"
@@ -198,9 +197,7 @@ class OpenAIJudge(JudgeModel):
             }
         return {"type": "json_object"}
 
-    async def a_generate_with_usage(
-        self, prompt: str, schema: type[BaseModel] | None = None
-    ) -> Generation:
+    async def a_generate_with_usage(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
         import openai
 
         client = self._client()
@@ -236,13 +233,14 @@ class OpenAIJudge(JudgeModel):
                 raise _refused(exc) from None
             except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:
                 # an empty or cut-off 200 body: a fault of the moment (proxy, overloaded server)
-                raise TransientJudgeError(f"the judge endpoint answered HTTP 200 with an empty or unreadable "
-                                          f"body ({type(exc).__name__})") from None
+                raise TransientJudgeError(
+                    f"the judge endpoint answered HTTP 200 with an empty or unreadable body ({type(exc).__name__})"
+                ) from None
             except openai.AuthenticationError as exc:
                 raise JudgeConfigurationError(
                     f"the judge endpoint rejected the API key (HTTP {exc.status_code})"
                 ) from None
-            except openai.NotFoundError as exc:
+            except openai.NotFoundError:
                 raise JudgeConfigurationError(
                     f"the judge endpoint does not know model {self.model!r} (HTTP 404)"
                 ) from None
@@ -260,8 +258,9 @@ class OpenAIJudge(JudgeModel):
         else:
             cost = cost_of(self.model, pt, ct)
         limits = {k: v for k, v in raw.headers.items() if k.lower().startswith("x-ratelimit-")}
-        return Generation(output=content or "", prompt_tokens=pt, completion_tokens=ct, cost=cost,
-                          rate_limit_headers=limits or None)
+        return Generation(
+            output=content or "", prompt_tokens=pt, completion_tokens=ct, cost=cost, rate_limit_headers=limits or None
+        )
 
     async def a_generate(self, prompt: str, schema: type[BaseModel] | None = None) -> Any:
         return (await self.a_generate_with_usage(prompt, schema)).output

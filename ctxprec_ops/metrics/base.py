@@ -66,11 +66,19 @@ class BaseRetrievalMetric:
         self.flaky = flaky
         self.eval_mode = eval_mode or "llm"
         self.system_one_model = None
-        self.evaluation_template = evaluation_template or self.default_template
-        self.prompt_version = _prompt_version(self.evaluation_template)
+        template = evaluation_template or self.default_template
+        #: the judge's prompt template; None on a metric that calls no judge (the label metric)
+        self.evaluation_template: type | None = template
+        self.prompt_version = _prompt_version(template)
         self.max_nodes_per_call = max_nodes_per_call
         self.max_retries = max_retries
         self._reset()
+
+    def _judge_template(self) -> type:
+        """The prompt template the judge is called with (a judged metric always has one)."""
+        if self.evaluation_template is None:
+            raise JudgeConfigurationError(f"{type(self).__name__} has no evaluation_template to call a judge with")
+        return self.evaluation_template
 
     def _reset(self) -> None:
         self.score: float | None = None
@@ -137,8 +145,8 @@ class BaseRetrievalMetric:
             result.reason = None
             result.error_type = getattr(exc, "error_type", None) or _error_type(exc)
             result.error = redact(f"{exc}" if isinstance(exc, CtxPrecError) else f"{type(exc).__name__}: {exc}")
-            result._exception = exc  # type: ignore[attr-defined]
-        result.seconds = time.perf_counter() - started  # type: ignore[attr-defined]
+            result._exception = exc
+        result.seconds = time.perf_counter() - started
         return result
 
     def _apply(self, result: MetricResult) -> None:
@@ -165,7 +173,7 @@ class BaseRetrievalMetric:
             if close is not None:
                 await close()
         self._apply(result)
-        exc = getattr(result, "_exception", None)
+        exc = result._exception
         if exc is not None:
             raise exc
         return self.score

@@ -31,7 +31,8 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
 
     def accepts(self, test_case: Any) -> bool:
         return isinstance(test_case, LLMTestCase) or (
-            not isinstance(test_case, _CaseModel) and hasattr(test_case, "retrieval_context")
+            not isinstance(test_case, _CaseModel)
+            and hasattr(test_case, "retrieval_context")
             and hasattr(test_case, "input")
         )
 
@@ -52,13 +53,17 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
             missing.append("retrieval_context")
         if missing:
             raise InvalidTestCaseError(
-                f"cannot score contextual precision: empty or missing {', '.join(missing)} "
-                "(no judge call was made)"
+                f"cannot score contextual precision: empty or missing {', '.join(missing)} (no judge call was made)"
             )
 
     def judgment_keys(self, test_case: LLMTestCase) -> list[str]:
-        return judgment_keys(self.evaluation_model, self.prompt_version, test_case.input,
-                             test_case.expected_output or "", test_case.retrieval_context or [])
+        return judgment_keys(
+            self.evaluation_model,
+            self.prompt_version,
+            test_case.input,
+            test_case.expected_output or "",
+            test_case.retrieval_context or [],
+        )
 
     def judge_requests(self, test_case: Any) -> list[tuple[str, str, list[str]]]:
         """What scoring ``test_case`` sends the judge: ``[(question, expected, nodes)]``.
@@ -73,7 +78,7 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
         try:
             verdicts, _ = await judge_nodes(
                 self.model,
-                self.evaluation_template,
+                self._judge_template(),
                 self.prompt_version,
                 test_case.input,
                 test_case.expected_output,

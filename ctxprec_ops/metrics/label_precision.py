@@ -15,19 +15,19 @@ The judge model is recorded as ``labels`` (``LABELS_JUDGE``): scores of this met
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import InvalidTestCaseError
 from ..judging import JudgeRun
-from ..results import MetricResult
 from ..ranking import RankingFigures, ranking_figures
+from ..results import MetricResult
 from ..scoring import apply_strict
 from ..verdicts import NodeVerdict
 from .base import BaseRetrievalMetric
 
-__all__ = ["LabelContextualPrecisionMetric", "LabelledRetrieval", "LABELS_JUDGE", "LABELS_VERSION",
-           "label_reason"]
+__all__ = ["LabelContextualPrecisionMetric", "LabelledRetrieval", "LABELS_JUDGE", "LABELS_VERSION", "label_reason"]
 
 #: ``judge_model`` of every label-based score
 LABELS_JUDGE = "labels"
@@ -85,7 +85,8 @@ class LabelVerdict:
         return NodeVerdict(node=self.node, relevant=self.relevant, reason=self.reason)
 
     def __eq__(self, other: object) -> bool:
-        return getattr(other, "model_dump", None) is not None and other.model_dump() == self.model_dump()  # type: ignore[attr-defined]
+        dump = getattr(other, "model_dump", None)
+        return dump is not None and dump() == self.model_dump()
 
     def __repr__(self) -> str:
         return f"LabelVerdict(node={self.node}, relevant={self.relevant}, reason={self.reason!r})"
@@ -99,12 +100,16 @@ def label_reason(score: float, figures: RankingFigures, *, strict_mode: bool = F
     if figures.relevant_retrieved == 0:
         body = "none of the retrieved chunks is labelled relevant"
     else:
-        body = (f"{figures.relevant_retrieved} of the {figures.k} retrieved chunks are labelled relevant, "
-                f"the first at rank {round(1 / figures.reciprocal_rank)}")
+        body = (
+            f"{figures.relevant_retrieved} of the {figures.k} retrieved chunks are labelled relevant, "
+            f"the first at rank {round(1 / figures.reciprocal_rank)}"
+        )
     tail = ""
     if figures.recall is not None and figures.ndcg is not None:
-        tail = (f"; recall {figures.relevant_retrieved}/{figures.relevant_total} = {figures.recall:.2f}, "
-                f"NDCG@{figures.k} {figures.ndcg:.2f}")
+        tail = (
+            f"; recall {figures.relevant_retrieved}/{figures.relevant_total} = {figures.recall:.2f}, "
+            f"NDCG@{figures.k} {figures.ndcg:.2f}"
+        )
     return f"{head}: {body}{tail}."
 
 
@@ -118,9 +123,17 @@ class LabelContextualPrecisionMetric(BaseRetrievalMetric):
     metric_name = "label_contextual_precision"
     __name__ = "Label Contextual Precision"
 
-    def __init__(self, threshold: float = 0.5, model: Any = None, include_reason: bool = True,
-                 strict_mode: bool = False, async_mode: bool = True, verbose_mode: bool = False,
-                 evaluation_template: type | None = None, **_: Any) -> None:
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        model: Any = None,
+        include_reason: bool = True,
+        strict_mode: bool = False,
+        async_mode: bool = True,
+        verbose_mode: bool = False,
+        evaluation_template: type | None = None,
+        **_: Any,
+    ) -> None:
         if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not 0 <= threshold <= 1:
             raise ValueError(f"threshold must be a number between 0 and 1, got {threshold!r}")
         self.strict_mode = strict_mode
@@ -143,7 +156,8 @@ class LabelContextualPrecisionMetric(BaseRetrievalMetric):
     def _validate(self, test_case: Any) -> None:
         if not isinstance(test_case, LabelledRetrieval):
             raise InvalidTestCaseError(
-                f"LabelContextualPrecisionMetric scores a LabelledRetrieval, got {type(test_case).__name__}")
+                f"LabelContextualPrecisionMetric scores a LabelledRetrieval, got {type(test_case).__name__}"
+            )
         ids = test_case.retrieved_ids
         if not ids:
             raise InvalidTestCaseError("cannot score label contextual precision: retrieved_ids is empty")
@@ -151,7 +165,9 @@ class LabelContextualPrecisionMetric(BaseRetrievalMetric):
             raise InvalidTestCaseError(f"retrieved_ids has {len(ids)} ids (limit {MAX_IDS})")
         if len(set(ids)) != len(ids):
             dup = next(i for n, i in enumerate(ids) if i in ids[:n])
-            raise InvalidTestCaseError(f"retrieved_ids lists {dup[:100]!r} more than once (ranks must be distinct chunks)")
+            raise InvalidTestCaseError(
+                f"retrieved_ids lists {dup[:100]!r} more than once (ranks must be distinct chunks)"
+            )
 
     def judgment_keys(self, test_case: Any) -> list[str]:
         return []
@@ -162,9 +178,15 @@ class LabelContextualPrecisionMetric(BaseRetrievalMetric):
 
     def compute(self, test_case: Any, case_index: int = 0) -> MetricResult:
         """Score one case synchronously; never raises for a case-level problem."""
-        result = MetricResult(case_id=getattr(test_case, "id", None), metric=self.metric_name,
-                              threshold=self.threshold, judge_model=LABELS_JUDGE, prompt_version=LABELS_VERSION,
-                              case_index=case_index, cost=0.0)
+        result = MetricResult(
+            case_id=getattr(test_case, "id", None),
+            metric=self.metric_name,
+            threshold=self.threshold,
+            judge_model=LABELS_JUDGE,
+            prompt_version=LABELS_VERSION,
+            case_index=case_index,
+            cost=0.0,
+        )
         try:
             self._validate(test_case)
         except InvalidTestCaseError as exc:
@@ -177,17 +199,19 @@ class LabelContextualPrecisionMetric(BaseRetrievalMetric):
         figures = ranking_figures(flags, len(relevant))
         score = apply_strict(figures.precision, self.strict_mode)
         result.score = score
-        result.success = score >= self.threshold
+        result.success = None if self.threshold is None else score >= self.threshold  # always set here
         result.figures = figures.as_dict()
-        result.verdicts = [LabelVerdict(k, rel, i)  # type: ignore[misc]
-                           for k, (i, rel) in enumerate(zip(test_case.retrieved_ids, flags), start=1)]
+        result.verdicts = [
+            LabelVerdict(k, rel, i)  # type: ignore[misc]
+            for k, (i, rel) in enumerate(zip(test_case.retrieved_ids, flags), start=1)
+        ]
         result.reason = label_reason(score, figures, strict_mode=self.strict_mode)
         return result
 
     async def score_case(self, test_case: Any, run: JudgeRun | None = None, case_index: int = 0) -> MetricResult:
         started = time.perf_counter()
         result = self.compute(test_case, case_index)
-        result.seconds = time.perf_counter() - started  # type: ignore[attr-defined]
+        result.seconds = time.perf_counter() - started
         return result
 
     async def a_measure(self, test_case: Any, _show_indicator: bool = True, **_: Any) -> float | None:

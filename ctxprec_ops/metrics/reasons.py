@@ -14,8 +14,9 @@ def _short(text: str, limit: int = 90) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def compose_reason(score: float, verdicts: Sequence[NodeVerdict], *, strict_mode: bool = False,
-                   raw_score: float | None = None) -> str:
+def compose_reason(
+    score: float, verdicts: Sequence[NodeVerdict], *, strict_mode: bool = False, raw_score: float | None = None
+) -> str:
     n = len(verdicts)
     relevant = [i for i, v in enumerate(verdicts, start=1) if v.relevant]
     head = f"The score is {score:.2f}"

@@ -71,8 +71,9 @@ def windows(turns: list[Turn], window_size: int) -> list[Window]:
         nodes: list[str] = []
         sources: list[tuple[int, int]] = []
         for t in idx:
-            if turns[t].role == "assistant" and turns[t].retrieval_context:
-                for j, node in enumerate(turns[t].retrieval_context):
+            context = turns[t].retrieval_context
+            if turns[t].role == "assistant" and context:
+                for j, node in enumerate(context):
                     nodes.append(node)
                     sources.append((t, j))
         out.append(Window(i, idx, users, nodes, sources))
@@ -86,17 +87,38 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
     __name__ = "Turn Contextual Precision"
     default_template = TurnContextualPrecisionTemplate
 
-    def __init__(self, threshold: float | None = 0.5, model: Any = None, system_one_model: Any = None,
-                 eval_mode: str | None = None, include_reason: bool = True, async_mode: bool = True,
-                 strict_mode: bool = False, verbose_mode: bool = False, window_size: int = 10, flaky: bool = False,
-                 evaluation_template: type | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        threshold: float | None = 0.5,
+        model: Any = None,
+        system_one_model: Any = None,
+        eval_mode: str | None = None,
+        include_reason: bool = True,
+        async_mode: bool = True,
+        strict_mode: bool = False,
+        verbose_mode: bool = False,
+        window_size: int = 10,
+        flaky: bool = False,
+        evaluation_template: type | None = None,
+        **kwargs: Any,
+    ) -> None:
         """deepeval's arguments and positional order (``window_size`` before ``flaky``)."""
         if not isinstance(window_size, int) or isinstance(window_size, bool) or window_size < 1:
             raise ValueError(f"window_size must be a positive integer, got {window_size!r}")
         self.window_size = window_size
-        super().__init__(threshold, model, system_one_model, eval_mode, include_reason=include_reason, async_mode=async_mode,
-                         strict_mode=strict_mode, verbose_mode=verbose_mode, flaky=flaky,
-                         evaluation_template=evaluation_template, **kwargs)
+        super().__init__(
+            threshold,
+            model,
+            system_one_model,
+            eval_mode,
+            include_reason=include_reason,
+            async_mode=async_mode,
+            strict_mode=strict_mode,
+            verbose_mode=verbose_mode,
+            flaky=flaky,
+            evaluation_template=evaluation_template,
+            **kwargs,
+        )
 
     def _reset(self) -> None:
         super()._reset()
@@ -130,8 +152,13 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
         keys: list[str] = []
         for w in windows(case.turns, self.window_size):
             if w.nodes:
-                keys += judgment_keys(self.evaluation_model, self.prompt_version, "\n".join(w.user_messages),
-                                      case.expected_outcome or "", w.nodes)
+                keys += judgment_keys(
+                    self.evaluation_model,
+                    self.prompt_version,
+                    "\n".join(w.user_messages),
+                    case.expected_outcome or "",
+                    w.nodes,
+                )
         return keys
 
     def judge_requests(self, case: Any) -> list[tuple[str, str, list[str]]]:
@@ -146,6 +173,7 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
 
     async def _evaluate(self, case: ConversationalTestCase, run: JudgeRun, result: MetricResult) -> None:
         assert case.expected_outcome is not None
+        outcome: str = case.expected_outcome
         wins = windows(case.turns, self.window_size)
         if not wins:
             raise NotScorableError(
@@ -161,9 +189,15 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
             if not w.nodes:
                 return [], usage
             return await judge_nodes(
-                self.model, self.evaluation_template, self.prompt_version,
-                "\n".join(w.user_messages), case.expected_outcome, w.nodes, run,
-                max_nodes_per_call=self.max_nodes_per_call, usage=usage,
+                self.model,
+                self._judge_template(),
+                self.prompt_version,
+                "\n".join(w.user_messages),
+                outcome,
+                w.nodes,
+                run,
+                max_nodes_per_call=self.max_nodes_per_call,
+                usage=usage,
             )
 
         usages = [Usage() for _ in wins]
@@ -176,7 +210,11 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
             record_usage(result, total)
         results: list[WindowResult] = []
         for w, (verdicts, usage) in zip(wins, answers):
-            score = 1.0 if not w.nodes else apply_strict(contextual_precision([v.relevant for v in verdicts]), self.strict_mode)
+            score = (
+                1.0
+                if not w.nodes
+                else apply_strict(contextual_precision([v.relevant for v in verdicts]), self.strict_mode)
+            )
             results.append(WindowResult(w.index, w.turn_indices, w.node_sources, verdicts, score, usage.calls))
         score = sum(r.score for r in results) / len(results)
         result.score = score

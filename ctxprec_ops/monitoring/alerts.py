@@ -109,7 +109,12 @@ class RegressionTest:
     detail: str = ""
 
     def to_dict(self) -> dict[str, object]:
-        return {"verdict": self.verdict, "drop": finite_or_none(self.drop), "p_value": finite_or_none(self.p_value), "detail": self.detail}
+        return {
+            "verdict": self.verdict,
+            "drop": finite_or_none(self.drop),
+            "p_value": finite_or_none(self.p_value),
+            "detail": self.detail,
+        }
 
 
 def _p(p: float) -> str:
@@ -171,15 +176,27 @@ def evaluate_rules(
 
     if rules.min_mean is not None and s.mean is not None and s.mean < rules.min_mean:
         alerts.append(
-            Alert("min_mean", "error", key, metric,
-                  f"{head}: mean {s.mean:.3f} is below min_mean {rules.min_mean:.3f} (n={s.n})",
-                  s.mean, rules.min_mean)
+            Alert(
+                "min_mean",
+                "error",
+                key,
+                metric,
+                f"{head}: mean {s.mean:.3f} is below min_mean {rules.min_mean:.3f} (n={s.n})",
+                s.mean,
+                rules.min_mean,
+            )
         )
     if rules.min_pass_rate is not None and s.pass_rate is not None and s.pass_rate < rules.min_pass_rate:
         alerts.append(
-            Alert("min_pass_rate", "error", key, metric,
-                  f"{head}: pass rate {s.pass_rate:.1%} is below min_pass_rate {rules.min_pass_rate:.1%} (n={s.n})",
-                  s.pass_rate, rules.min_pass_rate)
+            Alert(
+                "min_pass_rate",
+                "error",
+                key,
+                metric,
+                f"{head}: pass rate {s.pass_rate:.1%} is below min_pass_rate {rules.min_pass_rate:.1%} (n={s.n})",
+                s.pass_rate,
+                rules.min_pass_rate,
+            )
         )
     if s.n == 0 and (rules.min_mean is not None or rules.min_pass_rate is not None):
         notes.append("no scored cases: the threshold rules could not be evaluated")
@@ -202,19 +219,31 @@ def evaluate_rules(
             else:
                 what = "no rows at all (the run found none in the source)"
             alerts.append(
-                Alert("volume", "warn", key, metric,
-                      f"{head}: volume drop, {what} (< {rules.volume_ratio:.0%} of the baseline median "
-                      f"{base.median_rows:g} rows per partition over {len(base.volume_partitions)} partitions)",
-                      float(volume), floor)
+                Alert(
+                    "volume",
+                    "warn",
+                    key,
+                    metric,
+                    f"{head}: volume drop, {what} (< {rules.volume_ratio:.0%} of the baseline median "
+                    f"{base.median_rows:g} rows per partition over {len(base.volume_partitions)} partitions)",
+                    float(volume),
+                    floor,
+                )
             )
     else:
         notes.append("no earlier partitions with rows: the volume rule could not be evaluated")
     fr = fig.failure_rate
     if rules.max_failure_rate is not None and fr is not None and fr > rules.max_failure_rate:
         alerts.append(
-            Alert("failure_rate", "warn", key, metric,
-                  f"{head}: {fig.rows_failed} of {fig.rows} rows failed ({fr:.1%}), "
-                  f"above max_failure_rate {rules.max_failure_rate:.0%}",
-                  fr, rules.max_failure_rate)
+            Alert(
+                "failure_rate",
+                "warn",
+                key,
+                metric,
+                f"{head}: {fig.rows_failed} of {fig.rows} rows failed ({fr:.1%}), "
+                f"above max_failure_rate {rules.max_failure_rate:.0%}",
+                fr,
+                rules.max_failure_rate,
+            )
         )
     return alerts, reg, notes

@@ -7,8 +7,8 @@ Every text that reaches the SVG (labels, tooltips) is XML-escaped here; the func
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from markupsafe import Markup, escape
 
@@ -94,9 +94,7 @@ def _axes(f: _Frame, days: Sequence[str], pct: bool, parts: list[str], integer: 
             parts.append(
                 f'<text x="{f.x(i):.1f}" y="{f.h - MB + 18}" text-anchor="middle" class="tick">{escape(d[5:])}</text>'
             )
-    parts.append(
-        f'<line x1="{ML}" x2="{f.w - MR}" y1="{f.h - MB}" y2="{f.h - MB}" stroke="{COLORS["axis"]}"/>'
-    )
+    parts.append(f'<line x1="{ML}" x2="{f.w - MR}" y1="{f.h - MB}" y2="{f.h - MB}" stroke="{COLORS["axis"]}"/>')
 
 
 def _open(title: str, width: int = W, height: int = H) -> list[str]:
@@ -171,40 +169,45 @@ def line_chart(
         _markers(f, markers, parts)
     if band:
         lows, highs = band
-        seg: list[int] = []
-        segments: list[list[int]] = []
+        seg: list[tuple[int, float, float]] = []  # (day index, low, high) of consecutive days with a band
+        segments: list[list[tuple[int, float, float]]] = []
         for i in range(len(days)):
-            if lows[i] is not None and highs[i] is not None:
-                seg.append(i)
+            low, high = lows[i], highs[i]
+            if low is not None and high is not None:
+                seg.append((i, low, high))
             elif seg:
                 segments.append(seg)
                 seg = []
         if seg:
             segments.append(seg)
         for s in segments:
-            top = [(f.x(i), f.y(highs[i])) for i in s]  # type: ignore[arg-type]
-            bottom = [(f.x(i), f.y(lows[i])) for i in reversed(s)]  # type: ignore[arg-type]
+            top = [(f.x(i), f.y(high)) for i, _, high in s]
+            bottom = [(f.x(i), f.y(low)) for i, low, _ in reversed(s)]
             if len(s) == 1:  # a lone day: a vertical error bar
                 x = top[0][0]
-                parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top[0][1]:.1f}" y2="{bottom[0][1]:.1f}" stroke="{COLORS["band"]}" stroke-width="6" class="ci-band"/>')
+                parts.append(
+                    f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top[0][1]:.1f}" y2="{bottom[0][1]:.1f}" stroke="{COLORS["band"]}" stroke-width="6" class="ci-band"/>'
+                )
                 continue
-            pts = " ".join(f"{x:.1f},{y:.1f}" for x, y in top + bottom)
-            parts.append(f'<polygon points="{pts}" fill="{COLORS["band"]}" fill-opacity="0.45" class="ci-band"/>')
+            polygon = " ".join(f"{x:.1f},{y:.1f}" for x, y in top + bottom)
+            parts.append(f'<polygon points="{polygon}" fill="{COLORS["band"]}" fill-opacity="0.45" class="ci-band"/>')
     _hlines(f, hlines, pct, parts)
     pts = [(f.x(i), f.y(v)) if v is not None and math.isfinite(v) else None for i, v in enumerate(values)]
     parts.append(f'<path d="{_path(pts)}" fill="none" stroke="{COLORS["line"]}" stroke-width="2.2" class="series"/>')
-    for i, p in enumerate(pts):
-        if p is None:
+    for i, (p, v) in enumerate(zip(pts, values, strict=True)):
+        if p is None or v is None:
             parts.append(
                 f'<text x="{f.x(i):.1f}" y="{f.h - MB - 6}" text-anchor="middle" class="nodata">no data<title>{escape(days[i])}: no scores</title></text>'
-                if len(days) <= 20 else ""
+                if len(days) <= 20
+                else ""
             )
             continue
-        alert = bool(markers) and i in markers  # type: ignore[operator]
-        color = (COLORS["alert"] if markers[i][0] == "error" else COLORS["warn"]) if alert else COLORS["line"]  # type: ignore[index]
+        marker = markers.get(i) if markers else None
+        alert = marker is not None
+        color = (COLORS["alert"] if marker[0] == "error" else COLORS["warn"]) if marker is not None else COLORS["line"]
         parts.append(
             f'<circle cx="{p[0]:.1f}" cy="{p[1]:.1f}" r="{4.5 if alert else 3.2}" fill="{color}" stroke="#fff" stroke-width="1.2">'
-            f'<title>{escape(days[i])}: {escape(value_label)} {escape(_fmt(values[i], pct))}</title></circle>'  # type: ignore[arg-type]
+            f"<title>{escape(days[i])}: {escape(value_label)} {escape(_fmt(v, pct))}</title></circle>"
         )
     parts.append("</svg>")
     return Markup("".join(parts))
@@ -233,7 +236,7 @@ def bar_chart(
     for i, d in enumerate(days):
         base = 0.0
         tip = ", ".join(f"{label} {int(vals[i]):,}" for label, vals, _ in stacks)
-        for label, vals, color in stacks:
+        for _label, vals, color in stacks:
             v = vals[i]
             if v <= 0:
                 continue

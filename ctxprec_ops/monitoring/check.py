@@ -95,7 +95,8 @@ class CheckResult:
             lines.append(f"population: {self.population.label()}")
         if self.regression.verdict in ("regression", "no regression") and self.regression.p_value is not None:
             lines.append(
-                f"regression test: {self.regression.verdict} (drop {self.regression.drop:+.3f}, p={self.regression.p_value:.4g})"
+                f"regression test: {self.regression.verdict} "
+                f"(drop {self.regression.drop:+.3f}, p={self.regression.p_value:.4g})"
             )
         if self.alerts:
             lines.append(f"ALERTS ({len(self.alerts)}):")
@@ -122,8 +123,13 @@ def regressed_partitions(history: History, rules: AlertRules) -> frozenset[str]:
     oldest first, each baseline leaving out the regressions found before it (memoized)."""
     if not rules.exclude_regressions_from_baseline:
         return frozenset()
-    memo_key = (rules.baseline_partitions, rules.min_drop, rules.alpha, rules.min_baseline_partitions,
-                rules.min_baseline_cases)
+    memo_key = (
+        rules.baseline_partitions,
+        rules.min_drop,
+        rules.alpha,
+        rules.min_baseline_partitions,
+        rules.min_baseline_cases,
+    )
     cached = history.regressed_cache.get(memo_key)
     if cached is not None:
         return cached
@@ -147,8 +153,10 @@ def _no_population_note(history: History, partition_key: str) -> str:
     if not known:
         return f"no scores at all for metric {history.metric} in this warehouse"
     span = known[0] if len(known) == 1 else f"{known[0]}..{known[-1]}"
-    return (f"{partition_key} has no {history.metric} scores, nor does any day before it "
-            f"(the warehouse has {history.metric} partitions {span})")
+    return (
+        f"{partition_key} has no {history.metric} scores, nor does any day before it "
+        f"(the warehouse has {history.metric} partitions {span})"
+    )
 
 
 def check_history(history: History, partition_key: str, rules: AlertRules) -> CheckResult:
@@ -159,13 +167,19 @@ def check_history(history: History, partition_key: str, rules: AlertRules) -> Ch
     base = baseline_figures(history, partition_key, rules.baseline_partitions, exclude=exclude)
     alerts, reg, notes = evaluate_rules(history.metric, fig, data.scores, base, rules)
     if base.missing:
-        notes.insert(0, f"baseline incomplete: {', '.join(base.missing)} not yet scored "
-                        f"(the baseline uses {len(base.partitions)} partition(s); check again once they are)")
+        notes.insert(
+            0,
+            f"baseline incomplete: {', '.join(base.missing)} not yet scored "
+            f"(the baseline uses {len(base.partitions)} partition(s); check again once they are)",
+        )
     if history.population is None:
         notes.insert(0, _no_population_note(history, partition_key))
     elif not data.rows and data.run is None and partition_key not in history.run_keys:
-        notes.insert(0, f"{partition_key} has not been scored yet (no run, no scores, no failures recorded for "
-                        f"{history.metric}): score it first (ctxprec score --partition {partition_key})")
+        notes.insert(
+            0,
+            f"{partition_key} has not been scored yet (no run, no scores, no failures recorded for "
+            f"{history.metric}): score it first (ctxprec score --partition {partition_key})",
+        )
     return CheckResult(partition_key, history.metric, history.population, fig, base, rules, reg, alerts, notes)
 
 

@@ -25,8 +25,9 @@ import contextlib
 import datetime as dt
 import json
 import logging
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -50,6 +51,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
 
 @contextlib.contextmanager
 def engine_scope(engine_or_url: Engine | str) -> Iterator[Engine]:
@@ -192,14 +194,21 @@ def _seen_keys(conn: sa.Connection, tables: ExistingTables, metric: str, source_
     keys: set[str] = set()
     for t in (tables.scores, tables.failures):
         if t is not None:
-            q = sa.select(t.c.partition_key).where(t.c.metric == metric, *_table_filter(t, source_table)).group_by(
-                t.c.partition_key)
+            q = (
+                sa.select(t.c.partition_key)
+                .where(t.c.metric == metric, *_table_filter(t, source_table))
+                .group_by(t.c.partition_key)
+            )
             keys.update(str(k) for (k,) in conn.execute(q) if k is not None)
     return sorted(keys)
 
 
 def _volumes(
-    conn: sa.Connection, tables: ExistingTables, metric: str, pop: Population | None, keys: Sequence[str],
+    conn: sa.Connection,
+    tables: ExistingTables,
+    metric: str,
+    pop: Population | None,
+    keys: Sequence[str],
     table: str | None = None,
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Rows seen (distinct log_id, scored by any judge or failed) and rows failed, for ``keys``.
@@ -214,12 +223,16 @@ def _volumes(
     wanted = list(keys)
     table = pop.source_table if pop is not None and pop.source_table is not None else table
     parts: list[sa.Select] = [
-        sa.select(s.c.partition_key, s.c.log_id).where(s.c.metric == metric, s.c.partition_key.in_(wanted),
-                                                       *_table_filter(s, table))
+        sa.select(s.c.partition_key, s.c.log_id).where(
+            s.c.metric == metric, s.c.partition_key.in_(wanted), *_table_filter(s, table)
+        )
     ]
     if f is not None:
-        parts.append(sa.select(f.c.partition_key, f.c.log_id).where(f.c.metric == metric, f.c.partition_key.in_(wanted),
-                                                                    *_table_filter(f, table)))
+        parts.append(
+            sa.select(f.c.partition_key, f.c.log_id).where(
+                f.c.metric == metric, f.c.partition_key.in_(wanted), *_table_filter(f, table)
+            )
+        )
     u = sa.union(*parts).subquery() if len(parts) > 1 else parts[0].distinct().subquery()
     rows = {
         str(k): int(n)
@@ -231,21 +244,26 @@ def _volumes(
         where = [f.c.metric == metric, f.c.partition_key.in_(wanted)]
         if pop is not None:
             where.append(_population_filter(f, pop))
-        q = sa.select(f.c.partition_key, sa.func.count(sa.distinct(f.c.log_id))).where(*where).group_by(
-            f.c.partition_key)
+        q = (
+            sa.select(f.c.partition_key, sa.func.count(sa.distinct(f.c.log_id)))
+            .where(*where)
+            .group_by(f.c.partition_key)
+        )
         failed = {str(k): int(n) for k, n in conn.execute(q) if k is not None}
     return rows, failed
 
 
-def _latest_runs(conn: sa.Connection, tables: ExistingTables, metric: str, pop: Population | None,
-                 keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+def _latest_runs(
+    conn: sa.Connection, tables: ExistingTables, metric: str, pop: Population | None, keys: Sequence[str]
+) -> dict[str, dict[str, Any]]:
     """The latest ``ctxprec_runs`` row per partition, of the population when there is one."""
     r = tables.runs
     if r is None or not keys:
         return {}
     out: dict[str, dict[str, Any]] = {}
     q = sa.select(*(c for c in r.c if c.name in tables.runs_columns)).where(
-        r.c.metric == metric, r.c.partition_key.in_(list(keys)))
+        r.c.metric == metric, r.c.partition_key.in_(list(keys))
+    )
     if pop is not None:
         q = q.where(_population_filter(r, pop))
     for row in conn.execute(q).mappings():
@@ -262,8 +280,11 @@ def _run_keys(conn: sa.Connection, tables: ExistingTables, metric: str, source_t
     r = tables.runs
     if r is None:
         return []
-    q = sa.select(r.c.partition_key).where(r.c.metric == metric, *_table_filter(r, source_table)).group_by(
-        r.c.partition_key)
+    q = (
+        sa.select(r.c.partition_key)
+        .where(r.c.metric == metric, *_table_filter(r, source_table))
+        .group_by(r.c.partition_key)
+    )
     return sorted(str(k) for (k,) in conn.execute(q) if k is not None)
 
 
@@ -273,7 +294,9 @@ def _case_scores(
     if pop is None or not keys:
         return {}
     t = tables.scores
-    q = sa.select(t.c.score, t.c.success).where(t.c.metric == metric, _population_filter(t, pop), t.c.score.is_not(None))
+    q = sa.select(t.c.score, t.c.success).where(
+        t.c.metric == metric, _population_filter(t, pop), t.c.score.is_not(None)
+    )
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for key in keys:  # one query per partition: uses the (partition_key, metric) index
         rows = conn.execute(q.where(t.c.partition_key == key)).all()
@@ -329,8 +352,14 @@ def load_history(
         )
         scored_keys = _scored_keys(conn, tables, metric, pop)
         seen_in = pop.source_table if pop is not None else (source_table if tables.source_keyed else None)
-        hist = History(metric, pop, {}, scored_keys, _seen_keys(conn, tables, metric, seen_in),
-                       _run_keys(conn, tables, metric, seen_in))
+        hist = History(
+            metric,
+            pop,
+            {},
+            scored_keys,
+            _seen_keys(conn, tables, metric, seen_in),
+            _run_keys(conn, tables, metric, seen_in),
+        )
         wanted = set(keys or ())
         for key in baseline_for:
             wanted.update(hist.scored_before(key, max(lookback or 0, baseline_partitions)))
@@ -342,8 +371,7 @@ def load_history(
     for key in ordered:
         s, p = cases.get(key, (np.empty(0), np.empty(0, dtype=bool)))
         run = runs.get(key)
-        hist.partitions[key] = PartitionData(key, s, p, rows.get(key, 0), failed.get(key, 0), run,
-                                             _sampled_total(run))
+        hist.partitions[key] = PartitionData(key, s, p, rows.get(key, 0), failed.get(key, 0), run, _sampled_total(run))
     return hist
 
 
@@ -405,7 +433,11 @@ def load_worst_cases(
             for i, v in enumerate(_json_list(verdicts)):
                 if isinstance(v, dict):
                     nodes.append(
-                        {"node": int(v.get("node") or i + 1), "relevant": bool(v.get("relevant")), "reason": v.get("reason")}
+                        {
+                            "node": int(v.get("node") or i + 1),
+                            "relevant": bool(v.get("relevant")),
+                            "reason": v.get("reason"),
+                        }
                     )
             groups = _split_windows(nodes)
             cases.append(
@@ -419,9 +451,17 @@ def load_worst_cases(
                 }
             )
         table = source_table or (population.source_table if population is not None else None)
-        _attach_source(conn, table or kind.default_table, cases, {
-            "id": mapped["id"], "query": mapped[kind.query_column], "expected": mapped[kind.expected_column],
-            "nodes": mapped[kind.nodes_column]})
+        _attach_source(
+            conn,
+            table or kind.default_table,
+            cases,
+            {
+                "id": mapped["id"],
+                "query": mapped[kind.query_column],
+                "expected": mapped[kind.expected_column],
+                "nodes": mapped[kind.nodes_column],
+            },
+        )
     return cases
 
 
@@ -439,8 +479,9 @@ def _split_windows(nodes: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return [sorted(g, key=lambda n: n["node"]) for g in groups]
 
 
-def _attach_source(conn: sa.Connection, source_table: str, cases: list[dict[str, Any]],
-                   columns: Mapping[str, str]) -> None:
+def _attach_source(
+    conn: sa.Connection, source_table: str, cases: list[dict[str, Any]], columns: Mapping[str, str]
+) -> None:
     """Best effort: add ``input``, ``expected`` and node texts from the source table (never fails
     the caller). ``columns`` maps ``id``/``query``/``expected``/``nodes`` to the table's columns."""
     if not cases:
@@ -454,8 +495,7 @@ def _attach_source(conn: sa.Connection, source_table: str, cases: list[dict[str,
         src = sa.Table(name, sa.MetaData(schema=schema), autoload_with=conn)
         have = {logical: src.c[col] for logical, col in columns.items() if col in src.c}
         if "id" not in have:
-            log.warning("report: %s has no column %r: cases are shown without their texts", source_table,
-                        columns["id"])
+            log.warning("report: %s has no column %r: cases are shown without their texts", source_table, columns["id"])
             return
         ids: list[Any] = [c["log_id"] for c in cases]
         if isinstance(have["id"].type, sa.Integer):
@@ -490,7 +530,13 @@ def case_threshold(engine: Engine, metric: str, population: Population | None, p
     where = [t.c.metric == metric, t.c.partition_key == partition_key]
     if population is not None:
         where.append(_population_filter(t, population))
-    q = sa.select(t.c.threshold, sa.func.count()).where(*where).group_by(t.c.threshold).order_by(sa.func.count().desc()).limit(1)
+    q = (
+        sa.select(t.c.threshold, sa.func.count())
+        .where(*where)
+        .group_by(t.c.threshold)
+        .order_by(sa.func.count().desc())
+        .limit(1)
+    )
     with engine.connect() as conn:
         row = conn.execute(q).first()
     return float(row[0]) if row is not None and row[0] is not None else None

@@ -12,8 +12,9 @@ import datetime as dt
 import logging
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
@@ -23,7 +24,7 @@ from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.identifiers import split_table_name
 from .alerts import AlertRules
-from .charts import COLORS, NARROW_H, NARROW_W, HLine, bar_chart, line_chart
+from .charts import COLORS, NARROW_H, NARROW_W, H, HLine, W, bar_chart, line_chart
 from .check import DEFAULT_METRIC, CheckResult
 from .history import History, case_threshold, engine_scope, load_worst_cases
 from .trend import staleness_note, trend_results
@@ -61,23 +62,33 @@ def _markers(results: Sequence[CheckResult], kinds: set[str] | None = None) -> d
     return out
 
 
+HALF_W = 540  # the pass-rate and volume charts sit side by side on desktop
+
+
 def _charts(
-    days: list[str], results: Sequence[CheckResult], rules: AlertRules, hl_mean: list[HLine],
-    hl_pass: list[HLine], metric: str, *, narrow: bool = False,
+    days: list[str],
+    results: Sequence[CheckResult],
+    rules: AlertRules,
+    hl_mean: list[HLine],
+    hl_pass: list[HLine],
+    metric: str,
+    *,
+    narrow: bool = False,
 ) -> dict[str, Markup]:
     """The three charts, wide (desktop) or narrow (phones: fewer day labels, a taller aspect)."""
     summ = [r.figures.summary for r in results]
-    size: dict[str, int] = {"width": NARROW_W, "height": NARROW_H} if narrow else {}
-    half: dict[str, int] = size or {"width": 540}
+    width, height = (NARROW_W, NARROW_H) if narrow else (W, H)
+    half_width = NARROW_W if narrow else HALF_W
     return {
         "mean": line_chart(
             days, [s.mean for s in summ], title=f"Daily mean {metric} with 95% CI",
             band=([s.ci_low for s in summ], [s.ci_high for s in summ]),
-            hlines=hl_mean, markers=_markers(results), **size,
+            hlines=hl_mean, markers=_markers(results), width=width, height=height,
         ),
         "pass_rate": line_chart(
             days, [s.pass_rate for s in summ], title="Daily pass rate", hlines=hl_pass,
-            markers=_markers(results, {"threshold"}), y_range=(0.0, 1.0), pct=True, value_label="pass rate", **half,
+            markers=_markers(results, {"threshold"}), y_range=(0.0, 1.0), pct=True, value_label="pass rate",
+            width=half_width, height=height,
         ),
         "volume": bar_chart(
             days,
@@ -87,7 +98,8 @@ def _charts(
             ],
             title="Rows per partition (scored and failed)",
             markers=_markers(results, {"volume"}),
-            **half,
+            width=half_width,
+            height=height,
         ),
     }  # fmt: skip
 
@@ -125,7 +137,7 @@ def report_context(
         "judge_model": pop.judge_model if pop else None,
         "prompt_version": pop.prompt_version if pop else None,
         "warehouse": redact(warehouse),
-        "generated_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "generated_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "days": days,
         "results": list(results),
         "latest": latest,
@@ -200,7 +212,12 @@ def render_report(
         threshold = None
         if worst_partition is not None:
             cases = load_worst_cases(
-                engine, metric, history.population, worst_partition, limit=worst, source_table=source_table,
+                engine,
+                metric,
+                history.population,
+                worst_partition,
+                limit=worst,
+                source_table=source_table,
                 columns=columns,
             )
             threshold = case_threshold(engine, metric, history.population, worst_partition)

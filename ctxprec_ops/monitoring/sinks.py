@@ -16,9 +16,10 @@ from __future__ import annotations
 import logging
 import smtplib
 import ssl
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from email.message import EmailMessage
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -55,7 +56,9 @@ class AlertSink(Protocol):
 def subject(result: CheckResult) -> str:
     if result.fired:
         rules = ", ".join(sorted({a.rule for a in result.alerts}))
-        return redact(f"[ctxprec] ALERT {result.partition_key} {result.metric}: {len(result.alerts)} alert(s) ({rules})")
+        return redact(
+            f"[ctxprec] ALERT {result.partition_key} {result.metric}: {len(result.alerts)} alert(s) ({rules})"
+        )
     return redact(f"[ctxprec] OK {result.partition_key} {result.metric}")
 
 
@@ -82,7 +85,9 @@ def slack_payload(result: CheckResult) -> dict:
     ]
     for a in result.alerts[:20]:
         icon = ":red_circle:" if a.severity == "error" else ":warning:"
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": redact(f"{icon} `{a.rule}` {a.message}")[:3000]}})
+        blocks.append(
+            {"type": "section", "text": {"type": "mrkdwn", "text": redact(f"{icon} `{a.rule}` {a.message}")[:3000]}}
+        )
     return {"text": text, "blocks": blocks}
 
 
@@ -137,15 +142,21 @@ class SmtpSettings:
         register_secret(self.password)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "SmtpSettings | None":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> SmtpSettings | None:
         """Settings from ``CTXPREC_SMTP_*`` / ``CTXPREC_ALERT_EMAIL_TO``; None when no recipient."""
         s = Settings.from_env(env)
         to = overrides.pop("recipients", None) or s.alert_email_to
         if not to:
             return None
         values: dict[str, Any] = dict(
-            host=s.smtp_host, recipients=list(to), sender=s.smtp_from, port=s.smtp_port, user=s.smtp_user,
-            password=s.smtp_password, starttls=s.smtp_starttls, use_ssl=s.smtp_ssl,
+            host=s.smtp_host,
+            recipients=list(to),
+            sender=s.smtp_from,
+            port=s.smtp_port,
+            user=s.smtp_user,
+            password=s.smtp_password,
+            starttls=s.smtp_starttls,
+            use_ssl=s.smtp_ssl,
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -171,7 +182,9 @@ class EmailSink:
         where = f"{s.host}:{s.port}"
         try:
             if s.use_ssl:
-                client: smtplib.SMTP = smtplib.SMTP_SSL(s.host, s.port, timeout=s.timeout, context=ssl.create_default_context())
+                client: smtplib.SMTP = smtplib.SMTP_SSL(
+                    s.host, s.port, timeout=s.timeout, context=ssl.create_default_context()
+                )
             else:
                 client = smtplib.SMTP(s.host, s.port, timeout=s.timeout)
             with client:
@@ -209,7 +222,9 @@ def deliver(result: CheckResult, sinks: Sequence[AlertSink], *, only_when_fired:
         try:
             sink.send(result)
         except Exception as exc:  # one broken sink must not stop the others
-            msg = str(exc) if isinstance(exc, DeliveryError) else f"{sink.name} sink failed: {type(exc).__name__}: {exc}"
+            msg = (
+                str(exc) if isinstance(exc, DeliveryError) else f"{sink.name} sink failed: {type(exc).__name__}: {exc}"
+            )
             errors.append(redact(msg))
             log.error("alert delivery failed: %s", redact(msg))
     return errors

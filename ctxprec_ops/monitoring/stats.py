@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 

@@ -9,7 +9,7 @@ silent day shows up, and every day is checked with the same rules as ``ctxprec c
 from __future__ import annotations
 
 import datetime as dt
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 from rich.table import Table
@@ -47,8 +47,9 @@ def trend_results(
         parse_partition_key(end)
     rules = rules or AlertRules()
     with engine_scope(engine_or_url) as engine:
-        index = load_history(engine, metric, up_to=end, judge_model=judge_model, prompt_version=prompt_version,
-                             source_table=source_table)
+        index = load_history(
+            engine, metric, up_to=end, judge_model=judge_model, prompt_version=prompt_version, source_table=source_table
+        )
         known = sorted(set(index.seen_keys) | set(index.scored_keys))
         if end is None:
             if not known:
@@ -87,7 +88,18 @@ def results_frame(results: Sequence[CheckResult]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=TREND_COLUMNS)
     for col in ("n", "rows", "rows_failed"):
         df[col] = df[col].astype("int64")
-    for col in ("mean", "median", "ci_low", "ci_high", "pass_rate", "failure_rate", "cost", "baseline_mean", "drop", "p_value"):
+    for col in (
+        "mean",
+        "median",
+        "ci_low",
+        "ci_high",
+        "pass_rate",
+        "failure_rate",
+        "cost",
+        "baseline_mean",
+        "drop",
+        "p_value",
+    ):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
     return df
 
@@ -131,7 +143,7 @@ def staleness_note(latest_key: str | None, *, today: dt.date | None = None) -> s
     """
     if not latest_key:
         return None
-    today = today or dt.datetime.now(dt.timezone.utc).date()
+    today = today or dt.datetime.now(dt.UTC).date()
     lag = (today - dt.timedelta(days=1) - parse_partition_key(latest_key)).days
     if lag <= 0:
         return None
@@ -189,7 +201,9 @@ def format_trend_table(df: pd.DataFrame, *, title: str | None = None) -> Table:
             mean = f"{row.mean:.3f}"
         else:
             mean = f"{row.mean:.3f} ± {max(row.mean - row.ci_low, row.ci_high - row.mean):.3f}"
-        failed = f"{row.rows_failed}" + (f" ({row.failure_rate:.0%})" if row.rows_failed and not pd.isna(row.failure_rate) else "")
+        failed = f"{row.rows_failed}" + (
+            f" ({row.failure_rate:.0%})" if row.rows_failed and not pd.isna(row.failure_rate) else ""
+        )
         spark = _bar(None if pd.isna(row.mean) else float(row.mean))
         alerts = ", ".join(row.alerts) if row.alerts else ""
         style = "red" if row.alerts else None

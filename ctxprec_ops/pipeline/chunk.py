@@ -10,7 +10,7 @@ from __future__ import annotations
 import time as _time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..budget import Budget
@@ -35,12 +35,11 @@ from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .records import INPUT_PROBLEMS, Chunk, ChunkResult, ProgressCallback
 
-__all__ = ["score_chunk", "score_chunk_if_free", "chunk_claim_name", "read_intake", "finish_chunk",
-           "remaining_budget"]
+__all__ = ["score_chunk", "score_chunk_if_free", "chunk_claim_name", "read_intake", "finish_chunk", "remaining_budget"]
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -61,13 +60,30 @@ class _Intake:
     key_memo: dict[tuple, list[str]] = field(default_factory=dict)
 
 
-def _failure(log_id: str, pk: str, key: ScoringKey, error_type: str, message: str, attempts: int,
-             run_id: str, at: datetime, chunk_index: int) -> dict[str, Any]:
+def _failure(
+    log_id: str,
+    pk: str,
+    key: ScoringKey,
+    error_type: str,
+    message: str,
+    attempts: int,
+    run_id: str,
+    at: datetime,
+    chunk_index: int,
+) -> dict[str, Any]:
     return {
-        "log_id": log_id, "partition_key": pk, "metric": key.metric, "source_table": key.source_table,
+        "log_id": log_id,
+        "partition_key": pk,
+        "metric": key.metric,
+        "source_table": key.source_table,
         "judge_model": key.judge_model,
-        "prompt_version": key.prompt_version, "error_type": error_type, "error_message": message[:4000],
-        "attempts": int(attempts or 0), "run_id": run_id, "failed_at": at, "chunk_index": chunk_index,
+        "prompt_version": key.prompt_version,
+        "error_type": error_type,
+        "error_message": message[:4000],
+        "attempts": int(attempts or 0),
+        "run_id": run_id,
+        "failed_at": at,
+        "chunk_index": chunk_index,
     }
 
 
@@ -89,24 +105,29 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
     for log_id, n in id_counts.items():
         if n > 1 and log_id not in done_ids:
             # which of the rows is the real one is unknowable: score none, say why (once per id)
-            msg = (f"column 'id' value {log_id[:100]!r} is not unique: {n} rows of partition {pk} share it; "
-                   "none of them is scored until the duplicates are removed")
-            intake.failures.append(_failure(log_id, pk, key, InvalidTestCaseError.error_type, msg, 0, run_id, now,
-                                            chunk.index))
+            msg = (
+                f"column 'id' value {log_id[:100]!r} is not unique: {n} rows of partition {pk} share it; "
+                "none of them is scored until the duplicates are removed"
+            )
+            intake.failures.append(
+                _failure(log_id, pk, key, InvalidTestCaseError.error_type, msg, 0, run_id, now, chunk.index)
+            )
     for row in rows:
         log_id = str(row["id"])
         if log_id in done_ids or id_counts[log_id] > 1:
             continue
         id_problem = ctx.source.id_problem(row["id"])
         if id_problem is not None:
-            intake.failures.append(_failure(log_id, pk, key, InvalidTestCaseError.error_type, id_problem, 0, run_id,
-                                            now, chunk.index))
+            intake.failures.append(
+                _failure(log_id, pk, key, InvalidTestCaseError.error_type, id_problem, 0, run_id, now, chunk.index)
+            )
             continue
         try:
             intake.cases.append(case_or_failure(to_case, row))
         except InvalidTestCaseError as exc:
-            intake.failures.append(_failure(log_id, pk, key, exc.error_type, redact(str(exc)), 0, run_id, now,
-                                            chunk.index))
+            intake.failures.append(
+                _failure(log_id, pk, key, exc.error_type, redact(str(exc)), 0, run_id, now, chunk.index)
+            )
     return intake
 
 
@@ -130,22 +151,35 @@ def read_intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
     return intake
 
 
-def _score_row(r: MetricResult, log_id: str, pk: str, key: ScoringKey, run_id: str, at: datetime,
-               chunk_index: int) -> dict[str, Any]:
+def _score_row(
+    r: MetricResult, log_id: str, pk: str, key: ScoringKey, run_id: str, at: datetime, chunk_index: int
+) -> dict[str, Any]:
     return {
-        "log_id": log_id, "partition_key": pk, "metric": r.metric, "source_table": key.source_table,
+        "log_id": log_id,
+        "partition_key": pk,
+        "metric": r.metric,
+        "source_table": key.source_table,
         "score": float(r.score),  # type: ignore[arg-type]
-        "success": bool(r.success), "threshold": float(r.threshold),
+        "success": bool(r.success),
+        "threshold": float(r.threshold),
         "verdicts": [{"node": v.node, "relevant": v.relevant, "reason": v.reason} for v in r.verdicts],
-        "reason": r.reason, "judge_model": r.judge_model or key.judge_model,
-        "prompt_version": r.prompt_version or key.prompt_version, "prompt_tokens": r.prompt_tokens,
-        "completion_tokens": r.completion_tokens, "cost": r.cost, "run_id": run_id, "scored_at": at,
-        "judge_calls": r.judge_calls, "cached_nodes": r.cached_nodes, "chunk_index": chunk_index,
+        "reason": r.reason,
+        "judge_model": r.judge_model or key.judge_model,
+        "prompt_version": r.prompt_version or key.prompt_version,
+        "prompt_tokens": r.prompt_tokens,
+        "completion_tokens": r.completion_tokens,
+        "cost": r.cost,
+        "run_id": run_id,
+        "scored_at": at,
+        "judge_calls": r.judge_calls,
+        "cached_nodes": r.cached_nodes,
+        "chunk_index": chunk_index,
     }
 
 
-def _collect(ctx: PipelineContext, chunk: Chunk, intake: _Intake, results: list[MetricResult], run_id: str,
-             result: ChunkResult) -> list[dict[str, Any]]:
+def _collect(
+    ctx: PipelineContext, chunk: Chunk, intake: _Intake, results: list[MetricResult], run_id: str, result: ChunkResult
+) -> list[dict[str, Any]]:
     """Sort the judged cases into score rows and failures; add their spend to ``result``."""
     scored_at = _now()
     key, pk = ctx.key, chunk.partition_key
@@ -158,8 +192,19 @@ def _collect(ctx: PipelineContext, chunk: Chunk, intake: _Intake, results: list[
         if result.cost is not None:
             result.cost = None if r.cost is None else result.cost + r.cost
         if r.error is not None or r.score is None:
-            intake.failures.append(_failure(log_id, pk, key, r.error_type or "error", r.error or "scoring failed",
-                                            r.attempts, run_id, scored_at, chunk.index))
+            intake.failures.append(
+                _failure(
+                    log_id,
+                    pk,
+                    key,
+                    r.error_type or "error",
+                    r.error or "scoring failed",
+                    r.attempts,
+                    run_id,
+                    scored_at,
+                    chunk.index,
+                )
+            )
             continue
         if r.judge_calls == 0 and r.cached_nodes > 0:
             result.rows_cached += 1
@@ -169,31 +214,45 @@ def _collect(ctx: PipelineContext, chunk: Chunk, intake: _Intake, results: list[
     return scores
 
 
-def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]],
-           cache: DictVerdictCache | None) -> None:
+def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]], cache: DictVerdictCache | None) -> None:
     """Scores, failures and new judgments of the chunk in one transaction."""
     now = _now()
     judgments = []
     if cache is not None and cache.added:
         judgments = [
-            {"key": k, "judge_model": ctx.key.judge_model, "prompt_version": ctx.key.prompt_version,
-             "relevant": bool(v.relevant), "reason": v.reason, "created_at": now}
+            {
+                "key": k,
+                "judge_model": ctx.key.judge_model,
+                "prompt_version": ctx.key.prompt_version,
+                "relevant": bool(v.relevant),
+                "reason": v.reason,
+                "created_at": now,
+            }
             for k, v in cache.added.items()
         ]
     with write_transaction(ctx.engine) as conn:
-        write_chunk(conn, ctx.tables, ctx.key, log_ids=[str(r["id"]) for r in intake.rows],
-                    scores=scores, failures=intake.failures, judgments=judgments)
+        write_chunk(
+            conn,
+            ctx.tables,
+            ctx.key,
+            log_ids=[str(r["id"]) for r in intake.rows],
+            scores=scores,
+            failures=intake.failures,
+            judgments=judgments,
+        )
         if intake.unsampled_ids:  # a failure left by a run at a higher rate is not this run's row
             delete_failures(conn, ctx.tables, ctx.key, intake.unsampled_ids)
         if intake.figures:
             write_figures(conn, ctx.config.output_schema, intake.figures)
     # PostgreSQL: statistics for the scored-ids lookup's plan (no-op elsewhere; docs/scaling.md)
-    analyze_if_grown(ctx.engine, ctx.tables, {ctx.tables.scores.name: len(scores),
-                                              ctx.tables.failures.name: len(intake.failures)})
+    analyze_if_grown(
+        ctx.engine, ctx.tables, {ctx.tables.scores.name: len(scores), ctx.tables.failures.name: len(intake.failures)}
+    )
 
 
-def finish_chunk(ctx: PipelineContext, chunk: Chunk, intake: _Intake, results: list[MetricResult], run_id: str,
-                 started: float) -> ChunkResult:
+def finish_chunk(
+    ctx: PipelineContext, chunk: Chunk, intake: _Intake, results: list[MetricResult], run_id: str, started: float
+) -> ChunkResult:
     """Collect the judged cases and write the chunk in one transaction (the write side)."""
     result = ChunkResult(chunk.partition_key, chunk.index, rows_total=intake.all_rows, rows_sampled=len(intake.rows))
     scores = _collect(ctx, chunk, intake, results, run_id, result) if intake.cases else []
@@ -227,8 +286,9 @@ def score_chunk(
     ``run_id`` has already spent. On PostgreSQL the chunk is claimed first: a process scoring the
     same chunk at the same time is waited for, and its rows are then skipped, not paid twice.
     """
-    result = score_chunk_if_free(config, chunk, run_id=run_id, progress=progress, budget=budget,
-                                 context=context, wait=True)
+    result = score_chunk_if_free(
+        config, chunk, run_id=run_id, progress=progress, budget=budget, context=context, wait=True
+    )
     assert result is not None
     return result
 
@@ -236,8 +296,18 @@ def score_chunk(
 def chunk_claim_name(ctx: PipelineContext, chunk: Chunk) -> str:
     """What a chunk claim is about: the source table, the scoring key, the partition and bounds."""
     key = ctx.key
-    return "|".join(["ctxprec-chunk", ctx.source.name, key.metric, key.judge_model, key.prompt_version,
-                     chunk.partition_key, repr(chunk.after_id), repr(chunk.upto_id)])
+    return "|".join(
+        [
+            "ctxprec-chunk",
+            ctx.source.name,
+            key.metric,
+            key.judge_model,
+            key.prompt_version,
+            chunk.partition_key,
+            repr(chunk.after_id),
+            repr(chunk.upto_id),
+        ]
+    )
 
 
 def score_chunk_if_free(

@@ -8,12 +8,20 @@ object in ``CTXPREC_SOURCE_COLUMNS`` / ``CTXPREC_CONVERSATION_COLUMNS``, or from
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, ClassVar, Iterable, Mapping, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from ..warehouse.identifiers import validate_identifier
 
-__all__ = ["ColumnSet", "SourceColumns", "LabelColumns", "ConversationColumns", "parse_column_flags", "parse_column_json"]
+__all__ = [
+    "ColumnSet",
+    "SourceColumns",
+    "LabelColumns",
+    "ConversationColumns",
+    "parse_column_flags",
+    "parse_column_json",
+]
 
 C = TypeVar("C", bound="ColumnSet")
 
@@ -50,8 +58,10 @@ class ColumnSet:
         known = cls.logical_names()
         unknown = sorted(set(mapping) - set(known))
         if unknown:
-            raise ValueError(f"{source}: unknown column name(s) {', '.join(map(repr, unknown))}; "
-                             f"this table's logical columns are {', '.join(known)}")
+            raise ValueError(
+                f"{source}: unknown column name(s) {', '.join(map(repr, unknown))}; "
+                f"this table's logical columns are {', '.join(known)}"
+            )
         for k, v in mapping.items():
             if not isinstance(v, str):
                 raise ValueError(f"{source}: the column for {k!r} must be a string, got {v!r}")
@@ -98,10 +108,9 @@ def parse_column_json(raw: str | None, name: str) -> dict[str, str]:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{name} must be a JSON object like {{\"retrieval_context\": \"contexts\"}}: "
-                         f"{exc.msg}") from None
+        raise ValueError(f'{name} must be a JSON object like {{"retrieval_context": "contexts"}}: {exc.msg}') from None
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise ValueError(f"{name} must be a JSON object of column names, e.g. {{\"event_time\": \"ts\"}}")
+        raise ValueError(f'{name} must be a JSON object of column names, e.g. {{"event_time": "ts"}}')
     return value
 
 

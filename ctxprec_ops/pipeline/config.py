@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
 
@@ -32,7 +33,7 @@ class PipelineConfig:
 
     warehouse: str | Engine = DEFAULT_WAREHOUSE_URL
     metric: str = DEFAULT_METRIC
-    judge: "str | JudgeModel" = "lexical"
+    judge: str | JudgeModel = "lexical"
     judge_base_url: str | None = None
     judge_api_key: str | None = field(default=None, repr=False)
     judge_timeout: float = 60.0
@@ -74,8 +75,10 @@ class PipelineConfig:
             validate_identifier(self.output_schema, "output schema name")
         if self.columns is not None and not isinstance(self.columns, kind.columns):
             if isinstance(self.columns, ColumnSet) or not isinstance(self.columns, Mapping):
-                raise TypeError(f"columns for metric {self.metric!r} must be a {kind.columns.__name__} or a "
-                                f"mapping of logical column names, got {type(self.columns).__name__}")
+                raise TypeError(
+                    f"columns for metric {self.metric!r} must be a {kind.columns.__name__} or a "
+                    f"mapping of logical column names, got {type(self.columns).__name__}"
+                )
             self.columns = kind.columns.from_mapping(self.columns, source=f"columns of {self.metric}")
         if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:
             raise ValueError(f"chunk_size must be a positive integer, got {self.chunk_size!r}")
@@ -89,7 +92,7 @@ class PipelineConfig:
             validate_judge_name(self.judge.strip())  # before any call or write
         if self.outage_tolerance is not None and not self.outage_tolerance >= 0:
             raise ValueError(f"outage_tolerance must be >= 0 seconds, got {self.outage_tolerance!r}")
-        self.sample  # validates sample_rate and max_rows
+        _ = self.sample  # validates sample_rate and max_rows
         for name in ("max_rpm", "max_tpm"):
             value = getattr(self, name)
             if value is not None and not value > 0:
@@ -117,7 +120,7 @@ class PipelineConfig:
         return self.kind.columns()
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> "PipelineConfig":
+    def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> PipelineConfig:
         """A config from ``Settings`` (default: ``Settings.from_env()``).
 
         ``overrides`` are PipelineConfig fields; ``None`` values mean "not given" (CLI flags).

@@ -46,13 +46,18 @@ class PipelineContext:
 def check_key_fits(tables: OutputTables, key: ScoringKey) -> None:
     """Refuse, before any judge call, a scoring key the output columns cannot hold (a custom
     judge's 300-character name would otherwise fail at the first write, after judging)."""
-    for name, value in (("metric", key.metric), ("judge_model", key.judge_model),
-                        ("prompt_version", key.prompt_version)):
+    for name, value in (
+        ("metric", key.metric),
+        ("judge_model", key.judge_model),
+        ("prompt_version", key.prompt_version),
+    ):
         limit = getattr(tables.scores.c[name].type, "length", None)
         if not isinstance(value, str) or not value or (limit is not None and len(value) > limit):
             got = f"{len(value):,} characters" if isinstance(value, str) else type(value).__name__
-            raise JudgeConfigurationError(f"the {name} {str(value)[:40]!r} cannot be stored: ctxprec_scores.{name} "
-                                          f"holds 1 to {limit} characters, got {got}")
+            raise JudgeConfigurationError(
+                f"the {name} {str(value)[:40]!r} cannot be stored: ctxprec_scores.{name} "
+                f"holds 1 to {limit} characters, got {got}"
+            )
 
 
 def legacy_sources(config: PipelineConfig) -> dict[str, str]:
@@ -87,17 +92,26 @@ def prepare(config: PipelineConfig) -> PipelineContext:
     engine = get_engine(config.warehouse)
     tables = ensure_output_tables(engine, config.output_schema, legacy_sources=legacy_sources(config))
     check_output_writable(engine, tables)  # before any judge call: a missing grant fails now, not after paying
-    source = reflect_source(engine, config.table_name, config.source_schema, config.source_columns.as_dict(),
-                            columns_env=config.kind.columns_env,
-                            optional=config.source_columns.optional_missing_ok())
+    source = reflect_source(
+        engine,
+        config.table_name,
+        config.source_schema,
+        config.source_columns.as_dict(),
+        columns_env=config.kind.columns_env,
+        optional=config.source_columns.optional_missing_ok(),
+    )
     judge = None
     if config.kind.needs_judge:  # a pure computation (labels) needs no judge, key or endpoint
-        judge = make_judge(config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key,
-                           timeout=config.judge_timeout)
+        judge = make_judge(
+            config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key, timeout=config.judge_timeout
+        )
     metric = config.kind.build(config, judge)
     key = ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version, source.name)
     check_key_fits(tables, key)
-    breaker = CircuitBreaker(config.outage_tolerance, endpoint=getattr(judge, "endpoint", None),
-                             trip_after=trip_after_for(config.concurrency))
+    breaker = CircuitBreaker(
+        config.outage_tolerance,
+        endpoint=getattr(judge, "endpoint", None),
+        trip_after=trip_after_for(config.concurrency),
+    )
     guards = JudgeGuards(breaker=breaker, quota=RequestQuota.from_env(config.max_rpm, config.max_tpm))
     return PipelineContext(config, engine, tables, source, metric, judge, key, guards)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..run_figures import run_figures
@@ -23,7 +23,7 @@ log = logging.getLogger("ctxprec_ops.pipeline")
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _spend(chunk_results: list[ChunkResult]) -> dict[str, Any]:
@@ -63,8 +63,9 @@ def finalize_run(
     with read_connection(ctx.engine, snapshot=True) as conn:
         counts = partition_counts(conn, ctx.tables, key, partition_key, run_id)
         failed = failure_counts(conn, ctx.tables, key, partition_key)
-        figures = run_figures(partition_scores(conn, ctx.tables, key, partition_key), counts["scored"],
-                              counts["passed"])
+        figures = run_figures(
+            partition_scores(conn, ctx.tables, key, partition_key), counts["scored"], counts["passed"]
+        )
         spend = _spend(results) if results else run_spend(conn, ctx.tables, key, run_id, partition_key)
         sample = ctx.config.sample
         sampled: tuple[int, int] | None = None
@@ -78,24 +79,43 @@ def finalize_run(
         unpartitioned = count_unpartitioned(conn, ctx.source)
         without_id = count_null_ids(conn, ctx.source, partition_key)
     if unpartitioned:
-        log.warning("%s: %d row(s) belong to no partition (%s is NULL or not readable as a time) and are "
-                    "never scored; see docs/internals.md for the forms read", ctx.source.name, unpartitioned,
-                    ctx.source.event_time.name)
+        log.warning(
+            "%s: %d row(s) belong to no partition (%s is NULL or not readable as a time) and are "
+            "never scored; see docs/internals.md for the forms read",
+            ctx.source.name,
+            unpartitioned,
+            ctx.source.event_time.name,
+        )
     rows_failed = sum(failed.values())
     rows_total = counts["scored"] + rows_failed
     rows_sampled = rows_total
     if sampled is not None:
         rows_total, rows_sampled = max(sampled[0], rows_total), sampled[1]
     summary = RunSummary(
-        run_id=run_id, partition_key=partition_key, metric=key.metric,
+        run_id=run_id,
+        partition_key=partition_key,
+        metric=key.metric,
         status=run_status(counts["scored"], failed).value,
-        rows_total=rows_total, rows_scored=counts["scored"], rows_cached=counts["cached"],
-        rows_failed=rows_failed, prompt_tokens=spend["prompt_tokens"],
-        completion_tokens=spend["completion_tokens"], cost=spend["cost"], judge_model=key.judge_model,
-        prompt_version=key.prompt_version, started_at=started_at, finished_at=_now(),
-        threshold=ctx.metric.threshold, judge_calls=spend["judge_calls"], failures_by_type=failed,
-        rows_unpartitioned=unpartitioned, rows_without_id=without_id, source_table=key.source_table,
-        sample_rate=float(sample.rate), rows_sampled=rows_sampled, **figures,
+        rows_total=rows_total,
+        rows_scored=counts["scored"],
+        rows_cached=counts["cached"],
+        rows_failed=rows_failed,
+        prompt_tokens=spend["prompt_tokens"],
+        completion_tokens=spend["completion_tokens"],
+        cost=spend["cost"],
+        judge_model=key.judge_model,
+        prompt_version=key.prompt_version,
+        started_at=started_at,
+        finished_at=_now(),
+        threshold=ctx.metric.threshold,
+        judge_calls=spend["judge_calls"],
+        failures_by_type=failed,
+        rows_unpartitioned=unpartitioned,
+        rows_without_id=without_id,
+        source_table=key.source_table,
+        sample_rate=float(sample.rate),
+        rows_sampled=rows_sampled,
+        **figures,
     )
     write_run(ctx, summary)
     _mark_interrupted(ctx, summary)
@@ -106,14 +126,24 @@ def _mark_interrupted(ctx: PipelineContext, summary: RunSummary) -> None:
     """Earlier runs of this partition still marked ``running`` were killed (or are about to
     overwrite this mark with their own end): say so instead of leaving them ``running``."""
     assert summary.finished_at is not None
-    message = (f"interrupted: this run recorded no end (its process was killed or died); run "
-               f"{summary.run_id} finished the partition at {summary.finished_at:%Y-%m-%d %H:%M:%S} UTC")
+    message = (
+        f"interrupted: this run recorded no end (its process was killed or died); run "
+        f"{summary.run_id} finished the partition at {summary.finished_at:%Y-%m-%d %H:%M:%S} UTC"
+    )
     with write_transaction(ctx.engine) as conn:
-        n = mark_interrupted_runs(conn, ctx.tables, ctx.key, summary.partition_key, summary.run_id,
-                                  summary.started_at or summary.finished_at, message)
+        n = mark_interrupted_runs(
+            conn,
+            ctx.tables,
+            ctx.key,
+            summary.partition_key,
+            summary.run_id,
+            summary.started_at or summary.finished_at,
+            message,
+        )
     if n:
-        log.warning("partition %s: %d earlier run(s) never recorded an end; marked interrupted",
-                    summary.partition_key, n)
+        log.warning(
+            "partition %s: %d earlier run(s) never recorded an end; marked interrupted", summary.partition_key, n
+        )
 
 
 def write_run(ctx: PipelineContext, summary: RunSummary) -> None:

@@ -9,14 +9,15 @@ assets, monitoring and the demo all iterate or look up this registry instead of 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..metrics.contextual_precision import ContextualPrecisionMetric
 from ..metrics.label_precision import LabelContextualPrecisionMetric
 from ..metrics.turn_contextual_precision import TurnContextualPrecisionMetric
-from ..warehouse.rows import row_to_conversation, row_to_test_case
 from ..warehouse.label_rows import row_to_labelled
+from ..warehouse.rows import row_to_conversation, row_to_test_case
 from .columns import ColumnSet, ConversationColumns, LabelColumns, SourceColumns
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ class MetricKind:
     #: the logical column the judge compares against (the report shows it)
     expected_column: str
     query_column: str
-    build: Callable[["PipelineConfig", "JudgeModel | None"], "BaseRetrievalMetric"]
+    build: Callable[[PipelineConfig, JudgeModel | None], BaseRetrievalMetric]
     #: the description of the scores asset and of the metric in reports
     description: str
     #: ``ctxprec demo``: appended to the report file's stem ("" = the main report)
@@ -67,20 +68,25 @@ class MetricKind:
         return f"CTXPREC_{self.table_setting.upper()}"
 
 
-def _common(config: "PipelineConfig", judge: "JudgeModel") -> dict[str, Any]:
-    return dict(threshold=config.threshold, model=judge, strict_mode=config.strict_mode,
-                max_nodes_per_call=config.max_nodes_per_call, max_retries=config.max_retries)
+def _common(config: PipelineConfig, judge: JudgeModel) -> dict[str, Any]:
+    return dict(
+        threshold=config.threshold,
+        model=judge,
+        strict_mode=config.strict_mode,
+        max_nodes_per_call=config.max_nodes_per_call,
+        max_retries=config.max_retries,
+    )
 
 
-def _single(config: "PipelineConfig", judge: "JudgeModel") -> "BaseRetrievalMetric":
+def _single(config: PipelineConfig, judge: JudgeModel) -> BaseRetrievalMetric:
     return ContextualPrecisionMetric(**_common(config, judge))
 
 
-def _turns(config: "PipelineConfig", judge: "JudgeModel") -> "BaseRetrievalMetric":
+def _turns(config: PipelineConfig, judge: JudgeModel) -> BaseRetrievalMetric:
     return TurnContextualPrecisionMetric(window_size=config.window_size, **_common(config, judge))
 
 
-def _labels(config: "PipelineConfig", judge: "JudgeModel | None") -> "BaseRetrievalMetric":
+def _labels(config: PipelineConfig, judge: JudgeModel | None) -> BaseRetrievalMetric:
     return LabelContextualPrecisionMetric(threshold=config.threshold, strict_mode=config.strict_mode)
 
 
@@ -112,7 +118,7 @@ _KINDS = (
         query_column="turns",
         build=_turns,
         description="Turn contextual precision of every conversation logged that day (UTC), judged by "
-                    "sliding windows of user→assistant interactions.",
+        "sliding windows of user→assistant interactions.",
         report_suffix="_conversations",
     ),
     MetricKind(
@@ -128,8 +134,8 @@ _KINDS = (
         query_column="input",
         build=_labels,
         description="Contextual precision of every labelled retrieval logged that day (UTC), computed from the "
-                    "gold labels (retrieved_ids, relevant_ids) with no judge call; recall, reciprocal rank and "
-                    "NDCG@k in ctxprec_label_figures.",
+        "gold labels (retrieved_ids, relevant_ids) with no judge call; recall, reciprocal rank and "
+        "NDCG@k in ctxprec_label_figures.",
         report_suffix="_labels",
         # opt-in: a logs table without label columns would fail every night
         nightly=False,

@@ -8,7 +8,7 @@
 | ``partial``/``failed`` with judge failures (outage, bad answers) | retry | 1 | retried    | RetryPolicy   |
 | ``judge_configuration`` / ``judge_request_rejected`` failures | fail | 1 | failed at once | no retry |
 | ``budget_exhausted`` (``max_cost`` reached)               | fail    | 4   | failed at once | no retry    |
-| error that is not retryable (bad names, missing table, bad partition, ValueError/TypeError) | fail | 1 (2 for usage) | failed at once | no retry |
+| not retryable (bad names, no table, bad partition, ValueError) | fail | 1 (2: usage) | failed at once | no retry |
 | any other error (warehouse or network down, ...)          | retry   | 1   | retried      | RetryPolicy   |
 """
 
@@ -72,16 +72,26 @@ def decide(result: RunSummary | ChunkResult) -> Decision:
     suffix = f": {redact(message)}" if message else ""
     if status is RunStatus.BUDGET_EXHAUSTED:
         n = failures.get(BudgetExhaustedError.error_type, 0)
-        return Decision(Outcome.FAIL, f"budget exhausted: {n} row(s) of {where} could not be afforded under "
-                        "max_cost; they are recorded as budget_exhausted failures and the next run picks them up",
-                        EXIT_BUDGET)
+        return Decision(
+            Outcome.FAIL,
+            f"budget exhausted: {n} row(s) of {where} could not be afforded under "
+            "max_cost; they are recorded as budget_exhausted failures and the next run picks them up",
+            EXIT_BUDGET,
+        )
     if _PERMANENT_FAILURES & set(other):
-        why = ("the judge is misconfigured" if JudgeConfigurationError.error_type in other
-               else "the judge endpoint refuses these requests as made")
-        return Decision(Outcome.FAIL, f"{where} incomplete ({status.value}; {detail}): {why}; fix it and "
-                        f"re-run{suffix}", EXIT_ERROR)
-    return Decision(Outcome.RETRY, f"{where} incomplete ({status.value}; {detail}); re-run to retry the "
-                    f"failed rows{suffix}", EXIT_ERROR)
+        why = (
+            "the judge is misconfigured"
+            if JudgeConfigurationError.error_type in other
+            else "the judge endpoint refuses these requests as made"
+        )
+        return Decision(
+            Outcome.FAIL, f"{where} incomplete ({status.value}; {detail}): {why}; fix it and re-run{suffix}", EXIT_ERROR
+        )
+    return Decision(
+        Outcome.RETRY,
+        f"{where} incomplete ({status.value}; {detail}); re-run to retry the failed rows{suffix}",
+        EXIT_ERROR,
+    )
 
 
 def decide_error(exc: BaseException) -> Decision:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any, Iterator
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
@@ -20,8 +21,9 @@ __all__ = ["plan_source", "plan_chunks", "iter_chunk_rows"]
 log = logging.getLogger("ctxprec_ops.pipeline")
 
 
-def plan_source(engine: Engine, source: SourceTable, partition_key: str, size: int,
-                sample: Sample | None = None) -> list[Chunk]:
+def plan_source(
+    engine: Engine, source: SourceTable, partition_key: str, size: int, sample: Sample | None = None
+) -> list[Chunk]:
     """Cut the partition of ``source`` into chunks of ``size`` rows by keyset on ``id``.
 
     Streams ids only (memory: the boundaries, not the rows). A chunk is ``(after_id, upto_id]``;
@@ -46,14 +48,25 @@ def plan_source(engine: Engine, source: SourceTable, partition_key: str, size: i
                 after, n = last, 0
         nulls = count_null_ids(conn, source, partition_key)
     if nulls:  # no log_id to record them under: say so rather than drop them silently
-        log.warning("partition %s of %s: %d row(s) have a NULL %s and cannot be scored or recorded as "
-                    "failures; give them ids", partition_key, source.name, nulls, source.id.name)
+        log.warning(
+            "partition %s of %s: %d row(s) have a NULL %s and cannot be scored or recorded as failures; give them ids",
+            partition_key,
+            source.name,
+            nulls,
+            source.id.name,
+        )
     if n:
         chunks.append(Chunk(partition_key, len(chunks), after, last, n))
     if planner is not None:
         cutoff, rows, sampled = planner.result()
-        log.info("partition %s: sample of %d of %d rows (rate %g%s)", partition_key, sampled, rows, planner.sample.rate,
-                 f", max_rows {planner.sample.max_rows}" if planner.sample.max_rows is not None else "")
+        log.info(
+            "partition %s: sample of %d of %d rows (rate %g%s)",
+            partition_key,
+            sampled,
+            rows,
+            planner.sample.rate,
+            f", max_rows {planner.sample.max_rows}" if planner.sample.max_rows is not None else "",
+        )
         chunks = [replace(c, sample_cutoff=cutoff) for c in chunks]
     return chunks
 
@@ -65,8 +78,9 @@ def plan_chunks(config: PipelineConfig, partition_key: str, *, context: Pipeline
     return plan_source(ctx.engine, ctx.source, partition_key, config.chunk_size, config.sample)
 
 
-def iter_chunk_rows(engine: Engine, source: SourceTable, partition_key: str, size: int,
-                    sample: Sample | None = None) -> Iterator[tuple[Chunk, list[dict[str, Any]]]]:
+def iter_chunk_rows(
+    engine: Engine, source: SourceTable, partition_key: str, size: int, sample: Sample | None = None
+) -> Iterator[tuple[Chunk, list[dict[str, Any]]]]:
     """Every planned chunk with its rows (logical column names), one chunk in memory at a time;
     with a ``sample``, only the rows in it."""
     for chunk in plan_source(engine, source, partition_key, size, sample):

@@ -8,15 +8,24 @@ verdict from the judgment cache). ``rows_failed`` counts rows in ``ctxprec_failu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from enum import Enum
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from ..errors import BudgetExhaustedError, InvalidTestCaseError, NotScorableError
 
-__all__ = ["Chunk", "ChunkResult", "RunSummary", "RunStatus", "ProgressEvent", "ProgressCallback",
-           "INPUT_PROBLEMS", "run_status"]
+__all__ = [
+    "Chunk",
+    "ChunkResult",
+    "RunSummary",
+    "RunStatus",
+    "ProgressEvent",
+    "ProgressCallback",
+    "INPUT_PROBLEMS",
+    "run_status",
+]
 
 #: failure types that are problems of the data, not of the run: a partition whose only failures
 #: are of these types is complete (the rows are recorded; fixing them is the source's job)
@@ -72,7 +81,7 @@ class Chunk:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Chunk":
+    def from_dict(cls, d: dict[str, Any]) -> Chunk:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -101,7 +110,7 @@ class ChunkResult:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ChunkResult":
+    def from_dict(cls, d: dict[str, Any]) -> ChunkResult:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -168,7 +177,7 @@ class RunSummary:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunSummary":
+    def from_dict(cls, d: dict[str, Any]) -> RunSummary:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
         for k in ("started_at", "finished_at"):
@@ -181,8 +190,7 @@ class RunSummary:
 class ProgressEvent:
     #: ``judge_outage``: the circuit breaker paused, probed, resumed or gave up (``message`` says
     #: which, why and for how long)
-    kind: Literal["planned", "chunk_started", "rows_done", "chunk_done", "finished", "judge_outage",
-                  "batch_waiting"]
+    kind: Literal["planned", "chunk_started", "rows_done", "chunk_done", "finished", "judge_outage", "batch_waiting"]
     partition_key: str
     done: int = 0
     total: int | None = None

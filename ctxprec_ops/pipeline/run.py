@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ..budget import Budget
 from ..errors import one_line
@@ -25,11 +25,12 @@ log = logging.getLogger("ctxprec_ops.pipeline")
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
-def _score_chunks(ctx: PipelineContext, chunks: list[Chunk], run_id: str, progress: ProgressCallback | None,
-                  workers: int) -> list[ChunkResult]:
+def _score_chunks(
+    ctx: PipelineContext, chunks: list[Chunk], run_id: str, progress: ProgressCallback | None, workers: int
+) -> list[ChunkResult]:
     """Score the planned chunks: in worker processes when asked and possible, else here as one
     stream (one judging queue and one budget span them all; chunks another process has claimed
     are scored after the free ones, once released)."""
@@ -69,13 +70,28 @@ def score_partition(
     run_id = run_id or uuid.uuid4().hex
     ctx = prepare(config)
     started = _now()
-    base = RunSummary(run_id=run_id, partition_key=partition_key, metric=ctx.key.metric, status=RunStatus.RUNNING,
-                      judge_model=ctx.key.judge_model, prompt_version=ctx.key.prompt_version,
-                      source_table=ctx.key.source_table,
-                      started_at=started, threshold=ctx.metric.threshold)
+    base = RunSummary(
+        run_id=run_id,
+        partition_key=partition_key,
+        metric=ctx.key.metric,
+        status=RunStatus.RUNNING,
+        judge_model=ctx.key.judge_model,
+        prompt_version=ctx.key.prompt_version,
+        source_table=ctx.key.source_table,
+        started_at=started,
+        threshold=ctx.metric.threshold,
+    )
     write_run(ctx, base)
-    log.info("scoring %s partition %s of %s in %s (judge %s, prompt %s, run %s)", ctx.key.metric, partition_key,
-             ctx.source.name, display_url(ctx.engine), ctx.key.judge_model, ctx.key.prompt_version, run_id)
+    log.info(
+        "scoring %s partition %s of %s in %s (judge %s, prompt %s, run %s)",
+        ctx.key.metric,
+        partition_key,
+        ctx.source.name,
+        display_url(ctx.engine),
+        ctx.key.judge_model,
+        ctx.key.prompt_version,
+        run_id,
+    )
     try:
         chunks = plan_chunks(config, partition_key, context=ctx)
         total = sum(c.rows for c in chunks)
@@ -83,8 +99,9 @@ def score_partition(
         if progress is not None:
             progress(ProgressEvent("planned", partition_key, 0, total, f"{total} rows in {len(chunks)} chunks"))
         results = _score_chunks(ctx, chunks, run_id, progress, workers)
-        summary = finalize_run(config, partition_key, run_id=run_id, chunk_results=results,
-                               started_at=started, context=ctx)
+        summary = finalize_run(
+            config, partition_key, run_id=run_id, chunk_results=results, started_at=started, context=ctx
+        )
         cause = next((r.error_message for r in results if r.error_message), None)
         if cause and not summary.completed:
             summary.error_message = cause  # e.g. "judge unreachable: connection refused at URL"
@@ -99,9 +116,15 @@ def score_partition(
         except Exception:  # the original error matters more
             pass
         raise
-    log.info("partition %s: %s; %d scored (%d cached), %d failed; mean %s", partition_key, summary.status,
-             summary.rows_scored, summary.rows_cached, summary.rows_failed,
-             "n/a" if summary.mean_score is None else f"{summary.mean_score:.4f}")
+    log.info(
+        "partition %s: %s; %d scored (%d cached), %d failed; mean %s",
+        partition_key,
+        summary.status,
+        summary.rows_scored,
+        summary.rows_cached,
+        summary.rows_failed,
+        "n/a" if summary.mean_score is None else f"{summary.mean_score:.4f}",
+    )
     if progress is not None:
         # a run whose only failures are bad input rows is complete: say so, not "partial"
         done = summary.status == "partial" and summary.completed

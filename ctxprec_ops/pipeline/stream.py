@@ -21,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
@@ -85,12 +86,18 @@ class _Open:
 
 
 class _Stream:
-    def __init__(self, ctx: PipelineContext, run_id: str, budget: Budget | None, progress: Progress,
-                 wait_taken: bool) -> None:
+    def __init__(
+        self, ctx: PipelineContext, run_id: str, budget: Budget | None, progress: Progress, wait_taken: bool
+    ) -> None:
         cfg = ctx.config
         self.ctx, self.run_id, self.progress, self.wait_taken = ctx, run_id, progress, wait_taken
-        self.base = JudgeRun(limiter=AdaptiveLimiter(cfg.concurrency), budget=budget, max_retries=cfg.max_retries,
-                             breaker=ctx.guards.breaker, quota=ctx.guards.quota)
+        self.base = JudgeRun(
+            limiter=AdaptiveLimiter(cfg.concurrency),
+            budget=budget,
+            max_retries=cfg.max_retries,
+            breaker=ctx.guards.breaker,
+            quota=ctx.guards.quota,
+        )
         self.claims: set[ExitStack] = set()  # claimed chunks not yet written (released on any exit)
         self.gate = asyncio.Semaphore(max(cfg.concurrency * 4, 8))  # live case coroutines
         self.slots = asyncio.Semaphore(OPEN_CHUNKS)
@@ -185,8 +192,9 @@ class _Stream:
         self.results.append(result)
         if op.intake.cache is not None and op.intake.cache.added:
             self.evictions.append((self.reads_started, list(op.intake.cache.added)))
-        self.progress.event("chunk_done", f"chunk {result.index}: {result.rows_scored} scored, "
-                                          f"{result.rows_failed} failed")
+        self.progress.event(
+            "chunk_done", f"chunk {result.index}: {result.rows_scored} scored, {result.rows_failed} failed"
+        )
 
     def _finish(self, op: _Open) -> ChunkResult:
         """Write the chunk, then release its claim (in the writer thread)."""
@@ -225,8 +233,9 @@ def _first(group: BaseExceptionGroup) -> BaseException:
     return exc
 
 
-async def _stream(ctx: PipelineContext, chunks: list[Chunk], run_id: str, budget: Budget | None,
-                  progress: Progress, wait_taken: bool) -> list[ChunkResult]:
+async def _stream(
+    ctx: PipelineContext, chunks: list[Chunk], run_id: str, budget: Budget | None, progress: Progress, wait_taken: bool
+) -> list[ChunkResult]:
     try:
         return await _Stream(ctx, run_id, budget, progress, wait_taken).run(chunks)
     finally:
@@ -235,9 +244,17 @@ async def _stream(ctx: PipelineContext, chunks: list[Chunk], run_id: str, budget
             await close()
 
 
-def score_chunks(ctx: PipelineContext, chunks: list[Chunk], *, run_id: str, budget: Budget | None = None,
-                 progress: ProgressCallback | None = None, done_before: int = 0,
-                 total: int | None = None, wait_taken: bool = True) -> list[ChunkResult]:
+def score_chunks(
+    ctx: PipelineContext,
+    chunks: list[Chunk],
+    *,
+    run_id: str,
+    budget: Budget | None = None,
+    progress: ProgressCallback | None = None,
+    done_before: int = 0,
+    total: int | None = None,
+    wait_taken: bool = True,
+) -> list[ChunkResult]:
     """Score ``chunks`` (of one partition) as one stream; returns their results in chunk order.
 
     ``budget`` defaults to ``config.max_cost`` minus what ``run_id`` has already spent. Progress

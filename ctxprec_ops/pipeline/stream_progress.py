@@ -4,8 +4,8 @@ events (``Progress``) and the circuit breaker's state changes as ``judge_outage`
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ..breaker import BreakerEvent, CircuitBreaker
 from .records import ProgressCallback, ProgressEvent
@@ -17,8 +17,9 @@ class Progress:
     """Partition-wide settled rows (skipped, failed at intake, or judged): ``rows_done`` at most
     every ``interval`` seconds, and ``chunk_done`` when a chunk is written; never going backwards."""
 
-    def __init__(self, progress: ProgressCallback | None, pk: str, base: int, total: int,
-                 interval: float = 0.25) -> None:
+    def __init__(
+        self, progress: ProgressCallback | None, pk: str, base: int, total: int, interval: float = 0.25
+    ) -> None:
         self.progress, self.pk, self.done, self.total, self.interval = progress, pk, base, total, interval
         self.last = 0.0
 
@@ -37,8 +38,9 @@ class Progress:
 
 
 @contextmanager
-def breaker_progress(breaker: CircuitBreaker | None, progress: ProgressCallback | None,
-                      partition_key: str) -> Iterator[None]:
+def breaker_progress(
+    breaker: CircuitBreaker | None, progress: ProgressCallback | None, partition_key: str
+) -> Iterator[None]:
     """Forward the breaker's state changes (paused, probing, resumed, gave up) as
     ``judge_outage`` progress events while chunks are judged."""
     if breaker is None or progress is None:

@@ -13,10 +13,10 @@ import pickle
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from typing import Any
 
-from .stream import score_chunks
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .records import Chunk, ChunkResult, ProgressCallback, ProgressEvent
+from .stream import score_chunks
 
 __all__ = ["can_fork_out", "score_in_processes", "batches"]
 
@@ -63,14 +63,24 @@ def batches(chunks: list[Chunk], workers: int, per_worker: int = 4) -> list[list
     return [b for b in out if b]
 
 
-def score_in_processes(config: PipelineConfig, chunks: list[Chunk], run_id: str, workers: int,
-                       progress: ProgressCallback | None, total: int) -> list[ChunkResult]:
+def score_in_processes(
+    config: PipelineConfig,
+    chunks: list[Chunk],
+    run_id: str,
+    workers: int,
+    progress: ProgressCallback | None,
+    total: int,
+) -> list[ChunkResult]:
     """Score ``chunks`` in a pool of spawned processes; chunk writes are independent upserts."""
     pk = chunks[0].partition_key
     results: list[ChunkResult] = []
     done = 0
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_worker_init, initargs=(config,))
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(chunks)),
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_worker_init,
+        initargs=(config,),
+    )
     try:
         pending = {pool.submit(_worker_score, [c.to_dict() for c in b], run_id) for b in batches(chunks, workers)}
         while pending:
@@ -81,8 +91,15 @@ def score_in_processes(config: PipelineConfig, chunks: list[Chunk], run_id: str,
                     results.append(r)
                     done += r.rows_total
                     if progress is not None:
-                        progress(ProgressEvent("chunk_done", pk, done, total,
-                                               f"chunk {r.index}: {r.rows_scored} scored, {r.rows_failed} failed"))
+                        progress(
+                            ProgressEvent(
+                                "chunk_done",
+                                pk,
+                                done,
+                                total,
+                                f"chunk {r.index}: {r.rows_scored} scored, {r.rows_failed} failed",
+                            )
+                        )
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return sorted(results, key=lambda r: r.index)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
@@ -51,7 +51,7 @@ def normalize_url(url: str | URL) -> URL:
     """Parse ``url``; PostgreSQL URLs without a driver get psycopg 3."""
     try:
         u = make_url(url)
-    except Exception as exc:  # sqlalchemy.exc.ArgumentError; never echo a password
+    except Exception:  # sqlalchemy.exc.ArgumentError; never echo a password
         shown = redact_url(str(url)) if "://" in str(url) else "(not shown)"
         raise ValueError(
             f"invalid warehouse URL {shown}: expected a SQLAlchemy URL such as sqlite:///ctxprec.db "
@@ -61,8 +61,7 @@ def normalize_url(url: str | URL) -> URL:
         # an unencoded "@" in the password: the rest of the password would be taken for the
         # host name and echoed by the driver's "cannot resolve host" error
         raise ValueError(
-            f"invalid warehouse URL {redact_url(str(url))}: a '@' in the user name or password "
-            "must be written %40"
+            f"invalid warehouse URL {redact_url(str(url))}: a '@' in the user name or password must be written %40"
         )
     if u.password:
         # redact() then masks it wherever it shows up, even in a form its URL patterns miss

@@ -28,8 +28,7 @@ def validate_identifier(name: object, what: str = "identifier") -> str:
         raise IdentifierError(f"{what} is empty")
     if len(name) > MAX_IDENTIFIER_LENGTH:
         raise IdentifierError(
-            f"{what} {name[:40]!r}... is {len(name)} characters long "
-            f"(at most {MAX_IDENTIFIER_LENGTH} are allowed)"
+            f"{what} {name[:40]!r}... is {len(name)} characters long (at most {MAX_IDENTIFIER_LENGTH} are allowed)"
         )
     if not _IDENT.fullmatch(name):
         raise IdentifierError(
@@ -47,9 +46,7 @@ def split_table_name(table: str, schema: str | None = None, what: str = "table n
     """
     if isinstance(table, str) and "." in table:
         if schema is not None:
-            raise IdentifierError(
-                f"{what} {table!r} contains a schema and a separate schema {schema!r} was given too"
-            )
+            raise IdentifierError(f"{what} {table!r} contains a schema and a separate schema {schema!r} was given too")
         parts = table.split(".")
         if len(parts) != 2:
             raise IdentifierError(f"{what} {table!r} must be 'table' or 'schema.table'")

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Column, Float, Integer, MetaData, PrimaryKeyConstraint, String, Table, Text, func, select
 from sqlalchemy.engine import Connection, Engine
@@ -26,7 +27,7 @@ LABEL_FIGURES = "ctxprec_label_figures"
 _KEYTEXT = String(255).with_variant(Text(), "postgresql", "sqlite")
 _DOUBLE = Float(precision=53)
 _tables: dict[str | None, Table] = {}
-_ensured: "weakref.WeakKeyDictionary[Engine, set[str | None]]" = weakref.WeakKeyDictionary()
+_ensured: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -37,7 +38,8 @@ def label_figures_table(schema: str | None = None) -> Table:
         t = _tables.get(schema)
         if t is None:
             t = _tables[schema] = Table(
-                LABEL_FIGURES, MetaData(schema=schema),
+                LABEL_FIGURES,
+                MetaData(schema=schema),
                 Column("log_id", _KEYTEXT, nullable=False),
                 Column("metric", String(64), nullable=False),
                 Column("judge_model", String(255), nullable=False),
@@ -55,12 +57,22 @@ def label_figures_table(schema: str | None = None) -> Table:
         return t
 
 
-def figure_row(figures: dict[str, Any], log_id: str, partition_key: str, key: ScoringKey, run_id: str) -> dict[str, Any]:
+def figure_row(
+    figures: dict[str, Any], log_id: str, partition_key: str, key: ScoringKey, run_id: str
+) -> dict[str, Any]:
     return {
-        "log_id": log_id, "metric": key.metric, "judge_model": key.judge_model, "prompt_version": key.prompt_version,
-        "partition_key": partition_key, "k": figures["k"], "relevant_retrieved": figures["relevant_retrieved"],
-        "relevant_total": figures["relevant_total"], "recall": figures["recall"],
-        "reciprocal_rank": figures["reciprocal_rank"], "ndcg": figures["ndcg"], "run_id": run_id,
+        "log_id": log_id,
+        "metric": key.metric,
+        "judge_model": key.judge_model,
+        "prompt_version": key.prompt_version,
+        "partition_key": partition_key,
+        "k": figures["k"],
+        "relevant_retrieved": figures["relevant_retrieved"],
+        "relevant_total": figures["relevant_total"],
+        "recall": figures["recall"],
+        "reciprocal_rank": figures["reciprocal_rank"],
+        "ndcg": figures["ndcg"],
+        "run_id": run_id,
     }
 
 
@@ -74,12 +86,19 @@ def write_figures(conn: Connection, schema: str | None, rows: Sequence[dict[str,
     upsert(conn, table, rows)
 
 
-def partition_figures(conn: Connection, key: ScoringKey, partition_key: str, schema: str | None = None) -> dict[str, Any]:
+def partition_figures(
+    conn: Connection, key: ScoringKey, partition_key: str, schema: str | None = None
+) -> dict[str, Any]:
     """Means over a partition: ``{"rows", "recall", "mrr", "ndcg"}`` (None when there are none)."""
     t = label_figures_table(schema)
     c = t.c
     stmt = select(func.count(), func.avg(c.recall), func.avg(c.reciprocal_rank), func.avg(c.ndcg)).where(
-        key.where(t), c.partition_key == partition_key)
+        key.where(t), c.partition_key == partition_key
+    )
     n, recall, mrr, ndcg = conn.execute(stmt).one()
-    return {"rows": int(n or 0), "recall": None if recall is None else float(recall),
-            "mrr": None if mrr is None else float(mrr), "ndcg": None if ndcg is None else float(ndcg)}
+    return {
+        "rows": int(n or 0),
+        "recall": None if recall is None else float(recall),
+        "mrr": None if mrr is None else float(mrr),
+        "ndcg": None if ndcg is None else float(ndcg),
+    }

@@ -29,7 +29,9 @@ def _ids(value: Any, column: str) -> list[str]:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise InvalidTestCaseError(f"column {column!r} is not valid JSON ({exc.msg} at position {exc.pos})") from None
+            raise InvalidTestCaseError(
+                f"column {column!r} is not valid JSON ({exc.msg} at position {exc.pos})"
+            ) from None
     if not isinstance(value, list):
         raise InvalidTestCaseError(f"column {column!r} must be a JSON array of ids, got {type(value).__name__}")
     out: list[str] = []

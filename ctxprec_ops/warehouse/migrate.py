@@ -31,6 +31,7 @@ def default_legacy_sources() -> dict[str, str]:
 
     return {name: kind.default_table for name, kind in METRIC_KINDS.items()}
 
+
 SOURCE_TABLE = "source_table"
 
 
@@ -55,6 +56,7 @@ def add_missing_columns(conn: Connection, table: Table) -> list[str]:
 def _source_of_metric(conn: Connection, legacy_sources: Mapping[str, str]) -> str:
     """``CASE metric WHEN ... END`` SQL giving an old row's input table (literals are bound
     safely by quoting them as SQL strings: they are validated identifiers anyway)."""
+
     def q(value: str) -> str:
         return "'" + value.replace("'", "''") + "'"
 
@@ -78,24 +80,30 @@ def add_source_table_key(conn: Connection, table: Table, legacy_sources: Mapping
     if conn.dialect.name == "sqlite":
         _rebuild_sqlite(conn, table, fill)
         return True
+    new_pk = table.primary_key.name
+    if not isinstance(new_pk, str):  # every ctxprec table names its key; the new one is re-created by name
+        raise ValueError(f"cannot migrate {table.name}: its primary key constraint has no name")
     col = prep.quote(SOURCE_TABLE)
     pk = inspect(conn).get_pk_constraint(table.name, schema=table.schema)
     conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN {col} {table.c[SOURCE_TABLE].type.compile(conn.dialect)}")
     conn.exec_driver_sql(f"UPDATE {name} SET {col} = {fill}")
     conn.exec_driver_sql(f"ALTER TABLE {name} ALTER COLUMN {col} SET NOT NULL")
-    if pk.get("name"):
-        conn.exec_driver_sql(f"ALTER TABLE {name} DROP CONSTRAINT {prep.quote(pk['name'])}")
+    old_pk = pk.get("name")
+    if old_pk:
+        conn.exec_driver_sql(f"ALTER TABLE {name} DROP CONSTRAINT {prep.quote(old_pk)}")
     key = ", ".join(prep.quote(c.name) for c in table.primary_key.columns)
-    conn.exec_driver_sql(f"ALTER TABLE {name} ADD CONSTRAINT {prep.quote(table.primary_key.name)} PRIMARY KEY ({key})")
+    conn.exec_driver_sql(f"ALTER TABLE {name} ADD CONSTRAINT {prep.quote(new_pk)} PRIMARY KEY ({key})")
     return True
 
 
 def _rebuild_sqlite(conn: Connection, table: Table, fill: str) -> None:
     prep = conn.dialect.identifier_preparer
-    schema = f"{prep.quote(table.schema)}." if table.schema else ""
+    schema_name = table.schema
+    schema = f"{prep.quote(schema_name)}." if schema_name else ""
     aside = f"{table.name}__before_source_table"
     old_columns = [c["name"] for c in inspect(conn).get_columns(table.name, schema=table.schema)]
-    old_indexes = [i["name"] for i in inspect(conn).get_indexes(table.name, schema=table.schema) if i.get("name")]
+    index_names = (i.get("name") for i in inspect(conn).get_indexes(table.name, schema=table.schema))
+    old_indexes = [n for n in index_names if n]
     conn.exec_driver_sql(f"ALTER TABLE {schema}{prep.quote(table.name)} RENAME TO {prep.quote(aside)}")
     for index in old_indexes:  # index names are per schema: free them for the new table
         conn.exec_driver_sql(f"DROP INDEX IF EXISTS {schema}{prep.quote(index)}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, overload
 
 from ..errors import InvalidTestCaseError
 from ..test_case import ConversationalTestCase, LLMTestCase, Turn
@@ -35,7 +35,12 @@ def _bad(msg: str) -> InvalidTestCaseError:
     return InvalidTestCaseError(msg)
 
 
+@overload
+def _text(value: Any, column: str, *, required: Literal[True]) -> str: ...
+@overload
+def _text(value: Any, column: str, *, required: Literal[False]) -> str | None: ...
 def _text(value: Any, column: str, *, required: bool) -> str | None:
+    """The column's value as checked text; NULL is an error when ``required`` (else None)."""
     if value is None:
         if required:
             raise _bad(f"column {column!r} is NULL")
@@ -94,8 +99,15 @@ def _json(value: Any, column: str) -> Any:
 
 
 def _json_type(value: Any) -> str:
-    return {dict: "an object", str: "a string", bool: "a boolean", int: "a number", float: "a number",
-            type(None): "null", list: "an array"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+        list: "an array",
+    }.get(type(value), type(value).__name__)
 
 
 def _nodes(value: Any, where: str, *, allow_empty: bool) -> list[str]:
@@ -117,8 +129,7 @@ def row_to_test_case(row: dict[str, Any]) -> LLMTestCase:
     input_ = _text(row.get("input"), "input", required=True)
     expected = _text(row.get("expected_output"), "expected_output", required=True)
     actual = _text(row.get("actual_output"), "actual_output", required=False)
-    nodes = _nodes(_json(row.get("retrieval_context"), "retrieval_context"), "retrieval_context",
-                   allow_empty=False)
+    nodes = _nodes(_json(row.get("retrieval_context"), "retrieval_context"), "retrieval_context", allow_empty=False)
     # every field was checked above: build without re-validating (this is the pipeline's hot path)
     return LLMTestCase._trusted(input_, actual, expected, nodes, str(row["id"]))
 

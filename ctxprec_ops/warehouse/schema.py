@@ -25,7 +25,6 @@ import threading
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -135,8 +134,9 @@ def _build(schema: str | None) -> OutputTables:
         Column("run_id", _KEYTEXT, nullable=False),
         Column("failed_at", _TS, nullable=False),
         Column("chunk_index", Integer),
-        PrimaryKeyConstraint("log_id", "metric", "judge_model", "prompt_version", "source_table",
-                             name=f"{FAILURES}_pk"),
+        PrimaryKeyConstraint(
+            "log_id", "metric", "judge_model", "prompt_version", "source_table", name=f"{FAILURES}_pk"
+        ),
         Index(f"ix_{FAILURES}_partition", "partition_key", "metric"),
     )
     runs = Table(
@@ -195,7 +195,7 @@ def _build(schema: str | None) -> OutputTables:
 
 
 _cache: dict[str | None, OutputTables] = {}
-_ensured: "weakref.WeakKeyDictionary[Engine, set[str | None]]" = weakref.WeakKeyDictionary()
+_ensured: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -222,8 +222,9 @@ def _create_all(engine: Engine, tables: OutputTables, legacy_sources: Mapping[st
             add_missing_columns(conn, table)
 
 
-def ensure_output_tables(engine: Engine, schema: str | None = None,
-                         legacy_sources: Mapping[str, str] | None = None) -> OutputTables:
+def ensure_output_tables(
+    engine: Engine, schema: str | None = None, legacy_sources: Mapping[str, str] | None = None
+) -> OutputTables:
     """Create the output tables (and indexes) that do not exist yet, and bring tables of an
     older version up to date in place (``warehouse/migrate.py``); once per engine.
 

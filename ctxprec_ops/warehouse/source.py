@@ -25,28 +25,29 @@ from __future__ import annotations
 import re
 import threading
 import weakref
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
-from typing import Any, Collection, Iterator, Literal, Mapping
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any, Literal
 
 from sqlalchemy import (
+    JSON,
     Column,
     Date,
     DateTime,
     Float,
     Integer,
-    JSON,
     MetaData,
     String,
     Table,
     Text,
     and_,
     case,
-    or_,
     cast,
-    literal,
     func,
     inspect,
+    literal,
+    or_,
     select,
     type_coerce,
 )
@@ -109,15 +110,17 @@ def parse_partition_key(partition_key: str) -> date:
         raise PartitionKeyError(f"partition key {partition_key!r} is not a real date") from None
     if not MIN_PARTITION <= day <= MAX_PARTITION:
         # the partition filter and monitoring's look-backs compute days around the key
-        raise PartitionKeyError(f"partition key {partition_key!r} is out of range "
-                                f"({MIN_PARTITION.isoformat()} to {MAX_PARTITION.isoformat()})")
+        raise PartitionKeyError(
+            f"partition key {partition_key!r} is out of range "
+            f"({MIN_PARTITION.isoformat()} to {MAX_PARTITION.isoformat()})"
+        )
     return day
 
 
 def partition_bounds(partition_key: str) -> tuple[datetime, datetime]:
     """The partition's [start, end) as aware UTC datetimes."""
     day = parse_partition_key(partition_key)
-    start = datetime.combine(day, time(0), tzinfo=timezone.utc)
+    start = datetime.combine(day, time(0), tzinfo=UTC)
     return start, start + timedelta(days=1)
 
 
@@ -163,8 +166,10 @@ class SourceTable:
         whatever it is given, so an INTEGER column may hold text or a real number."""
         if self.integer_ids and (isinstance(value, bool) or not isinstance(value, int)):
             kind = "text" if isinstance(value, str) else type(value).__name__
-            return (f"column {self.id.name!r} is INTEGER but this row's id is {kind} {str(value)[:100]!r}: "
-                    "store an integer id")
+            return (
+                f"column {self.id.name!r} is INTEGER but this row's id is {kind} {str(value)[:100]!r}: "
+                "store an integer id"
+            )
         return None
 
     # --- partition filter -------------------------------------------------------------------
@@ -233,13 +238,21 @@ def sqlite_instant(col: Any) -> ColumnElement[Any]:
         else_=t,
     )
     colon_offset = case(
-        (and_(func.length(no_zone) > 16, func.substr(no_zone, -5, 1).in_(["+", "-"]),
-              func.substr(no_zone, -4).op("GLOB")(literal("[0-9][0-9][0-9][0-9]", type_=String()))),
-         func.substr(no_zone, 1, func.length(no_zone) - 2) + literal(":", type_=String()) + func.substr(no_zone, -2)),
+        (
+            and_(
+                func.length(no_zone) > 16,
+                func.substr(no_zone, -5, 1).in_(["+", "-"]),
+                func.substr(no_zone, -4).op("GLOB")(literal("[0-9][0-9][0-9][0-9]", type_=String())),
+            ),
+            func.substr(no_zone, 1, func.length(no_zone) - 2) + literal(":", type_=String()) + func.substr(no_zone, -2),
+        ),
         else_=no_zone,
     )
-    digits = and_(func.length(t) >= 9, t.op("GLOB")(literal("[0-9]*", type_=String())),
-                  t.op("NOT GLOB")(literal("*[^0-9.]*", type_=String())))
+    digits = and_(
+        func.length(t) >= 9,
+        t.op("GLOB")(literal("[0-9]*", type_=String())),
+        t.op("NOT GLOB")(literal("*[^0-9.]*", type_=String())),
+    )
     number = case((func.typeof(col).in_(["integer", "real"]), col), (digits, cast(t, Float())), else_=None)
     epoch = func.datetime(
         case((func.abs(number) >= 100_000_000_000, number / 1000.0), else_=number),
@@ -264,13 +277,18 @@ def _time_mode(engine: Engine, col: Column) -> TimeMode:
     )
 
 
-_reflected: "weakref.WeakKeyDictionary[Engine, dict[tuple, SourceTable]]" = weakref.WeakKeyDictionary()
+_reflected: weakref.WeakKeyDictionary[Engine, dict[tuple, SourceTable]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
 def reflect_source(
-    engine: Engine, table_name: str, schema: str | None, columns: Mapping[str, str], *,
-    columns_env: str | None = None, optional: Collection[str] = (),
+    engine: Engine,
+    table_name: str,
+    schema: str | None,
+    columns: Mapping[str, str],
+    *,
+    columns_env: str | None = None,
+    optional: Collection[str] = (),
 ) -> SourceTable:
     """Reflect ``table_name`` and check that every configured column exists.
 
@@ -337,6 +355,7 @@ def count_unpartitioned(conn: Connection, src: SourceTable) -> int:
     """Rows of the whole table in no partition: ``event_time`` NULL, or (SQLite, text columns)
     not readable as an instant. A full scan: once per run."""
     col = src.event_time
+    cond: ColumnElement[bool]
     if src.time_mode == "sqlite_text":
         cond = sqlite_instant(col).is_(None)
     elif src.time_mode == "text":
@@ -362,7 +381,7 @@ def read_chunk_rows(
     for logical, col in src.columns.items():
         if logical == "event_time":
             continue
-        expr = col
+        expr: ColumnElement[Any] = col
         if logical in _JSON_FIELDS:
             # a JSON/JSONB column is cast to its JSON text in SQL, so a JSON *string* stays a
             # string ('"x"') instead of coming back decoded as text that looks like bad JSON

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 from sqlalchemy import Text, and_, any_, bindparam, case, delete, exists, func, literal, select, true, update
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -181,8 +182,9 @@ def delete_failures(conn: Connection, t: OutputTables, key: ScoringKey, log_ids:
         conn.execute(delete(f).where(key.where(f), f.c.log_id.in_(list(part))))
 
 
-def partition_scores(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str,
-                     batch: int = 20_000) -> Iterator[Any]:
+def partition_scores(
+    conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str, batch: int = 20_000
+) -> Iterator[Any]:
     """The partition's scores in ascending order, streamed from the cursor as float64 numpy
     arrays of up to ``batch`` values (memory: one batch, however many rows the partition has).
     Consume it while ``conn`` is open."""
@@ -195,7 +197,9 @@ def partition_scores(conn: Connection, t: OutputTables, key: ScoringKey, partiti
         yield np.fromiter((r[0] for r in part), dtype=np.float64, count=len(part))
 
 
-def partition_counts(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str, run_id: str) -> dict[str, Any]:
+def partition_counts(
+    conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str, run_id: str
+) -> dict[str, Any]:
     """Counts over the partition's scores: total, passed, and those that cost no judge call in
     this run (scored by an earlier run, or answered entirely from the judgment cache)."""
     c = t.scores.c
@@ -223,7 +227,9 @@ def failure_counts(conn: Connection, t: OutputTables, key: ScoringKey, partition
     return {et: int(n) for et, n in conn.execute(stmt)}
 
 
-def run_spend(conn: Connection, t: OutputTables, key: ScoringKey, run_id: str, partition_key: str | None = None) -> dict[str, Any]:
+def run_spend(
+    conn: Connection, t: OutputTables, key: ScoringKey, run_id: str, partition_key: str | None = None
+) -> dict[str, Any]:
     """Tokens, cost and judge calls of the scores written by ``run_id``."""
     c = t.scores.c
     conds = [key.where(t.scores), c.run_id == run_id]
@@ -231,7 +237,10 @@ def run_spend(conn: Connection, t: OutputTables, key: ScoringKey, run_id: str, p
         conds.append(c.partition_key == partition_key)
     unknown_cost = func.sum(case((c.cost.is_(None), 1), else_=0))
     stmt = select(
-        func.sum(c.prompt_tokens), func.sum(c.completion_tokens), func.sum(c.cost), unknown_cost,
+        func.sum(c.prompt_tokens),
+        func.sum(c.completion_tokens),
+        func.sum(c.cost),
+        unknown_cost,
         func.sum(c.judge_calls),
     ).where(*conds)
     pt, ct, cost, n_unknown, calls = conn.execute(stmt).one()
@@ -243,8 +252,15 @@ def run_spend(conn: Connection, t: OutputTables, key: ScoringKey, run_id: str, p
     }
 
 
-def mark_interrupted_runs(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str,
-                          run_id: str, started_before: Any, message: str) -> int:
+def mark_interrupted_runs(
+    conn: Connection,
+    t: OutputTables,
+    key: ScoringKey,
+    partition_key: str,
+    run_id: str,
+    started_before: Any,
+    message: str,
+) -> int:
     """Mark this configuration's runs of the partition that are still ``running`` and started
     before ``started_before`` as ``interrupted`` (``finished_at`` stays NULL: they never ended).
 
@@ -255,8 +271,13 @@ def mark_interrupted_runs(conn: Connection, t: OutputTables, key: ScoringKey, pa
     r = t.runs.c
     stmt = (
         update(t.runs)
-        .where(r.partition_key == partition_key, key.where(t.runs), r.status == "running", r.run_id != run_id,
-               r.started_at < started_before)
+        .where(
+            r.partition_key == partition_key,
+            key.where(t.runs),
+            r.status == "running",
+            r.run_id != run_id,
+            r.started_at < started_before,
+        )
         .values(status="interrupted", error_message=message)
     )
     return int(conn.execute(stmt).rowcount or 0)
@@ -278,7 +299,7 @@ class _Growth:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-_growth: "weakref.WeakKeyDictionary[Engine, dict[str, _Growth]]" = weakref.WeakKeyDictionary()
+_growth: weakref.WeakKeyDictionary[Engine, dict[str, _Growth]] = weakref.WeakKeyDictionary()
 _growth_lock = threading.Lock()
 
 
@@ -300,8 +321,9 @@ def analyze_if_grown(engine: Engine, t: OutputTables, written: dict[str, int]) -
         return []
     with _growth_lock:
         per_engine = _growth.setdefault(engine, {})
-        states = {name: per_engine.setdefault(f"{t.metadata.schema}.{name}", _Growth())
-                  for name, n in written.items() if n}
+        states = {
+            name: per_engine.setdefault(f"{t.metadata.schema}.{name}", _Growth()) for name, n in written.items() if n
+        }
     done: list[str] = []
     tables = {tb.name: tb for tb in (t.scores, t.failures, t.judgments, t.runs)}
     for name, st in states.items():
@@ -313,8 +335,11 @@ def analyze_if_grown(engine: Engine, t: OutputTables, written: dict[str, int]) -
             try:
                 analyzed, tuples = _analyze_when_stale(engine, tables[name])
             except DBAPIError as exc:
-                log.info("could not ANALYZE %s (its planner statistics stay as they are): %s", name,
-                         str(exc.orig).splitlines()[0] if exc.orig else exc)
+                log.info(
+                    "could not ANALYZE %s (its planner statistics stay as they are): %s",
+                    name,
+                    str(exc.orig).splitlines()[0] if exc.orig else exc,
+                )
                 st.next_check = 1 << 62  # do not try again in this process
                 continue
             if analyzed:
@@ -336,7 +361,8 @@ def _analyze_when_stale(engine: Engine, table: Any) -> tuple[bool, float]:
         row = conn.exec_driver_sql(
             "SELECT c.reltuples, coalesce(s.n_mod_since_analyze, 0), coalesce(s.n_live_tup, 0) "
             "FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid "
-            "WHERE c.oid = to_regclass(%(t)s)", {"t": name}
+            "WHERE c.oid = to_regclass(%(t)s)",
+            {"t": name},
         ).first()
         if row is None:
             return False, 0.0
@@ -349,6 +375,7 @@ def _analyze_when_stale(engine: Engine, table: Any) -> tuple[bool, float]:
         if not got:
             return False, max(reltuples, 0.0)
         conn.exec_driver_sql(f"ANALYZE {name}")
-        after = conn.exec_driver_sql("SELECT reltuples FROM pg_class WHERE oid = to_regclass(%(t)s)",
-                                     {"t": name}).scalar()
+        after = conn.exec_driver_sql(
+            "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%(t)s)", {"t": name}
+        ).scalar()
         return True, float(after if after is not None and after >= 0 else live)

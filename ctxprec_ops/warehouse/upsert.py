@@ -12,11 +12,13 @@ a dialect may see a unique-key error and should retry the chunk).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-from sqlalchemy import exc as sa_exc
 from sqlalchemy import Table, and_, bindparam, insert, select, update
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.dml import Insert
 
 __all__ = ["upsert", "insert_ignore", "native_upsert_supported", "copy_upsert"]
 
@@ -28,12 +30,22 @@ def native_upsert_supported(conn: Connection) -> bool:
     return conn.dialect.name in ("sqlite", "postgresql")
 
 
-def _dialect_insert(conn: Connection):
+def _native_insert(conn: Connection, table: Table, keys: list[str], others: list[str]) -> Insert:
+    """The dialect's ``INSERT ... ON CONFLICT (keys)``: update ``others`` from the new row, or (no
+    ``others``) do nothing. SQLite's form on SQLite, PostgreSQL's on every other dialect."""
     if conn.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as ins
-    else:
-        from sqlalchemy.dialects.postgresql import insert as ins
-    return ins
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        lite = sqlite_insert(table)
+        if others:
+            return lite.on_conflict_do_update(index_elements=keys, set_={c: lite.excluded[c] for c in others})
+        return lite.on_conflict_do_nothing(index_elements=keys)
+    from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+    pg = pg_insert(table)
+    if others:
+        return pg.on_conflict_do_update(index_elements=keys, set_={c: pg.excluded[c] for c in others})
+    return pg.on_conflict_do_nothing(index_elements=keys)
 
 
 def _key_columns(table: Table) -> list[str]:
@@ -81,19 +93,16 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
         _sqlite_executemany(conn, table, cols, keys, others, rows)
         return len(rows)
     if use_native:
-        ins = _dialect_insert(conn)(table)
-        if others:
-            stmt = ins.on_conflict_do_update(index_elements=keys, set_={c: ins.excluded[c] for c in others})
-        else:
-            stmt = ins.on_conflict_do_nothing(index_elements=keys)
+        stmt = _native_insert(conn, table, keys, others)
         for batch in _batches(rows):
             conn.execute(stmt, list(batch))
         return len(rows)
     return _generic_upsert(conn, table, rows, keys, others)
 
 
-def _sqlite_executemany(conn: Connection, table: Table, cols: list[str], keys: list[str], others: list[str],
-                        rows: Sequence[dict[str, Any]]) -> None:
+def _sqlite_executemany(
+    conn: Connection, table: Table, cols: list[str], keys: list[str], others: list[str], rows: Sequence[dict[str, Any]]
+) -> None:
     """SQLite's ``INSERT ... ON CONFLICT`` as one driver-level executemany: the columns' own bind
     processors (the values SQLAlchemy would store) applied once per value, without the per-row
     statement machinery of ``Connection.execute`` (a third of a chunk's write time, spent while
@@ -102,9 +111,15 @@ def _sqlite_executemany(conn: Connection, table: Table, cols: list[str], keys: l
     q = dialect.identifier_preparer
     procs = [table.c[c].type.dialect_impl(dialect).bind_processor(dialect) for c in cols]
     conflict = ", ".join(q.quote(k) for k in keys)
-    action = ("DO UPDATE SET " + ", ".join(f"{q.quote(c)} = excluded.{q.quote(c)}" for c in others)) if others else "DO NOTHING"
-    sql = (f"INSERT INTO {q.format_table(table)} ({', '.join(q.quote(c) for c in cols)}) "
-           f"VALUES ({', '.join('?' for _ in cols)}) ON CONFLICT ({conflict}) {action}")
+    action = (
+        ("DO UPDATE SET " + ", ".join(f"{q.quote(c)} = excluded.{q.quote(c)}" for c in others))
+        if others
+        else "DO NOTHING"
+    )
+    sql = (
+        f"INSERT INTO {q.format_table(table)} ({', '.join(q.quote(c) for c in cols)}) "
+        f"VALUES ({', '.join('?' for _ in cols)}) ON CONFLICT ({conflict}) {action}"
+    )
     columns = [_bind_values([r[c] for r in rows], p) for c, p in zip(cols, procs)]
     conn.exec_driver_sql(sql, list(zip(*columns)))
 
@@ -151,7 +166,7 @@ def insert_ignore(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]
         _sqlite_executemany(conn, table, list(rows[0].keys()), keys, [], rows)
         return len(rows)
     if use_native:
-        stmt = _dialect_insert(conn)(table).on_conflict_do_nothing(index_elements=keys)
+        stmt = _native_insert(conn, table, keys, [])
         for batch in _batches(rows):
             conn.execute(stmt, list(batch))
         return len(rows)
@@ -208,7 +223,10 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
     # transaction empties it first
     used = _stages_used(conn)
     again = f"DELETE FROM {stage}; " if stage in used else ""
-    cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    driver = conn.connection.driver_connection
+    if driver is None:  # SQLAlchemy's handle lost its DBAPI connection (invalidated)
+        raise sa_exc.InvalidRequestError(f"upsert into {table.name}: the connection is no longer usable")
+    cur = driver.cursor()
     try:
         # created once per session (ON COMMIT DELETE ROWS keeps it, empty, for the next chunk);
         # inside the transaction, so a rollback also undoes a first-time CREATE
@@ -228,8 +246,14 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
     except conn.dialect.loaded_dbapi.Error as exc:
         # as SQLAlchemy raises for its own statements (IntegrityError, OperationalError, ...), so
         # callers and the one-line error rule see one kind of warehouse error; no row data
-        raise sa_exc.DBAPIError.instance(f"COPY upsert into {target}", None, exc, conn.dialect.loaded_dbapi.Error,
-                                         hide_parameters=True, dialect=conn.dialect) from None
+        raise sa_exc.DBAPIError.instance(
+            f"COPY upsert into {target}",
+            None,
+            exc,
+            conn.dialect.loaded_dbapi.Error,
+            hide_parameters=True,
+            dialect=conn.dialect,
+        ) from None
     finally:
         cur.close()
     return len(rows)

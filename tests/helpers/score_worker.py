@@ -23,8 +23,14 @@ def main() -> int:
     chunk_size = int(sys.argv[6]) if len(sys.argv) > 6 else 25
     from ctxprec_ops.pipeline import PipelineConfig, finalize_run, plan_chunks, prepare, score_chunk, score_partition
 
-    config = PipelineConfig(warehouse=url, judge="judge-test-model", judge_base_url=os.environ["OPENAI_BASE_URL"],
-                            judge_api_key=os.environ["OPENAI_API_KEY"], chunk_size=chunk_size, concurrency=8)
+    config = PipelineConfig(
+        warehouse=url,
+        judge="judge-test-model",
+        judge_base_url=os.environ["OPENAI_BASE_URL"],
+        judge_api_key=os.environ["OPENAI_API_KEY"],
+        chunk_size=chunk_size,
+        concurrency=8,
+    )
     from ctxprec_ops.judges.openai_judge import OpenAIJudge  # noqa: F401  (imported before the start)
 
     open(f"{go_file}.{os.getpid()}.ready", "w").close()
@@ -38,7 +44,9 @@ def main() -> int:
             summary = score_partition(config, partition, run_id=run_id)
         else:
             ctx = prepare(config)
-            results = [score_chunk(config, c, run_id=run_id, context=ctx) for c in plan_chunks(config, partition, context=ctx)]
+            results = [
+                score_chunk(config, c, run_id=run_id, context=ctx) for c in plan_chunks(config, partition, context=ctx)
+            ]
             summary = finalize_run(config, partition, run_id=run_id, chunk_results=results, context=ctx)
     except Exception as exc:  # reported to the test, which fails on it
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
