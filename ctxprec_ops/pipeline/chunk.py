@@ -151,6 +151,13 @@ def read_intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
     return intake
 
 
+def _number(value: float | None, what: str) -> float:
+    """A scored result's figure (only results with a score reach the score rows)."""
+    if value is None:
+        raise ValueError(f"a scored result has no {what}")
+    return float(value)
+
+
 def _score_row(
     r: MetricResult, log_id: str, pk: str, key: ScoringKey, run_id: str, at: datetime, chunk_index: int
 ) -> dict[str, Any]:
@@ -159,9 +166,9 @@ def _score_row(
         "partition_key": pk,
         "metric": r.metric,
         "source_table": key.source_table,
-        "score": float(r.score),  # type: ignore[arg-type]
+        "score": _number(r.score, "score"),
         "success": bool(r.success),
-        "threshold": float(r.threshold),
+        "threshold": _number(r.threshold, "threshold"),
         "verdicts": [{"node": v.node, "relevant": v.relevant, "reason": v.reason} for v in r.verdicts],
         "reason": r.reason,
         "judge_model": r.judge_model or key.judge_model,

@@ -115,7 +115,11 @@ def finalize_run(
         source_table=key.source_table,
         sample_rate=float(sample.rate),
         rows_sampled=rows_sampled,
-        **figures,
+        mean_score=figures["mean_score"],
+        median_score=figures["median_score"],
+        pass_rate=figures["pass_rate"],
+        ci_low=figures["ci_low"],
+        ci_high=figures["ci_high"],
     )
     write_run(ctx, summary)
     _mark_interrupted(ctx, summary)

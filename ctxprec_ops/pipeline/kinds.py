@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..errors import JudgeConfigurationError
 from ..metrics.contextual_precision import ContextualPrecisionMetric
 from ..metrics.label_precision import LabelContextualPrecisionMetric
 from ..metrics.turn_contextual_precision import TurnContextualPrecisionMetric
@@ -68,7 +69,9 @@ class MetricKind:
         return f"CTXPREC_{self.table_setting.upper()}"
 
 
-def _common(config: PipelineConfig, judge: JudgeModel) -> dict[str, Any]:
+def _common(config: PipelineConfig, judge: JudgeModel | None) -> dict[str, Any]:
+    if judge is None:  # prepare() builds a judge for every kind that needs one
+        raise JudgeConfigurationError("this metric needs a judge, and none was configured")
     return dict(
         threshold=config.threshold,
         model=judge,
@@ -78,11 +81,11 @@ def _common(config: PipelineConfig, judge: JudgeModel) -> dict[str, Any]:
     )
 
 
-def _single(config: PipelineConfig, judge: JudgeModel) -> BaseRetrievalMetric:
+def _single(config: PipelineConfig, judge: JudgeModel | None) -> BaseRetrievalMetric:
     return ContextualPrecisionMetric(**_common(config, judge))
 
 
-def _turns(config: PipelineConfig, judge: JudgeModel) -> BaseRetrievalMetric:
+def _turns(config: PipelineConfig, judge: JudgeModel | None) -> BaseRetrievalMetric:
     return TurnContextualPrecisionMetric(window_size=config.window_size, **_common(config, judge))
 
 
