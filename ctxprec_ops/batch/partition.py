@@ -40,10 +40,11 @@ from ..judges.openai_batch import (
 from ..judges.openai_judge import OpenAIJudge
 from ..judging import JudgeRun
 from ..limiter import AdaptiveLimiter
-from ..pipeline.chunk import _intake, score_chunk
+from ..pipeline.chunk import score_chunk
 from ..pipeline.config import PipelineConfig
 from ..pipeline.context import PipelineContext, prepare
 from ..pipeline.finalize import finalize_run, write_run
+from ..pipeline.intake import _intake
 from ..pipeline.plan import plan_chunks
 from ..pipeline.records import Chunk, ChunkResult, ProgressCallback, ProgressEvent, RunStatus, RunSummary
 from ..pricing import batch_cost_of

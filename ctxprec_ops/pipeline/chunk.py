@@ -9,146 +9,22 @@ from __future__ import annotations
 
 import time as _time
 from collections import Counter
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from ..budget import Budget
-from ..cache import DictVerdictCache, remembered_keys
-from ..errors import InvalidTestCaseError
+from ..cache import DictVerdictCache
 from ..results import MetricResult
-from ..secrets import redact
-from ..warehouse.engine import read_connection, write_transaction
+from ..warehouse.engine import write_transaction
 from ..warehouse.label_figures import figure_row, write_figures
-from ..warehouse.rows import case_or_failure
-from ..warehouse.source import parse_partition_key, read_chunk_rows
-from ..warehouse.store import (
-    ScoringKey,
-    analyze_if_grown,
-    delete_failures,
-    load_judgments,
-    run_spend,
-    scored_ids,
-    write_chunk,
-)
+from ..warehouse.source import parse_partition_key
+from ..warehouse.store import ScoringKey, analyze_if_grown, delete_failures, write_chunk
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
+from .intake import _failure, _Intake, _now
 from .records import INPUT_PROBLEMS, Chunk, ChunkResult, ProgressCallback
 
-__all__ = ["score_chunk", "score_chunk_if_free", "chunk_claim_name", "read_intake", "finish_chunk", "remaining_budget"]
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-@dataclass
-class _Intake:
-    """A chunk's rows sorted into: already scored, to judge (as cases), failed on their content."""
-
-    rows: list[dict[str, Any]]  # the rows in the sample (all rows without sampling)
-    done_ids: set[str]
-    cases: list[Any] = field(default_factory=list)
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    all_rows: int = 0  # every row of the chunk, sampled or not
-    unsampled_ids: list[str] = field(default_factory=list)
-    #: per-case figures of metrics that have them (``MetricResult.figures``), as rows to write
-    figures: list[dict[str, Any]] = field(default_factory=list)
-    #: the judgment cache preloaded for ``cases`` (None for offline judges)
-    cache: DictVerdictCache | None = None
-    #: the cases' judgment keys by ``judgment_keys`` arguments (computed once, see ``remembered_keys``)
-    key_memo: dict[tuple, list[str]] = field(default_factory=dict)
-
-
-def _failure(
-    log_id: str,
-    pk: str,
-    key: ScoringKey,
-    error_type: str,
-    message: str,
-    attempts: int,
-    run_id: str,
-    at: datetime,
-    chunk_index: int,
-) -> dict[str, Any]:
-    return {
-        "log_id": log_id,
-        "partition_key": pk,
-        "metric": key.metric,
-        "source_table": key.source_table,
-        "judge_model": key.judge_model,
-        "prompt_version": key.prompt_version,
-        "error_type": error_type,
-        "error_message": message[:4000],
-        "attempts": int(attempts or 0),
-        "run_id": run_id,
-        "failed_at": at,
-        "chunk_index": chunk_index,
-    }
-
-
-def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
-    """Read the chunk, skip rows already scored, turn the rest into cases or ``invalid_input``."""
-    key, pk = ctx.key, chunk.partition_key
-    sample = ctx.config.sample
-    with read_connection(ctx.engine) as conn:
-        every = read_chunk_rows(conn, ctx.source, pk, chunk.after_id, chunk.upto_id)
-        rows = [r for r in every if sample.contains(str(r["id"]), chunk.sample_cutoff)]
-        done_ids = scored_ids(conn, ctx.tables, key, [str(r["id"]) for r in rows])
-    intake = _Intake(rows, done_ids, all_rows=len(every))
-    if len(rows) < len(every):  # outside the sample: neither scored nor a failure
-        picked = {str(r["id"]) for r in rows}
-        intake.unsampled_ids = [i for i in {str(r["id"]) for r in every} if i not in picked]
-    now = _now()
-    to_case = ctx.config.kind.row_to_case
-    id_counts = Counter(str(r["id"]) for r in rows)
-    for log_id, n in id_counts.items():
-        if n > 1 and log_id not in done_ids:
-            # which of the rows is the real one is unknowable: score none, say why (once per id)
-            msg = (
-                f"column 'id' value {log_id[:100]!r} is not unique: {n} rows of partition {pk} share it; "
-                "none of them is scored until the duplicates are removed"
-            )
-            intake.failures.append(
-                _failure(log_id, pk, key, InvalidTestCaseError.error_type, msg, 0, run_id, now, chunk.index)
-            )
-    for row in rows:
-        log_id = str(row["id"])
-        if log_id in done_ids or id_counts[log_id] > 1:
-            continue
-        id_problem = ctx.source.id_problem(row["id"])
-        if id_problem is not None:
-            intake.failures.append(
-                _failure(log_id, pk, key, InvalidTestCaseError.error_type, id_problem, 0, run_id, now, chunk.index)
-            )
-            continue
-        try:
-            intake.cases.append(case_or_failure(to_case, row))
-        except InvalidTestCaseError as exc:
-            intake.failures.append(
-                _failure(log_id, pk, key, exc.error_type, redact(str(exc)), 0, run_id, now, chunk.index)
-            )
-    return intake
-
-
-def remaining_budget(ctx: PipelineContext, run_id: str) -> Budget | None:
-    """``max_cost`` minus what this run already spent (chunks scored on other workers)."""
-    if ctx.config.max_cost is None:
-        return None
-    with read_connection(ctx.engine) as conn:
-        spent = run_spend(conn, ctx.tables, ctx.key, run_id)["cost"] or 0.0
-    return Budget(max(0.0, ctx.config.max_cost - spent))
-
-
-def read_intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
-    """Intake plus the judgment cache preloaded for its cases (the read side of a chunk)."""
-    intake = _intake(ctx, chunk, run_id)
-    if intake.cases and not ctx.judge_is_offline:  # offline judges are free and instant: nothing to cache
-        with remembered_keys(intake.key_memo):
-            keys = [k for case in intake.cases for k in ctx.metric.judgment_keys(case)]
-        with read_connection(ctx.engine) as conn:
-            intake.cache = DictVerdictCache(load_judgments(conn, ctx.tables, keys))
-    return intake
+__all__ = ["score_chunk", "score_chunk_if_free", "chunk_claim_name", "finish_chunk"]
 
 
 def _number(value: float | None, what: str) -> float:

@@ -36,6 +36,34 @@ def _spend(chunk_results: list[ChunkResult]) -> dict[str, Any]:
     }
 
 
+def _sampled_rows(conn: Any, ctx: PipelineContext, partition_key: str) -> tuple[int, int] | None:
+    """With sampling: (every row of the partition, rows in the sample), from the ids; else None."""
+    sample = ctx.config.sample
+    if not sample.active:  # rows_total stays every row of the partition (the volume rule's figure)
+        return None
+    planner = CutoffPlanner(sample)
+    for value in iter_partition_ids(conn, ctx.source, partition_key):
+        planner.add(str(value))
+    _cutoff, all_rows, in_sample = planner.result()
+    return all_rows, in_sample
+
+
+def _rows_outside(ctx: PipelineContext, partition_key: str) -> tuple[int, int]:
+    """Rows of the source in no partition, and rows of this partition without an id (warned)."""
+    with read_connection(ctx.engine) as conn:
+        unpartitioned = count_unpartitioned(conn, ctx.source)
+        without_id = count_null_ids(conn, ctx.source, partition_key)
+    if unpartitioned:
+        log.warning(
+            "%s: %d row(s) belong to no partition (%s is NULL or not readable as a time) and are "
+            "never scored; see docs/internals.md for the forms read",
+            ctx.source.name,
+            unpartitioned,
+            ctx.source.event_time.name,
+        )
+    return unpartitioned, without_id
+
+
 def finalize_run(
     config: PipelineConfig,
     partition_key: str,
@@ -67,25 +95,9 @@ def finalize_run(
             partition_scores(conn, ctx.tables, key, partition_key), counts["scored"], counts["passed"]
         )
         spend = _spend(results) if results else run_spend(conn, ctx.tables, key, run_id, partition_key)
-        sample = ctx.config.sample
-        sampled: tuple[int, int] | None = None
-        if sample.active:  # rows_total stays every row of the partition (the volume rule's figure)
-            planner = CutoffPlanner(sample)
-            for value in iter_partition_ids(conn, ctx.source, partition_key):
-                planner.add(str(value))
-            _cutoff, all_rows, in_sample = planner.result()
-            sampled = (all_rows, in_sample)
-    with read_connection(ctx.engine) as conn:
-        unpartitioned = count_unpartitioned(conn, ctx.source)
-        without_id = count_null_ids(conn, ctx.source, partition_key)
-    if unpartitioned:
-        log.warning(
-            "%s: %d row(s) belong to no partition (%s is NULL or not readable as a time) and are "
-            "never scored; see docs/internals.md for the forms read",
-            ctx.source.name,
-            unpartitioned,
-            ctx.source.event_time.name,
-        )
+        sampled = _sampled_rows(conn, ctx, partition_key)
+    unpartitioned, without_id = _rows_outside(ctx, partition_key)
+    sample = ctx.config.sample
     rows_failed = sum(failed.values())
     rows_total = counts["scored"] + rows_failed
     rows_sampled = rows_total

@@ -42,6 +42,50 @@ def _score_chunks(
     return score_chunks(ctx, chunks, run_id=run_id, budget=budget, progress=progress, total=total)
 
 
+def _start_run(ctx: PipelineContext, partition_key: str, run_id: str) -> RunSummary:
+    """Write the run's ``running`` row (replaced when the run ends) and log what it scores."""
+    base = RunSummary(
+        run_id=run_id,
+        partition_key=partition_key,
+        metric=ctx.key.metric,
+        status=RunStatus.RUNNING,
+        judge_model=ctx.key.judge_model,
+        prompt_version=ctx.key.prompt_version,
+        source_table=ctx.key.source_table,
+        started_at=_now(),
+        threshold=ctx.metric.threshold,
+    )
+    write_run(ctx, base)
+    log.info(
+        "scoring %s partition %s of %s in %s (judge %s, prompt %s, run %s)",
+        ctx.key.metric,
+        partition_key,
+        ctx.source.name,
+        display_url(ctx.engine),
+        ctx.key.judge_model,
+        ctx.key.prompt_version,
+        run_id,
+    )
+    return base
+
+
+def _report_end(summary: RunSummary, progress: ProgressCallback | None) -> None:
+    log.info(
+        "partition %s: %s; %d scored (%d cached), %d failed; mean %s",
+        summary.partition_key,
+        summary.status,
+        summary.rows_scored,
+        summary.rows_cached,
+        summary.rows_failed,
+        "n/a" if summary.mean_score is None else f"{summary.mean_score:.4f}",
+    )
+    if progress is not None:
+        # a run whose only failures are bad input rows is complete: say so, not "partial"
+        done = summary.status == "partial" and summary.completed
+        note = f"done, {summary.rows_failed} bad input row(s) recorded" if done else summary.status
+        progress(ProgressEvent("finished", summary.partition_key, summary.rows_total, summary.rows_total, note))
+
+
 def score_partition(
     config: PipelineConfig,
     partition_key: str,
@@ -69,29 +113,8 @@ def score_partition(
         return score_partition_batch(config, partition_key, run_id=run_id, progress=progress)
     run_id = run_id or uuid.uuid4().hex
     ctx = prepare(config)
-    started = _now()
-    base = RunSummary(
-        run_id=run_id,
-        partition_key=partition_key,
-        metric=ctx.key.metric,
-        status=RunStatus.RUNNING,
-        judge_model=ctx.key.judge_model,
-        prompt_version=ctx.key.prompt_version,
-        source_table=ctx.key.source_table,
-        started_at=started,
-        threshold=ctx.metric.threshold,
-    )
-    write_run(ctx, base)
-    log.info(
-        "scoring %s partition %s of %s in %s (judge %s, prompt %s, run %s)",
-        ctx.key.metric,
-        partition_key,
-        ctx.source.name,
-        display_url(ctx.engine),
-        ctx.key.judge_model,
-        ctx.key.prompt_version,
-        run_id,
-    )
+    base = _start_run(ctx, partition_key, run_id)
+    started = base.started_at
     try:
         chunks = plan_chunks(config, partition_key, context=ctx)
         total = sum(c.rows for c in chunks)
@@ -116,18 +139,5 @@ def score_partition(
         except Exception:  # the original error matters more
             pass
         raise
-    log.info(
-        "partition %s: %s; %d scored (%d cached), %d failed; mean %s",
-        partition_key,
-        summary.status,
-        summary.rows_scored,
-        summary.rows_cached,
-        summary.rows_failed,
-        "n/a" if summary.mean_score is None else f"{summary.mean_score:.4f}",
-    )
-    if progress is not None:
-        # a run whose only failures are bad input rows is complete: say so, not "partial"
-        done = summary.status == "partial" and summary.completed
-        note = f"done, {summary.rows_failed} bad input row(s) recorded" if done else summary.status
-        progress(ProgressEvent("finished", partition_key, summary.rows_total, summary.rows_total, note))
+    _report_end(summary, progress)
     return summary

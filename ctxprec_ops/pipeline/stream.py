@@ -38,8 +38,9 @@ from ..limiter import AdaptiveLimiter
 from ..results import MetricResult
 from ..verdicts import NodeVerdict
 from ..warehouse.claims import chunk_claim
-from .chunk import _Intake, chunk_claim_name, finish_chunk, read_intake, remaining_budget
+from .chunk import chunk_claim_name, finish_chunk
 from .context import PipelineContext
+from .intake import _Intake, read_intake, remaining_budget
 from .records import Chunk, ChunkResult, ProgressCallback
 from .stream_progress import Progress, breaker_progress
 
