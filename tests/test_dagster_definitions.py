@@ -211,7 +211,7 @@ def test_dagster_dev_loads_the_code_location(tmp_path):
         assert info is not None, (tmp_path / "dev.log").read_text()[-3000:]
         assert info["dagster_version"].startswith("1.13")
         nodes = []
-        while time.monotonic() < deadline and len(nodes) < 4:  # the code location loads after the webserver
+        while time.monotonic() < deadline and len(nodes) < 5:  # the code location loads after the webserver
             data = _graphql(port, "{ assetNodes { assetKey { path } isPartitioned } }").get("data") or {}
             nodes = data.get("assetNodes") or []
             time.sleep(0.5)
@@ -221,6 +221,7 @@ def test_dagster_dev_loads_the_code_location(tmp_path):
             "conversation_logs": False,
             "contextual_precision_scores": True,
             "turn_contextual_precision_scores": True,
+            "label_contextual_precision_scores": True,
         }
     finally:
         if proc.poll() is None:
