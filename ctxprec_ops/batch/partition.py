@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..cache import DictVerdictCache
-from ..errors import JudgeConfigurationError
+from ..errors import JudgeConfigurationError, one_line
 from ..judges.openai_batch import (
     MAX_BYTES,
     MAX_REQUESTS,
@@ -43,7 +43,7 @@ from ..limiter import AdaptiveLimiter
 from ..pipeline.chunk import score_chunk
 from ..pipeline.config import PipelineConfig
 from ..pipeline.context import PipelineContext, prepare
-from ..pipeline.finalize import finalize_run, write_run
+from ..pipeline.finalize import finalize_run, record_abort, run_row, write_run
 from ..pipeline.intake import _intake
 from ..pipeline.plan import plan_chunks
 from ..pipeline.records import Chunk, ChunkResult, ProgressCallback, ProgressEvent, RunStatus, RunSummary
@@ -429,20 +429,7 @@ def batch_step(
     if not state.get("started_at"):
         started = _now()
         state["started_at"] = started.isoformat()
-        write_run(
-            ctx,
-            RunSummary(
-                run_id=run_id,
-                partition_key=partition_key,
-                metric=ctx.key.metric,
-                status=RunStatus.RUNNING,
-                judge_model=ctx.key.judge_model,
-                prompt_version=ctx.key.prompt_version,
-                source_table=ctx.key.source_table,
-                started_at=started,
-                threshold=ctx.metric.threshold,
-            ),
-        )
+        write_run(ctx, run_row(ctx, partition_key, run_id, RunStatus.RUNNING, started_at=started))
     bctx = batch_context(config, ctx)
     try:
         chunks = plan_chunks(config, partition_key, context=ctx)
@@ -507,23 +494,9 @@ def score_partition_batch(
 
 
 def _record_abort(config: PipelineConfig, partition_key: str, run_id: str, exc: BaseException) -> None:
-    message = redact(f"{type(exc).__name__}: {exc}")[:4000]
-    log.error("partition %s batch run %s aborted: %s", partition_key, run_id, message)
     try:
         ctx = prepare(config)
-        write_run(
-            ctx,
-            RunSummary(
-                run_id=run_id,
-                partition_key=partition_key,
-                metric=ctx.key.metric,
-                status=RunStatus.FAILED,
-                judge_model=ctx.key.judge_model,
-                prompt_version=ctx.key.prompt_version,
-                source_table=ctx.key.source_table,
-                finished_at=_now(),
-                error_message=message,
-            ),
-        )
     except Exception:  # the original error matters more
-        pass
+        log.error("partition %s batch run %s aborted: %s", partition_key, run_id, redact(one_line(exc)))
+        return
+    record_abort(ctx, run_row(ctx, partition_key, run_id, RunStatus.FAILED), exc)

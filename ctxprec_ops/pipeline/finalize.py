@@ -7,17 +7,19 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
+from ..errors import one_line
 from ..run_figures import run_figures
+from ..secrets import redact
 from ..warehouse.engine import read_connection, write_transaction
 from ..warehouse.source import count_null_ids, count_unpartitioned, iter_partition_ids, parse_partition_key
 from ..warehouse.store import failure_counts, mark_interrupted_runs, partition_counts, partition_scores, run_spend
 from ..warehouse.upsert import upsert
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
-from .records import ChunkResult, RunSummary, run_status
+from .records import ChunkResult, RunStatus, RunSummary, run_status
 from .sampling import CutoffPlanner
 
-__all__ = ["finalize_run", "write_run"]
+__all__ = ["finalize_run", "write_run", "run_row", "record_abort"]
 
 log = logging.getLogger("ctxprec_ops.pipeline")
 
@@ -160,6 +162,36 @@ def _mark_interrupted(ctx: PipelineContext, summary: RunSummary) -> None:
         log.warning(
             "partition %s: %d earlier run(s) never recorded an end; marked interrupted", summary.partition_key, n
         )
+
+
+def run_row(
+    ctx: PipelineContext, partition_key: str, run_id: str, status: RunStatus, started_at: datetime | None = None
+) -> RunSummary:
+    """A ``ctxprec_runs`` row of this context's scoring key, before the run has figures."""
+    return RunSummary(
+        run_id=run_id,
+        partition_key=partition_key,
+        metric=ctx.key.metric,
+        status=status,
+        judge_model=ctx.key.judge_model,
+        prompt_version=ctx.key.prompt_version,
+        source_table=ctx.key.source_table,
+        started_at=started_at,
+        threshold=ctx.metric.threshold,
+    )
+
+
+def record_abort(ctx: PipelineContext, run: RunSummary, exc: BaseException) -> None:
+    """Mark ``run`` failed by ``exc`` (one secret-free line: no SQL or row data) and write it;
+    best effort, since the original error matters more."""
+    run.status = RunStatus.FAILED.value
+    run.finished_at = _now()
+    run.error_message = redact(one_line(exc))[:4000]
+    log.error("partition %s run %s aborted: %s", run.partition_key, run.run_id, run.error_message)
+    try:
+        write_run(ctx, run)
+    except Exception:  # the original error matters more
+        pass
 
 
 def write_run(ctx: PipelineContext, summary: RunSummary) -> None:

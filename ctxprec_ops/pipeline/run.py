@@ -7,13 +7,11 @@ import uuid
 from datetime import UTC, datetime
 
 from ..budget import Budget
-from ..errors import one_line
-from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.source import parse_partition_key
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
-from .finalize import finalize_run, write_run
+from .finalize import finalize_run, record_abort, run_row, write_run
 from .plan import plan_chunks
 from .records import Chunk, ChunkResult, ProgressCallback, ProgressEvent, RunStatus, RunSummary
 from .stream import score_chunks
@@ -44,17 +42,7 @@ def _score_chunks(
 
 def _start_run(ctx: PipelineContext, partition_key: str, run_id: str) -> RunSummary:
     """Write the run's ``running`` row (replaced when the run ends) and log what it scores."""
-    base = RunSummary(
-        run_id=run_id,
-        partition_key=partition_key,
-        metric=ctx.key.metric,
-        status=RunStatus.RUNNING,
-        judge_model=ctx.key.judge_model,
-        prompt_version=ctx.key.prompt_version,
-        source_table=ctx.key.source_table,
-        started_at=_now(),
-        threshold=ctx.metric.threshold,
-    )
+    base = run_row(ctx, partition_key, run_id, RunStatus.RUNNING, started_at=_now())
     write_run(ctx, base)
     log.info(
         "scoring %s partition %s of %s in %s (judge %s, prompt %s, run %s)",
@@ -130,14 +118,7 @@ def score_partition(
             summary.error_message = cause  # e.g. "judge unreachable: connection refused at URL"
             write_run(ctx, summary)
     except BaseException as exc:
-        base.status = RunStatus.FAILED.value
-        base.finished_at = _now()
-        base.error_message = redact(one_line(exc))[:4000]  # one line: no SQL or row data
-        log.error("partition %s run %s aborted: %s", partition_key, run_id, base.error_message)
-        try:
-            write_run(ctx, base)
-        except Exception:  # the original error matters more
-            pass
+        record_abort(ctx, base, exc)
         raise
     _report_end(summary, progress)
     return summary
