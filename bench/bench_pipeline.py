@@ -178,7 +178,10 @@ _BLOCK = re.compile(r'<node id="(\d+)">')
 
 class InstantJudge(JudgeModel):
     """Answers immediately through the LLM path: even-numbered nodes are relevant.
-    Defined at module level so worker processes can unpickle it."""
+    Defined at module level so worker processes can unpickle it. It computes its answer in
+    process, so it says so (``answers_inline``): the judging core calls ``generate`` directly."""
+
+    answers_inline = True
 
     def get_model_name(self) -> str:
         return "instant-bench-judge"

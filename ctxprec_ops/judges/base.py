@@ -63,6 +63,21 @@ class JudgeModel(ABC):
     #: judges that need no network and cost nothing set this (the evaluator skips retries)
     offline: bool = False
 
+    #: ``generate`` answers at once, in this process, with no I/O and nothing to wait for (a
+    #: rule-based judge, a test double). The judging core then calls ``generate`` directly on the
+    #: event loop instead of sending a request through ``a_generate_with_usage``: the call holds
+    #: no concurrency slot (it never overlaps another) and the pipeline judges such cases one
+    #: after another instead of one task each. Everything else stays: the judgment cache, answer
+    #: validation and repair, the budget, the request quota (a run with a quota sends every call
+    #: the ordinary way), retries and the circuit breaker when ``generate`` raises. A judge that
+    #: waits on anything (network, disk, a subprocess) must leave it False.
+    answers_inline: bool = False
+
+    def generate_inline(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
+        """``generate``'s answer as a ``Generation`` (for ``answers_inline`` judges); a
+        ``(answer, cost_usd)`` tuple is read as ``a_generate_with_usage`` reads it."""
+        return _generation(self.generate(prompt, schema))
+
     def load_model(self) -> Any:  # deepeval compatibility
         return self
 
