@@ -89,6 +89,11 @@ def scored_ids(conn: Connection, t: OutputTables, key: ScoringKey, log_ids: Sequ
     cost grows with the table (see ``analyze_if_grown`` and docs/scaling.md).
     """
     found: set[str] = set()
+    if conn.dialect.name == "sqlite":
+        sql, params = _sqlite_key_select(conn, t.scores, key, ["log_id"], "log_id")
+        for part in _chunks(list(dict.fromkeys(log_ids))):
+            found.update(r[0] for r in _sqlite_in(conn, sql, params, part))
+        return found
     for cond in _id_lists(conn, t.scores.c.log_id, list(dict.fromkeys(log_ids))):
         stmt = select(t.scores.c.log_id).where(key.where(t.scores), cond)
         found.update(r[0] for r in conn.execute(stmt))
@@ -115,10 +120,42 @@ def load_judgments(conn: Connection, t: OutputTables, keys: Iterable[str]) -> di
             if k in want:  # the range also returns the question's other cached nodes
                 out[k] = NodeVerdict(node=0, relevant=bool(relevant), reason=reason or "")
         return out
+    if conn.dialect.name == "sqlite":
+        sql, params = _sqlite_key_select(conn, t.judgments, None, ["key", "relevant", "reason"], "key")
+        for part in _chunks(wanted):
+            for k, relevant, reason in _sqlite_in(conn, sql, params, part):
+                out[k] = NodeVerdict(node=0, relevant=bool(relevant), reason=reason or "")
+        return out
     for part in _chunks(wanted):
         for k, relevant, reason in conn.execute(select(j.key, j.relevant, j.reason).where(j.key.in_(list(part)))):
             out[k] = NodeVerdict(node=0, relevant=bool(relevant), reason=reason or "")
     return out
+
+
+def _sqlite_key_select(
+    conn: Connection, table: Any, key: ScoringKey | None, columns: Sequence[str], in_column: str
+) -> tuple[str, tuple[Any, ...]]:
+    """SQLite: ``SELECT columns FROM table WHERE <key's columns> = ? ... AND in_column IN`` (the
+    list follows, see ``_sqlite_in``) and the key's parameters. The same query the Core
+    statement renders, sent as driver SQL: a chunk's 500-value ``IN`` lists otherwise cost more
+    to compile and bind in Python than SQLite takes to answer them."""
+    q = conn.dialect.identifier_preparer
+    conds, params = [], []
+    if key is not None:
+        fields = [("metric", key.metric), ("judge_model", key.judge_model), ("prompt_version", key.prompt_version)]
+        if key.source_table is not None:
+            fields.append(("source_table", key.source_table))
+        for name, value in fields:
+            conds.append(f"{q.quote(table.c[name].name)} = ?")
+            params.append(value)
+    conds.append(f"{q.quote(table.c[in_column].name)} IN")
+    cols = ", ".join(q.quote(table.c[c].name) for c in columns)
+    return f"SELECT {cols} FROM {q.format_table(table)} WHERE {' AND '.join(conds)}", tuple(params)
+
+
+def _sqlite_in(conn: Connection, sql: str, params: tuple[Any, ...], values: Sequence[Any]) -> Any:
+    """Run ``sql`` (ending in ``IN``) with ``values`` as its list."""
+    return conn.exec_driver_sql(f"{sql} ({', '.join('?' * len(values))})", (*params, *values))
 
 
 #: cached nodes read per question at most (a LIMIT that also keeps the per-question lookup a
