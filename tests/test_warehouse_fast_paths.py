@@ -17,7 +17,7 @@ from ctxprec_ops.warehouse.source import _sqlite_instant_canonical_first, sqlite
 
 def test_verdict_json_text_is_json_dumps_text():
     rng = random.Random(7)
-    alphabet = string.printable + "éü中\u2028\ud800\x00\x1f\"\\/😀"
+    alphabet = string.printable + 'éü中\u2028\ud800\x00\x1f"\\/😀'
     for _ in range(3000):
         value = [
             {

@@ -9,7 +9,9 @@ the unit of reading and of the write transaction:
   claimed and not yet written. A chunk another process holds is skipped and, after the free ones,
   waited for (then its rows are found scored) — or left out with ``wait_taken=False``;
 - the event loop judges every case through one ``JudgeRun`` limiter (and one budget, and the
-  context's circuit breaker and request quota); a kind that needs no judge is computed in place;
+  context's circuit breaker and request quota); a kind that needs no judge is computed in place,
+  and the cases of a judge that answers inline (``JudgeModel.answers_inline``) are judged one
+  after another by the dispatcher itself (nothing to wait for: no task per case);
 - when a chunk's last case is judged, a single writer thread collects and writes it in one
   transaction (scores, failures, judgments), in the order chunks finish — one writer, so SQLite's
   single-writer rule holds and a crash leaves whole chunks only. A chunk's claim is released

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import functools
-
 import os
 import sqlite3
 import threading
