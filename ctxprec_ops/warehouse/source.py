@@ -258,7 +258,15 @@ def sqlite_instant(col: Any) -> ColumnElement[Any]:
         case((func.abs(number) >= 100_000_000_000, number / 1000.0), else_=number),
         literal("unixepoch", type_=String()),
     )
-    return case((number.is_not(None), epoch), else_=func.datetime(colon_offset))
+    general = case((number.is_not(None), epoch), else_=func.datetime(colon_offset))
+    # the form nearly every log table holds ('2026-11-28 09:15:02', or with a 'T') reads as
+    # datetime(value), exactly as the general expression reads it; testing for it first spares
+    # SQLite the ~40 trims, substrings and comparisons above (most of a chunk's read time)
+    return case((raw.op("GLOB")(literal(_CANONICAL_GLOB, type_=String())), func.datetime(raw)), else_=general)
+
+
+#: ``YYYY-MM-DD HH:MM:SS`` or ``YYYY-MM-DDTHH:MM:SS`` and nothing else (no zone, no fraction)
+_CANONICAL_GLOB = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][ T][0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
 
 
 def _time_mode(engine: Engine, col: Column) -> TimeMode:
