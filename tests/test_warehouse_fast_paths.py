@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.verdicts import AnswerProblem, JudgeAnswer, parse_answer
-from ctxprec_ops.warehouse.json_text import dumps
-from ctxprec_ops.warehouse.source import _sqlite_instant_canonical_first, sqlite_instant
+from ctxprec_ops.warehouse.source import sqlite_instant, sqlite_instant_general
+from ctxprec_ops.warehouse.sqlite_json import dumps
 
 
 def test_verdict_json_text_is_json_dumps_text():
@@ -78,7 +78,7 @@ def test_the_canonical_shortcut_reads_event_time_as_sqlite_instant_does():
         for i, v in enumerate(EVENT_TIMES):
             conn.exec_driver_sql("INSERT INTO t VALUES (?, ?)", (i, v))
         rows = conn.execute(
-            sa.select(t.c.v, sqlite_instant(t.c.v), _sqlite_instant_canonical_first(t.c.v)).order_by(t.c.id)
+            sa.select(t.c.v, sqlite_instant_general(t.c.v), sqlite_instant(t.c.v)).order_by(t.c.id)
         ).all()
     assert [r[1] for r in rows] == [r[2] for r in rows]
     assert rows[0][2] == "2026-11-28 12:34:56" and rows[1][2] is None  # an hour of 25 is no instant

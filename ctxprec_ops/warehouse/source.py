@@ -183,7 +183,7 @@ class SourceTable:
         start, end = partition_bounds(partition_key)
         col = self.event_time
         if self.time_mode == "sqlite_text":
-            normalised = _sqlite_instant_canonical_first(col)
+            normalised = sqlite_instant(col)
             precise = and_(
                 normalised >= literal(start.strftime("%Y-%m-%d %H:%M:%S"), type_=String()),
                 normalised < literal(end.strftime("%Y-%m-%d %H:%M:%S"), type_=String()),
@@ -223,22 +223,6 @@ class SourceTable:
             text_col >= literal(start.strftime("%Y-%m-%d"), type_=String()),
             text_col < literal(end.strftime("%Y-%m-%d"), type_=String()),
         )
-
-
-#: text already in SQLite's own ``YYYY-MM-DD HH:MM:SS`` form (what most writers store)
-_CANONICAL_GLOB = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
-
-
-def _sqlite_instant_canonical_first(col: Any) -> ColumnElement[Any]:
-    """``sqlite_instant(col)``, computed as ``datetime(col)`` when ``col`` is text in the canonical
-    form. Same value: for such text ``sqlite_instant`` trims nothing, finds no zone suffix, no
-    ``+HHMM`` offset and no epoch digits, and ends in ``datetime(col)`` — without evaluating its
-    dozen string functions, which the partition filter otherwise does twice per row read."""
-    canonical = and_(
-        func.typeof(col) == literal("text", type_=String()),
-        type_coerce(col, String()).op("GLOB")(literal(_CANONICAL_GLOB, type_=String())),
-    )
-    return case((canonical, func.datetime(type_coerce(col, String()))), else_=sqlite_instant(col))
 
 
 def sqlite_instant(col: Any) -> ColumnElement[Any]:

@@ -1,5 +1,6 @@
-"""``dumps``: the JSON text SQLAlchemy stores in a JSON column on SQLite — ``json.dumps``'s text,
-written directly for the one value the pipeline stores per scored row (its verdict list)."""
+"""``dumps``: the SQLite engines' JSON serializer — ``json.dumps``'s text, written directly for the
+one JSON value a judged row stores (its verdict list; the label metric hands its verdicts over as
+``json_text.JSONText`` instead, which the bulk writers store as it is)."""
 
 from __future__ import annotations
 
