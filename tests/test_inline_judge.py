@@ -120,3 +120,27 @@ def test_the_lexical_judge_answers_inline():
     from ctxprec_ops.judges.lexical import LexicalJudge
 
     assert LexicalJudge.answers_inline and not JudgeModel.answers_inline
+
+
+def test_a_deepeval_style_model_without_schema_can_answer_inline():
+    from ctxprec_ops.judges.base import DeepEvalBaseLLM
+
+    class Model(DeepEvalBaseLLM):
+        answers_inline = True
+
+        def load_model(self):
+            return self
+
+        def get_model_name(self):
+            return "deepeval-style"
+
+        def generate(self, prompt):  # no schema parameter, as many deepeval models are written
+            ids = re.findall(r'<node id="(\d+)">', prompt)
+            return json.dumps({"verdicts": [{"node": int(k), "relevant": k == "1", "reason": "r"} for k in ids]})
+
+        async def a_generate(self, prompt):
+            raise AssertionError("an inline judge is called through generate")
+
+    metric = ContextualPrecisionMetric(model=Model())
+    case = LLMTestCase(input="q", actual_output="a", expected_output="e", retrieval_context=["n1", "n2"])
+    assert metric.measure(case) == pytest.approx(1.0)

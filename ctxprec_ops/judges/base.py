@@ -134,6 +134,11 @@ class DeepEvalBaseLLM(JudgeModel):
     async def a_generate_with_usage(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
         return _generation(await call_custom_model(self, prompt, schema))
 
+    def generate_inline(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
+        # a deepeval model's ``generate`` may not take ``schema``
+        gen = self.generate
+        return _generation(gen(prompt, schema=schema) if schema is not None and _takes_schema(gen) else gen(prompt))
+
 
 class CustomModelJudge(JudgeModel):
     """A judge around any object shaped like deepeval's ``DeepEvalBaseLLM`` (duck-typed on
