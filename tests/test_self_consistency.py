@@ -12,12 +12,12 @@ from ctxprec_ops import (
     TurnContextualPrecisionMetric,
 )
 from ctxprec_ops.budget import Budget
-from ctxprec_ops.consistency import SampledVerdict, check_samples, majority, samples_of, sampled_version
+from ctxprec_ops.consistency import SampledVerdict, check_samples, majority, sampled_version, samples_of
 from ctxprec_ops.judging import JudgeRun, judge_nodes
 from ctxprec_ops.limiter import AdaptiveLimiter
 from ctxprec_ops.template import ContextualPrecisionTemplate
 from ctxprec_ops.verdicts import NodeVerdict
-from tests.fixtures.judge_server import default_oracle, flipped
+from tests.fixtures.judge_server import default_oracle
 
 R = "RELEVANT fact about refunds"
 N = "unrelated passage about office hours"
@@ -205,9 +205,7 @@ def test_budget_reserves_for_every_sampled_answer(judge_server):
         run = JudgeRun(limiter=AdaptiveLimiter(4), budget=Budget(cap))
         judge = judge_for(judge_server, price_per_million=(1000.0, 1000.0))
         try:
-            return await judge_nodes(
-                judge, ContextualPrecisionTemplate, "v", "q?", "a.", nodes, run, samples=samples
-            )
+            return await judge_nodes(judge, ContextualPrecisionTemplate, "v", "q?", "a.", nodes, run, samples=samples)
         finally:
             await judge.aclose()
 
