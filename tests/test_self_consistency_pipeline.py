@@ -223,3 +223,28 @@ def test_airflow_operator_judge_samples(monkeypatch, tmp_path):
     )
     with pytest.raises(AirflowFailException, match="judge_samples must be an odd"):
         bad.pipeline_config()
+
+
+def test_calibrate_a_sampled_judge_gets_its_own_row(judge_server, tmp_path):
+    from ctxprec_ops.calibration import parse_labels
+    from ctxprec_ops.calibration.run import calibrate
+    from ctxprec_ops.judges import OpenAIJudge
+
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    create_logs(get_engine(url), rows())
+    # the labels call every B node relevant: one answer says no, the majority of 3 says yes
+    labels = parse_labels(
+        "log_id,node,relevant\n" + "".join(f"{i},1,1\n{i},2,1\n{i},3,0\n" for i in range(1, 5)), "b.csv"
+    )
+    judge = OpenAIJudge("judge-test-model", base_url=judge_server.base_url, api_key="sk-test")
+    [one] = calibrate(url, labels, [judge], resamples=20)
+    judge_server.choice_oracles = [flip_node_b, flip_node_b, default_oracle]
+    [three] = calibrate(url, labels, [judge], resamples=20, samples=3)
+    assert one.agreement.recall.value == pytest.approx(0.5) and three.agreement.recall.value == pytest.approx(1.0)
+    assert three.prompt_version == one.prompt_version + "+samples=3"
+    assert three.judge_calls == 4 and three.completion_tokens > 2 * one.completion_tokens
+    with get_engine(url).connect() as conn:
+        stored = sorted(r[0] for r in conn.execute(sa.text("SELECT prompt_version FROM ctxprec_calibrations")))
+    assert stored == sorted([one.prompt_version, three.prompt_version])
+    with pytest.raises(ValueError, match="samples must be an odd"):
+        calibrate(url, labels, [judge], samples=2)
