@@ -212,3 +212,15 @@ def test_budget_reserves_for_every_sampled_answer(judge_server):
     asyncio.run(spend(1, 0.5))  # one answer: ~0.3 USD at this price
     with pytest.raises(BudgetExhaustedError):
         asyncio.run(spend(5, 0.5))
+
+
+def test_score_dataframe_samples(judge_server):
+    import pandas as pd
+
+    from ctxprec_ops.dataframe import score_dataframe
+
+    judge_server.choice_oracles = [default_oracle, only_node(2), default_oracle]
+    df = pd.DataFrame({"input": ["q?"], "expected_output": ["a."], "retrieval_context": [[R + " #1", N + " #2"]]})
+    out = score_dataframe(df, judge=judge_for(judge_server), samples=3, show_progress=False)
+    assert out.loc[0, "score"] == 1.0
+    assert [v["agreement"] for v in out.loc[0, "verdicts"]] == [1.0, pytest.approx(2 / 3)]

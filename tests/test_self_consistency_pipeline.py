@@ -91,6 +91,9 @@ def test_pipeline_stores_agreement_in_scores_and_cache(judge_server, tmp_path, r
     judge_server.choice_oracles = None
     one = score_partition(config(url, judge_server), DAY)
     assert one.prompt_version == run.prompt_version.split("+")[0]
+    # the run's spend counts every sampled answer: the same prompts, three completions each
+    assert run.prompt_tokens == one.prompt_tokens and run.judge_calls == one.judge_calls == 4
+    assert run.completion_tokens > 2.5 * one.completion_tokens
     assert judge_server.calls == calls + 4
     assert all("n" not in r["json"] for r in judge_server.requests[-4:])
     single = [r for r in scores(engine) if r.prompt_version == one.prompt_version]
