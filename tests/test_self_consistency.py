@@ -224,3 +224,15 @@ def test_score_dataframe_samples(judge_server):
     out = score_dataframe(df, judge=judge_for(judge_server), samples=3, show_progress=False)
     assert out.loc[0, "score"] == 1.0
     assert [v["agreement"] for v in out.loc[0, "verdicts"]] == [1.0, pytest.approx(2 / 3)]
+
+
+def test_a_context_length_refusal_with_n_stays_the_rows_invalid_input(judge_server):
+    """A 400 that is not about ``n`` is not mistaken for missing n-support."""
+    from ctxprec_ops import InvalidTestCaseError
+
+    judge_server.script(["bad_request"])
+    judge = judge_for(judge_server)
+    m = ContextualPrecisionMetric(model=judge, samples=3)
+    with pytest.raises(InvalidTestCaseError, match="longer than its model's context"):
+        m.measure(case([R]))
+    assert judge_server.calls == 1 and judge.choices_per_request > 1

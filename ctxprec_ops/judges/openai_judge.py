@@ -86,6 +86,8 @@ def _about_n(exc: Any) -> bool:
     body = exc.body if isinstance(getattr(exc, "body", None), dict) else {}
     if body.get("param") == "n":
         return True
+    if body.get("code") == "context_length_exceeded":
+        return False
     return _ABOUT_N.search(str(body.get("message") or getattr(exc, "message", "") or exc)) is not None
 
 
