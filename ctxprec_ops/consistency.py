@@ -21,6 +21,7 @@ from .verdicts import NodeVerdict
 __all__ = [
     "DEFAULT_SAMPLE_TEMPERATURE",
     "SampledVerdict",
+    "agreement_of",
     "check_samples",
     "majority",
     "node_verdict",
@@ -68,6 +69,12 @@ class SampledVerdict(NodeVerdict):
         return self.agreement < 1.0
 
 
+def agreement_of(v: NodeVerdict) -> float | None:
+    """``v``'s agreement, None for a single answer's verdict (an ``isinstance`` check: a missing
+    attribute on a pydantic model costs microseconds, and this runs for every node written)."""
+    return v.agreement if isinstance(v, SampledVerdict) else None
+
+
 def node_verdict(node: int, relevant: bool, reason: str, agreement: float | None) -> NodeVerdict:
     """A plain verdict, or a ``SampledVerdict`` when an agreement is known."""
     if agreement is None:
@@ -78,9 +85,8 @@ def node_verdict(node: int, relevant: bool, reason: str, agreement: float | None
 def verdict_json(v: NodeVerdict) -> dict[str, Any]:
     """One node of ``ctxprec_scores.verdicts``: ``{node, relevant, reason}`` (+ ``agreement``)."""
     out: dict[str, Any] = {"node": v.node, "relevant": v.relevant, "reason": v.reason}
-    agreement = getattr(v, "agreement", None)
-    if agreement is not None:
-        out["agreement"] = agreement
+    if isinstance(v, SampledVerdict):
+        out["agreement"] = v.agreement
     return out
 
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from .breaker import CircuitBreaker
 from .budget import Budget
 from .cache import VerdictCache, judgment_keys
-from .consistency import majority, node_verdict
+from .consistency import agreement_of, majority, node_verdict
 from .errors import JudgeAnswerError, JudgeConfigurationError, JudgeUnavailableError
 from .judge_events import JudgeRetry, notify_retry, retry_reason
 from .judges.base import ChoicesUnsupportedError, Generation, JudgeModel
@@ -424,7 +424,7 @@ async def judge_nodes(
             keys[rank] = key
             hit = cache.get(key)
             if hit is not None:
-                verdicts[rank] = node_verdict(rank, hit.relevant, hit.reason, getattr(hit, "agreement", None))
+                verdicts[rank] = node_verdict(rank, hit.relevant, hit.reason, agreement_of(hit))
                 usage.cached_nodes += 1
                 continue
         todo.append((rank, text))

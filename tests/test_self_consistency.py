@@ -154,10 +154,10 @@ def test_fallback_when_the_endpoint_ignores_n(judge_server):
 
 
 def test_an_unusable_choice_is_repaired_and_still_votes(judge_server):
-    judge_server.choice_oracles = [default_oracle, "malformed", only_node(1), default_oracle]
+    judge_server.choice_oracles = [default_oracle, "malformed", only_node(1)]
     m = ContextualPrecisionMetric(model=judge_for(judge_server), samples=3)
     m.measure(case([R + " #1", N + " #2"]))
-    # choice 2 was unparsable: re-asked alone (one answer, the repair prompt); that got choice 4
+    # choice 2 was unparsable: re-asked alone (one answer to the repair prompt, its first choice)
     assert judge_server.calls == 2
     assert "n" not in judge_server.requests[1]["json"]
     assert m.verdicts[0].relevant is True and m.verdicts[0].agreement == pytest.approx(2 / 3)

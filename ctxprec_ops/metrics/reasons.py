@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..consistency import agreement_of
 from ..scoring import precision_steps
 from ..verdicts import NodeVerdict
 
@@ -58,13 +59,13 @@ def verbose_logs(verdicts: Sequence[NodeVerdict], score: float, *, title: str = 
 
 def agreement_note(v: NodeVerdict) -> str:
     """``  agreement 60%`` for a majority verdict of sampled answers; "" otherwise."""
-    agreement = getattr(v, "agreement", None)
+    agreement = agreement_of(v)
     return "" if agreement is None else f"  agreement {agreement:.0%}"
 
 
 def flip_line(verdicts: Sequence[NodeVerdict]) -> str:
     """How many majority verdicts had disagreeing samples; "" when nothing was sampled."""
-    sampled = [a for a in (getattr(v, "agreement", None) for v in verdicts) if a is not None]
+    sampled = [a for a in (agreement_of(v) for v in verdicts) if a is not None]
     if not sampled:
         return ""
     flipped = sum(1 for a in sampled if a < 1.0)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..budget import Budget
 from ..cache import DictVerdictCache
-from ..consistency import verdict_json
+from ..consistency import agreement_of, verdict_json
 from ..results import MetricResult
 from ..warehouse.engine import write_transaction
 from ..warehouse.label_figures import figure_row, write_figures
@@ -111,7 +111,7 @@ def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]], 
                 "relevant": bool(v.relevant),
                 "reason": v.reason,
                 "created_at": now,
-                "agreement": getattr(v, "agreement", None),
+                "agreement": agreement_of(v),
             }
             for k, v in cache.added.items()
         ]
