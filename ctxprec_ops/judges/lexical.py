@@ -67,6 +67,7 @@ class LexicalJudge(JudgeModel):
     """Deterministic offline judge (model name ``"lexical"``)."""
 
     offline = True
+    deterministic = True
     answers_inline = True  # word overlap, computed in process
     price_per_million = (0.0, 0.0)
 

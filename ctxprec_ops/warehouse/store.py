@@ -9,13 +9,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Text, and_, any_, bindparam, case, delete, exists, func, literal, select, true, update
+from sqlalchemy import Text, and_, any_, bindparam, case, delete, exists, func, literal, null, select, true, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..cache import key_head
+from ..consistency import node_verdict
 from ..verdicts import NodeVerdict
 from .schema import OutputTables
 from .upsert import insert_ignore, upsert
@@ -100,8 +101,12 @@ def scored_ids(conn: Connection, t: OutputTables, key: ScoringKey, log_ids: Sequ
     return found
 
 
-def load_judgments(conn: Connection, t: OutputTables, keys: Iterable[str]) -> dict[str, NodeVerdict]:
-    """Cached verdicts for ``keys`` (``node`` is 0: the metric re-numbers by rank).
+def load_judgments(
+    conn: Connection, t: OutputTables, keys: Iterable[str], *, agreement: bool = True
+) -> dict[str, NodeVerdict]:
+    """Cached verdicts for ``keys`` (``node`` is 0: the metric re-numbers by rank); a verdict of
+    sampled answers comes back as a ``SampledVerdict`` with its agreement. ``agreement=False``
+    reads without that column (a reader of a table an older version wrote, not migrated yet).
 
     PostgreSQL: one statement per call that probes each *question* once instead of each node:
     the keys of one question share their first ``KEY_HEAD_CHARS`` digits and sit next to each
@@ -112,13 +117,15 @@ def load_judgments(conn: Connection, t: OutputTables, keys: Iterable[str]) -> di
     wanted = list(dict.fromkeys(keys))
     out: dict[str, NodeVerdict] = {}
     j = t.judgments.c
+    cols = [j.key, j.relevant, j.reason, j.agreement if agreement else null()]
     if conn.dialect.name == "postgresql":
         if not wanted:
             return out
         want = set(wanted)
-        for k, relevant, reason in conn.execute(_heads_lookup(t), {"heads": sorted({key_head(k) for k in wanted})}):
+        heads = {"heads": sorted({key_head(k) for k in wanted})}
+        for k, relevant, reason, agreed in conn.execute(_heads_lookup(t, agreement), heads):
             if k in want:  # the range also returns the question's other cached nodes
-                out[k] = NodeVerdict(node=0, relevant=bool(relevant), reason=reason or "")
+                out[k] = node_verdict(0, bool(relevant), reason or "", agreed)
         return out
     if conn.dialect.name == "sqlite":
         sql, params = _sqlite_key_select(conn, t.judgments, None, ["key", "relevant", "reason"], "key")
@@ -127,8 +134,8 @@ def load_judgments(conn: Connection, t: OutputTables, keys: Iterable[str]) -> di
                 out[k] = NodeVerdict(node=0, relevant=bool(relevant), reason=reason or "")
         return out
     for part in _chunks(wanted):
-        for k, relevant, reason in conn.execute(select(j.key, j.relevant, j.reason).where(j.key.in_(list(part)))):
-            out[k] = NodeVerdict(node=0, relevant=bool(relevant), reason=reason or "")
+        for k, relevant, reason, agreed in conn.execute(select(*cols).where(j.key.in_(list(part)))):
+            out[k] = node_verdict(0, bool(relevant), reason or "", agreed)
     return out
 
 
@@ -163,7 +170,7 @@ def _sqlite_in(conn: Connection, sql: str, params: tuple[Any, ...], values: Sequ
 _NODES_PER_QUESTION = 100_000
 
 
-def _heads_lookup(t: OutputTables) -> Any:
+def _heads_lookup(t: OutputTables, agreement: bool = True) -> Any:
     """``SELECT key, relevant, reason FROM unnest(:heads) h CROSS JOIN LATERAL (SELECT ... FROM
     judgments WHERE key >= h AND key < h || 'g' LIMIT n)`` (hex digits sort below 'g' in every
     collation). The plan is one index range scan per head whatever the table's statistics say
@@ -171,13 +178,15 @@ def _heads_lookup(t: OutputTables) -> Any:
     j = t.judgments
     h = func.unnest(bindparam("heads", type_=ARRAY(Text()))).table_valued("head").render_derived(name="h")
     head = h.c.head
+    agreed = j.c.agreement if agreement else null().label("agreement")
     per_head = (
-        select(j.c.key, j.c.relevant, j.c.reason)
+        select(j.c.key, j.c.relevant, j.c.reason, agreed)
         .where(j.c.key >= head, j.c.key < head.concat(literal("g", Text())))
         .limit(_NODES_PER_QUESTION)
         .lateral("j")
     )
-    return select(per_head.c.key, per_head.c.relevant, per_head.c.reason).select_from(h).join(per_head, true())
+    p = per_head.c
+    return select(p.key, p.relevant, p.reason, p.agreement).select_from(h).join(per_head, true())
 
 
 def write_chunk(
