@@ -128,10 +128,11 @@ def load_judgments(
                 out[k] = node_verdict(0, bool(relevant), reason or "", agreed)
         return out
     if conn.dialect.name == "sqlite":
-        sql, params = _sqlite_key_select(conn, t.judgments, None, ["key", "relevant", "reason"], "key")
+        names = ["key", "relevant", "reason", "agreement" if agreement else None]
+        sql, params = _sqlite_key_select(conn, t.judgments, None, names, "key")
         for part in _chunks(wanted):
-            for k, relevant, reason in _sqlite_in(conn, sql, params, part):
-                out[k] = NodeVerdict(node=0, relevant=bool(relevant), reason=reason or "")
+            for k, relevant, reason, agreed in _sqlite_in(conn, sql, params, part):
+                out[k] = node_verdict(0, bool(relevant), reason or "", agreed)
         return out
     for part in _chunks(wanted):
         for k, relevant, reason, agreed in conn.execute(select(*cols).where(j.key.in_(list(part)))):
@@ -140,10 +141,10 @@ def load_judgments(
 
 
 def _sqlite_key_select(
-    conn: Connection, table: Any, key: ScoringKey | None, columns: Sequence[str], in_column: str
+    conn: Connection, table: Any, key: ScoringKey | None, columns: Sequence[str | None], in_column: str
 ) -> tuple[str, tuple[Any, ...]]:
     """SQLite: ``SELECT columns FROM table WHERE <key's columns> = ? ... AND in_column IN`` (the
-    list follows, see ``_sqlite_in``) and the key's parameters. The same query the Core
+    list follows, see ``_sqlite_in``; a ``None`` column reads NULL) and the key's parameters. The same query the Core
     statement renders, sent as driver SQL: a chunk's 500-value ``IN`` lists otherwise cost more
     to compile and bind in Python than SQLite takes to answer them."""
     q = conn.dialect.identifier_preparer
@@ -156,7 +157,7 @@ def _sqlite_key_select(
             conds.append(f"{q.quote(table.c[name].name)} = ?")
             params.append(value)
     conds.append(f"{q.quote(table.c[in_column].name)} IN")
-    cols = ", ".join(q.quote(table.c[c].name) for c in columns)
+    cols = ", ".join("NULL" if c is None else q.quote(table.c[c].name) for c in columns)
     return f"SELECT {cols} FROM {q.format_table(table)} WHERE {' AND '.join(conds)}", tuple(params)
 
 
