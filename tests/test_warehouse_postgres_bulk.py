@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 import sqlalchemy as sa
 
-from ctxprec_ops.cache import judgment_keys
+from ctxprec_ops.cache import judgment_keys, key_head, key_range
 from ctxprec_ops.warehouse.engine import get_engine, write_transaction
 from ctxprec_ops.warehouse.schema import ensure_output_tables
 from ctxprec_ops.warehouse.store import (
@@ -57,7 +57,7 @@ def score_row(log_id: str, score: float = 0.5, run: str = "r1") -> dict:
     }
 
 
-def judgment(key: str, relevant: bool = True, reason: str = "why") -> dict:
+def judgment(key: bytes, relevant: bool = True, reason: str = "why") -> dict:
     return {
         "key": key,
         "judge_model": KEY.judge_model,
@@ -177,7 +177,7 @@ def test_write_chunk_is_idempotent_and_clears_failures_on_postgres(pg):
                 log_ids=ids,
                 scores=[score_row(i) for i in ids if i != "8"],
                 failures=[],
-                judgments=[judgment("a" * 64), judgment("b" * 64)],
+                judgments=[judgment(b"a" * 23), judgment(b"b" * 23)],
             )
     assert _count(pg, t.scores) == 599 and _count(pg, t.judgments) == 2
     with pg.connect() as conn:
@@ -230,7 +230,8 @@ def test_judgment_lookup_is_one_index_range_per_question_without_statistics(pg):
     with pg.connect() as conn:
         stmt = _heads_lookup(t)
         sql = stmt.compile(dialect=conn.dialect)
-        params = dict(sql.params, heads=[k[:32] for k in keys[::5]])
+        ranges = [key_range(key_head(k)) for k in keys[::5]]
+        params = dict(sql.params, lo=[lo for lo, _ in ranges], hi=[hi for _, hi in ranges])
         plan = "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + str(sql), params))
     assert "Nested Loop" in plan and "Index Scan using ctxprec_judgments_pk" in plan, plan
 
