@@ -121,6 +121,29 @@ def test_bulk_and_row_by_row_store_the_same_values(pg):
     assert got["b"][1:] == got["b1"][1:]
 
 
+def test_binary_and_text_copy_store_the_same_values(pg):
+    """Rows whose values all have a binary COPY form go in binary; a value that needs
+    converting (an integer id for a text column, a naive timestamp) sends the chunk through the
+    text format with SQLAlchemy's bind processors. Both store the same values."""
+    from ctxprec_ops.warehouse.upsert import _binary_copyable
+
+    t = ensure_output_tables(pg)
+    odd = 'tab\there\nnewline \\N backslash "quoted" ünïcode'
+    rows = [dict(score_row("1"), reason=odd, verdicts=[{"node": 1, "relevant": False, "reason": odd}])]
+    rows.append(dict(score_row("2"), verdicts=None, reason=None, cost=0.25))
+    text_rows = [dict(r, log_id=int(r["log_id"]) + 10) for r in rows]  # ints for a text column
+    oids = [25, 1184]
+    assert _binary_copyable(oids, [["1"], [NOW]]) and not _binary_copyable(oids, [[1], [NOW]])
+    assert not _binary_copyable(oids, [["1"], [NOW.replace(tzinfo=None)]])
+    with write_transaction(pg) as conn:
+        copy_upsert(conn, t.scores, rows, update=True)
+        copy_upsert(conn, t.scores, text_rows, update=True)
+    cols = [c for c in t.scores.c if c.name != "log_id"]
+    with pg.connect() as conn:
+        got = {r[0]: tuple(r[1:]) for r in conn.execute(sa.select(t.scores.c.log_id, *cols))}
+    assert got["1"] == got["11"] and got["2"] == got["12"] and got["1"][cols.index(t.scores.c.reason)] == odd
+
+
 def test_copy_upsert_takes_columns_and_conflict_target_from_the_table(pg):
     """Nothing about the output tables is hard-coded: a table with another key (as a migration
     adding a key column would make it) is upserted by its own primary key."""
