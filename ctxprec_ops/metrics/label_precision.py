@@ -17,9 +17,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import InvalidTestCaseError
+from ..json_text import JSONText, verdicts_json
 from ..judging import JudgeRun
 from ..ranking import RankingFigures, ranking_figures
 from ..results import MetricResult
@@ -27,7 +28,16 @@ from ..scoring import apply_strict
 from ..verdicts import NodeVerdict
 from .base import BaseRetrievalMetric
 
-__all__ = ["LabelContextualPrecisionMetric", "LabelledRetrieval", "LABELS_JUDGE", "LABELS_VERSION", "label_reason"]
+__all__ = [
+    "LabelContextualPrecisionMetric",
+    "LabelledRetrieval",
+    "LabelScore",
+    "ComputedRow",
+    "score_labels",
+    "LABELS_JUDGE",
+    "LABELS_VERSION",
+    "label_reason",
+]
 
 #: ``judge_model`` of every label-based score
 LABELS_JUDGE = "labels"
@@ -113,6 +123,40 @@ def label_reason(score: float, figures: RankingFigures, *, strict_mode: bool = F
     return f"{head}: {body}{tail}."
 
 
+@dataclass(slots=True)
+class LabelScore:
+    """One labelled retrieval scored: the relevance flag of every retrieved id, in rank order."""
+
+    score: float
+    success: bool
+    flags: list[bool]
+    figures: RankingFigures
+    reason: str
+
+
+class ComputedRow(NamedTuple):
+    """What the pipeline stores of one case a metric computes without a judge."""
+
+    score: float
+    success: bool
+    #: ``[{"node", "relevant", "reason"}, ...]`` as serialized JSON
+    verdicts: JSONText
+    reason: str
+    figures: dict[str, Any] | None
+
+
+def score_labels(
+    retrieved_ids: Sequence[str], relevant_ids: Sequence[str], *, threshold: float, strict_mode: bool = False
+) -> LabelScore:
+    """The label metric's computation for validated ids (``compute`` and the pipeline's chunk
+    path both call it: one formula). Node k is relevant when its id is in ``relevant_ids``."""
+    relevant = set(relevant_ids)
+    flags = [i in relevant for i in retrieved_ids]
+    figures = ranking_figures(flags, len(relevant))
+    score = apply_strict(figures.precision, strict_mode)
+    return LabelScore(score, score >= threshold, flags, figures, label_reason(score, figures, strict_mode=strict_mode))
+
+
 class LabelContextualPrecisionMetric(BaseRetrievalMetric):
     """Contextual precision from gold labels (``retrieved_ids`` / ``relevant_ids``): no judge call.
 
@@ -194,19 +238,33 @@ class LabelContextualPrecisionMetric(BaseRetrievalMetric):
             result.error_type = exc.error_type
             result.error = str(exc)
             return result
-        relevant = set(test_case.relevant_ids)
-        flags = [i in relevant for i in test_case.retrieved_ids]
-        figures = ranking_figures(flags, len(relevant))
-        score = apply_strict(figures.precision, self.strict_mode)
-        result.score = score
-        result.success = None if self.threshold is None else score >= self.threshold  # always set here
-        result.figures = figures.as_dict()
+        out = score_labels(
+            test_case.retrieved_ids,
+            test_case.relevant_ids,
+            threshold=self.threshold or 0.0,
+            strict_mode=self.strict_mode,
+        )
+        result.score = out.score
+        result.success = out.success
+        result.figures = out.figures.as_dict()
         result.verdicts = [
             LabelVerdict(k, rel, i)  # type: ignore[misc]
-            for k, (i, rel) in enumerate(zip(test_case.retrieved_ids, flags), start=1)
+            for k, (i, rel) in enumerate(zip(test_case.retrieved_ids, out.flags), start=1)
         ]
-        result.reason = label_reason(score, figures, strict_mode=self.strict_mode)
+        result.reason = out.reason
         return result
+
+    def compute_row(self, test_case: LabelledRetrieval) -> ComputedRow:
+        """``compute`` for the pipeline's chunk path: the same figures as plain values, no result
+        objects (``test_case`` comes validated from ``row_to_labelled``)."""
+        out = score_labels(
+            test_case.retrieved_ids,
+            test_case.relevant_ids,
+            threshold=self.threshold or 0.0,
+            strict_mode=self.strict_mode,
+        )
+        verdicts = verdicts_json(test_case.retrieved_ids, out.flags)  # the chunk id is a label's reason
+        return ComputedRow(out.score, out.success, verdicts, out.reason, out.figures.as_dict())
 
     async def score_case(self, test_case: Any, run: JudgeRun | None = None, case_index: int = 0) -> MetricResult:
         started = time.perf_counter()

@@ -97,6 +97,47 @@ def _collect(
     return scores
 
 
+def _collect_computed(ctx: PipelineContext, chunk: Chunk, intake: _Intake, run_id: str) -> list[dict[str, Any]]:
+    """A kind that needs no judge: compute every case straight into its score row (and figure
+    row), without the per-case result objects of the judged path (``compute_row``)."""
+    at = _now()
+    key, pk, index = ctx.key, chunk.partition_key, chunk.index
+    compute_row = ctx.metric.compute_row  # type: ignore[attr-defined]
+    threshold = float(ctx.metric.threshold or 0.0)
+    judge, version = key.judge_model, key.prompt_version
+    scores: list[dict[str, Any]] = []
+    figures = intake.figures
+    for case in intake.cases:
+        log_id = case.id
+        r = compute_row(case)
+        scores.append(
+            {
+                "log_id": log_id,
+                "partition_key": pk,
+                "metric": key.metric,
+                "source_table": key.source_table,
+                "score": r.score,
+                "success": r.success,
+                "threshold": threshold,
+                "verdicts": r.verdicts,
+                "reason": r.reason,
+                "judge_model": judge,
+                "prompt_version": version,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cost": 0.0,
+                "run_id": run_id,
+                "scored_at": at,
+                "judge_calls": 0,
+                "cached_nodes": 0,
+                "chunk_index": index,
+            }
+        )
+        if r.figures is not None:
+            figures.append(figure_row(r.figures, log_id, pk, key, run_id))
+    return scores
+
+
 def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]], cache: DictVerdictCache | None) -> None:
     """Scores, failures and new judgments of the chunk in one transaction."""
     now = _now()
@@ -138,7 +179,12 @@ def finish_chunk(
 ) -> ChunkResult:
     """Collect the judged cases and write the chunk in one transaction (the write side)."""
     result = ChunkResult(chunk.partition_key, chunk.index, rows_total=intake.all_rows, rows_sampled=len(intake.rows))
-    scores = _collect(ctx, chunk, intake, results, run_id, result) if intake.cases else []
+    if not intake.cases:
+        scores: list[dict[str, Any]] = []
+    elif not ctx.config.kind.needs_judge:
+        scores = _collect_computed(ctx, chunk, intake, run_id)
+    else:
+        scores = _collect(ctx, chunk, intake, results, run_id, result)
     _write(ctx, intake, scores, intake.cache)
     result.rows_scored = len(intake.done_ids) + len(scores)
     result.rows_cached += len(intake.done_ids)

@@ -159,9 +159,7 @@ class _Stream:
         while (op := await queue.get()) is not None:
             self.progress.event("chunk_started", f"chunk {op.chunk.index}")
             self.progress.add(op.intake.all_rows - len(op.intake.cases))
-            if not self.ctx.config.kind.needs_judge:  # pure computation: no judge, cache or budget
-                compute = self.ctx.metric.compute  # type: ignore[attr-defined]
-                op.results = [compute(case, i) for i, case in enumerate(op.intake.cases)]
+            if not self.ctx.config.kind.needs_judge:  # pure computation: the writer computes and writes
                 self.progress.add(op.pending)
                 op.pending = 0
             else:

@@ -70,6 +70,7 @@ __all__ = [
     "count_null_ids",
     "count_unpartitioned",
     "sqlite_instant",
+    "sqlite_instant_general",
 ]
 
 TimeMode = Literal["sqlite_text", "naive", "aware", "date", "text"]
@@ -228,6 +229,22 @@ def sqlite_instant(col: Any) -> ColumnElement[Any]:
     seconds, ``Z``, ``+HH:MM``), and also ``+HHMM`` offsets, a trailing ``UTC``/``GMT``,
     surrounding whitespace, and epoch seconds (a number, or text of 9+ digits; above 1e11 taken as
     milliseconds). Not read (ambiguous or unknown): ``28/11/2026``-style dates, names of months."""
+    raw = type_coerce(col, String())
+    # the form nearly every log table holds ('2026-11-28 09:15:02', or with a 'T') reads as
+    # datetime(value), exactly as the general expression reads it; testing for it first spares
+    # SQLite the ~40 trims, substrings and comparisons of the general one (most of a chunk's read)
+    return case(
+        (raw.op("GLOB")(literal(_CANONICAL_GLOB, type_=String())), func.datetime(raw)),
+        else_=sqlite_instant_general(col),
+    )
+
+
+#: ``YYYY-MM-DD HH:MM:SS`` or ``YYYY-MM-DDTHH:MM:SS`` and nothing else (no zone, no fraction)
+_CANONICAL_GLOB = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][ T][0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
+
+
+def sqlite_instant_general(col: Any) -> ColumnElement[Any]:
+    """``sqlite_instant`` without its shortcut for the canonical form: every form it reads."""
     raw = type_coerce(col, String())
     t = func.trim(raw, literal(" \t\r\n", type_=String()))
     upper4 = func.upper(func.substr(t, -4))

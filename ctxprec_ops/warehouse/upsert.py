@@ -12,14 +12,17 @@ a dialect may see a unique-key error and should retry the chunk).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, insert, select, update
+from sqlalchemy import JSON, Table, and_, bindparam, insert, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Insert
+
+from ..json_text import JSONText
 
 __all__ = ["upsert", "insert_ignore", "native_upsert_supported", "copy_upsert"]
 
@@ -75,7 +78,8 @@ def _dedupe(rows: Sequence[dict[str, Any]], keys: list[str], *, ordered: bool = 
 def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, native: bool | None = None) -> int:
     """Insert ``rows`` or, where the primary key exists, overwrite the other columns.
 
-    Every row must carry the same keys. Returns the number of rows written.
+    Every row must carry the same keys. Returns the number of rows given (a key given twice is
+    written once, with its last row).
     ``native=False`` forces the generic path (used by the tests on SQLite).
     """
     if not rows:
@@ -89,10 +93,13 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
     use_native = native_upsert_supported(conn) if native is None else native
     if use_native and conn.dialect.name == "postgresql" and len(rows) > 1:
         return copy_upsert(conn, table, rows, update=True)
-    rows = _dedupe(rows, keys, ordered=conn.dialect.name != "sqlite")
     if use_native and conn.dialect.name == "sqlite":
+        # one executemany applies the rows in order: a key given twice ends with its last row,
+        # as deduplication would leave it (and SQLite locks the whole database, so no key order)
         _sqlite_executemany(conn, table, cols, keys, others, rows)
         return len(rows)
+    rows = _dedupe(rows, keys, ordered=True)
+    rows = _decoded(rows)
     if use_native:
         stmt = _native_insert(conn, table, keys, others)
         for batch in _batches(rows):
@@ -110,7 +117,7 @@ def _sqlite_executemany(
     the database write lock is held)."""
     dialect = conn.dialect
     q = dialect.identifier_preparer
-    procs = [table.c[c].type.dialect_impl(dialect).bind_processor(dialect) for c in cols]
+    procs = _bind_processors(table, cols, dialect)
     conflict = ", ".join(q.quote(k) for k in keys)
     action = (
         ("DO UPDATE SET " + ", ".join(f"{q.quote(c)} = excluded.{q.quote(c)}" for c in others))
@@ -123,6 +130,35 @@ def _sqlite_executemany(
     )
     columns = [_bind_values([r[c] for r in rows], p) for c, p in zip(cols, procs)]
     conn.exec_driver_sql(sql, list(zip(*columns)))
+
+
+def _bind_processors(table: Table, cols: Sequence[str], dialect: Any) -> list[Any]:
+    """The columns' own bind processors (the values SQLAlchemy would store); a JSON column's
+    passes ``JSONText`` (JSON serialized already) through as it is."""
+    procs = []
+    for c in cols:
+        col_type = table.c[c].type
+        proc = col_type.dialect_impl(dialect).bind_processor(dialect)
+        if proc is not None and isinstance(col_type, JSON):
+            proc = _passing_json_text(proc)
+        procs.append(proc)
+    return procs
+
+
+def _passing_json_text(proc: Any) -> Any:
+    def process(value: Any) -> Any:
+        return str(value) if type(value) is JSONText else proc(value)
+
+    return process
+
+
+def _decoded(rows: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
+    """Rows for a write path that binds through SQLAlchemy: ``JSONText`` values decoded again."""
+    first = rows[0] if rows else {}
+    cols = [c for c, v in first.items() if type(v) is JSONText]
+    if not cols:
+        return rows
+    return [{**r, **{c: json.loads(r[c]) if type(r[c]) is JSONText else r[c] for c in cols}} for r in rows]
 
 
 def _bind_values(values: list[Any], process: Any) -> list[Any]:
@@ -242,7 +278,7 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
             # (about a third of the client CPU of the text format; the JSON column still goes
             # through its bind processor, whose wrapper the jsonb dumper unwraps)
             columns = [
-                _bind_values(v, _processor(table, c, dialect)) if oid in _JSON_OIDS else v
+                _bind_values(v, _binary_json(_processor(table, c, dialect))) if oid in _JSON_OIDS else v
                 for c, oid, v in zip(cols, oids, raw)
             ]
             with cur.copy(f"COPY {stage} ({col_list}) FROM STDIN (FORMAT BINARY)") as copy:
@@ -250,7 +286,8 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
                 for values in zip(*columns):
                     copy.write_row(values)
         else:  # a value the binary format would need converting: the values SQLAlchemy would bind, as text
-            columns = [_bind_values(v, _processor(table, c, dialect)) for c, v in zip(cols, raw)]
+            procs = _bind_processors(table, cols, dialect)
+            columns = [_bind_values(v, p) for v, p in zip(raw, procs)]
             with cur.copy(f"COPY {stage} ({col_list}) FROM STDIN") as copy:
                 for values in zip(*columns):
                     copy.write_row(values)
@@ -276,6 +313,23 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
 
 def _processor(table: Table, column: str, dialect: Any) -> Any:
     return table.c[column].type.dialect_impl(dialect).bind_processor(dialect)
+
+
+def _verbatim(text: str) -> str:
+    return text
+
+
+def _binary_json(proc: Any) -> Any:
+    """A JSON column's values for binary COPY: the bind processor's wrapper (psycopg's jsonb
+    dumper unwraps and serializes it), and ``JSONText`` wrapped to be written as it is."""
+    from psycopg.types.json import Jsonb
+
+    def process(value: Any) -> Any:
+        if type(value) is JSONText:
+            return Jsonb(str(value), dumps=_verbatim)
+        return value if proc is None else proc(value)
+
+    return process
 
 
 #: PostgreSQL type oids -> the Python types whose values psycopg's binary COPY dumpers write as
