@@ -6,12 +6,14 @@ behaviour must be the same on both).
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.cache import judgment_keys, key_head, key_range
+from ctxprec_ops.json_text import JSONText
 from ctxprec_ops.warehouse.engine import get_engine, write_transaction
 from ctxprec_ops.warehouse.schema import ensure_output_tables
 from ctxprec_ops.warehouse.store import (
@@ -132,6 +134,8 @@ def test_binary_and_text_copy_store_the_same_values(pg):
     rows = [dict(score_row("1"), reason=odd, verdicts=[{"node": 1, "relevant": False, "reason": odd}])]
     rows.append(dict(score_row("2"), verdicts=None, reason=None, cost=0.25))
     text_rows = [dict(r, log_id=int(r["log_id"]) + 10) for r in rows]  # ints for a text column
+    # JSON serialized already (the label metric's JSONText) is stored as the object would be
+    rows.append(dict(rows[0], log_id="3", verdicts=JSONText(json.dumps(rows[0]["verdicts"]))))
     oids = [25, 1184]
     assert _binary_copyable(oids, [["1"], [NOW]]) and not _binary_copyable(oids, [[1], [NOW]])
     assert not _binary_copyable(oids, [["1"], [NOW.replace(tzinfo=None)]])
@@ -141,7 +145,8 @@ def test_binary_and_text_copy_store_the_same_values(pg):
     cols = [c for c in t.scores.c if c.name != "log_id"]
     with pg.connect() as conn:
         got = {r[0]: tuple(r[1:]) for r in conn.execute(sa.select(t.scores.c.log_id, *cols))}
-    assert got["1"] == got["11"] and got["2"] == got["12"] and got["1"][cols.index(t.scores.c.reason)] == odd
+    assert got["1"] == got["11"] == got["3"] and got["2"] == got["12"]
+    assert got["1"][cols.index(t.scores.c.reason)] == odd
 
 
 def test_copy_upsert_takes_columns_and_conflict_target_from_the_table(pg):
