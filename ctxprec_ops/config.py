@@ -68,8 +68,17 @@ def _setting(
     minimum: float | None = None,
     choices: tuple[str, ...] = (),
     secret: bool = False,
+    odd: bool = False,
 ) -> Any:
-    meta = {"env": env, "help": help, "kind": kind, "minimum": minimum, "choices": choices, "secret": secret}
+    meta = {
+        "env": env,
+        "help": help,
+        "kind": kind,
+        "minimum": minimum,
+        "choices": choices,
+        "secret": secret,
+        "odd": odd,
+    }
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta, repr=not secret)
@@ -94,6 +103,8 @@ def _parse(raw: str, meta: Mapping[str, Any]) -> Any:
             raise SettingsError(f"{name} must be a number, got {raw!r}")
         if meta["minimum"] is not None and value < meta["minimum"]:
             raise SettingsError(f"{name} must be at least {meta['minimum']:g}, got {raw!r}")
+        if meta.get("odd") and value % 2 == 0:
+            raise SettingsError(f"{name} must be odd (a majority of an even count could tie), got {raw!r}")
     elif kind == "list":
         value = [p.strip() for p in text.split(",") if p.strip()]
     elif kind == "json":
@@ -140,6 +151,15 @@ class Settings:
         "`sync` (on-demand calls) or `batch` (OpenAI Batch API: half price, results within 24 h)",
         "sync",
         choices=("sync", "batch"),
+    )
+    judge_samples: int = _setting(
+        "CTXPREC_JUDGE_SAMPLES",
+        "self-consistency: sampled judge answers per node, odd (majority verdict; ~N times the completion "
+        "tokens; 1 = one answer at temperature 0)",
+        1,
+        kind="int",
+        minimum=1,
+        odd=True,
     )
     batch_poll_seconds: float = _setting(
         "CTXPREC_BATCH_POLL_SECONDS",

@@ -93,6 +93,7 @@ def score_dataframe(
     include_reason: bool = True,
     max_nodes_per_call: int = 20,
     show_progress: bool | None = None,
+    samples: int = 1,
 ) -> pd.DataFrame:
     """Return a copy of ``df`` with ``score``, ``success``, ``reason``, ``error``, ``verdicts``,
     ``prompt_tokens``, ``completion_tokens`` and ``cost`` added (same index, same row order).
@@ -101,7 +102,8 @@ def score_dataframe(
     ``gpt-4o-mini`` with ``OPENAI_API_KEY``, else ``lexical``). ``columns`` maps the fields
     ``input``, ``expected_output``, ``retrieval_context`` (list of strings or JSON text),
     ``actual_output`` and ``id`` to column names when they differ. A row that cannot be scored
-    (missing or malformed field, judge failure) gets ``error`` and a NaN ``score``.
+    (missing or malformed field, judge failure) gets ``error`` and a NaN ``score``. ``samples``:
+    the majority of that many sampled answers per node (odd; each verdict then has ``agreement``).
     """
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"score_dataframe() needs a pandas DataFrame, got {type(df).__name__}")
@@ -119,6 +121,7 @@ def score_dataframe(
         include_reason=include_reason,
         strict_mode=strict_mode,
         max_nodes_per_call=max_nodes_per_call,
+        samples=samples,
     )
     n = len(df)
     errors: list[str | None] = [None] * n

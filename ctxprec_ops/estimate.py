@@ -9,7 +9,9 @@ run, each group's prompt is rendered with the real template, and
 - prompt tokens = the rendered prompt's tokens in the model's BPE encoding when an offline
   tokenizer is installed (``tokens.py``: ``bpe-openai`` bundles cl100k_base and o200k_base), else
   prompt characters / 4 (for English text typically ~15% above the model's count); + 8 per call;
-- completion tokens ~= 40 per node + 10 per call (one short JSON verdict per node).
+- completion tokens ~= 40 per node + 10 per call (one short JSON verdict per node), times
+  ``samples`` when the metric asks several sampled answers per node (self-consistency: the
+  prompt is sent once, every answer is paid for).
 
 Repairs and retries are not predicted (they add calls only when the judge answers badly), and
 an offline judge (``lexical``) makes these "calls" locally at no cost.
@@ -82,14 +84,18 @@ class Estimate:
     #: how prompt tokens were counted: "o200k_base BPE (bpe-openai)" or "characters/4 (...)"
     tokenizer: str = ""
     method: str = ""
+    #: sampled answers per node (self-consistency); completion tokens count every one
+    samples: int = 1
 
     def __post_init__(self) -> None:
         if not self.method:
+            completion = f"{COMPLETION_TOKENS_PER_NODE}/node + {COMPLETION_TOKENS_PER_CALL}/call"
+            if self.samples > 1:
+                completion = f"({completion}) x {self.samples} sampled answers"
             self.method = (
                 f"prompt tokens = rendered prompts counted by {self.tokenizer or 'characters/4'} + "
-                f"{PROMPT_TOKENS_PER_CALL} per call; completion tokens = {COMPLETION_TOKENS_PER_NODE}/node + "
-                f"{COMPLETION_TOKENS_PER_CALL}/call; excludes rows already scored and nodes in the judgment "
-                "cache; repairs/retries not included"
+                f"{PROMPT_TOKENS_PER_CALL} per call; completion tokens = {completion}; excludes rows already "
+                "scored and nodes in the judgment cache; repairs/retries not included"
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,8 +132,10 @@ def estimate_partition(
         bool(getattr(judge, "offline", False)),
         price_per_million=price,
         tokenizer=counter.description,
+        samples=metric.judge_samples,
     )
     group = config.max_nodes_per_call
+    samples = est.samples
     engine = get_engine(config.warehouse)
     src = reflect_source(
         engine,
@@ -169,7 +177,9 @@ def estimate_partition(
         keyed = [judgment_keys(model, version, q, a, [text for _, text in nodes]) for q, a, nodes in requests]
         with read_connection(engine) as conn:
             cached = (
-                set(load_judgments(conn, tables, [k for ks in keyed for k in ks])) if JUDGMENTS in existing else set()
+                set(load_judgments(conn, tables, [k for ks in keyed for k in ks], agreement=False))
+                if JUDGMENTS in existing
+                else set()
             )
         for (q, a, nodes), keys in zip(requests, keyed):
             est.nodes_total += len(nodes)
@@ -187,7 +197,8 @@ def estimate_partition(
                 prompt_tokens += counter.count(prompt)
                 est.judge_calls += 1
                 est.prompt_tokens += PROMPT_TOKENS_PER_CALL
-                est.completion_tokens += COMPLETION_TOKENS_PER_CALL + COMPLETION_TOKENS_PER_NODE * len(part)
+                # every sampled answer is a completion (self-consistency: ``samples`` per request)
+                est.completion_tokens += (COMPLETION_TOKENS_PER_CALL + COMPLETION_TOKENS_PER_NODE * len(part)) * samples
         if progress is not None:
             progress(est.rows_total, None)
 
@@ -201,7 +212,7 @@ def estimate_partition(
         batch_price = (price[0] * BATCH_DISCOUNT, price[1] * BATCH_DISCOUNT)
     est.batch_cost = (
         None
-        if batch_price is None
+        if batch_price is None or samples > 1  # batch mode does not sample
         else (est.prompt_tokens * batch_price[0] + est.completion_tokens * batch_price[1]) / 1_000_000
     )
     return est

@@ -1,6 +1,11 @@
 """Judge a ranked node list: one call per group of ``max_nodes_per_call`` nodes, retried on
 transient faults under the shared limiter and budget, validated by node id, repaired when the
 answer does not cover the nodes exactly once (re-ask once, then split the group in halves).
+
+With ``samples`` > 1 (self-consistency, ``consistency.py``) a group is asked for that many sampled
+answers — in one request where the judge returns several choices (``n``), else one request per
+answer — each unusable answer is replaced by a repaired one, and the majority verdict per node
+is kept with its agreement.
 """
 
 from __future__ import annotations
@@ -11,15 +16,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel
 
 from .breaker import CircuitBreaker
 from .budget import Budget
 from .cache import VerdictCache, judgment_keys
+from .consistency import agreement_of, majority, node_verdict
 from .errors import JudgeAnswerError, JudgeConfigurationError, JudgeUnavailableError
 from .judge_events import JudgeRetry, notify_retry, retry_reason
-from .judges.base import Generation, JudgeModel
+from .judges.base import ChoicesUnsupportedError, Generation, JudgeModel
 from .limiter import AdaptiveLimiter, RequestQuota
 from .pricing import price_of
 from .retry import backoff_seconds, is_rate_limit, is_transient, retry_after_seconds
@@ -133,18 +140,19 @@ async def gather_settled(*aws):
     return results
 
 
-def _estimate_cost(judge: JudgeModel, prompt: str, n_nodes: int) -> float | None:
+def _estimate_cost(judge: JudgeModel, prompt: str, n_nodes: int, choices: int = 1) -> float | None:
     price = judge.price_per_million or price_of(judge.get_model_name())
     if price is None:
         return None
     prompt_tokens = len(prompt) / 4 + 8
-    completion_tokens = EST_COMPLETION_TOKENS_PER_NODE * n_nodes + 10
+    completion_tokens = (EST_COMPLETION_TOKENS_PER_NODE * n_nodes + 10) * choices
     return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
 
 
-def _estimate_tokens(prompt: str, n_nodes: int) -> float:
-    """Prompt tokens (characters / 4) plus the completion allowance of ``n_nodes`` verdicts."""
-    return len(prompt) / 4 + 8 + EST_COMPLETION_TOKENS_PER_NODE * n_nodes + 10
+def _estimate_tokens(prompt: str, n_nodes: int, choices: int = 1) -> float:
+    """Prompt tokens (characters / 4) plus the completion allowance of ``n_nodes`` verdicts
+    (per answer: a request for ``choices`` answers is charged for all of them)."""
+    return len(prompt) / 4 + 8 + (EST_COMPLETION_TOKENS_PER_NODE * n_nodes + 10) * choices
 
 
 def _headers_of(exc: BaseException) -> Mapping[str, str] | None:
@@ -153,15 +161,18 @@ def _headers_of(exc: BaseException) -> Mapping[str, str] | None:
 
 
 async def _send_once(
-    judge: JudgeModel, prompt: str, tokens: float, run: JudgeRun, schema: type[BaseModel]
+    judge: JudgeModel, prompt: str, tokens: float, run: JudgeRun, schema: type[BaseModel], choices: int | None
 ) -> Generation:
-    """One request under the concurrency limiter and the quota."""
+    """One request under the concurrency limiter and the quota (``choices``: sampled answers)."""
     await run.limiter.acquire()
     try:
         if run.quota is not None:
             await run.quota.acquire(tokens)
         try:
-            out = await judge.a_generate_with_usage(prompt, schema)
+            if choices is None:
+                out = await judge.a_generate_with_usage(prompt, schema)
+            else:
+                out = await judge.a_generate_samples(prompt, schema, choices)
         except Exception as exc:
             if run.quota is not None:
                 run.quota.observe(_headers_of(exc))
@@ -179,7 +190,13 @@ async def _send_once(
 
 
 async def _send(
-    judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage, schema: type[BaseModel]
+    judge: JudgeModel,
+    prompt: str,
+    n_nodes: int,
+    run: JudgeRun,
+    usage: Usage,
+    schema: type[BaseModel],
+    choices: int | None = None,
 ) -> Generation:
     """Send until answered: a transient fault is retried with backoff (``max_retries`` times);
     a fault while the circuit breaker is open is the judge's outage, not the row's, and waits for
@@ -187,14 +204,14 @@ async def _send(
     breaker = run.breaker
     if breaker is not None and breaker.endpoint is None:
         breaker.set_endpoint(getattr(judge, "endpoint", None))
-    tokens = _estimate_tokens(prompt, n_nodes)
+    tokens = _estimate_tokens(prompt, n_nodes, choices or 1)
     sent = retries = 0
     while True:
         probe = await breaker.admit() if breaker is not None else False
         sent += 1
         usage.attempts = max(usage.attempts, sent)
         try:
-            gen = await _send_once(judge, prompt, tokens, run, schema)
+            gen = await _send_once(judge, prompt, tokens, run, schema, choices)
         except Exception as exc:
             if not is_transient(exc):
                 if breaker is not None and getattr(exc, "status_code", None):
@@ -227,12 +244,19 @@ async def _send(
 
 
 async def _call(
-    judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage, schema: type[BaseModel] = JudgeAnswer
-) -> object:
-    """One judge call with retries; returns the raw answer."""
+    judge: JudgeModel,
+    prompt: str,
+    n_nodes: int,
+    run: JudgeRun,
+    usage: Usage,
+    schema: type[BaseModel] = JudgeAnswer,
+    choices: int | None = None,
+) -> Any:
+    """One judge call with retries; returns the raw answer, or with ``choices`` (sampled
+    answers asked in this one request) the list of raw answers the endpoint returned."""
     reserved = 0.0
     if run.budget is not None:
-        est = _estimate_cost(judge, prompt, n_nodes)
+        est = _estimate_cost(judge, prompt, n_nodes, choices or 1)
         if est is None:  # a cap that cannot be checked must not be silently ignored
             raise JudgeConfigurationError(
                 f"cannot keep to the run's max_cost: no price is known for judge "
@@ -241,12 +265,14 @@ async def _call(
         reserved = run.budget.reserve(est)
     gen: Generation | None = None
     try:
-        gen = await _send(judge, prompt, n_nodes, run, usage, schema)
+        gen = await _send(judge, prompt, n_nodes, run, usage, schema, choices)
     finally:
         if run.budget is not None:
             run.budget.settle(reserved, gen.cost if gen is not None else 0.0)
     run.stats["calls"] += 1
     usage.add(gen)
+    if choices is not None:
+        return gen.outputs if gen.outputs is not None else [gen.output]
     return gen.output
 
 
@@ -258,32 +284,107 @@ async def _judge_group(
     group: Sequence[tuple[int, str]],
     run: JudgeRun,
     usage: Usage,
+    samples: int = 1,
+    sampled: bool = False,
 ) -> dict[int, NodeVerdict]:
+    """The group's verdicts: one answer (``sampled``: one sampled answer, at the sampling
+    temperature), or with ``samples`` > 1 the majority of that many sampled answers."""
     ids = [k for k, _ in group]
     fmt = answer_format(template)  # by node id (ctxprec templates) or in node order (deepeval-style)
     prompt = fmt.prompt(input, expected, [t for _, t in group], ids)
-    raw = await _call(judge, prompt, len(group), run, usage, fmt.schema)
+    if samples > 1:
+        return await _majority_of(judge, template, input, expected, group, run, usage, samples, prompt)
+    choices = 1 if sampled else None
+    raw = await _call(judge, prompt, len(group), run, usage, fmt.schema, choices)
     try:
-        return fmt.verdicts(raw, ids)
+        return fmt.verdicts(raw[0] if sampled else raw, ids)
     except AnswerProblem as problem:
         first_problem = str(problem)
+    return await _repair(judge, template, input, expected, group, run, usage, prompt, first_problem, sampled)
+
+
+async def _repair(
+    judge: JudgeModel,
+    template: type,
+    input: str,
+    expected: str,
+    group: Sequence[tuple[int, str]],
+    run: JudgeRun,
+    usage: Usage,
+    prompt: str,
+    problem: str,
+    sampled: bool,
+) -> dict[int, NodeVerdict]:
+    """An unusable answer: re-ask once with the problem, then judge the group's halves apart."""
+    ids = [k for k, _ in group]
+    fmt = answer_format(template)
     usage.repairs += 1
     run.stats["repairs"] += 1
-    raw = await _call(judge, fmt.repair(prompt, first_problem, ids), len(group), run, usage, fmt.schema)
+    repair = fmt.repair(prompt, problem, ids)
+    raw = await _call(judge, repair, len(group), run, usage, fmt.schema, 1 if sampled else None)
     try:
-        return fmt.verdicts(raw, ids)
-    except AnswerProblem as problem:
-        second_problem = str(problem)
+        return fmt.verdicts(raw[0] if sampled else raw, ids)
+    except AnswerProblem as again:
+        second_problem = str(again)
     if len(group) == 1:
         raise JudgeAnswerError(
             f"the judge's answer for node {ids[0]} was unusable even after re-asking: {second_problem}"
         )
     mid = len(group) // 2
     left, right = await gather_settled(
-        _judge_group(judge, template, input, expected, group[:mid], run, usage),
-        _judge_group(judge, template, input, expected, group[mid:], run, usage),
+        _judge_group(judge, template, input, expected, group[:mid], run, usage, sampled=sampled),
+        _judge_group(judge, template, input, expected, group[mid:], run, usage, sampled=sampled),
     )
     return {**left, **right}
+
+
+async def _sampled_answers(
+    judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage, schema: type[BaseModel], samples: int
+) -> list[Any]:
+    """``samples`` raw sampled answers: in one request where the judge returns several choices,
+    topped up (or, for a judge without ``n``, all asked) one request per answer, concurrently."""
+    answers: list[Any] = []
+    per_request = max(1, int(getattr(judge, "choices_per_request", 1) or 1))
+    if per_request > 1:
+        try:
+            answers = list(await _call(judge, prompt, n_nodes, run, usage, schema, min(samples, per_request)))
+        except ChoicesUnsupportedError:  # the judge now asks one answer per request
+            answers = []
+    missing = samples - len(answers)
+    if missing > 0:
+        more = await gather_settled(*(_call(judge, prompt, n_nodes, run, usage, schema, 1) for _ in range(missing)))
+        answers += [a[0] for a in more if a]
+    return answers[:samples]
+
+
+async def _majority_of(
+    judge: JudgeModel,
+    template: type,
+    input: str,
+    expected: str,
+    group: Sequence[tuple[int, str]],
+    run: JudgeRun,
+    usage: Usage,
+    samples: int,
+    prompt: str,
+) -> dict[int, NodeVerdict]:
+    """The majority verdict per node of ``samples`` sampled answers; each unusable answer is
+    repaired on its own (re-asked with its problem, then split), so every vote counts."""
+    ids = [k for k, _ in group]
+    fmt = answer_format(template)
+    answers: list[dict[int, NodeVerdict]] = []
+    problems: list[str] = []
+    for raw in await _sampled_answers(judge, prompt, len(group), run, usage, fmt.schema, samples):
+        try:
+            answers.append(fmt.verdicts(raw, ids))
+        except AnswerProblem as problem:
+            problems.append(str(problem))
+    problems += ["the judge returned no answer"] * (samples - len(answers) - len(problems))
+    if problems:
+        answers += await gather_settled(
+            *(_repair(judge, template, input, expected, group, run, usage, prompt, p, True) for p in problems)
+        )
+    return majority(answers, ids)
 
 
 async def judge_nodes(
@@ -297,13 +398,20 @@ async def judge_nodes(
     *,
     max_nodes_per_call: int = 20,
     usage: Usage | None = None,
+    samples: int = 1,
 ) -> tuple[list[NodeVerdict], Usage]:
     """Verdicts for ``nodes`` (rank 1 first), in rank order, and what they cost.
 
     Spend is added to ``usage`` when given, so the caller still knows what was paid for when
-    judging fails part-way (e.g. a repair call exhausted its retries).
+    judging fails part-way (e.g. a repair call exhausted its retries). ``samples`` > 1: each
+    verdict is the majority of that many sampled answers (a ``SampledVerdict`` with its
+    agreement); a deterministic judge (``JudgeModel.deterministic``) is asked once. The caller's
+    ``prompt_version`` must tell sampled configurations apart (``consistency.sampled_version``):
+    it keys the cache.
     """
     usage = usage if usage is not None else Usage()
+    if samples > 1 and judge.deterministic:
+        samples = 1  # it would give the same answer every time
     model = judge.get_model_name()
     verdicts: dict[int, NodeVerdict] = {}
     todo: list[tuple[int, str]] = []
@@ -316,7 +424,7 @@ async def judge_nodes(
             keys[rank] = key
             hit = cache.get(key)
             if hit is not None:
-                verdicts[rank] = NodeVerdict(node=rank, relevant=hit.relevant, reason=hit.reason)
+                verdicts[rank] = node_verdict(rank, hit.relevant, hit.reason, agreement_of(hit))
                 usage.cached_nodes += 1
                 continue
         todo.append((rank, text))
@@ -328,10 +436,10 @@ async def judge_nodes(
         else:
             groups = [todo[i : i + max_nodes_per_call] for i in range(0, len(todo), max_nodes_per_call)]
             if len(groups) == 1:  # the common case: one call, no task to schedule
-                fresh = await _judge_group(judge, template, input, expected, groups[0], run, usage)
+                fresh = await _judge_group(judge, template, input, expected, groups[0], run, usage, samples)
             else:
                 parts = await gather_settled(
-                    *(_judge_group(judge, template, input, expected, g, run, usage) for g in groups)
+                    *(_judge_group(judge, template, input, expected, g, run, usage, samples) for g in groups)
                 )
                 fresh = {k: v for part in parts for k, v in part.items()}
         for rank, _ in todo:

@@ -129,6 +129,14 @@ def nightly_dag(
         "max_rows": _number_param(
             settings.max_rows, "Score at most this many rows of the day (empty = no cap)", integer=True, lo=1, hi=None
         ),
+        "judge_samples": _number_param(
+            settings.judge_samples,
+            "Self-consistency: sampled judge answers per node, odd (majority verdict; ~N times the "
+            "completion tokens; 1 = one answer)",
+            integer=True,
+            lo=1,
+            hi=None,
+        ),
         "judge_pool": Param(
             pool,
             type=["null", "string"],
@@ -151,6 +159,7 @@ def nightly_dag(
         outage_tolerance="{{ params.outage_tolerance }}",
         sample_rate="{{ params.sample_rate }}",
         max_rows="{{ params.max_rows }}",
+        judge_samples="{{ params.judge_samples }}",
     )
     retry_args: dict[str, Any] = dict(
         retries=settings.airflow_retries,

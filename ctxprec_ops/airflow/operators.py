@@ -159,6 +159,7 @@ class CtxPrecBaseOperator(BaseOperator):
         "outage_tolerance",
         "sample_rate",
         "max_rows",
+        "judge_samples",
     )
     ui_color = "#e8f4f8"
 
@@ -184,6 +185,7 @@ class CtxPrecBaseOperator(BaseOperator):
         outage_tolerance: float | str | None = None,
         sample_rate: float | str | None = None,
         max_rows: int | str | None = None,
+        judge_samples: int | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -207,6 +209,8 @@ class CtxPrecBaseOperator(BaseOperator):
         self.outage_tolerance = outage_tolerance
         self.sample_rate = sample_rate  # deterministic sample of each partition (docs: pipeline.sampling)
         self.max_rows = max_rows
+        #: self-consistency: sampled judge answers per node, odd (default CTXPREC_JUDGE_SAMPLES or 1)
+        self.judge_samples = judge_samples
 
     # -- resolution (at execute time, after rendering) -------------------------------------
     def _metric(self) -> str:
@@ -278,6 +282,7 @@ class CtxPrecBaseOperator(BaseOperator):
                 sample_rate=_opt_float(self.sample_rate, "sample_rate", lo=0.0, hi=1.0),
                 max_rows=_opt_int(self.max_rows, "max_rows"),
                 judge_mode=getattr(self, "judge_mode", None) or None,
+                judge_samples=_opt_int(self.judge_samples, "judge_samples"),
             )
         except (TypeError, ValueError) as exc:  # bad names or numbers: retrying cannot help
             raise AirflowFailException(f"invalid ctxprec settings: {redact(str(exc))}") from None

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import JSON
 
+from ..consistency import check_samples
 from ..errors import CtxPrecError, InvalidTestCaseError
 from ..metrics.contextual_precision import ContextualPrecisionMetric
 from ..pipeline.columns import SourceColumns
@@ -167,12 +168,19 @@ def _case_labels(
 
 
 def _judge_one(
-    spec: JudgeSpec, data: LabelledCases, label_set: LabelSet, *, concurrency: int, resamples: int, seed: int
+    spec: JudgeSpec,
+    data: LabelledCases,
+    label_set: LabelSet,
+    *,
+    concurrency: int,
+    resamples: int,
+    seed: int,
+    samples: int = 1,
 ) -> CalibrationResult:
     from ..evaluate import evaluate
 
     judge, template = spec if isinstance(spec, tuple) else (spec, None)
-    metric = ContextualPrecisionMetric(model=judge, evaluation_template=template)
+    metric = ContextualPrecisionMetric(model=judge, evaluation_template=template, samples=samples)
     evaluation = evaluate(data.cases, [metric], concurrency=concurrency, show_progress=False)
     case_labels: list[CaseLabels] = []
     failed = dict(data.skipped)
@@ -211,15 +219,18 @@ def calibrate(
     resamples: int = 1000,
     seed: int = 0,
     log_fn: Callable[[str], None] | None = None,
+    samples: int = 1,
 ) -> list[CalibrationResult]:
     """Calibrate each of ``judges`` against ``labels``; store and return one result per judge.
 
     A judge is a model name (``"gpt-4o-mini"``, ``"lexical"``), a ``JudgeModel``, or a tuple
-    ``(judge, template_class)`` to calibrate a prompt. Raises ``CtxPrecError`` when no labelled
-    row can be used.
+    ``(judge, template_class)`` to calibrate a prompt. ``samples`` > 1 calibrates the majority
+    of that many sampled answers per node (its own row: the prompt version ends in
+    ``+samples=N``). Raises ``CtxPrecError`` when no labelled row can be used.
     """
     if not judges:
         raise ValueError("calibrate needs at least one judge")
+    check_samples(samples)
     engine = get_engine(warehouse)
     data = load_cases(engine, labels, source_table=source_table, columns=columns, schema=schema)
     if not data.cases:
@@ -232,7 +243,9 @@ def calibrate(
         )
     results = []
     for spec in judges:
-        result = _judge_one(spec, data, labels, concurrency=concurrency, resamples=resamples, seed=seed)
+        result = _judge_one(
+            spec, data, labels, concurrency=concurrency, resamples=resamples, seed=seed, samples=samples
+        )
         with write_transaction(engine) as conn:
             write_calibration(conn, result.to_row(datetime.now(UTC)), output_schema)
         results.append(result)

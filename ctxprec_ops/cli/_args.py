@@ -12,6 +12,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ..config import Settings
+from ..consistency import check_samples
 from ..errors import CtxPrecError, IdentifierError, JudgeConfigurationError
 from ..pipeline import DEFAULT_METRIC, METRIC_KINDS, METRIC_NAMES, MetricKind, PipelineConfig
 from ..pipeline.columns import parse_column_flags
@@ -130,6 +131,14 @@ def add_source(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="nodes per judge call for long lists (default: 20)",
     )
+    parser.add_argument(
+        "--samples",
+        type=int,
+        metavar="N",
+        help="self-consistency: ask the judge N sampled answers per node (odd; one request with n=N "
+        "at temperature 1 where the endpoint supports it) and keep the majority verdict; costs ~N times "
+        "the completion tokens (default: CTXPREC_JUDGE_SAMPLES or 1)",
+    )
 
 
 def check_partition(value: str) -> str:
@@ -178,6 +187,11 @@ def check_judge(judge: Any) -> None:
 
 def config_from_args(args: argparse.Namespace, **extra: Any) -> PipelineConfig:
     """``PipelineConfig`` from the env (``Settings.from_env``) with the given flags on top."""
+    if getattr(args, "samples", None) is not None:
+        try:
+            check_samples(args.samples, "--samples")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     try:
         config = PipelineConfig.from_settings(
             settings(),
@@ -189,6 +203,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> PipelineConfig:
             chunk_size=getattr(args, "chunk_size", None),
             threshold=getattr(args, "threshold", None),
             max_nodes_per_call=getattr(args, "max_nodes_per_call", None),
+            judge_samples=getattr(args, "samples", None),
             **extra,
         )
     except (IdentifierError, TypeError) as exc:

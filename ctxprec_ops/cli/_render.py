@@ -162,6 +162,7 @@ def estimate_table(e: Estimate) -> Table:
         ("nodes cached (or repeated)", f"{e.nodes_cached:,}"),
         ("nodes to judge", f"{e.nodes_to_judge:,}"),
         ("judge calls", f"{e.judge_calls:,}"),
+        *([("sampled answers per node", f"{e.samples} (n={e.samples} per request)")] if e.samples > 1 else []),
         ("prompt tokens", f"{e.prompt_tokens:,}"),
         ("completion tokens", f"{e.completion_tokens:,}"),
         ("estimated cost", fmt_cost(e.cost)),

@@ -11,6 +11,7 @@ from rich.table import Table
 from ..calibration import read_labels
 from ..calibration.run import CalibrationResult, calibrate, compare
 from ..calibration.table import FIGURES
+from ..consistency import check_samples
 from ..pipeline.columns import SourceColumns, merge_columns
 from ._args import (
     RAW,
@@ -76,6 +77,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--concurrency", type=int, metavar="N", help="judge requests in flight (default: CTXPREC_CONCURRENCY)"
     )
     p.add_argument("--resamples", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=1,
+        metavar="N",
+        help="calibrate the majority of N sampled answers per node (odd; default 1): compare with a "
+        "calibration at 1 to see whether sampling brings the judge closer to the labels",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=guarded("calibrate", run))
 
@@ -112,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
     if args.resamples < 0:
         raise UsageError("--resamples must be >= 0")
     try:
+        check_samples(args.samples, "--samples")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
         columns = SourceColumns.from_mapping(merge_columns(s.source_columns, columns_of(args)), source="column mapping")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -126,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency or s.concurrency,
         resamples=args.resamples,
         log_fn=log,
+        samples=args.samples,
     )
     diff = compare(results[0], results[1], resamples=args.resamples) if args.compare else None
     console = stdout_console()

@@ -65,6 +65,7 @@ def build_pipeline_config(
         max_rows=judge.max_rows,
         judge_mode=judge.judge_mode,
         batch_poll_seconds=judge.batch_poll_seconds,
+        judge_samples=judge.samples,
     )
 
 

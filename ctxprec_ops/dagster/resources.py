@@ -95,6 +95,11 @@ class JudgeResource(ConfigurableResource):
         "a terminated run's batch is resumed by the next materialization).",
     )
     batch_poll_seconds: float = Field(default=60.0, description="Batch mode: longest wait between two polls.")
+    samples: int = Field(
+        default=1,
+        description="Self-consistency: sampled judge answers per node, odd; the majority verdict is kept "
+        "(~N times the completion tokens; CTXPREC_JUDGE_SAMPLES).",
+    )
 
 
 class AlertThresholdsResource(ConfigurableResource):
@@ -175,6 +180,7 @@ def _judge(settings: Settings, *, require_key: bool) -> JudgeResource:
         max_rows=settings.max_rows,
         judge_mode=settings.judge_mode,
         batch_poll_seconds=settings.batch_poll_seconds,
+        samples=settings.judge_samples,
     )
 
 

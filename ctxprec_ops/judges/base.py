@@ -16,7 +16,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["CustomModelJudge", "DeepEvalBaseLLM", "Generation", "JudgeModel", "call_custom_model"]
+__all__ = [
+    "ChoicesUnsupportedError",
+    "CustomModelJudge",
+    "DeepEvalBaseLLM",
+    "Generation",
+    "JudgeModel",
+    "call_custom_model",
+]
 
 
 @dataclass
@@ -29,6 +36,15 @@ class Generation:
     cost: float | None = None
     #: the response's ``x-ratelimit-*`` headers, when the judge saw them (paces the quota)
     rate_limit_headers: Mapping[str, str] | None = None
+    #: every answer of a request for sampled answers (``a_generate_samples``); None otherwise
+    outputs: list[Any] | None = None
+
+
+class ChoicesUnsupportedError(Exception):
+    """The endpoint refused a request for several answers (``n``): ask one at a time instead."""
+
+    #: an HTTP answer (the endpoint is up): the circuit breaker counts it as such, never retried
+    status_code = 400
 
 
 class JudgeModel(ABC):
@@ -62,6 +78,21 @@ class JudgeModel(ABC):
 
     #: judges that need no network and cost nothing set this (the evaluator skips retries)
     offline: bool = False
+    #: judges whose answer never varies (the lexical judge): sampling it would repeat one
+    #: answer, so a metric with ``samples`` > 1 judges once (agreement is then trivially 1)
+    deterministic: bool = False
+    #: sampled answers one request can return (OpenAI's ``n``); 1: one request per sample
+    choices_per_request: int = 1
+
+    async def a_generate_samples(self, prompt: str, schema: type[BaseModel] | None, n: int) -> Generation:
+        """Up to ``n`` sampled answers to ``prompt`` in one request, in ``Generation.outputs``.
+
+        The default asks ``a_generate_with_usage`` once (one answer): the caller asks again for
+        the rest. A custom judge samples as its model does (a judge that answers at temperature
+        0 gives ``n`` equal answers, so every node's agreement is 1)."""
+        gen = await self.a_generate_with_usage(prompt, schema)
+        gen.outputs = [gen.output]
+        return gen
 
     def load_model(self) -> Any:  # deepeval compatibility
         return self

@@ -67,6 +67,7 @@ class LexicalJudge(JudgeModel):
     """Deterministic offline judge (model name ``"lexical"``)."""
 
     offline = True
+    deterministic = True
     price_per_million = (0.0, 0.0)
 
     def __init__(self, min_overlap: float = 0.25, min_shared: int = 2) -> None:

@@ -5,23 +5,30 @@ Structured output: asks for a strict JSON schema first; an endpoint that rejects
 for JSON mode, then for plain text (parsed tolerantly). The downgrade is remembered per judge.
 Retries are not done here (the client's own are off): the evaluator retries with backoff under
 its shared rate limiter.
+
+Sampled answers (self-consistency, ``a_generate_samples``): one request with ``n`` at
+``sample_temperature``; an endpoint that refuses ``n`` (HTTP 400 about it) or answers with fewer
+choices than asked is remembered as answering one choice per request (``choices_per_request``
+becomes 1) and the caller asks for the rest one request at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import weakref
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from ..consistency import DEFAULT_SAMPLE_TEMPERATURE
 from ..errors import InvalidTestCaseError, JudgeConfigurationError, JudgeRequestRejectedError
 from ..pricing import cost_of
 from ..retry import TransientJudgeError
 from ..secrets import register_secret
 from ..verdicts import YES_NO_SCHEMA, JudgeAnswer, YesNoAnswer
-from .base import Generation, JudgeModel
+from .base import ChoicesUnsupportedError, Generation, JudgeModel
 from .capped_http import DEFAULT_MAX_RESPONSE_BYTES, capped_async_client
 from .names import validate_judge_name
 
@@ -68,6 +75,22 @@ def _mentions(exc: Exception, *words: str) -> bool:
     return any(w in text for w in words)
 
 
+#: a 400 about the ``n`` parameter ("'n' is not supported", "n must be 1", "param: n")
+_ABOUT_N = re.compile(r"(?<![\w.-])['\"`]?n['\"`]?(?![\w.-])")
+
+#: OpenAI's largest ``n``
+MAX_CHOICES = 128
+
+
+def _about_n(exc: Any) -> bool:
+    body = exc.body if isinstance(getattr(exc, "body", None), dict) else {}
+    if body.get("param") == "n":
+        return True
+    if body.get("code") == "context_length_exceeded":
+        return False
+    return _ABOUT_N.search(str(body.get("message") or getattr(exc, "message", "") or exc)) is not None
+
+
 def _refused(exc: Any) -> Exception:
     """A 4xx the endpoint will give again: the prompt is over the model's context (that row's
     ``invalid_input``), or the request is refused as made (``judge_request_rejected``)."""
@@ -101,6 +124,7 @@ class OpenAIJudge(JudgeModel):
         api_version: str | None = None,
         structured_output: StructuredMode | Literal["auto"] = "auto",
         temperature: float | None = 0.0,
+        sample_temperature: float | None = None,
         price_per_million: tuple[float, float] | None = None,
         default_headers: dict[str, str] | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
@@ -115,6 +139,16 @@ class OpenAIJudge(JudgeModel):
         self.api_version = api_version
         self.mode: StructuredMode = "json_schema" if structured_output == "auto" else structured_output
         self.temperature = temperature
+        if sample_temperature is not None and not 0 < sample_temperature <= 2:
+            raise JudgeConfigurationError(f"sample_temperature must be in (0, 2], got {sample_temperature!r}")
+        #: temperature of sampled answers (self-consistency): this, else ``temperature`` when it is
+        #: above 0, else ``DEFAULT_SAMPLE_TEMPERATURE`` (1.0)
+        self.sample_temperature = sample_temperature
+        #: the endpoint refused ``temperature``: never sent again (sampled answers then come at
+        #: the endpoint's default temperature)
+        self._temperature_refused = False
+        #: sampled answers one request returns (``n``); 1 once the endpoint refused or ignored ``n``
+        self.choices_per_request = MAX_CHOICES
         self.price_per_million = price_per_million
         self.default_headers = default_headers
         if not isinstance(max_response_bytes, int) or max_response_bytes < 1:
@@ -197,7 +231,31 @@ class OpenAIJudge(JudgeModel):
             }
         return {"type": "json_object"}
 
+    def _sampling_temperature(self) -> float | None:
+        if self._temperature_refused:
+            return None
+        if self.sample_temperature is not None:
+            return self.sample_temperature
+        if self.temperature is not None and self.temperature > 0:
+            return self.temperature
+        return DEFAULT_SAMPLE_TEMPERATURE
+
     async def a_generate_with_usage(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
+        return await self._complete(prompt, schema, None)
+
+    async def a_generate_samples(self, prompt: str, schema: type[BaseModel] | None, n: int) -> Generation:
+        """``n`` sampled answers in one request (``n`` is sent when above 1) at the sampling
+        temperature; ``ChoicesUnsupportedError`` when the endpoint refuses ``n``. Fewer choices
+        than asked (an endpoint that ignores ``n``) are returned as they are, and this judge asks
+        one choice per request from then on."""
+        gen = await self._complete(prompt, schema, n)
+        if gen.outputs is not None and len(gen.outputs) < n:
+            self.choices_per_request = 1
+        return gen
+
+    async def _complete(self, prompt: str, schema: type[BaseModel] | None, n: int | None) -> Generation:
+        """One chat completion. ``n`` None: the ordinary answer (at ``temperature``); else ``n``
+        sampled choices at the sampling temperature, all in ``Generation.outputs``."""
         import openai
 
         client = self._client()
@@ -206,8 +264,11 @@ class OpenAIJudge(JudgeModel):
                 "model": self.model,
                 "messages": [{"role": "user", "content": prompt}],
             }
-            if self.temperature is not None:
-                kwargs["temperature"] = self.temperature
+            temperature = self.temperature if n is None else self._sampling_temperature()
+            if temperature is not None:
+                kwargs["temperature"] = temperature
+            if n is not None and n > 1:
+                kwargs["n"] = n
             fmt = self._response_format(schema)
             if fmt is not None:
                 # sent as-is in the body: the client's recursive TypedDict transform of a nested
@@ -225,9 +286,15 @@ class OpenAIJudge(JudgeModel):
                     if self.mode == rejected:
                         self.mode = "json_object" if rejected == "json_schema" else "none"
                     continue
-                if self.temperature is not None and _mentions(exc, "temperature"):
+                if temperature is not None and _mentions(exc, "temperature"):
                     self.temperature = None
+                    self._temperature_refused = True
                     continue
+                if n is not None and n > 1 and _about_n(exc):
+                    self.choices_per_request = 1
+                    raise ChoicesUnsupportedError(
+                        f"the judge endpoint refused n={n} (several answers per request)"
+                    ) from None
                 raise _refused(exc) from None
             except (openai.PermissionDeniedError, openai.UnprocessableEntityError) as exc:
                 raise _refused(exc) from None
@@ -250,6 +317,7 @@ class OpenAIJudge(JudgeModel):
                 raise
             break
         content = resp.choices[0].message.content if resp.choices else None
+        outputs = None if n is None else [c.message.content or "" for c in resp.choices or []]
         usage = getattr(resp, "usage", None)
         pt = getattr(usage, "prompt_tokens", None) if usage else None
         ct = getattr(usage, "completion_tokens", None) if usage else None
@@ -259,7 +327,12 @@ class OpenAIJudge(JudgeModel):
             cost = cost_of(self.model, pt, ct)
         limits = {k: v for k, v in raw.headers.items() if k.lower().startswith("x-ratelimit-")}
         return Generation(
-            output=content or "", prompt_tokens=pt, completion_tokens=ct, cost=cost, rate_limit_headers=limits or None
+            output=content or "",
+            prompt_tokens=pt,
+            completion_tokens=ct,
+            cost=cost,
+            rate_limit_headers=limits or None,
+            outputs=outputs,
         )
 
     async def a_generate(self, prompt: str, schema: type[BaseModel] | None = None) -> Any:

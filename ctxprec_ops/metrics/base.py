@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from .._async import run_sync
+from ..consistency import check_samples, sampled_version
 from ..errors import CtxPrecError, InvalidTestCaseError, JudgeConfigurationError
 from ..judges import JudgeModel, resolve_judge
 from ..judging import JudgeRun
@@ -40,12 +41,18 @@ class BaseRetrievalMetric:
         *,
         max_nodes_per_call: int = 20,
         max_retries: int = 6,
+        samples: int = 1,
     ) -> None:
         """Arguments in deepeval's (4.3) names and positional order. ``threshold=None`` scores
         without a pass/fail verdict (``success`` stays None); ``model`` is a model name,
         ``"lexical"``, a ``JudgeModel`` or a deepeval-style custom model (``get_model_name``,
         ``generate``, ``a_generate``). deepeval's ``eval_mode`` is accepted as ``None``/``"llm"``
-        only (the judge is always an LLM-style model here); ``system_one_model`` is not supported."""
+        only (the judge is always an LLM-style model here); ``system_one_model`` is not supported.
+
+        ``samples`` (odd, default 1): self-consistency — each node's verdict is the majority of
+        that many sampled answers (``consistency.py``); the verdicts then carry their
+        ``agreement`` and ``prompt_version`` ends in ``+samples=N``. A deterministic judge
+        (``"lexical"``) is asked once whatever ``samples`` says."""
         if system_one_model is not None:
             raise JudgeConfigurationError("system_one_model is not supported: pass the judge as model=")
         if eval_mode not in (None, "llm"):
@@ -56,6 +63,7 @@ class BaseRetrievalMetric:
             raise ValueError(f"threshold must be a number between 0 and 1 or None, got {threshold!r}")
         if max_nodes_per_call < 1:
             raise ValueError("max_nodes_per_call must be at least 1")
+        check_samples(samples)
         self.strict_mode = strict_mode
         self.threshold: float | None = 1.0 if strict_mode else (None if threshold is None else float(threshold))
         self.model: JudgeModel = resolve_judge(model)
@@ -69,7 +77,11 @@ class BaseRetrievalMetric:
         template = evaluation_template or self.default_template
         #: the judge's prompt template; None on a metric that calls no judge (the label metric)
         self.evaluation_template: type | None = template
-        self.prompt_version = _prompt_version(template)
+        #: sampled answers per node asked for; ``judge_samples``: what the judge is really asked
+        #: (1 for a deterministic judge, which would repeat its one answer)
+        self.samples = samples
+        self.judge_samples = 1 if self.model.deterministic else samples
+        self.prompt_version = sampled_version(_prompt_version(template), self.judge_samples)
         self.max_nodes_per_call = max_nodes_per_call
         self.max_retries = max_retries
         self._reset()

@@ -86,6 +86,7 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
                 run,
                 max_nodes_per_call=self.max_nodes_per_call,
                 usage=usage,
+                samples=self.judge_samples,
             )
         finally:  # a failed case still reports the calls it paid for
             record_usage(result, usage)

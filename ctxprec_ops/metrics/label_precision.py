@@ -191,6 +191,7 @@ class LabelContextualPrecisionMetric(BaseRetrievalMetric):
         self.prompt_version = LABELS_VERSION
         self.max_nodes_per_call = MAX_IDS
         self.max_retries = 0
+        self.samples = self.judge_samples = 1  # no judge to sample
         self.figures: RankingFigures | None = None
         self._reset()
 

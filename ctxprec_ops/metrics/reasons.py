@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..consistency import agreement_of
 from ..scoring import precision_steps
 from ..verdicts import NodeVerdict
 
@@ -46,8 +47,27 @@ def verbose_logs(verdicts: Sequence[NodeVerdict], score: float, *, title: str = 
         mark = "relevant  " if v.relevant else "irrelevant"
         lines.append(
             f"  node {step.rank:>3} {mark}  precision@{step.rank}={step.precision_at_k:.3f}"
-            f"  contributes {step.contribution:.3f}  | {_short(v.reason, 120)}"
+            f"  contributes {step.contribution:.3f}{agreement_note(v)}  | {_short(v.reason, 120)}"
         )
     hits = sum(v.relevant for v in verdicts)
     lines.append(f"Score: sum of contributions / {hits} relevant = {score:.4f}")
+    flips = flip_line(verdicts)
+    if flips:
+        lines.append(flips)
     return "\n".join(lines)
+
+
+def agreement_note(v: NodeVerdict) -> str:
+    """``  agreement 60%`` for a majority verdict of sampled answers; "" otherwise."""
+    agreement = agreement_of(v)
+    return "" if agreement is None else f"  agreement {agreement:.0%}"
+
+
+def flip_line(verdicts: Sequence[NodeVerdict]) -> str:
+    """How many majority verdicts had disagreeing samples; "" when nothing was sampled."""
+    sampled = [a for a in (agreement_of(v) for v in verdicts) if a is not None]
+    if not sampled:
+        return ""
+    flipped = sum(1 for a in sampled if a < 1.0)
+    rate = flipped / len(sampled)
+    return f"Self-consistency: the samples disagreed on {flipped} of {len(sampled)} node(s) (flip rate {rate:.0%})"

@@ -26,7 +26,7 @@ from ..test_case import (
     as_conversational_test_case,
 )
 from .base import BaseRetrievalMetric, record_usage
-from .reasons import _short
+from .reasons import _short, agreement_note, flip_line
 
 __all__ = ["TurnContextualPrecisionMetric", "interaction_units", "windows"]
 
@@ -198,6 +198,7 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
                 run,
                 max_nodes_per_call=self.max_nodes_per_call,
                 usage=usage,
+                samples=self.judge_samples,
             )
 
         usages = [Usage() for _ in wins]
@@ -263,5 +264,8 @@ def _turn_logs(results: list[WindowResult], turns: list[Turn]) -> str:
             lines.append("  no retrieval context in this window: scores 1.0")
         for k, (v, (t, j)) in enumerate(zip(r.verdicts, r.node_sources), start=1):
             mark = "relevant  " if v.relevant else "irrelevant"
-            lines.append(f"  node {k:>3} (turn {t + 1}, #{j + 1}) {mark} | {_short(v.reason, 100)}")
+            lines.append(f"  node {k:>3} (turn {t + 1}, #{j + 1}) {mark}{agreement_note(v)} | {_short(v.reason, 100)}")
+    flips = flip_line([v for r in results for v in r.verdicts])
+    if flips:
+        lines.append(flips)
     return "\n".join(lines)

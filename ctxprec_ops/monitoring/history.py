@@ -432,13 +432,14 @@ def load_worst_cases(
             nodes = []
             for i, v in enumerate(_json_list(verdicts)):
                 if isinstance(v, dict):
-                    nodes.append(
-                        {
-                            "node": int(v.get("node") or i + 1),
-                            "relevant": bool(v.get("relevant")),
-                            "reason": v.get("reason"),
-                        }
-                    )
+                    node = {
+                        "node": int(v.get("node") or i + 1),
+                        "relevant": bool(v.get("relevant")),
+                        "reason": v.get("reason"),
+                    }
+                    if v.get("agreement") is not None:  # a majority of sampled answers
+                        node["agreement"] = v["agreement"]
+                    nodes.append(node)
             groups = _split_windows(nodes)
             cases.append(
                 {

@@ -168,6 +168,17 @@ def _calibrations(engine: Engine) -> list[dict[str, Any]]:
         return []
 
 
+def _flip_rates(engine: Engine, metric: str, history: History, partitions: list[str]) -> list[Any]:
+    """Self-consistency figures of a population judged with samples > 1; none on any error."""
+    from .flips import flip_rates
+
+    try:
+        return flip_rates(engine, metric, history.population, partitions)
+    except Exception as exc:  # a bonus section: never fails the report
+        logging.getLogger("ctxprec_ops.monitoring").warning("report: flip rates not shown: %s", type(exc).__name__)
+        return []
+
+
 def render_report(
     engine_or_url: Engine | str,
     out_path: str | os.PathLike[str],
@@ -226,6 +237,7 @@ def render_report(
             threshold=threshold, warehouse=display_url(engine), title=title, explicit_end=end is not None,
         )  # fmt: skip
         ctx["calibrations"] = _calibrations(engine)
+        ctx["flip_rates"] = _flip_rates(engine, metric, history, scored)
     html = render_report_html(ctx)
     # write atomically: a reader (or a browser refresh) never sees half a report
     fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=out.parent)

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..budget import Budget
 from ..cache import DictVerdictCache
+from ..consistency import agreement_of, verdict_json
 from ..results import MetricResult
 from ..warehouse.engine import write_transaction
 from ..warehouse.label_figures import figure_row, write_figures
@@ -45,7 +46,7 @@ def _score_row(
         "score": _number(r.score, "score"),
         "success": bool(r.success),
         "threshold": _number(r.threshold, "threshold"),
-        "verdicts": [{"node": v.node, "relevant": v.relevant, "reason": v.reason} for v in r.verdicts],
+        "verdicts": [verdict_json(v) for v in r.verdicts],
         "reason": r.reason,
         "judge_model": r.judge_model or key.judge_model,
         "prompt_version": r.prompt_version or key.prompt_version,
@@ -151,6 +152,7 @@ def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]], 
                 "relevant": bool(v.relevant),
                 "reason": v.reason,
                 "created_at": now,
+                "agreement": agreement_of(v),
             }
             for k, v in cache.added.items()
         ]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Engine
 
 from ..config import DEFAULT_WAREHOUSE_URL, Settings
+from ..consistency import check_samples
 from ..judges.names import validate_judge_name
 from ..secrets import register_secret
 from ..warehouse.identifiers import split_table_name, validate_identifier
@@ -62,6 +63,8 @@ class PipelineConfig:
     sample_seed: str = DEFAULT_SAMPLE_SEED
     #: ``sync`` (on-demand judge calls) or ``batch`` (OpenAI Batch API; see ctxprec_ops/batch)
     judge_mode: str = "sync"
+    #: self-consistency: sampled judge answers per node, odd (the metrics' ``samples``)
+    judge_samples: int = 1
     #: batch mode: longest wait between two polls of a batch, seconds
     batch_poll_seconds: float = 60.0
 
@@ -99,6 +102,12 @@ class PipelineConfig:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
         if self.judge_mode not in ("sync", "batch"):
             raise ValueError(f"judge_mode must be 'sync' or 'batch', got {self.judge_mode!r}")
+        check_samples(self.judge_samples, "judge_samples")
+        if self.judge_mode == "batch" and self.judge_samples > 1:
+            raise ValueError(
+                f"judge_samples={self.judge_samples} is not supported in batch mode (the Batch API path judges "
+                "one answer per node): use judge_mode='sync' to sample, or judge_samples=1"
+            )
         register_secret(self.judge_api_key)
 
     @property
@@ -152,6 +161,7 @@ class PipelineConfig:
             "sample_rate": s.sample_rate,
             "max_rows": s.max_rows,
             "judge_mode": s.judge_mode,
+            "judge_samples": s.judge_samples,
             "batch_poll_seconds": s.batch_poll_seconds,
         }
         base.update(given)

@@ -78,6 +78,7 @@ def _common(config: PipelineConfig, judge: JudgeModel | None) -> dict[str, Any]:
         strict_mode=config.strict_mode,
         max_nodes_per_call=config.max_nodes_per_call,
         max_retries=config.max_retries,
+        samples=config.judge_samples,
     )
 
 

@@ -190,6 +190,8 @@ def _build(schema: str | None) -> OutputTables:
         Column("relevant", Boolean, nullable=False),
         Column("reason", Text),
         Column("created_at", _TS, nullable=False),
+        # self-consistency: share of the sampled answers agreeing with ``relevant`` (NULL: one answer)
+        Column("agreement", _DOUBLE),
         PrimaryKeyConstraint("key", name=f"{JUDGMENTS}_pk"),
         # SQLite: one B-tree keyed by the hash instead of a rowid table plus a unique index
         # (half the writes per judged node; the rows are small)

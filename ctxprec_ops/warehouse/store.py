@@ -9,13 +9,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import LargeBinary, Text, and_, any_, bindparam, case, delete, exists, func, select, true, update
+from sqlalchemy import LargeBinary, Text, and_, any_, bindparam, case, delete, exists, func, null, select, true, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..cache import key_head, key_range
+from ..consistency import node_verdict
 from ..verdicts import NodeVerdict
 from .schema import OutputTables
 from .upsert import insert_ignore, upsert
@@ -95,8 +96,12 @@ def scored_ids(conn: Connection, t: OutputTables, key: ScoringKey, log_ids: Sequ
     return found
 
 
-def load_judgments(conn: Connection, t: OutputTables, keys: Iterable[bytes]) -> dict[bytes, NodeVerdict]:
-    """Cached verdicts for ``keys`` (``node`` is 0: the metric re-numbers by rank).
+def load_judgments(
+    conn: Connection, t: OutputTables, keys: Iterable[bytes], *, agreement: bool = True
+) -> dict[bytes, NodeVerdict]:
+    """Cached verdicts for ``keys`` (``node`` is 0: the metric re-numbers by rank); a verdict of
+    sampled answers comes back as a ``SampledVerdict`` with its agreement. ``agreement=False``
+    reads without that column (a reader of a table an older version wrote, not migrated yet).
 
     PostgreSQL: one statement per call that probes each *question* once instead of each node:
     the keys of one question share their first ``KEY_HEAD_BYTES`` bytes and sit next to each
@@ -108,20 +113,21 @@ def load_judgments(conn: Connection, t: OutputTables, keys: Iterable[bytes]) -> 
     wanted = list(dict.fromkeys(keys))
     out: dict[bytes, NodeVerdict] = {}
     j = t.judgments.c
+    cols = [j.key, j.relevant, j.reason, j.agreement if agreement else null()]
     if conn.dialect.name == "postgresql":
         if not wanted:
             return out
         want = set(wanted)
         ranges = [key_range(h) for h in sorted({key_head(k) for k in wanted})]
         params = {"lo": [lo for lo, _ in ranges], "hi": [hi for _, hi in ranges]}
-        for k, relevant, reason in conn.execute(_heads_lookup(t), params):
+        for k, relevant, reason, agreed in conn.execute(_heads_lookup(t, agreement), params):
             k = bytes(k)
             if k in want:  # the range also returns the question's other cached nodes
-                out[k] = NodeVerdict(node=0, relevant=bool(relevant), reason=reason or "")
+                out[k] = node_verdict(0, bool(relevant), reason or "", agreed)
         return out
     for part in _chunks(wanted):
-        for k, relevant, reason in conn.execute(select(j.key, j.relevant, j.reason).where(j.key.in_(list(part)))):
-            out[bytes(k)] = NodeVerdict(node=0, relevant=bool(relevant), reason=reason or "")
+        for k, relevant, reason, agreed in conn.execute(select(*cols).where(j.key.in_(list(part)))):
+            out[bytes(k)] = node_verdict(0, bool(relevant), reason or "", agreed)
     return out
 
 
@@ -130,11 +136,12 @@ def load_judgments(conn: Connection, t: OutputTables, keys: Iterable[bytes]) -> 
 _NODES_PER_QUESTION = 100_000
 
 
-def _heads_lookup(t: OutputTables) -> Any:
-    """``SELECT key, relevant, reason FROM unnest(:lo, :hi) h CROSS JOIN LATERAL (SELECT ... FROM
-    judgments WHERE key BETWEEN h.lo AND h.hi LIMIT n)``, one (lo, hi) per question's key head.
-    The plan is one index range scan per head whatever the table's statistics say (a plain join,
-    planned without statistics, became a hash join over the whole table)."""
+def _heads_lookup(t: OutputTables, agreement: bool = True) -> Any:
+    """``SELECT key, relevant, reason, agreement FROM unnest(:lo, :hi) h CROSS JOIN LATERAL
+    (SELECT ... FROM judgments WHERE key BETWEEN h.lo AND h.hi LIMIT n)``, one (lo, hi) per
+    question's key head. The plan is one index range scan per head whatever the table's
+    statistics say (a plain join, planned without statistics, became a hash join over the whole
+    table)."""
     j = t.judgments
     binary = ARRAY(LargeBinary())
     h = (
@@ -142,13 +149,15 @@ def _heads_lookup(t: OutputTables) -> Any:
         .table_valued("lo", "hi")
         .render_derived(name="h")
     )
+    agreed = j.c.agreement if agreement else null().label("agreement")
     per_head = (
-        select(j.c.key, j.c.relevant, j.c.reason)
+        select(j.c.key, j.c.relevant, j.c.reason, agreed)
         .where(j.c.key >= h.c.lo, j.c.key <= h.c.hi)
         .limit(_NODES_PER_QUESTION)
         .lateral("j")
     )
-    return select(per_head.c.key, per_head.c.relevant, per_head.c.reason).select_from(h).join(per_head, true())
+    p = per_head.c
+    return select(p.key, p.relevant, p.reason, p.agreement).select_from(h).join(per_head, true())
 
 
 def write_chunk(

@@ -1,0 +1,107 @@
+"""Self-consistency: ask the judge ``samples`` times per node (at a temperature above 0) and keep
+the majority verdict, with the share of samples that agreed with it.
+
+``samples=1`` is the ordinary judgment (one answer at temperature 0); 3, 5, ... ask that many
+answers — in one request with ``n`` where the endpoint supports it — and vote per node. The count
+must be odd so a binary vote cannot tie. A scoring configuration that samples is a different
+measuring instrument, so its ``prompt_version`` says so (``v1-…+samples=5``): its scores, failures,
+cached judgments and calibrations never mix with those of single answers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import Field
+
+from .verdicts import NodeVerdict
+
+__all__ = [
+    "DEFAULT_SAMPLE_TEMPERATURE",
+    "SampledVerdict",
+    "agreement_of",
+    "check_samples",
+    "majority",
+    "node_verdict",
+    "samples_of",
+    "sampled_version",
+    "verdict_json",
+]
+
+#: the temperature sampled answers are asked at when the judge was given none above 0
+DEFAULT_SAMPLE_TEMPERATURE = 1.0
+
+_SUFFIX = re.compile(r"\+samples=(\d+)$")
+
+
+def check_samples(samples: Any, name: str = "samples") -> int:
+    """``samples`` as an int: odd and at least 1 (``ValueError`` otherwise, naming ``name``)."""
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1 or samples % 2 == 0:
+        raise ValueError(
+            f"{name} must be an odd whole number >= 1 (1 = one answer per node; 3, 5, ... = the majority of "
+            f"that many sampled answers; an even count could tie), got {samples!r}"
+        )
+    return samples
+
+
+def sampled_version(prompt_version: str, samples: int) -> str:
+    """The prompt version a configuration with ``samples`` answers per node records."""
+    return prompt_version if samples == 1 else f"{prompt_version}+samples={samples}"
+
+
+def samples_of(prompt_version: str | None) -> int:
+    """The answers per node a recorded ``prompt_version`` was judged with (1 when it does not say)."""
+    m = _SUFFIX.search(prompt_version or "")
+    return int(m.group(1)) if m else 1
+
+
+class SampledVerdict(NodeVerdict):
+    """A majority verdict: ``agreement`` is the share of the samples that gave this verdict
+    (1.0 = unanimous; with 5 samples, 0.6 = 3 of 5)."""
+
+    agreement: float = Field(description="share of the sampled answers agreeing with this verdict")
+
+    @property
+    def flipped(self) -> bool:
+        """Whether the samples disagreed about this node."""
+        return self.agreement < 1.0
+
+
+def agreement_of(v: NodeVerdict) -> float | None:
+    """``v``'s agreement, None for a single answer's verdict (an ``isinstance`` check: a missing
+    attribute on a pydantic model costs microseconds, and this runs for every node written)."""
+    return v.agreement if isinstance(v, SampledVerdict) else None
+
+
+def node_verdict(node: int, relevant: bool, reason: str, agreement: float | None) -> NodeVerdict:
+    """A plain verdict, or a ``SampledVerdict`` when an agreement is known."""
+    if agreement is None:
+        return NodeVerdict(node=node, relevant=relevant, reason=reason)
+    return SampledVerdict(node=node, relevant=relevant, reason=reason, agreement=float(agreement))
+
+
+def verdict_json(v: NodeVerdict) -> dict[str, Any]:
+    """One node of ``ctxprec_scores.verdicts``: ``{node, relevant, reason}`` (+ ``agreement``)."""
+    out: dict[str, Any] = {"node": v.node, "relevant": v.relevant, "reason": v.reason}
+    if isinstance(v, SampledVerdict):
+        out["agreement"] = v.agreement
+    return out
+
+
+def majority(answers: Sequence[Mapping[int, NodeVerdict]], ids: Sequence[int]) -> dict[int, NodeVerdict]:
+    """Per node id, the verdict most answers gave, its agreement, and the reason of the first
+    answer that gave it. ``answers`` holds an odd number of complete answers (one per sample)."""
+    count = len(answers)
+    if count == 0 or count % 2 == 0:
+        raise ValueError(f"a majority needs an odd number of answers, got {count}")
+    out: dict[int, NodeVerdict] = {}
+    for k in ids:
+        votes = [a[k] for a in answers]
+        yes = sum(1 for v in votes if v.relevant)
+        relevant = 2 * yes > count
+        agreeing = yes if relevant else count - yes
+        reason = next(v.reason for v in votes if v.relevant == relevant)
+        out[k] = SampledVerdict(node=k, relevant=relevant, reason=reason, agreement=agreeing / count)
+    return out
