@@ -23,7 +23,8 @@ characters (no two rows share a node, so the judgment cache cannot shortcut anyt
 Judges (``--judge``):
 
 - ``instant``: a ``JudgeModel`` subclass that answers at once through the full LLM path (prompt
-  rendering, JSON answer, parsing, coverage check, judgment cache reads and writes);
+  rendering, JSON answer, parsing, coverage check, judgment cache reads and writes); it declares
+  ``answers_inline``, so the judging core calls its ``generate`` directly;
 - ``lexical``: the offline default judge (no prompt, no cache).
 
 Targets: >= 5,000 rows/s, peak RSS <= 300 MB and not growing with the table size; PostgreSQL at
@@ -287,7 +288,10 @@ _BLOCK = re.compile(r'<node id="(\d+)">')
 
 class InstantJudge(JudgeModel):
     """Answers immediately through the LLM path: even-numbered nodes are relevant.
-    Defined at module level so worker processes can unpickle it."""
+    Defined at module level so worker processes can unpickle it. It computes its answer in
+    process, so it says so (``answers_inline``): the judging core calls ``generate`` directly."""
+
+    answers_inline = True
 
     def get_model_name(self) -> str:
         return "instant-bench-judge"

@@ -36,7 +36,16 @@ from .verdicts import AnswerProblem, JudgeAnswer, NodeVerdict
 
 log = logging.getLogger("ctxprec_ops.judging")
 
-__all__ = ["JudgeRun", "Usage", "judge_nodes", "gather_settled", "JudgeGuards", "use_guards", "active_guards"]
+__all__ = [
+    "JudgeRun",
+    "Usage",
+    "judge_nodes",
+    "gather_settled",
+    "JudgeGuards",
+    "use_guards",
+    "active_guards",
+    "answers_inline_in",
+]
 
 #: completion tokens assumed per node when estimating a call's cost before making it
 EST_COMPLETION_TOKENS_PER_NODE = 40
@@ -189,6 +198,25 @@ async def _send_once(
     return out
 
 
+def _answer_inline(judge: JudgeModel, prompt: str, run: JudgeRun, schema: type[BaseModel]) -> Generation:
+    """``_send_once`` for a judge that ``answers_inline``: its answer, computed right here. It holds
+    no limiter slot (nothing overlaps it) and the quota is not involved (``answers_inline_in``)."""
+    try:
+        out = judge.generate_inline(prompt, schema)
+    except Exception as exc:
+        if is_rate_limit(exc):
+            run.limiter.on_rate_limited(retry_after_seconds(exc))
+        raise
+    run.limiter.on_success()
+    return out
+
+
+def answers_inline_in(judge: object, run: JudgeRun) -> bool:
+    """Whether ``judge``'s calls in ``run`` are answered inline (``JudgeModel.answers_inline``):
+    never under a request quota, which paces every call the ordinary way."""
+    return run.quota is None and bool(getattr(judge, "answers_inline", False))
+
+
 async def _send(
     judge: JudgeModel,
     prompt: str,
@@ -204,14 +232,21 @@ async def _send(
     breaker = run.breaker
     if breaker is not None and breaker.endpoint is None:
         breaker.set_endpoint(getattr(judge, "endpoint", None))
-    tokens = _estimate_tokens(prompt, n_nodes, choices or 1)
+    # sampled answers (``choices``) are always requested the ordinary way
+    inline = choices is None and answers_inline_in(judge, run)
+    tokens = 0.0 if inline else _estimate_tokens(prompt, n_nodes, choices or 1)  # paces the quota (none inline)
     sent = retries = 0
     while True:
-        probe = await breaker.admit() if breaker is not None else False
+        probe = False  # a closed breaker admits at once (``admit`` returns False without waiting)
+        if breaker is not None and (breaker.state != "closed" or breaker.gave_up is not None):
+            probe = await breaker.admit()
         sent += 1
         usage.attempts = max(usage.attempts, sent)
         try:
-            gen = await _send_once(judge, prompt, tokens, run, schema, choices)
+            if inline:
+                gen = _answer_inline(judge, prompt, run, schema)
+            else:
+                gen = await _send_once(judge, prompt, tokens, run, schema, choices)
         except Exception as exc:
             if not is_transient(exc):
                 if breaker is not None and getattr(exc, "status_code", None):

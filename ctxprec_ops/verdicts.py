@@ -81,6 +81,10 @@ def parse_answer(raw: Any) -> JudgeAnswer:
     if isinstance(raw, (bytes, bytearray)):
         raw = raw.decode("utf-8", "replace")
     if isinstance(raw, str):
+        try:  # the common case, clean JSON in the format: parsed and validated in one pass
+            return JudgeAnswer.model_validate_json(raw)
+        except ValueError:  # anything else (fenced, bare list, not the format...): the tolerant path
+            pass
         raw = _loads_tolerant(raw)
     if isinstance(raw, list):  # a bare list of verdicts
         raw = {"verdicts": raw}

@@ -94,6 +94,21 @@ class JudgeModel(ABC):
         gen.outputs = [gen.output]
         return gen
 
+    #: ``generate`` answers at once, in this process, with no I/O and nothing to wait for (a
+    #: rule-based judge, a test double). The judging core then calls ``generate`` directly on the
+    #: event loop instead of sending a request through ``a_generate_with_usage``: the call holds
+    #: no concurrency slot (it never overlaps another) and the pipeline judges such cases one
+    #: after another instead of one task each. Everything else stays: the judgment cache, answer
+    #: validation and repair, the budget, the request quota (a run with a quota sends every call
+    #: the ordinary way), retries and the circuit breaker when ``generate`` raises. A judge that
+    #: waits on anything (network, disk, a subprocess) must leave it False.
+    answers_inline: bool = False
+
+    def generate_inline(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
+        """``generate``'s answer as a ``Generation`` (for ``answers_inline`` judges); a
+        ``(answer, cost_usd)`` tuple is read as ``a_generate_with_usage`` reads it."""
+        return _generation(self.generate(prompt, schema))
+
     def load_model(self) -> Any:  # deepeval compatibility
         return self
 
@@ -149,6 +164,11 @@ class DeepEvalBaseLLM(JudgeModel):
 
     async def a_generate_with_usage(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
         return _generation(await call_custom_model(self, prompt, schema))
+
+    def generate_inline(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
+        # a deepeval model's ``generate`` may not take ``schema``
+        gen = self.generate
+        return _generation(gen(prompt, schema=schema) if schema is not None and _takes_schema(gen) else gen(prompt))
 
 
 class CustomModelJudge(JudgeModel):

@@ -68,6 +68,7 @@ class LexicalJudge(JudgeModel):
 
     offline = True
     deterministic = True
+    answers_inline = True  # word overlap, computed in process
     price_per_million = (0.0, 0.0)
 
     def __init__(self, min_overlap: float = 0.25, min_shared: int = 2) -> None:

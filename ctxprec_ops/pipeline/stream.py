@@ -9,7 +9,9 @@ the unit of reading and of the write transaction:
   claimed and not yet written. A chunk another process holds is skipped and, after the free ones,
   waited for (then its rows are found scored) — or left out with ``wait_taken=False``;
 - the event loop judges every case through one ``JudgeRun`` limiter (and one budget, and the
-  context's circuit breaker and request quota); a kind that needs no judge is computed in place;
+  context's circuit breaker and request quota); a kind that needs no judge is computed in place,
+  and the cases of a judge that answers inline (``JudgeModel.answers_inline``) are judged one
+  after another by the dispatcher itself (nothing to wait for: no task per case);
 - when a chunk's last case is judged, a single writer thread collects and writes it in one
   transaction (scores, failures, judgments), in the order chunks finish — one writer, so SQLite's
   single-writer rule holds and a crash leaves whole chunks only. A chunk's claim is released
@@ -33,7 +35,7 @@ from .._async import run_sync
 from .._gc import quiet_gc
 from ..budget import Budget
 from ..cache import DictVerdictCache, remembered_keys
-from ..judging import JudgeRun, use_guards
+from ..judging import JudgeRun, answers_inline_in, use_guards
 from ..limiter import AdaptiveLimiter
 from ..results import MetricResult
 from ..verdicts import NodeVerdict
@@ -101,6 +103,8 @@ class _Stream:
         )
         self.claims: set[ExitStack] = set()  # claimed chunks not yet written (released on any exit)
         self.gate = asyncio.Semaphore(max(cfg.concurrency * 4, 8))  # live case coroutines
+        #: the judge answers inline (``JudgeModel.answers_inline``): no task per case
+        self.inline = answers_inline_in(getattr(ctx.metric, "model", None), self.base)
         self.slots = asyncio.Semaphore(OPEN_CHUNKS)
         self.recent: dict[bytes, NodeVerdict] = {}
         self.evictions: list[tuple[int, list[bytes]]] = []  # (reads started at the write, keys written)
@@ -162,6 +166,10 @@ class _Stream:
             if not self.ctx.config.kind.needs_judge:  # pure computation: the writer computes and writes
                 self.progress.add(op.pending)
                 op.pending = 0
+            elif self.inline:  # nothing to wait for: judge the cases here, one after another
+                with remembered_keys(op.intake.key_memo):
+                    for i, case in enumerate(op.intake.cases):
+                        await self._judge(op, i, case, tg)
             else:
                 with remembered_keys(op.intake.key_memo):  # the cases' tasks find their keys computed
                     for i, case in enumerate(op.intake.cases):
@@ -175,10 +183,14 @@ class _Stream:
             self._evict()
 
     async def _score(self, op: _Open, i: int, case: Any, tg: asyncio.TaskGroup) -> None:
+        """One case as its own task (a judge that is waited for); frees its ``gate`` slot."""
         try:
-            r: MetricResult = await self.ctx.metric.score_case(case, op.run, i)
+            await self._judge(op, i, case, tg)
         finally:
             self.gate.release()
+
+    async def _judge(self, op: _Open, i: int, case: Any, tg: asyncio.TaskGroup) -> None:
+        r: MetricResult = await self.ctx.metric.score_case(case, op.run, i)
         op.results[i] = r
         op.pending -= 1
         self.progress.add(1)

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
@@ -26,6 +27,7 @@ from sqlalchemy.engine.url import URL
 from sqlalchemy.pool import StaticPool
 
 from ..secrets import redact_url, register_secret
+from . import sqlite_json
 
 __all__ = [
     "normalize_url",
@@ -141,10 +143,10 @@ SQLITE_CACHE_KIB = 32768
 SQLITE_WAL_AUTOCHECKPOINT_PAGES = 10_000
 
 
-def _sqlite_text(raw: bytes) -> str:
-    # invalid UTF-8 stored in a TEXT column must not abort the whole chunk read: keep the bad
-    # bytes as surrogates, row validation reports them as "not valid UTF-8"
-    return str(raw, "utf-8", "surrogateescape")
+#: invalid UTF-8 stored in a TEXT column must not abort the whole chunk read: keep the bad bytes
+#: as surrogates, row validation reports them as "not valid UTF-8" (a partial of ``str``: called
+#: for every text value read, it adds no Python frame)
+_sqlite_text = functools.partial(str, encoding="utf-8", errors="surrogateescape")
 
 
 def _setup_sqlite(engine: Engine) -> None:
@@ -181,6 +183,7 @@ def _create(u: URL) -> Engine:
         if u.database in (None, "", ":memory:"):
             kwargs["poolclass"] = StaticPool
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+        kwargs["json_serializer"] = sqlite_json.dumps  # json.dumps's text, faster for verdict lists
     else:
         kwargs["pool_pre_ping"] = True
     engine = create_engine(u, **kwargs)

@@ -144,7 +144,9 @@ class SourceTable:
 
     @property
     def name(self) -> str:
-        return self.table.fullname
+        # a plain str, not SQLAlchemy's quoted_name: it is bound into every score and failure
+        # row, and the sqlite3 driver adapts str subclasses slowly (a failed __conform__ lookup)
+        return str(self.table.fullname)
 
     def coerce_id(self, value: Any) -> Any:
         """Chunk bounds may come back from JSON (XCom) as text: give them the column's type.

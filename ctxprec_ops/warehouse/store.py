@@ -90,6 +90,11 @@ def scored_ids(conn: Connection, t: OutputTables, key: ScoringKey, log_ids: Sequ
     cost grows with the table (see ``analyze_if_grown`` and docs/scaling.md).
     """
     found: set[str] = set()
+    if conn.dialect.name == "sqlite":
+        sql, params = _sqlite_key_select(conn, t.scores, key, ["log_id"], "log_id")
+        for part in _chunks(list(dict.fromkeys(log_ids))):
+            found.update(r[0] for r in _sqlite_in(conn, sql, params, part))
+        return found
     for cond in _id_lists(conn, t.scores.c.log_id, list(dict.fromkeys(log_ids))):
         stmt = select(t.scores.c.log_id).where(key.where(t.scores), cond)
         found.update(r[0] for r in conn.execute(stmt))
@@ -125,10 +130,43 @@ def load_judgments(
             if k in want:  # the range also returns the question's other cached nodes
                 out[k] = node_verdict(0, bool(relevant), reason or "", agreed)
         return out
+    if conn.dialect.name == "sqlite":
+        names = ["key", "relevant", "reason", "agreement" if agreement else None]
+        sql, params = _sqlite_key_select(conn, t.judgments, None, names, "key")
+        for part in _chunks(wanted):
+            for k, relevant, reason, agreed in _sqlite_in(conn, sql, params, part):
+                out[k] = node_verdict(0, bool(relevant), reason or "", agreed)
+        return out
     for part in _chunks(wanted):
         for k, relevant, reason, agreed in conn.execute(select(*cols).where(j.key.in_(list(part)))):
             out[bytes(k)] = node_verdict(0, bool(relevant), reason or "", agreed)
     return out
+
+
+def _sqlite_key_select(
+    conn: Connection, table: Any, key: ScoringKey | None, columns: Sequence[str | None], in_column: str
+) -> tuple[str, tuple[Any, ...]]:
+    """SQLite: ``SELECT columns FROM table WHERE <key's columns> = ? ... AND in_column IN`` (the
+    list follows, see ``_sqlite_in``; a ``None`` column reads NULL) and the key's parameters. The same query the Core
+    statement renders, sent as driver SQL: a chunk's 500-value ``IN`` lists otherwise cost more
+    to compile and bind in Python than SQLite takes to answer them."""
+    q = conn.dialect.identifier_preparer
+    conds, params = [], []
+    if key is not None:
+        fields = [("metric", key.metric), ("judge_model", key.judge_model), ("prompt_version", key.prompt_version)]
+        if key.source_table is not None:
+            fields.append(("source_table", key.source_table))
+        for name, value in fields:
+            conds.append(f"{q.quote(table.c[name].name)} = ?")
+            params.append(value)
+    conds.append(f"{q.quote(table.c[in_column].name)} IN")
+    cols = ", ".join("NULL" if c is None else q.quote(table.c[c].name) for c in columns)
+    return f"SELECT {cols} FROM {q.format_table(table)} WHERE {' AND '.join(conds)}", tuple(params)
+
+
+def _sqlite_in(conn: Connection, sql: str, params: tuple[Any, ...], values: Sequence[Any]) -> Any:
+    """Run ``sql`` (ending in ``IN``) with ``values`` as its list."""
+    return conn.exec_driver_sql(f"{sql} ({', '.join('?' * len(values))})", (*params, *values))
 
 
 #: cached nodes read per question at most (a LIMIT that also keeps the per-question lookup a
