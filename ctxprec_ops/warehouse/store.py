@@ -124,8 +124,8 @@ def load_judgments(
             return out
         want = set(wanted)
         ranges = [key_range(h) for h in sorted({key_head(k) for k in wanted})]
-        params = {"lo": [lo for lo, _ in ranges], "hi": [hi for _, hi in ranges]}
-        for k, relevant, reason, agreed in conn.execute(_heads_lookup(t, agreement), params):
+        bounds = {"lo": [lo for lo, _ in ranges], "hi": [hi for _, hi in ranges]}
+        for k, relevant, reason, agreed in conn.execute(_heads_lookup(t, agreement), bounds):
             k = bytes(k)
             if k in want:  # the range also returns the question's other cached nodes
                 out[k] = node_verdict(0, bool(relevant), reason or "", agreed)
