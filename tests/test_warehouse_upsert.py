@@ -135,7 +135,7 @@ def test_upsert_is_idempotent_and_overwrites(engine, native):
 def test_insert_ignore_keeps_the_first_judgment(engine, native):
     t = ensure_output_tables(engine)
     row = {
-        "key": "k" * 64,
+        "key": b"k" * 23,
         "judge_model": "m",
         "prompt_version": "v",
         "relevant": True,

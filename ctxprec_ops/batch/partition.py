@@ -93,10 +93,10 @@ class _ReadOnlyCache:
     def __init__(self, inner: DictVerdictCache) -> None:
         self.inner = inner
 
-    def get(self, key: str) -> Any:
+    def get(self, key: bytes) -> Any:
         return self.inner.get(key)
 
-    def put(self, key: str, verdict: Any) -> None:
+    def put(self, key: bytes, verdict: Any) -> None:
         pass
 
 

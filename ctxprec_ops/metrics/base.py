@@ -117,7 +117,7 @@ class BaseRetrievalMetric:
     def _validate(self, test_case: Any) -> None:
         raise NotImplementedError
 
-    def judgment_keys(self, test_case: Any) -> list[str]:
+    def judgment_keys(self, test_case: Any) -> list[bytes]:
         """The judgment-cache keys scoring ``test_case`` looks up (to preload them in one query)."""
         raise NotImplementedError
 

@@ -56,7 +56,7 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
                 f"cannot score contextual precision: empty or missing {', '.join(missing)} (no judge call was made)"
             )
 
-    def judgment_keys(self, test_case: LLMTestCase) -> list[str]:
+    def judgment_keys(self, test_case: LLMTestCase) -> list[bytes]:
         return judgment_keys(
             self.evaluation_model,
             self.prompt_version,

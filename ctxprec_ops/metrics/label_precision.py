@@ -214,7 +214,7 @@ class LabelContextualPrecisionMetric(BaseRetrievalMetric):
                 f"retrieved_ids lists {dup[:100]!r} more than once (ranks must be distinct chunks)"
             )
 
-    def judgment_keys(self, test_case: Any) -> list[str]:
+    def judgment_keys(self, test_case: Any) -> list[bytes]:
         return []
 
     def judge_requests(self, test_case: Any) -> list[tuple[str, str, list[str]]]:

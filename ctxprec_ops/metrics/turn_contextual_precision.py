@@ -148,8 +148,8 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
         if not test_case.turns:
             raise InvalidTestCaseError("cannot score turn contextual precision: the conversation has no turns")
 
-    def judgment_keys(self, case: ConversationalTestCase) -> list[str]:
-        keys: list[str] = []
+    def judgment_keys(self, case: ConversationalTestCase) -> list[bytes]:
+        keys: list[bytes] = []
         for w in windows(case.turns, self.window_size):
             if w.nodes:
                 keys += judgment_keys(

@@ -41,7 +41,7 @@ class _Intake:
     #: the judgment cache preloaded for ``cases`` (None for offline judges)
     cache: DictVerdictCache | None = None
     #: the cases' judgment keys by ``judgment_keys`` arguments (computed once, see ``remembered_keys``)
-    key_memo: dict[tuple, list[str]] = field(default_factory=dict)
+    key_memo: dict[tuple, list[bytes]] = field(default_factory=dict)
 
 
 def _failure(

@@ -60,16 +60,16 @@ class _RunCache:
     A verdict taken from ``recent`` is written again with this chunk (an insert-ignore), so every
     chunk's transaction holds the verdicts its scores used."""
 
-    def __init__(self, own: DictVerdictCache, recent: dict[str, NodeVerdict]) -> None:
+    def __init__(self, own: DictVerdictCache, recent: dict[bytes, NodeVerdict]) -> None:
         self.own, self.recent = own, recent
 
-    def get(self, key: str) -> NodeVerdict | None:
+    def get(self, key: bytes) -> NodeVerdict | None:
         v = self.own.get(key)
         if v is None and (v := self.recent.get(key)) is not None:
             self.own.put(key, v)
         return v
 
-    def put(self, key: str, verdict: NodeVerdict) -> None:
+    def put(self, key: bytes, verdict: NodeVerdict) -> None:
         self.own.put(key, verdict)
         self.recent[key] = verdict
 
@@ -106,8 +106,8 @@ class _Stream:
         #: the judge answers inline (``JudgeModel.answers_inline``): no task per case
         self.inline = answers_inline_in(getattr(ctx.metric, "model", None), self.base)
         self.slots = asyncio.Semaphore(OPEN_CHUNKS)
-        self.recent: dict[str, NodeVerdict] = {}
-        self.evictions: list[tuple[int, list[str]]] = []  # (reads started at the write, keys written)
+        self.recent: dict[bytes, NodeVerdict] = {}
+        self.evictions: list[tuple[int, list[bytes]]] = []  # (reads started at the write, keys written)
         self.reads_started = self.dispatched = 0
         self.results: list[ChunkResult] = []
         self.reader = ThreadPoolExecutor(1, thread_name_prefix="ctxprec-read")

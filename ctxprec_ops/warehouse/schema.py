@@ -13,7 +13,9 @@ Keys (each is the primary key, so upserts can target it):
 
 ``source_table`` is the input table a row came from: two tables whose ids overlap never share a
 score, a failure or a run row.
-- ``ctxprec_judgments``: ``key`` = ``cache.judgment_key(...)``.
+- ``ctxprec_judgments``: ``key`` = ``cache.judgment_key(...)``, 23 bytes of binary (``bytea`` on
+  PostgreSQL, ``BLOB`` on SQLite; tables with the former 64-hex-digit text key are converted in
+  place, ``migrate.binary_judgment_keys``).
 
 ``log_id`` is text (source ids may be integers). ``score`` is double precision, unrounded.
 Timestamps are stored in UTC.
@@ -34,6 +36,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -44,11 +47,13 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.types import VARBINARY
 
+from ..cache import KEY_BYTES
 from ..errors import CtxPrecError
 from .engine import write_transaction
 from .identifiers import validate_identifier
-from .migrate import add_missing_columns, add_source_table_key, default_legacy_sources
+from .migrate import add_missing_columns, add_source_table_key, binary_judgment_keys, default_legacy_sources
 
 __all__ = [
     "OutputTables",
@@ -73,10 +78,9 @@ _TS = DateTime(timezone=True)
 _DOUBLE = Float(precision=53)
 # unbounded text where the backend allows it in a key; 255 elsewhere (e.g. MySQL)
 _KEYTEXT = String(255).with_variant(Text(), "postgresql", "sqlite")
-# judgment-cache keys are hex digests: byte order ("C" collation) compares them with memcmp
-# instead of the database locale's rules (cheaper index inserts and probes on PostgreSQL; SQLite
-# compares bytes already). Tables created before keep their collation and work the same.
-_HASHKEY = String(64).with_variant(String(64, collation="C"), "postgresql")
+# judgment-cache keys are 23-byte digests (``cache.KEY_BYTES``), stored as bytes: compared with
+# memcmp, and on PostgreSQL a 32-byte key-index entry instead of the 80 bytes of 64 hex digits
+_HASHKEY = VARBINARY(KEY_BYTES).with_variant(LargeBinary(), "postgresql", "sqlite")
 
 
 @dataclass(frozen=True)
@@ -222,6 +226,7 @@ def _create_all(engine: Engine, tables: OutputTables, legacy_sources: Mapping[st
             add_source_table_key(conn, table, legacy_sources)
         for table in (tables.scores, tables.failures, tables.runs, tables.judgments):
             add_missing_columns(conn, table)
+        binary_judgment_keys(conn, tables.judgments)
 
 
 def ensure_output_tables(

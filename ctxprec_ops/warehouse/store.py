@@ -9,13 +9,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Text, and_, any_, bindparam, case, delete, exists, func, literal, null, select, true, update
+from sqlalchemy import LargeBinary, Text, and_, any_, bindparam, case, delete, exists, func, null, select, true, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
 
-from ..cache import key_head
+from ..cache import key_head, key_range
 from ..consistency import node_verdict
 from ..verdicts import NodeVerdict
 from .schema import OutputTables
@@ -102,28 +102,31 @@ def scored_ids(conn: Connection, t: OutputTables, key: ScoringKey, log_ids: Sequ
 
 
 def load_judgments(
-    conn: Connection, t: OutputTables, keys: Iterable[str], *, agreement: bool = True
-) -> dict[str, NodeVerdict]:
+    conn: Connection, t: OutputTables, keys: Iterable[bytes], *, agreement: bool = True
+) -> dict[bytes, NodeVerdict]:
     """Cached verdicts for ``keys`` (``node`` is 0: the metric re-numbers by rank); a verdict of
     sampled answers comes back as a ``SampledVerdict`` with its agreement. ``agreement=False``
     reads without that column (a reader of a table an older version wrote, not migrated yet).
 
     PostgreSQL: one statement per call that probes each *question* once instead of each node:
-    the keys of one question share their first ``KEY_HEAD_CHARS`` digits and sit next to each
-    other in the key index, so a join of the distinct heads against key ranges ``[head, head+'g')``
-    reads one index range per question (a never-judged question costs one index descent that
-    finds nothing, ~5x fewer than looking its nodes up one by one). Other backends: ``IN`` lists.
+    the keys of one question share their first ``KEY_HEAD_BYTES`` bytes and sit next to each
+    other in the key index, so a join of the distinct heads against their key ranges
+    (``cache.key_range``) reads one index range per question (a never-judged question costs one
+    index descent that finds nothing, ~5x fewer than looking its nodes up one by one). Other
+    backends: ``IN`` lists.
     """
     wanted = list(dict.fromkeys(keys))
-    out: dict[str, NodeVerdict] = {}
+    out: dict[bytes, NodeVerdict] = {}
     j = t.judgments.c
     cols = [j.key, j.relevant, j.reason, j.agreement if agreement else null()]
     if conn.dialect.name == "postgresql":
         if not wanted:
             return out
         want = set(wanted)
-        heads = {"heads": sorted({key_head(k) for k in wanted})}
-        for k, relevant, reason, agreed in conn.execute(_heads_lookup(t, agreement), heads):
+        ranges = [key_range(h) for h in sorted({key_head(k) for k in wanted})]
+        bounds = {"lo": [lo for lo, _ in ranges], "hi": [hi for _, hi in ranges]}
+        for k, relevant, reason, agreed in conn.execute(_heads_lookup(t, agreement), bounds):
+            k = bytes(k)
             if k in want:  # the range also returns the question's other cached nodes
                 out[k] = node_verdict(0, bool(relevant), reason or "", agreed)
         return out
@@ -136,7 +139,7 @@ def load_judgments(
         return out
     for part in _chunks(wanted):
         for k, relevant, reason, agreed in conn.execute(select(*cols).where(j.key.in_(list(part)))):
-            out[k] = node_verdict(0, bool(relevant), reason or "", agreed)
+            out[bytes(k)] = node_verdict(0, bool(relevant), reason or "", agreed)
     return out
 
 
@@ -172,17 +175,22 @@ _NODES_PER_QUESTION = 100_000
 
 
 def _heads_lookup(t: OutputTables, agreement: bool = True) -> Any:
-    """``SELECT key, relevant, reason FROM unnest(:heads) h CROSS JOIN LATERAL (SELECT ... FROM
-    judgments WHERE key >= h AND key < h || 'g' LIMIT n)`` (hex digits sort below 'g' in every
-    collation). The plan is one index range scan per head whatever the table's statistics say
-    (a plain join, planned without statistics, became a hash join over the whole table)."""
+    """``SELECT key, relevant, reason, agreement FROM unnest(:lo, :hi) h CROSS JOIN LATERAL
+    (SELECT ... FROM judgments WHERE key BETWEEN h.lo AND h.hi LIMIT n)``, one (lo, hi) per
+    question's key head. The plan is one index range scan per head whatever the table's
+    statistics say (a plain join, planned without statistics, became a hash join over the whole
+    table)."""
     j = t.judgments
-    h = func.unnest(bindparam("heads", type_=ARRAY(Text()))).table_valued("head").render_derived(name="h")
-    head = h.c.head
+    binary = ARRAY(LargeBinary())
+    h = (
+        func.unnest(bindparam("lo", type_=binary), bindparam("hi", type_=binary))
+        .table_valued("lo", "hi")
+        .render_derived(name="h")
+    )
     agreed = j.c.agreement if agreement else null().label("agreement")
     per_head = (
         select(j.c.key, j.c.relevant, j.c.reason, agreed)
-        .where(j.c.key >= head, j.c.key < head.concat(literal("g", Text())))
+        .where(j.c.key >= h.c.lo, j.c.key <= h.c.hi)
         .limit(_NODES_PER_QUESTION)
         .lateral("j")
     )
