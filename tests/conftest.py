@@ -3,6 +3,13 @@
 import importlib.util
 import os
 
+from hypothesis import settings
+
+# property tests assert results, not timing: on a shared 2-core machine one example can take
+# longer than Hypothesis's 200 ms default deadline (seen: 774 ms in test_scoring.py under load)
+settings.register_profile("ctxprec", deadline=None)
+settings.load_profile("ctxprec")
+
 # fast retry backoff for the whole suite (the production default starts at 0.5 s)
 os.environ.setdefault("CTXPREC_RETRY_INITIAL_WAIT", "0.01")
 os.environ.setdefault("CTXPREC_RETRY_MAX_WAIT", "0.2")
