@@ -131,7 +131,12 @@ _HEX_KEY = re.compile(r"[0-9a-f]{64}")
 
 
 def _hex_key_to_binary(key: object) -> bytes | None:
-    """A former 64-hex-digit judgment key as the current binary key (None: not that shape)."""
+    """A former 64-hex-digit judgment key as the current binary key (None: not that shape). A
+    key that is binary already is kept: SQLite stores values by their own type, so a table whose
+    column lost its BLOB declaration (copied with ``CREATE TABLE ... AS SELECT``, say) may hold
+    current keys."""
+    if isinstance(key, bytes) and len(key) == KEY_BYTES:
+        return key
     if not isinstance(key, str) or not _HEX_KEY.fullmatch(key):
         return None
     return bytes.fromhex(key[: 2 * KEY_HEAD_BYTES] + key[64 - 2 * (KEY_BYTES - KEY_HEAD_BYTES) :])
