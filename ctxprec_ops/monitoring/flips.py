@@ -8,7 +8,6 @@ answers costs no read at all.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,7 @@ from sqlalchemy.engine import Engine
 
 from ..consistency import samples_of
 from ..warehouse.schema import existing_output_tables
-from .history import Population, _population_filter
+from .history import Population, _json_list, _population_filter
 
 __all__ = ["FlipRate", "flip_rates", "node_agreements"]
 
@@ -42,17 +41,8 @@ class FlipRate:
 
 def node_agreements(verdicts: Any) -> list[float]:
     """The ``agreement`` of every node in one score row's ``verdicts`` (JSON text or list)."""
-    if isinstance(verdicts, (bytes, bytearray)):
-        verdicts = verdicts.decode("utf-8", "replace")
-    if isinstance(verdicts, str):
-        try:
-            verdicts = json.loads(verdicts)
-        except ValueError:
-            return []
-    if not isinstance(verdicts, list):
-        return []
     out = []
-    for v in verdicts:
+    for v in _json_list(verdicts):
         a = v.get("agreement") if isinstance(v, dict) else None
         if isinstance(a, (int, float)) and not isinstance(a, bool):
             out.append(float(a))

@@ -137,9 +137,8 @@ def _bind_processors(table: Table, cols: Sequence[str], dialect: Any) -> list[An
     passes ``JSONText`` (JSON serialized already) through as it is."""
     procs = []
     for c in cols:
-        col_type = table.c[c].type
-        proc = col_type.dialect_impl(dialect).bind_processor(dialect)
-        if proc is not None and isinstance(col_type, JSON):
+        proc = _processor(table, c, dialect)
+        if proc is not None and isinstance(table.c[c].type, JSON):
             proc = _passing_json_text(proc)
         procs.append(proc)
     return procs
