@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from json.encoder import encode_basestring_ascii
 
-__all__ = ["JSONText", "verdicts_json"]
+__all__ = ["JSONText", "verdicts_json", "verdict_item_json"]
 
 
 class JSONText(str):
@@ -23,16 +23,13 @@ class JSONText(str):
 _BOOL = ("false", "true")
 
 
+def verdict_item_json(node: int, relevant: bool, reason: str) -> str:
+    """``json.dumps({"node": node, "relevant": relevant, "reason": reason})``, built as text."""
+    return f'{{"node": {node}, "relevant": {_BOOL[relevant]}, "reason": {encode_basestring_ascii(reason)}}}'
+
+
 def verdicts_json(reasons: Sequence[str], relevant: Sequence[bool]) -> JSONText:
     """``json.dumps([{"node": k, "relevant": r, "reason": reason}, ...])`` with k = 1, 2, ...,
     built as text."""
-    return JSONText(
-        "["
-        + ", ".join(
-            [
-                f'{{"node": {k}, "relevant": {_BOOL[r]}, "reason": {encode_basestring_ascii(reason)}}}'
-                for k, (reason, r) in enumerate(zip(reasons, relevant), start=1)
-            ]
-        )
-        + "]"
-    )
+    items = [verdict_item_json(k, r, reason) for k, (reason, r) in enumerate(zip(reasons, relevant), start=1)]
+    return JSONText("[" + ", ".join(items) + "]")

@@ -5,8 +5,9 @@ one JSON value a judged row stores (its verdict list; the label metric hands its
 from __future__ import annotations
 
 import json
-from json.encoder import encode_basestring_ascii
 from typing import Any
+
+from ..json_text import verdict_item_json
 
 __all__ = ["dumps"]
 
@@ -30,6 +31,5 @@ def dumps(value: Any) -> str:
         node, relevant, reason = item["node"], item["relevant"], item["reason"]
         if type(node) is not int or type(relevant) is not bool or type(reason) is not str:
             return json.dumps(value)
-        flag = "true" if relevant else "false"
-        parts.append(f'{{"node": {node}, "relevant": {flag}, "reason": {encode_basestring_ascii(reason)}}}')
+        parts.append(verdict_item_json(node, relevant, reason))
     return "[" + ", ".join(parts) + "]"
