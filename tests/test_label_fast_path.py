@@ -13,8 +13,9 @@ import sqlalchemy as sa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxprec_ops.json_text import JSONText, verdicts_json
-from ctxprec_ops.metrics.label_precision import LabelContextualPrecisionMetric
+from ctxprec_ops.json_text import JSONText, plain_ids, plain_verdicts_template, verdicts_json
+from ctxprec_ops.metrics import label_precision
+from ctxprec_ops.metrics.label_precision import LabelContextualPrecisionMetric, LabelledRetrieval
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
 from ctxprec_ops.warehouse.label_rows import row_to_labelled
 from ctxprec_ops.warehouse.schema import output_tables
@@ -32,6 +33,70 @@ def test_verdicts_json_is_what_json_dumps_writes(items) -> None:
     flags = [f for _, f in items]
     want = json.dumps([{"node": k, "relevant": f, "reason": r} for k, (r, f) in enumerate(items, start=1)])
     assert verdicts_json(reasons, flags) == want
+
+
+_PLAIN = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E, exclude_characters='"\\'), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_PLAIN, st.booleans()), max_size=12))
+def test_plain_template_is_what_json_dumps_writes(items) -> None:
+    reasons = [r for r, _ in items]
+    flags = [f for _, f in items]
+    assert plain_ids(reasons)
+    want = json.dumps([{"node": k, "relevant": f, "reason": r} for k, (r, f) in enumerate(items, start=1)])
+    assert plain_verdicts_template(flags) % tuple(reasons) == want == verdicts_json(reasons, flags)
+
+
+@pytest.mark.parametrize("odd", ['a"b', "a\\b", "é", "tab\there", "del\x7f", "nl\n"])
+def test_ids_json_would_escape_are_not_plain(odd) -> None:
+    assert not plain_ids(["doc-1", odd]) and plain_ids(["doc-1", "a b/c%s{}"])
+
+
+_IDS = st.lists(
+    st.sampled_from(["a", "b", "c", "d", "e", "f", 'q"t', "é", "100%"]), unique=True, min_size=1, max_size=6
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cases=st.lists(
+        st.tuples(_IDS, st.lists(st.sampled_from(["a", "b", "c", "x", "é", 'q"t']), max_size=4)), max_size=25
+    ),
+    threshold=st.sampled_from([0.0, 0.5, 0.7, 1.0]),
+    strict=st.booleans(),
+)
+def test_compute_row_is_compute_for_every_case_of_a_run(cases, threshold, strict) -> None:
+    """One metric instance over many cases (patterns repeat and are taken from its memo): every
+    row holds what ``compute`` gives that case."""
+    metric = LabelContextualPrecisionMetric(threshold=threshold, strict_mode=strict)
+    for i, (retrieved, relevant) in enumerate(cases):
+        case = LabelledRetrieval(retrieved_ids=retrieved, relevant_ids=relevant, id=str(i))
+        want = metric.compute(case)
+        row = metric.compute_row(case)
+        assert (row.score, row.success, row.reason, dict(row.figures or {})) == (
+            want.score, want.success, want.reason, want.figures
+        )  # fmt: skip
+        assert json.loads(row.verdicts) == [v.model_dump() for v in want.verdicts]
+        assert row.verdicts == json.dumps([v.model_dump() for v in want.verdicts])
+
+
+def test_compute_row_follows_settings_changed_after_use(monkeypatch) -> None:
+    monkeypatch.setattr(label_precision, "PATTERN_MEMO_SIZE", 2)
+    metric = LabelContextualPrecisionMetric(threshold=0.9)
+    case = LabelledRetrieval(retrieved_ids=["x", "a"], relevant_ids=["a"])  # precision 0.5
+    assert metric.compute_row(case).success is False
+    metric.threshold = 0.4
+    assert metric.compute_row(case).success is True
+    metric.strict_mode = True
+    row = metric.compute_row(case)
+    assert row.score == 0.0 and "strict mode" in row.reason
+    for k in range(1, 6):  # more patterns than the memo holds: it starts over, results unchanged
+        other = LabelledRetrieval(retrieved_ids=[str(i) for i in range(k)], relevant_ids=["0"])
+        assert metric.compute_row(other).score == metric.compute(other).score
+    assert len(metric._patterns) <= 2
+    with pytest.raises(TypeError):
+        metric.compute_row(case).figures["k"] = 0  # type: ignore[index]  # shared between rows: read-only
 
 
 ROWS = [

@@ -15,12 +15,13 @@ The judge model is recorded as ``labels`` (``LABELS_JUDGE``): scores of this met
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from ..errors import InvalidTestCaseError
-from ..json_text import JSONText, verdicts_json
+from ..json_text import JSONText, plain_ids, plain_verdicts_template, verdicts_json
 from ..judging import JudgeRun
 from ..ranking import RankingFigures, ranking_figures
 from ..results import MetricResult
@@ -45,6 +46,8 @@ LABELS_JUDGE = "labels"
 LABELS_VERSION = "labels-v1"
 #: most retrieved ids per case (the same bound as nodes per retrieval)
 MAX_IDS = 200
+#: relevance patterns ``compute_row`` keeps computed (it starts over past this many)
+PATTERN_MEMO_SIZE = 20_000
 
 
 def _ids(value: Any, name: str) -> list[str]:
@@ -142,7 +145,17 @@ class ComputedRow(NamedTuple):
     #: ``[{"node", "relevant", "reason"}, ...]`` as serialized JSON
     verdicts: JSONText
     reason: str
-    figures: dict[str, Any] | None
+    #: read-only (rows with the same relevance pattern share it)
+    figures: Mapping[str, Any] | None
+
+
+def _score_flags(
+    flags: Sequence[bool], relevant_total: int, threshold: float, strict_mode: bool
+) -> tuple[float, bool, RankingFigures, str]:
+    """Score, success, figures and reason of a relevance pattern: the one formula of the metric."""
+    figures = ranking_figures(flags, relevant_total)
+    score = apply_strict(figures.precision, strict_mode)
+    return score, score >= threshold, figures, label_reason(score, figures, strict_mode=strict_mode)
 
 
 def score_labels(
@@ -152,9 +165,20 @@ def score_labels(
     path both call it: one formula). Node k is relevant when its id is in ``relevant_ids``."""
     relevant = set(relevant_ids)
     flags = [i in relevant for i in retrieved_ids]
-    figures = ranking_figures(flags, len(relevant))
-    score = apply_strict(figures.precision, strict_mode)
-    return LabelScore(score, score >= threshold, flags, figures, label_reason(score, figures, strict_mode=strict_mode))
+    score, success, figures, reason = _score_flags(flags, len(relevant), threshold, strict_mode)
+    return LabelScore(score, success, flags, figures, reason)
+
+
+class _Pattern(NamedTuple):
+    """Everything ``compute_row`` stores that depends only on the relevance flags and the
+    number of relevant ids (not on the ids themselves)."""
+
+    score: float
+    success: bool
+    reason: str
+    figures: Mapping[str, Any]
+    #: the verdicts' JSON with ``"%s"`` for each id (``json_text.plain_verdicts_template``)
+    template: str
 
 
 class LabelContextualPrecisionMetric(BaseRetrievalMetric):
@@ -193,6 +217,8 @@ class LabelContextualPrecisionMetric(BaseRetrievalMetric):
         self.max_retries = 0
         self.samples = self.judge_samples = 1  # no judge to sample
         self.figures: RankingFigures | None = None
+        self._patterns: dict[tuple[tuple[bool, ...], int], _Pattern] = {}
+        self._patterns_for: tuple[float, bool] | None = None
         self._reset()
 
     def accepts(self, test_case: Any) -> bool:
@@ -257,15 +283,35 @@ class LabelContextualPrecisionMetric(BaseRetrievalMetric):
 
     def compute_row(self, test_case: LabelledRetrieval) -> ComputedRow:
         """``compute`` for the pipeline's chunk path: the same figures as plain values, no result
-        objects (``test_case`` comes validated from ``row_to_labelled``)."""
-        out = score_labels(
-            test_case.retrieved_ids,
-            test_case.relevant_ids,
-            threshold=self.threshold or 0.0,
-            strict_mode=self.strict_mode,
-        )
-        verdicts = verdicts_json(test_case.retrieved_ids, out.flags)  # the chunk id is a label's reason
-        return ComputedRow(out.score, out.success, verdicts, out.reason, out.figures.as_dict())
+        objects (``test_case`` comes validated from ``row_to_labelled``).
+
+        Score, figures and reason depend only on the relevance flags and the number of relevant
+        ids, and a partition repeats few such patterns: each is computed once (by the formula
+        ``compute`` uses) and kept; a row then costs a set look-up per id and its verdicts' text.
+        """
+        retrieved = test_case.retrieved_ids
+        relevant = set(test_case.relevant_ids)
+        flags = tuple(map(relevant.__contains__, retrieved))
+        patterns = self._patterns
+        if self._patterns_for != (self.threshold, self.strict_mode):  # settings changed: start over
+            patterns.clear()
+            self._patterns_for = (self.threshold, self.strict_mode)
+        key = (flags, len(relevant))
+        p = patterns.get(key)
+        if p is None:
+            if len(patterns) >= PATTERN_MEMO_SIZE:
+                patterns.clear()
+            score, success, figures, reason = _score_flags(
+                flags, len(relevant), self.threshold or 0.0, self.strict_mode
+            )
+            p = patterns[key] = _Pattern(
+                score, success, reason, MappingProxyType(figures.as_dict()), plain_verdicts_template(flags)
+            )
+        if plain_ids(retrieved):  # the chunk id is a label's reason
+            verdicts = JSONText(p.template % tuple(retrieved))
+        else:
+            verdicts = verdicts_json(retrieved, flags)
+        return ComputedRow(p.score, p.success, verdicts, p.reason, p.figures)
 
     async def score_case(self, test_case: Any, run: JudgeRun | None = None, case_index: int = 0) -> MetricResult:
         started = time.perf_counter()
