@@ -164,6 +164,23 @@ def _sqlite_key_select(
     return f"SELECT {cols} FROM {q.format_table(table)} WHERE {' AND '.join(conds)}", tuple(params)
 
 
+def _sqlite_scored_failures_delete(conn: Connection, t: OutputTables, key: ScoringKey) -> tuple[str, tuple[Any, ...]]:
+    """SQLite: ``DELETE FROM failures WHERE <key> AND <a score exists for the row> AND log_id IN``
+    (the list follows, see ``_sqlite_in``) and its parameters: ``write_chunk``'s Core statement
+    as driver SQL, for the reason ``_sqlite_key_select`` gives."""
+    q = conn.dialect.identifier_preparer
+    f, s = q.format_table(t.failures), q.format_table(t.scores)
+    key_cols = ["log_id", "metric", "judge_model", "prompt_version", "source_table"]
+    same = " AND ".join(f"sc.{q.quote(c)} = {f}.{q.quote(c)}" for c in key_cols)
+    fields = [("metric", key.metric), ("judge_model", key.judge_model), ("prompt_version", key.prompt_version)]
+    if key.source_table is not None:
+        fields.append(("source_table", key.source_table))
+    conds = [f"{q.quote(name)} = ?" for name, _ in fields]
+    conds.append(f"EXISTS (SELECT 1 FROM {s} AS sc WHERE {same})")
+    conds.append(f"{q.quote('log_id')} IN")
+    return f"DELETE FROM {f} WHERE {' AND '.join(conds)}", tuple(v for _, v in fields)
+
+
 def _sqlite_in(conn: Connection, sql: str, params: tuple[Any, ...], values: Sequence[Any]) -> Any:
     """Run ``sql`` (ending in ``IN``) with ``values`` as its list."""
     return conn.exec_driver_sql(f"{sql} ({', '.join('?' * len(values))})", (*params, *values))
@@ -219,6 +236,11 @@ def write_chunk(
     upsert(conn, t.failures, failures, native=native)
     insert_ignore(conn, t.judgments, judgments, native=native)
     s, f = t.scores, t.failures
+    if conn.dialect.name == "sqlite" and native is not False:
+        sql, params = _sqlite_scored_failures_delete(conn, t, key)
+        for part in _chunks(list(dict.fromkeys(log_ids))):
+            _sqlite_in(conn, sql, params, part)
+        return
     scored = exists().where(
         s.c.log_id == f.c.log_id,
         s.c.metric == f.c.metric,
