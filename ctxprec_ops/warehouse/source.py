@@ -26,7 +26,7 @@ import re
 import threading
 import weakref
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Literal
 
@@ -42,6 +42,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    bindparam,
     case,
     cast,
     func,
@@ -133,6 +134,8 @@ class SourceTable:
     columns: Mapping[str, Column]  # logical name ("input", "turns", ...) -> reflected column
     time_mode: TimeMode
     integer_ids: bool
+    #: ``read_chunk_rows``'s statements by (partition key, has a lower bound): built once
+    _chunk_reads: dict[tuple[str, bool], Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def id(self) -> Column:
@@ -396,6 +399,23 @@ def read_chunk_rows(
     """The partition's rows with ``after_id < id <= upto_id``, in id order, as dicts keyed by
     logical column name. JSON columns come back as Python objects or raw text (never parsed
     here: bad JSON is a row problem, not a read error)."""
+    stmt = src._chunk_reads.get((partition_key, after_id is not None))
+    if stmt is None:
+        stmt = _chunk_select(src, partition_key, after_id is not None)
+        if len(src._chunk_reads) >= 64:  # one partition at a time, as a rule
+            src._chunk_reads.clear()
+        src._chunk_reads[(partition_key, after_id is not None)] = stmt
+    params = {"upto": src.coerce_id(upto_id)}
+    if after_id is not None:
+        params["after"] = src.coerce_id(after_id)
+    result = conn.execute(stmt, params)
+    names = list(result.keys())
+    return [dict(zip(names, r)) for r in result.all()]
+
+
+def _chunk_select(src: SourceTable, partition_key: str, bounded_below: bool) -> Any:
+    """The chunk read of one partition with its id bounds as parameters ``after`` / ``upto``
+    (the same statement object for every chunk: SQLAlchemy builds and compiles it once)."""
     cols = []
     for logical, col in src.columns.items():
         if logical == "event_time":
@@ -406,10 +426,7 @@ def read_chunk_rows(
             # string ('"x"') instead of coming back decoded as text that looks like bad JSON
             expr = cast(col, Text()) if isinstance(col.type, JSON) else type_coerce(col, Text())
         cols.append(expr.label(logical))
-    conds = [src.partition_filter(partition_key, indexable=False), src.id <= src.coerce_id(upto_id)]
-    if after_id is not None:
-        conds.append(src.id > src.coerce_id(after_id))
-    stmt = select(*cols).where(*conds).order_by(src.id)
-    result = conn.execute(stmt)
-    names = list(result.keys())
-    return [dict(zip(names, r)) for r in result]
+    conds = [src.partition_filter(partition_key, indexable=False), src.id <= bindparam("upto", type_=src.id.type)]
+    if bounded_below:
+        conds.append(src.id > bindparam("after", type_=src.id.type))
+    return select(*cols).where(*conds).order_by(src.id)
