@@ -218,7 +218,7 @@ class LabelContextualPrecisionMetric(BaseRetrievalMetric):
         self.samples = self.judge_samples = 1  # no judge to sample
         self.figures: RankingFigures | None = None
         self._patterns: dict[tuple[tuple[bool, ...], int], _Pattern] = {}
-        self._patterns_for: tuple[float, bool] | None = None
+        self._patterns_for: tuple[float | None, bool] | None = None
         self._reset()
 
     def accepts(self, test_case: Any) -> bool:
