@@ -101,6 +101,9 @@ def parse_answer(raw: Any) -> JudgeAnswer:
 def check_coverage(answer: JudgeAnswer, expected_ids: Iterable[int]) -> dict[int, NodeVerdict]:
     """Map verdicts to nodes by id; the answer must cover every asked node exactly once."""
     expected = list(expected_ids)
+    verdicts = answer.verdicts
+    if [v.node for v in verdicts] == expected and len(set(expected)) == len(expected):
+        return dict(zip(expected, verdicts))  # the usual answer: every id once, in the order asked
     wanted = set(expected)
     by_id: dict[int, NodeVerdict] = {}
     duplicated: set[int] = set()

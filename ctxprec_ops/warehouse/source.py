@@ -412,4 +412,4 @@ def read_chunk_rows(
     stmt = select(*cols).where(*conds).order_by(src.id)
     result = conn.execute(stmt)
     names = list(result.keys())
-    return [dict(zip(names, r)) for r in result]
+    return [dict(zip(names, r)) for r in result.all()]  # one fetch: iterating fetches row by row

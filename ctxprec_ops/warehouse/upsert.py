@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Table, and_, bindparam, insert, select, update
+from sqlalchemy import JSON, Boolean, LargeBinary, Table, and_, bindparam, insert, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Insert
@@ -98,7 +98,7 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
         # as deduplication would leave it (and SQLite locks the whole database, so no key order)
         _sqlite_executemany(conn, table, cols, keys, others, rows)
         return len(rows)
-    rows = _dedupe(rows, keys, ordered=True)
+    rows = _dedupe(rows, keys, ordered=conn.dialect.name != "sqlite")
     rows = _decoded(rows)
     if use_native:
         stmt = _native_insert(conn, table, keys, others)
@@ -117,7 +117,10 @@ def _sqlite_executemany(
     the database write lock is held)."""
     dialect = conn.dialect
     q = dialect.identifier_preparer
-    procs = _bind_processors(table, cols, dialect)
+    procs = [
+        _sqlite_native(table.c[c].type.dialect_impl(dialect), p)
+        for c, p in zip(cols, _bind_processors(table, cols, dialect))
+    ]
     conflict = ", ".join(q.quote(k) for k in keys)
     action = (
         ("DO UPDATE SET " + ", ".join(f"{q.quote(c)} = excluded.{q.quote(c)}" for c in others))
@@ -142,6 +145,22 @@ def _bind_processors(table: Table, cols: Sequence[str], dialect: Any) -> list[An
             proc = _passing_json_text(proc)
         procs.append(proc)
     return procs
+
+
+def _sqlite_native(type_: Any, proc: Any) -> Any:
+    """A SQLite column's bind processor that hands the driver what it stores as it is without
+    the processor: ``bytes`` for a binary column (the processor wraps it in a ``memoryview``) and
+    ``bool`` for a boolean one (the processor makes it an ``int``: the driver stores 1 and 0 too)."""
+    if proc is None:
+        return None
+    native = bytes if isinstance(type_, LargeBinary) else bool if isinstance(type_, Boolean) else None
+    if native is None:
+        return proc
+
+    def process(value: Any) -> Any:
+        return value if type(value) is native else proc(value)
+
+    return process
 
 
 def _passing_json_text(proc: Any) -> Any:
