@@ -1,6 +1,7 @@
 """The judged pipeline's CPU shortcuts (bench/README.md, "CPU per row with the instant judge") give
 exactly what the general code gives: the score rows' verdict JSON text, the answer-coverage check,
-the values SQLite stores for binary keys and booleans, and the limiter's coroutine-free fast path."""
+the values SQLite stores for binary keys, booleans and columns NULL in every row, and the
+limiter's coroutine-free fast path."""
 
 from __future__ import annotations
 
@@ -118,12 +119,17 @@ def test_sqlite_stores_binary_keys_and_booleans_as_the_general_write_path(tmp_pa
         with engine.begin() as conn:
             upsert(conn, table, rows[:20], native=native)
             insert_ignore(conn, table, rows[10:], native=native)
+            # columns NULL in every row of a batch: new rows, and existing rows updated to NULL
+            nulls = [{"key": r["key"], "flag": None, "n": None, "blob": None, "at": None} for r in rows[:3]]
+            upsert(
+                conn, table, [*nulls, {"key": b"new", "flag": None, "n": None, "blob": None, "at": None}], native=native
+            )
             stored.append(
                 conn.exec_driver_sql(
                     "SELECT key, typeof(key), flag, typeof(flag), n, blob, typeof(blob), at FROM t ORDER BY key"
                 ).all()
             )
-    assert len(stored[0]) == 31
+    assert len(stored[0]) == 32 and stored[0].count((b"new", "blob", None, "null", None, None, "null", None)) == 1
     assert stored[0] == stored[1]
     assert {r[1] for r in stored[0]} == {"blob"} and {r[3] for r in stored[0]} == {"integer", "null"}
 
