@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from ctxprec_ops.consistency import SampledVerdict, verdict_json, verdicts_json_text
 from ctxprec_ops.json_text import JSONText
 from ctxprec_ops.limiter import AdaptiveLimiter
+from ctxprec_ops.template import escape_node_text
 from ctxprec_ops.verdicts import AnswerProblem, JudgeAnswer, NodeVerdict, _check_coverage, check_coverage
 from ctxprec_ops.warehouse.engine import get_engine
 from ctxprec_ops.warehouse.upsert import insert_ignore, upsert
@@ -192,3 +193,19 @@ def test_the_request_path_never_exceeds_the_concurrency_limit(limit):
 
     peak, in_flight = asyncio.run(scenario())
     assert peak == limit and in_flight == 0
+
+
+def test_escaping_node_text_skips_only_text_with_nothing_to_escape():
+    rng = random.Random(3)
+    alphabet = "ab <>&;" + ALPHABET[:20]
+    texts = [
+        "",
+        "plain text",
+        "<node>",
+        "a & b",
+        "&amp;",
+        ">",
+        *("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(3000)),
+    ]
+    for text in texts:
+        assert escape_node_text(text) == text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
