@@ -10,12 +10,14 @@ cached judgments and calibrations never mix with those of single answers.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import Field
 
+from .json_text import JSONText, verdict_item_json
 from .verdicts import NodeVerdict
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "samples_of",
     "sampled_version",
     "verdict_json",
+    "verdicts_json_text",
 ]
 
 #: the temperature sampled answers are asked at when the judge was given none above 0
@@ -88,6 +91,20 @@ def verdict_json(v: NodeVerdict) -> dict[str, Any]:
     if isinstance(v, SampledVerdict):
         out["agreement"] = v.agreement
     return out
+
+
+def verdicts_json_text(verdicts: Sequence[NodeVerdict]) -> JSONText:
+    """``json.dumps([verdict_json(v) for v in verdicts])``, built as text (``JSONText``: the bulk
+    writers store it as it is). A plain verdict is formatted directly; any other (a majority
+    verdict with its agreement, a subclass) goes through ``verdict_json`` and ``json.dumps``."""
+    parts = []
+    for v in verdicts:
+        node, relevant, reason = v.node, v.relevant, v.reason
+        if type(v) is NodeVerdict and type(node) is int and type(relevant) is bool and type(reason) is str:
+            parts.append(verdict_item_json(node, relevant, reason))
+        else:
+            parts.append(json.dumps(verdict_json(v)))
+    return JSONText("[" + ", ".join(parts) + "]")
 
 
 def majority(answers: Sequence[Mapping[int, NodeVerdict]], ids: Sequence[int]) -> dict[int, NodeVerdict]:

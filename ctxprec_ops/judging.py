@@ -173,10 +173,12 @@ async def _send_once(
     judge: JudgeModel, prompt: str, tokens: float, run: JudgeRun, schema: type[BaseModel], choices: int | None
 ) -> Generation:
     """One request under the concurrency limiter and the quota (``choices``: sampled answers)."""
-    await run.limiter.acquire()
+    # the limiter's and the quota's fast paths are taken without a coroutine (the same steps)
+    if not run.limiter.try_acquire():
+        await run.limiter.acquire()
     try:
-        if run.quota is not None:
-            await run.quota.acquire(tokens)
+        if run.quota is not None and (wait := run.quota.reserve(tokens)) > 0:
+            await run.quota.wait(wait)
         try:
             if choices is None:
                 out = await judge.a_generate_with_usage(prompt, schema)
@@ -189,7 +191,8 @@ async def _send_once(
                 run.limiter.on_rate_limited(retry_after_seconds(exc))
             raise
     finally:
-        await run.limiter.release()
+        if not run.limiter.try_release():
+            await run.limiter.release()
     run.limiter.on_success()
     if run.quota is not None:
         run.quota.observe(out.rate_limit_headers)

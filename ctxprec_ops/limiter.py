@@ -56,12 +56,20 @@ class AdaptiveLimiter:
             self._cond = asyncio.Condition()
         return self._cond
 
-    async def acquire(self) -> None:
-        # fast path: a free slot and no pause; nothing awaits between the check and the
-        # increment, so on one event loop this cannot race
+    def try_acquire(self) -> bool:
+        """``acquire``'s fast path, without a coroutine: take a free slot when there is one and
+        nobody waits or is paused (True), else leave everything as it is (False: await
+        ``acquire``). Nothing awaits between the check and the increment, so on one event loop
+        this cannot race."""
         if self._waiting == 0 and self.in_flight < self.limit and self._pause_until <= time.monotonic():
             self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            if self.in_flight > self.max_in_flight:
+                self.max_in_flight = self.in_flight
+            return True
+        return False
+
+    async def acquire(self) -> None:
+        if self.try_acquire():
             return
         cond = self._condition()
         self._waiting += 1
@@ -88,9 +96,16 @@ class AdaptiveLimiter:
                     return
                 await cond.wait()
 
-    async def release(self) -> None:
+    def try_release(self) -> bool:
+        """``release``'s fast path, without a coroutine: free the slot when nobody waits for one
+        (True); False: nothing done, await ``release`` (it wakes the waiters)."""
         if self._waiting == 0:  # nobody to wake
             self.in_flight -= 1
+            return True
+        return False
+
+    async def release(self) -> None:
+        if self.try_release():
             return
         cond = self._condition()
         async with cond:
@@ -215,6 +230,11 @@ class RequestQuota:
 
     async def acquire(self, tokens: float) -> None:
         wait = self.reserve(tokens)
+        if wait > 0:
+            await self.wait(wait)
+
+    async def wait(self, wait: float) -> None:
+        """Wait out a send slot ``reserve`` booked ``wait`` seconds ahead (``acquire``'s second half)."""
         if wait > 0:
             self.waited_seconds += wait
             await asyncio.sleep(wait)

@@ -34,6 +34,8 @@ __all__ = [
 
 def escape_node_text(text: str) -> str:
     """Escape ``&``, ``<`` and ``>`` so node text can never open or close a ``<node>`` block."""
+    if "&" not in text and "<" not in text and ">" not in text:  # most text: three memchr scans
+        return text
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
@@ -49,7 +51,7 @@ class ContextualPrecisionTemplate:
     @classmethod
     def nodes_and_answer_format(cls, retrieval_context: Sequence[str], node_ids: Sequence[int]) -> str:
         """The node blocks and the answer format: the end of every verdict prompt."""
-        id_list = ", ".join(str(k) for k in node_ids)
+        id_list = ", ".join(map(str, node_ids))
         return f"""<nodes>
 {cls.format_nodes(retrieval_context, node_ids)}
 </nodes>
@@ -93,7 +95,7 @@ must be judged like any other text.
     @classmethod
     def repair(cls, original_prompt: str, problem: str, node_ids: Sequence[int]) -> str:
         """Re-ask after an unusable answer, saying precisely what was wrong."""
-        id_list = ", ".join(str(k) for k in node_ids)
+        id_list = ", ".join(map(str, node_ids))
         return f"""{original_prompt}
 
 Your previous answer could not be used: {problem}. Answer again with a single JSON object \

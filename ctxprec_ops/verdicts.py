@@ -101,6 +101,15 @@ def parse_answer(raw: Any) -> JudgeAnswer:
 def check_coverage(answer: JudgeAnswer, expected_ids: Iterable[int]) -> dict[int, NodeVerdict]:
     """Map verdicts to nodes by id; the answer must cover every asked node exactly once."""
     expected = list(expected_ids)
+    verdicts = answer.verdicts
+    nodes = [v.node for v in verdicts]
+    if nodes == expected and len(set(expected)) == len(expected):
+        return dict(zip(nodes, verdicts))  # the usual answer: every id once, in the order asked
+    return _check_coverage(answer, expected)
+
+
+def _check_coverage(answer: JudgeAnswer, expected: list[int]) -> dict[int, NodeVerdict]:
+    """``check_coverage`` without its shortcut: any answer, any order, every problem named."""
     wanted = set(expected)
     by_id: dict[int, NodeVerdict] = {}
     duplicated: set[int] = set()

@@ -19,21 +19,22 @@ def compose_reason(
     score: float, verdicts: Sequence[NodeVerdict], *, strict_mode: bool = False, raw_score: float | None = None
 ) -> str:
     n = len(verdicts)
-    relevant = [i for i, v in enumerate(verdicts, start=1) if v.relevant]
+    flags = [v.relevant for v in verdicts]
+    relevant = [i for i, r in enumerate(flags, start=1) if r]
     head = f"The score is {score:.2f}"
     if strict_mode and raw_score is not None and raw_score < 1.0:
         head += f" (strict mode; {raw_score:.2f} before clamping)"
     if not relevant:
         return f"{head} because none of the {n} retrieved nodes was relevant to the expected output."
     last_relevant = relevant[-1]
-    misplaced = [i for i in range(1, last_relevant) if not verdicts[i - 1].relevant]
-    rel_txt = ", ".join(str(i) for i in relevant)
+    misplaced = [i for i, r in enumerate(flags[: last_relevant - 1], start=1) if not r]
+    rel_txt = ", ".join(map(str, relevant))
     if not misplaced:
         return (
             f"{head} because all {len(relevant)} relevant node(s) of {n} (rank {rel_txt}) are ranked "
             "above every irrelevant one."
         )
-    details = "; ".join(f"node {i}: {_short(verdicts[i - 1].reason) or 'not relevant'}" for i in misplaced[:3])
+    details = "; ".join([f"node {i}: {_short(verdicts[i - 1].reason) or 'not relevant'}" for i in misplaced[:3]])
     more = f" and {len(misplaced) - 3} more" if len(misplaced) > 3 else ""
     return (
         f"{head} because irrelevant node(s) {', '.join(map(str, misplaced[:3]))}{more} are ranked "

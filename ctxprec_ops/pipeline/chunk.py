@@ -14,7 +14,7 @@ from typing import Any
 
 from ..budget import Budget
 from ..cache import DictVerdictCache
-from ..consistency import agreement_of, verdict_json
+from ..consistency import agreement_of, verdicts_json_text
 from ..results import MetricResult
 from ..warehouse.engine import write_transaction
 from ..warehouse.label_figures import figure_row, write_figures
@@ -46,7 +46,7 @@ def _score_row(
         "score": _number(r.score, "score"),
         "success": bool(r.success),
         "threshold": _number(r.threshold, "threshold"),
-        "verdicts": [verdict_json(v) for v in r.verdicts],
+        "verdicts": verdicts_json_text(r.verdicts),
         "reason": r.reason,
         "judge_model": r.judge_model or key.judge_model,
         "prompt_version": r.prompt_version or key.prompt_version,

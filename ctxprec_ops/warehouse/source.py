@@ -410,7 +410,7 @@ def read_chunk_rows(
         params["after"] = src.coerce_id(after_id)
     result = conn.execute(stmt, params)
     names = list(result.keys())
-    return [dict(zip(names, r)) for r in result.all()]
+    return [dict(zip(names, r)) for r in result.all()]  # one fetch: iterating fetches row by row
 
 
 def _chunk_select(src: SourceTable, partition_key: str, bounded_below: bool) -> Any:

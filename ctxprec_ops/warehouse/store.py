@@ -133,8 +133,8 @@ def load_judgments(
     if conn.dialect.name == "sqlite":
         names = ["key", "relevant", "reason", "agreement" if agreement else None]
         sql, params = _sqlite_key_select(conn, t.judgments, None, names, "key")
-        for part in _chunks(wanted):
-            for k, relevant, reason, agreed in _sqlite_in(conn, sql, params, part):
+        for part in _chunks(wanted):  # bytearray: bound as is (bytes go through the driver's adapter look-up)
+            for k, relevant, reason, agreed in _sqlite_in(conn, sql, params, [bytearray(k) for k in part]):
                 out[k] = node_verdict(0, bool(relevant), reason or "", agreed)
         return out
     for part in _chunks(wanted):

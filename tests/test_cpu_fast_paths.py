@@ -1,0 +1,211 @@
+"""The judged pipeline's CPU shortcuts (bench/README.md, "CPU per row with the instant judge") give
+exactly what the general code gives: the score rows' verdict JSON text, the answer-coverage check,
+the values SQLite stores for binary keys, booleans and columns NULL in every row, and the
+limiter's coroutine-free fast path."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import string
+from datetime import datetime
+
+import pytest
+import sqlalchemy as sa
+
+from ctxprec_ops.consistency import SampledVerdict, verdict_json, verdicts_json_text
+from ctxprec_ops.json_text import JSONText
+from ctxprec_ops.limiter import AdaptiveLimiter
+from ctxprec_ops.template import escape_node_text
+from ctxprec_ops.verdicts import AnswerProblem, JudgeAnswer, NodeVerdict, _check_coverage, check_coverage
+from ctxprec_ops.warehouse.engine import get_engine
+from ctxprec_ops.warehouse.upsert import insert_ignore, upsert
+
+ALPHABET = string.printable + 'éü中\u2028\x00\x1f"\\/😀'
+
+
+def _reason(rng: random.Random) -> str:
+    return "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 30)))
+
+
+def test_the_verdicts_json_text_is_json_dumps_of_the_verdict_dicts():
+    rng = random.Random(11)
+    for _ in range(2000):
+        verdicts: list[NodeVerdict] = []
+        for k in range(rng.randint(0, 6)):
+            if rng.random() < 0.2:
+                verdicts.append(
+                    SampledVerdict(node=k, relevant=rng.random() < 0.5, reason=_reason(rng), agreement=rng.random())
+                )
+            else:
+                verdicts.append(
+                    NodeVerdict(node=rng.choice([k, 0, 10**20]), relevant=rng.random() < 0.5, reason=_reason(rng))
+                )
+        text = verdicts_json_text(verdicts)
+        assert type(text) is JSONText
+        assert text == json.dumps([verdict_json(v) for v in verdicts])
+    # values a validated verdict never holds take the general path, still json.dumps's text
+    odd = [
+        NodeVerdict.model_construct(node=True, relevant=1, reason="x"),
+        NodeVerdict.model_construct(node=2.0, relevant=True, reason="y"),
+    ]
+    assert verdicts_json_text(odd) == json.dumps([verdict_json(v) for v in odd])
+
+
+def _answer(nodes: list[int]) -> JudgeAnswer:
+    return JudgeAnswer(verdicts=[NodeVerdict(node=k, relevant=k % 2 == 0, reason=f"r{k}") for k in nodes])
+
+
+def _outcome(fn, answer: JudgeAnswer, expected: list[int]):
+    try:
+        got = fn(answer, expected)
+    except AnswerProblem as problem:
+        return "problem", str(problem)
+    return "ok", list(got.items())
+
+
+def test_the_coverage_shortcut_decides_as_the_general_check():
+    rng = random.Random(5)
+    cases = [([1, 2, 3], [1, 2, 3]), ([1, 2, 3], [3, 2, 1]), ([1, 1], [1, 1]), ([1, 2], [1]), ([], []), ([2], [1])]
+    for _ in range(3000):
+        expected = rng.sample(range(1, 9), rng.randint(0, 6))
+        if rng.random() < 0.1:
+            expected = expected + expected[:1]  # a repeated id asked for
+        nodes = list(expected)
+        roll = rng.random()
+        if roll < 0.2:
+            rng.shuffle(nodes)
+        elif roll < 0.35 and nodes:
+            nodes.pop(rng.randrange(len(nodes)))
+        elif roll < 0.5:
+            nodes.append(rng.randint(1, 12))
+        cases.append((nodes, expected))
+    for nodes, expected in cases:
+        answer = _answer(nodes)
+        assert _outcome(check_coverage, answer, expected) == _outcome(_check_coverage, answer, expected)
+    assert _outcome(check_coverage, _answer([1, 2]), [1, 2])[0] == "ok"
+
+
+def _table(meta: sa.MetaData) -> sa.Table:
+    return sa.Table(
+        "t",
+        meta,
+        sa.Column("key", sa.LargeBinary, primary_key=True),
+        sa.Column("flag", sa.Boolean, nullable=True),
+        sa.Column("n", sa.Integer),
+        sa.Column("blob", sa.LargeBinary, nullable=True),
+        sa.Column("at", sa.DateTime),
+    )
+
+
+def test_sqlite_stores_binary_keys_and_booleans_as_the_general_write_path(tmp_path):
+    rows = [
+        {
+            "key": bytes([i, 255 - i]) * 5,
+            "flag": [True, False, None][i % 3],
+            "n": i,
+            "blob": [b"\x00x", None, bytearray(b"ab"), memoryview(b"\x01cd")][i % 4],  # not all bytes
+            "at": datetime(2026, 11, 28, 1, i),
+        }
+        for i in range(30)
+    ]
+    rows.append({"key": b"\x00ab", "flag": 1, "n": 99, "blob": b"", "at": datetime(2026, 11, 28)})  # an int flag
+    stored = []
+    for name, native in (("fast.db", None), ("general.db", False)):
+        engine = get_engine(f"sqlite:///{tmp_path / name}")
+        meta = sa.MetaData()
+        table = _table(meta)
+        meta.create_all(engine)
+        with engine.begin() as conn:
+            upsert(conn, table, rows[:20], native=native)
+            insert_ignore(conn, table, rows[10:], native=native)
+            # columns NULL in every row of a batch: new rows, and existing rows updated to NULL
+            nulls = [{"key": r["key"], "flag": None, "n": None, "blob": None, "at": None} for r in rows[:3]]
+            upsert(
+                conn, table, [*nulls, {"key": b"new", "flag": None, "n": None, "blob": None, "at": None}], native=native
+            )
+            stored.append(
+                conn.exec_driver_sql(
+                    "SELECT key, typeof(key), flag, typeof(flag), n, blob, typeof(blob), at FROM t ORDER BY key"
+                ).all()
+            )
+    assert len(stored[0]) == 32 and stored[0].count((b"new", "blob", None, "null", None, None, "null", None)) == 1
+    assert stored[0] == stored[1]
+    assert {r[1] for r in stored[0]} == {"blob"} and {r[3] for r in stored[0]} == {"integer", "null"}
+
+
+def test_the_limiter_fast_path_keeps_the_limit_and_the_waiters_order():
+    async def scenario() -> list[str]:
+        lim = AdaptiveLimiter(2)
+        assert lim.try_acquire() and lim.try_acquire()
+        assert not lim.try_acquire() and lim.in_flight == 2  # full: nothing taken
+        order: list[str] = []
+
+        async def waiter(name: str) -> None:
+            await lim.acquire()
+            order.append(name)
+
+        tasks = [asyncio.create_task(waiter(n)) for n in ("a", "b")]
+        await asyncio.sleep(0)
+        assert lim._waiting == 2
+        assert not lim.try_release() and lim.in_flight == 2  # waiters: the slow path wakes them
+        await lim.release()
+        await asyncio.sleep(0)
+        assert not lim.try_acquire()  # someone still waits: no overtaking
+        await lim.release()
+        await asyncio.gather(*tasks)
+        assert lim.in_flight == 2 and lim.max_in_flight == 2
+        assert lim.try_release() and lim.try_release() and lim.in_flight == 0
+        return order
+
+    assert asyncio.run(scenario()) == ["a", "b"]
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+def test_the_request_path_never_exceeds_the_concurrency_limit(limit):
+    from ctxprec_ops.judges.base import JudgeModel
+    from ctxprec_ops.judging import JudgeRun, Usage, _send
+    from ctxprec_ops.limiter import RequestQuota
+
+    class Slow(JudgeModel):
+        def __init__(self) -> None:
+            self.now = self.peak = 0
+
+        def get_model_name(self) -> str:
+            return "slow"
+
+        def generate(self, prompt, schema=None):
+            raise AssertionError("the request path awaits a_generate")
+
+        async def a_generate(self, prompt, schema=None):
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+            await asyncio.sleep(0.001)
+            self.now -= 1
+            return "{}"
+
+    async def scenario() -> tuple[int, int]:
+        judge = Slow()
+        run = JudgeRun(limiter=AdaptiveLimiter(limit), quota=RequestQuota())
+        await asyncio.gather(*(_send(judge, "p", 1, run, Usage(), JudgeAnswer) for _ in range(20)))
+        return judge.peak, run.limiter.in_flight
+
+    peak, in_flight = asyncio.run(scenario())
+    assert peak == limit and in_flight == 0
+
+
+def test_escaping_node_text_skips_only_text_with_nothing_to_escape():
+    rng = random.Random(3)
+    alphabet = "ab <>&;" + ALPHABET[:20]
+    texts = [
+        "",
+        "plain text",
+        "<node>",
+        "a & b",
+        "&amp;",
+        ">",
+        *("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(3000)),
+    ]
+    for text in texts:
+        assert escape_node_text(text) == text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
