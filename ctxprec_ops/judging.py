@@ -216,8 +216,10 @@ def _answer_inline(judge: JudgeModel, prompt: str, run: JudgeRun, schema: type[B
 
 def answers_inline_in(judge: object, run: JudgeRun) -> bool:
     """Whether ``judge``'s calls in ``run`` are answered inline (``JudgeModel.answers_inline``):
-    never under a request quota, which paces every call the ordinary way."""
-    return run.quota is None and bool(getattr(judge, "answers_inline", False))
+    never under a request quota with a configured cap, which paces every call the ordinary way
+    (a quota without one paces by provider headers only, and a judge in process sends none)."""
+    quota = run.quota
+    return (quota is None or not quota.capped) and bool(getattr(judge, "answers_inline", False))
 
 
 async def _send(

@@ -200,6 +200,11 @@ class RequestQuota:
         self.waited_seconds = 0.0
         self.requests = 0
 
+    @property
+    def capped(self) -> bool:
+        """Whether a cap is configured (without one, only provider headers pace the requests)."""
+        return bool(self.max_rpm or self.max_tpm)
+
     @classmethod
     def from_env(cls, max_rpm: float | None = None, max_tpm: float | None = None) -> RequestQuota:
         """Explicit values, else ``CTXPREC_MAX_RPM`` / ``CTXPREC_MAX_TPM``."""

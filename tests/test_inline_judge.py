@@ -56,6 +56,11 @@ class RuleJudge(JudgeModel):
 
 class InlineRuleJudge(RuleJudge):
     answers_inline = True
+    sent = 0  # calls that took the request path
+
+    async def a_generate(self, prompt: str, schema: Any = None) -> Any:
+        self.sent += 1
+        return self.generate(prompt, schema)
 
 
 def _rows(n: int) -> list[dict]:
@@ -83,10 +88,10 @@ def _outcome(url: str) -> tuple[list, list, list]:
     return [tuple(r) for r in scores], [tuple(r) for r in failures], [tuple(r) for r in judgments]
 
 
-def _score(tmp_path, name: str, judge: JudgeModel) -> tuple[Any, tuple[list, list, list]]:
+def _score(tmp_path, name: str, judge: JudgeModel, **config: Any) -> tuple[Any, tuple[list, list, list]]:
     url = f"sqlite:///{tmp_path / name}"
     create_logs(get_engine(url), _rows(12))
-    summary = score_partition(PipelineConfig(warehouse=url, judge=judge, chunk_size=5, concurrency=4), DAY)
+    summary = score_partition(PipelineConfig(warehouse=url, judge=judge, chunk_size=5, concurrency=4, **config), DAY)
     return summary, _outcome(url)
 
 
@@ -101,6 +106,14 @@ def test_an_inline_judge_scores_a_partition_exactly_as_the_request_path(tmp_path
     assert "unusable even after re-asking" in failures[0][2] or "verdict" in failures[0][2]
     assert out1 == out2  # same scores, verdicts (stored JSON text), reasons, failures, cache entries
     assert plain.calls == inline.calls
+    assert inline.sent == 0  # every call was answered inline (the run's quota has no cap)
+
+
+def test_an_inline_judge_under_a_request_cap_is_paced_the_ordinary_way(tmp_path, monkeypatch):
+    monkeypatch.delenv("CTXPREC_MAX_TPM", raising=False)
+    capped = InlineRuleJudge()
+    summary, (scores, failures, _) = _score(tmp_path, "capped.db", capped, max_rpm=600_000)
+    assert capped.sent == capped.calls > 0 and summary.rows_scored == 11 and [f[0] for f in failures] == ["3"]
 
 
 def test_an_inline_judge_that_raises_is_retried_like_a_network_judge(tmp_path, monkeypatch):
