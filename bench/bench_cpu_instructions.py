@@ -9,7 +9,9 @@ size, one partition, chunk size 500, concurrency 16) a fresh process scores the 
 ``score_partition`` and off right after it (``callgrind_control -i on|off``), so imports and the
 build are not counted. Instructions per row = the difference between the two sizes divided by the
 difference in rows: the per-partition costs (planning, lazy imports, finalize) cancel out.
-``--keep DIR`` keeps the callgrind output files for ``callgrind_annotate``. Needs ``valgrind``.
+``--keep DIR`` keeps the callgrind output files for ``callgrind_annotate``; ``--request-path``
+counts the instant judge without ``answers_inline`` (its calls take a remote judge's path).
+Needs ``valgrind``.
 """
 
 from __future__ import annotations
@@ -29,13 +31,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def score(target: str) -> None:
+def score(target: str, request_path: bool) -> None:
     """In the process valgrind runs: score the partition with instrumentation on around it."""
     import bench_pipeline as bp
 
     from ctxprec_ops.pipeline import PipelineConfig, score_partition
 
-    cfg = PipelineConfig(warehouse=f"sqlite:///{target}", judge=bp._instant_judge(), chunk_size=500, concurrency=16)
+    cfg = PipelineConfig(
+        warehouse=f"sqlite:///{target}", judge=bp._instant_judge(request_path), chunk_size=500, concurrency=16
+    )
     pid = str(os.getpid())
     subprocess.run(["callgrind_control", "-i", "on", pid], check=True, capture_output=True)
     summary = score_partition(cfg, bp.DAY, workers=1)
@@ -43,7 +47,7 @@ def score(target: str) -> None:
     print(f"scored {summary.rows_scored} of {summary.rows_total} rows, {summary.rows_failed} failed", flush=True)
 
 
-def count(tmp: str, rows: int, keep: str | None) -> int:
+def count(tmp: str, rows: int, keep: str | None, request_path: bool = False) -> int:
     """Instructions of one run of ``rows`` rows."""
     import bench_pipeline as bp
 
@@ -60,6 +64,7 @@ def count(tmp: str, rows: int, keep: str | None) -> int:
             __file__,
             "--_score",
             db,
+            *(["--request-path"] if request_path else []),
         ],
         capture_output=True,
         text=True,
@@ -76,10 +81,15 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, nargs=2, default=[1_000, 3_000], metavar=("SMALL", "LARGE"))
     p.add_argument("--keep", default=None, help="directory to keep the callgrind output files in")
+    p.add_argument(
+        "--request-path",
+        action="store_true",
+        help="the instant judge without answers_inline: its calls take a remote judge's path",
+    )
     p.add_argument("--_score", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a._score:
-        score(a._score)
+        score(a._score, a.request_path)
         return 0
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("valgrind (callgrind) is not installed", file=sys.stderr)
@@ -87,7 +97,8 @@ def main() -> int:
     small, large = a.rows
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        lo, hi = count(tmp, small, a.keep), count(tmp, large, a.keep)
+        lo = count(tmp, small, a.keep, a.request_path)
+        hi = count(tmp, large, a.keep, a.request_path)
     print(f"instructions per row: {(hi - lo) / (large - small):,.0f}  ({time.perf_counter() - t0:.0f} s)")
     return 0
 

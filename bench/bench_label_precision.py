@@ -7,7 +7,8 @@ with ``retrieved_ids`` (5-10 ranked chunk ids, JSON text) and ``relevant_ids`` (
 retrieved), then scores the partition with ``metric="label_contextual_precision"`` in a fresh
 process: read the chunk, parse and validate the ids, compute precision / recall / reciprocal rank /
 NDCG@k, upsert ``ctxprec_scores`` and ``ctxprec_label_figures``, finalize the run. Also times the
-computation alone (row -> case -> result, no warehouse) on the same rows.
+computation alone (row -> case -> result, no warehouse) on the same rows, and SQLite alone
+inserting the rows the run stored (``write_floor``): the ceiling any pipeline has on this machine.
 
 Target: >= 50,000 rows/s on one core (``workers=1``). Prints rows/s, rows per CPU-second and the
 load average (the machine is shared). Exit status 1 when the target is missed.
@@ -80,6 +81,32 @@ def score(path: str, chunk_size: int) -> dict:
     }
 
 
+def write_floor(path: str, chunk_size: int) -> float:
+    """Rows per CPU-second of SQLite alone writing the label rows a run stored: the ``ctxprec_scores``
+    and ``ctxprec_label_figures`` rows read back from ``path`` and inserted again, as ready tuples,
+    into empty copies of both tables (same columns and indexes) with one ``executemany`` per table
+    and one commit per chunk — no reading, computing or building rows. The pipeline cannot beat it."""
+    conn = sqlite3.connect(path)
+    tables = {"ctxprec_scores": [], "ctxprec_label_figures": []}
+    for name in tables:
+        tables[name] = conn.execute(f"SELECT * FROM {name}").fetchall()
+        for (sql,) in conn.execute("SELECT sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL", (name,)):
+            conn.execute(sql.replace(name, f"floor_{name}"))
+    conn.commit()
+    n = len(tables["ctxprec_scores"])
+    inserts = {
+        name: f"INSERT INTO floor_{name} VALUES ({', '.join('?' * len(rows[0]))})" for name, rows in tables.items()
+    }
+    c0 = time.process_time()
+    for i in range(0, n, chunk_size):
+        for name, rows in tables.items():
+            conn.executemany(inserts[name], rows[i : i + chunk_size])
+        conn.commit()
+    cpu = time.process_time() - c0
+    conn.close()
+    return n / cpu
+
+
 def compute_only(n: int) -> float:
     from ctxprec_ops.metrics.label_precision import LabelContextualPrecisionMetric
     from ctxprec_ops.warehouse.label_rows import row_to_labelled
@@ -113,6 +140,7 @@ def main() -> int:
                 [sys.executable, __file__, "--_score", path, str(cs)], check=True, capture_output=True, text=True
             )
             r = json.loads(out.stdout.strip().splitlines()[-1])
+            floor = write_floor(path, cs)
             hit = r["rows_per_s"] >= TARGET_ROWS_S
             ok &= hit
             print(
@@ -120,6 +148,10 @@ def main() -> int:
                 f"({r['rows_per_cpu_s']:,.0f} rows/CPU-s, load {r['load_avg']:.1f}), {r['scored']:,} scored, "
                 f"{r['failed']} failed, mean {r['mean']:.4f} -> {'OK' if hit else 'MISSED'} "
                 f"(target {TARGET_ROWS_S:,} rows/s)"
+            )
+            print(
+                f"  SQLite alone inserting those rows (ready tuples, same tables and indexes): "
+                f"{floor:,.0f} rows/CPU-s — the ceiling for this machine"
             )
     return 0 if ok else 1
 

@@ -25,6 +25,8 @@ Judges (``--judge``):
 - ``instant``: a ``JudgeModel`` subclass that answers at once through the full LLM path (prompt
   rendering, JSON answer, parsing, coverage check, judgment cache reads and writes); it declares
   ``answers_inline``, so the judging core calls its ``generate`` directly;
+- ``instant-request``: the same judge without ``answers_inline``: its calls take a remote judge's
+  path (request coroutine, limiter slot, quota, one task per case);
 - ``lexical``: the offline default judge (no prompt, no cache).
 
 Targets: >= 5,000 rows/s, peak RSS <= 300 MB and not growing with the table size; PostgreSQL at
@@ -304,8 +306,16 @@ class InstantJudge(JudgeModel):
         return self.generate(prompt, schema)
 
 
-def _instant_judge() -> InstantJudge:
-    return InstantJudge()
+class RequestPathInstantJudge(InstantJudge):
+    """``InstantJudge`` without ``answers_inline``: its calls take the path a remote judge's take
+    (request coroutine, limiter slot, quota, one task per case), so the bench measures the
+    pipeline's own overhead for a network judge."""
+
+    answers_inline = False
+
+
+def _instant_judge(request_path: bool = False) -> InstantJudge:
+    return RequestPathInstantJudge() if request_path else InstantJudge()
 
 
 class ChildPeaks:
@@ -351,7 +361,7 @@ def score(target: str, judge: str, chunk_size: int, concurrency: int, workers: i
     SQLite file path or a PostgreSQL URL."""
     from ctxprec_ops.pipeline import PipelineConfig, score_partition
 
-    j = _instant_judge() if judge == "instant" else "lexical"
+    j = _instant_judge(judge == "instant-request") if judge.startswith("instant") else "lexical"
     url = target if "://" in target else f"sqlite:///{target}"
     cfg = PipelineConfig(warehouse=url, judge=j, chunk_size=chunk_size, concurrency=concurrency)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -391,7 +401,9 @@ def _median(values: list[float]) -> float:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
-    p.add_argument("--judge", choices=["instant", "lexical"], nargs="+", default=["instant", "lexical"])
+    p.add_argument(
+        "--judge", choices=["instant", "instant-request", "lexical"], nargs="+", default=["instant", "lexical"]
+    )
     p.add_argument("--chunk-size", type=int, default=500)
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument(
