@@ -192,3 +192,16 @@ def test_sqlite_canonical_shortcut_reads_as_the_general_expression(value) -> Non
         fast = conn.execute(sa.select(sqlite_instant(col)).select_from(source)).scalar()
         general = conn.execute(sa.select(sqlite_instant_general(col)).select_from(source)).scalar()
     assert fast == general
+
+
+def test_a_metric_with_a_filled_memo_pickles_and_copies() -> None:
+    import copy
+    import pickle
+
+    metric = LabelContextualPrecisionMetric(threshold=0.4)
+    case = LabelledRetrieval(retrieved_ids=["x", "a"], relevant_ids=["a"])
+    want = metric.compute_row(case)
+    for other in (pickle.loads(pickle.dumps(metric)), copy.deepcopy(metric)):
+        assert other.threshold == 0.4 and other._patterns == {}
+        assert other.compute_row(case) == want
+    assert len(metric._patterns) == 1  # the original keeps its memo

@@ -313,6 +313,13 @@ class LabelContextualPrecisionMetric(BaseRetrievalMetric):
             verdicts = verdicts_json(retrieved, flags)
         return ComputedRow(p.score, p.success, verdicts, p.reason, p.figures)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled and copied without the pattern memo (its figures are read-only proxies, which
+        pickle refuses; a copy computes its patterns again)."""
+        state = self.__dict__.copy()
+        state["_patterns"], state["_patterns_for"] = {}, None
+        return state
+
     async def score_case(self, test_case: Any, run: JudgeRun | None = None, case_index: int = 0) -> MetricResult:
         started = time.perf_counter()
         result = self.compute(test_case, case_index)
