@@ -1,48 +1,14 @@
-"""The SQLite hot path's shortcuts give exactly what the general code gives: the verdicts JSON text,
-the partition filter's reading of ``event_time``, and the judge-answer parser."""
+"""The SQLite hot path's shortcuts give exactly what the general code gives: the partition
+filter's reading of ``event_time`` and the judge-answer parser (the verdicts' JSON text:
+``tests/test_cpu_fast_paths.py``)."""
 
 from __future__ import annotations
-
-import json
-import random
-import string
 
 import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.verdicts import AnswerProblem, JudgeAnswer, parse_answer
 from ctxprec_ops.warehouse.source import sqlite_instant, sqlite_instant_general
-from ctxprec_ops.warehouse.sqlite_json import dumps
-
-
-def test_verdict_json_text_is_json_dumps_text():
-    rng = random.Random(7)
-    alphabet = string.printable + 'éü中\u2028\ud800\x00\x1f"\\/😀'
-    for _ in range(3000):
-        value = [
-            {
-                "node": rng.choice([0, 1, -5, 10**20]),
-                "relevant": rng.random() < 0.5,
-                "reason": "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))),
-            }
-            for _ in range(rng.randint(0, 6))
-        ]
-        assert dumps(value) == json.dumps(value)
-    others = [
-        [{"node": True, "relevant": True, "reason": ""}],
-        [{"relevant": True, "node": 1, "reason": ""}],
-        [{"node": 1, "relevant": 1, "reason": ""}],
-        [{"node": 1, "relevant": True}],
-        [{"node": 1.0, "relevant": True, "reason": "x"}],
-        [{"node": 1, "relevant": True, "reason": "x", "extra": 2}],
-        {"a": 1},
-        None,
-        [1, 2],
-        "text",
-    ]
-    for value in others:
-        assert dumps(value) == json.dumps(value)
-
 
 EVENT_TIMES = [
     "2026-11-28 12:34:56",

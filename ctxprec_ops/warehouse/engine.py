@@ -27,7 +27,6 @@ from sqlalchemy.engine.url import URL
 from sqlalchemy.pool import StaticPool
 
 from ..secrets import redact_url, register_secret
-from . import sqlite_json
 
 __all__ = [
     "normalize_url",
@@ -183,7 +182,6 @@ def _create(u: URL) -> Engine:
         if u.database in (None, "", ":memory:"):
             kwargs["poolclass"] = StaticPool
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
-        kwargs["json_serializer"] = sqlite_json.dumps  # json.dumps's text, faster for verdict lists
     else:
         kwargs["pool_pre_ping"] = True
     engine = create_engine(u, **kwargs)
