@@ -151,17 +151,18 @@ def _sqlite_key_select(
     statement renders, sent as driver SQL: a chunk's 500-value ``IN`` lists otherwise cost more
     to compile and bind in Python than SQLite takes to answer them."""
     q = conn.dialect.identifier_preparer
-    conds, params = [], []
-    if key is not None:
-        fields = [("metric", key.metric), ("judge_model", key.judge_model), ("prompt_version", key.prompt_version)]
-        if key.source_table is not None:
-            fields.append(("source_table", key.source_table))
-        for name, value in fields:
-            conds.append(f"{q.quote(table.c[name].name)} = ?")
-            params.append(value)
+    conds, params = _sqlite_key_conds(q, table, key) if key is not None else ([], ())
     conds.append(f"{q.quote(table.c[in_column].name)} IN")
     cols = ", ".join("NULL" if c is None else q.quote(table.c[c].name) for c in columns)
-    return f"SELECT {cols} FROM {q.format_table(table)} WHERE {' AND '.join(conds)}", tuple(params)
+    return f"SELECT {cols} FROM {q.format_table(table)} WHERE {' AND '.join(conds)}", params
+
+
+def _sqlite_key_conds(q: Any, table: Any, key: ScoringKey) -> tuple[list[str], tuple[Any, ...]]:
+    """``key.where(table)`` as driver SQL: ``column = ?`` conditions and their parameters."""
+    fields = [("metric", key.metric), ("judge_model", key.judge_model), ("prompt_version", key.prompt_version)]
+    if key.source_table is not None:
+        fields.append(("source_table", key.source_table))
+    return [f"{q.quote(table.c[name].name)} = ?" for name, _ in fields], tuple(v for _, v in fields)
 
 
 def _sqlite_scored_failures_delete(conn: Connection, t: OutputTables, key: ScoringKey) -> tuple[str, tuple[Any, ...]]:
@@ -172,13 +173,10 @@ def _sqlite_scored_failures_delete(conn: Connection, t: OutputTables, key: Scori
     f, s = q.format_table(t.failures), q.format_table(t.scores)
     key_cols = ["log_id", "metric", "judge_model", "prompt_version", "source_table"]
     same = " AND ".join(f"sc.{q.quote(c)} = {f}.{q.quote(c)}" for c in key_cols)
-    fields = [("metric", key.metric), ("judge_model", key.judge_model), ("prompt_version", key.prompt_version)]
-    if key.source_table is not None:
-        fields.append(("source_table", key.source_table))
-    conds = [f"{q.quote(name)} = ?" for name, _ in fields]
+    conds, params = _sqlite_key_conds(q, t.failures, key)
     conds.append(f"EXISTS (SELECT 1 FROM {s} AS sc WHERE {same})")
     conds.append(f"{q.quote('log_id')} IN")
-    return f"DELETE FROM {f} WHERE {' AND '.join(conds)}", tuple(v for _, v in fields)
+    return f"DELETE FROM {f} WHERE {' AND '.join(conds)}", params
 
 
 def _sqlite_in(conn: Connection, sql: str, params: tuple[Any, ...], values: Sequence[Any]) -> Any:
