@@ -72,7 +72,7 @@ def _rows(n: int) -> list[dict]:
             expected=f"answer {i}",
             context=[f"row {i} a: a RELEVANT fact", f"row {i} b: filler", f"row {i} c: another RELEVANT fact"],
         )
-        for i in range(1, 13)
+        for i in range(1, n + 1)
     ]
 
 
