@@ -209,3 +209,53 @@ def test_escaping_node_text_skips_only_text_with_nothing_to_escape():
     ]
     for text in texts:
         assert escape_node_text(text) == text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+@pytest.mark.parametrize("per_statement", [1, 7, 500])
+def test_sqlite_multi_row_writes_store_what_row_by_row_writes_store(tmp_path, monkeypatch, per_statement):
+    """``_sqlite_executemany``'s multi-row statements (a shared value bound once, a NULL column as
+    a literal) leave the table as the generic path's one row at a time: a key given twice in
+    one call ends with its last row (upsert) or keeps its first (insert_ignore), across and
+    within statements."""
+    import ctxprec_ops.warehouse.upsert as up
+
+    monkeypatch.setattr(up, "SQLITE_ROWS_PER_STATEMENT", per_statement)
+    at = datetime(2026, 11, 28, 3)
+    same_text = "shared"
+    rng = random.Random(per_statement)
+
+    def batch(n: int, shift: int) -> list[dict]:
+        return [
+            {
+                "key": bytes([(i * 7 + shift) % 40]),
+                "flag": rng.choice([True, False, None]),
+                "n": rng.choice([i, 0, None, 2**40]),
+                "blob": rng.choice([b"x", None]),
+                "at": at,  # one object in every row: bound once
+                "label": same_text if i % 5 else rng.choice([same_text, "ü'\"", "", "a\x00b"]),
+            }
+            for i in range(n)
+        ]
+
+    calls = [batch(60, 0), batch(33, 3), batch(25, 1)]
+    nulls = [{"key": bytes([k]), "flag": None, "n": None, "blob": None, "at": None, "label": None} for k in range(5)]
+    stored = []
+    for name, native in (("fast.db", None), ("general.db", False)):
+        engine = get_engine(f"sqlite:///{tmp_path / name}")
+        meta = sa.MetaData()
+        table = _table(meta)
+        table.append_column(sa.Column("label", sa.Text, nullable=True))
+        meta.create_all(engine)
+        with engine.begin() as conn:
+            upsert(conn, table, calls[0], native=native)
+            insert_ignore(conn, table, calls[1], native=native)
+            upsert(conn, table, calls[2], native=native)
+            upsert(conn, table, nulls, native=native)
+            stored.append(
+                conn.exec_driver_sql(
+                    "SELECT key, flag, typeof(flag), n, typeof(n), blob, at, typeof(at), label, typeof(label) "
+                    "FROM t ORDER BY key"
+                ).all()
+            )
+    assert len(stored[0]) == 40
+    assert stored[0] == stored[1]

@@ -12,10 +12,11 @@ a dialect may see a unique-key error and should retry the chunk).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from itertools import repeat
+from itertools import chain, repeat
 from operator import is_
 from typing import Any
 
@@ -113,34 +114,99 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
 def _sqlite_executemany(
     conn: Connection, table: Table, cols: list[str], keys: list[str], others: list[str], rows: Sequence[dict[str, Any]]
 ) -> None:
-    """SQLite's ``INSERT ... ON CONFLICT`` as one driver-level executemany: the columns' own bind
-    processors (the values SQLAlchemy would store) applied once per value, without the per-row
-    statement machinery of ``Connection.execute`` (a third of a chunk's write time, spent while
-    the database write lock is held)."""
+    """SQLite's ``INSERT ... ON CONFLICT`` for ``rows``, in order, as multi-row ``VALUES``
+    statements (``_sqlite_multi_row_sql``): the columns' own bind processors (the values SQLAlchemy
+    would store) applied once per value, without the per-row statement machinery of
+    ``Connection.execute`` (a third of a chunk's write time, spent while the database write lock
+    is held). SQLite applies a multi-row insert's rows one after another, conflict clause
+    included, as an ``executemany`` of the same rows does; fewer statements to run (one per
+    ``_sqlite_rows_per_statement`` rows instead of one per row) and a value every row shares
+    bound once."""
     dialect = conn.dialect
-    q = dialect.identifier_preparer
     procs = [
         _sqlite_native(table.c[c].type.dialect_impl(dialect), p)
         for c, p in zip(cols, _bind_processors(table, cols, dialect))
     ]
+    columns = [_bind_values([r[c] for r in rows], p) for c, p in zip(cols, procs)]
+    # a column that is NULL in every row is written as a literal NULL: the driver binds a None
+    # through its adapter look-up (~3,000 instructions per value, e.g. every cached verdict's
+    # agreement); a column holding one object in every row (a chunk's timestamp, run id, judge
+    # model...: ``_bind_values`` leaves it so) is one parameter of the statement; the same rows
+    # are stored
+    kinds: list[str] = []
+    for col in columns:
+        first = col[0]
+        if all(map(is_, col, repeat(first))):
+            kinds.append("null" if first is None else "same")
+        else:
+            kinds.append("row")
+    shared = [col[0] for col, kind in zip(columns, kinds) if kind == "same"]
+    varying = [col for col, kind in zip(columns, kinds) if kind == "row"]
+    per_stmt = _sqlite_rows_per_statement(conn, len(shared), len(varying))
+    for start in range(0, len(rows), per_stmt):
+        part = [col[start : start + per_stmt] for col in varying]
+        n = min(per_stmt, len(rows) - start)
+        sql = _sqlite_multi_row_sql(table, tuple(cols), tuple(keys), tuple(others), tuple(kinds), n, dialect)
+        conn.exec_driver_sql(sql, (*shared, *chain.from_iterable(zip(*part))) if part else tuple(shared))
+
+
+#: rows per multi-row ``INSERT`` at most (one statement's program grows with its rows)
+SQLITE_ROWS_PER_STATEMENT = 500
+
+
+def _sqlite_rows_per_statement(conn: Connection, shared: int, varying: int) -> int:
+    """Rows one statement takes: ``SQLITE_ROWS_PER_STATEMENT``, fewer when their parameters would
+    pass the connection's limit of bound parameters (999 where it cannot be asked)."""
+    limit = 999
+    driver = getattr(conn.connection, "driver_connection", None)
+    getlimit = getattr(driver, "getlimit", None)
+    if getlimit is not None:
+        import sqlite3
+
+        limit = getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    return max(1, min(SQLITE_ROWS_PER_STATEMENT, (limit - shared) // max(varying, 1)))
+
+
+@functools.lru_cache(maxsize=64)
+def _sqlite_multi_row_sql(
+    table: Table,
+    cols: tuple[str, ...],
+    keys: tuple[str, ...],
+    others: tuple[str, ...],
+    kinds: tuple[str, ...],
+    rows: int,
+    dialect: Any,
+) -> str:
+    """``INSERT INTO table (cols) VALUES (...), ... ON CONFLICT (keys) DO UPDATE SET others`` (or
+    ``DO NOTHING``) for ``rows`` rows. Per column (``kinds``): ``null`` a literal NULL, ``same``
+    one numbered parameter every row shares (numbered first), ``row`` a parameter per row (then
+    row by row). One text per shape: the driver's statement cache prepares it once."""
+    q = dialect.identifier_preparer
     conflict = ", ".join(q.quote(k) for k in keys)
     action = (
         ("DO UPDATE SET " + ", ".join(f"{q.quote(c)} = excluded.{q.quote(c)}" for c in others))
         if others
         else "DO NOTHING"
     )
-    columns = [_bind_values([r[c] for r in rows], p) for c, p in zip(cols, procs)]
-    # a column that is NULL in every row is written as a literal NULL: the driver binds a None
-    # through its adapter look-up (~3,000 instructions per value, e.g. every cached verdict's
-    # agreement); the same rows are stored
-    null = [col[0] is None and all(map(is_, col, repeat(None))) for col in columns]
-    if all(null):  # (never: key columns are NOT NULL) nothing would be left to bind
-        null = [False] * len(columns)
-    sql = (
+    shared = sum(1 for k in kinds if k == "same")
+    per_row = sum(1 for k in kinds if k == "row")
+    groups = []
+    for r in range(rows):
+        at, next_shared, slots = shared + 1 + r * per_row, 1, []
+        for kind in kinds:
+            if kind == "null":
+                slots.append("NULL")
+            elif kind == "same":
+                slots.append(f"?{next_shared}")
+                next_shared += 1
+            else:
+                slots.append(f"?{at}")
+                at += 1
+        groups.append(f"({', '.join(slots)})")
+    return (
         f"INSERT INTO {q.format_table(table)} ({', '.join(q.quote(c) for c in cols)}) "
-        f"VALUES ({', '.join('NULL' if n else '?' for n in null)}) ON CONFLICT ({conflict}) {action}"
+        f"VALUES {', '.join(groups)} ON CONFLICT ({conflict}) {action}"
     )
-    conn.exec_driver_sql(sql, list(zip(*[col for col, n in zip(columns, null) if not n])))
 
 
 def _bind_processors(table: Table, cols: Sequence[str], dialect: Any) -> list[Any]:
