@@ -259,3 +259,68 @@ def test_sqlite_multi_row_writes_store_what_row_by_row_writes_store(tmp_path, mo
             )
     assert len(stored[0]) == 40
     assert stored[0] == stored[1]
+
+
+def _reference_text_check(value: str, where: str) -> None:
+    """``rows._check_text`` as it was before its ASCII shortcut: every check on every text."""
+    from ctxprec_ops.warehouse.rows import MAX_TEXT_CHARS, _bad
+
+    if len(value) > MAX_TEXT_CHARS:
+        raise _bad(f"{where} is too long: {len(value):,} characters (limit {MAX_TEXT_CHARS:,})")
+    if "\x00" in value:
+        raise _bad(f"{where} contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _bad(f"{where} is not valid UTF-8") from None
+
+
+def test_the_row_checks_ascii_shortcut_accepts_and_rejects_as_the_full_checks():
+    from ctxprec_ops.errors import InvalidTestCaseError
+    from ctxprec_ops.warehouse.rows import MAX_TEXT_CHARS, row_to_test_case
+
+    rng = random.Random(8)
+    pieces = ["plain", "ü", "\x00", "\ud800", "😀", " ", "", "a" * (MAX_TEXT_CHARS - 3), "\x7f"]
+
+    def text() -> str:
+        return "".join(rng.choice(pieces) for _ in range(rng.randint(0, 3)))
+
+    def outcome(fn, *args):
+        try:
+            return "ok", fn(*args)
+        except InvalidTestCaseError as exc:
+            return "bad", str(exc)
+
+    def reference(row: dict) -> object:
+        for column in ("input", "expected_output"):
+            value = row[column]
+            _reference_text_check(value, column)
+            if not value.strip():
+                raise InvalidTestCaseError(f"column {column!r} is empty")
+        nodes = json.loads(row["retrieval_context"])
+        if not nodes:
+            raise InvalidTestCaseError("retrieval_context is empty (no retrieved nodes to judge)")
+        for i, node in enumerate(nodes):
+            if not isinstance(node, str):
+                raise InvalidTestCaseError(f"retrieval_context[{i}] must be a string, got a number")
+            _reference_text_check(node, f"retrieval_context[{i}]")
+        return nodes
+
+    checked = 0
+    for i in range(1500):
+        nodes: list = [text() for _ in range(rng.randint(0, 4))]
+        if rng.random() < 0.05:
+            nodes.append(7)
+        raw = json.dumps(nodes) if not any(isinstance(n, str) and "\ud800" in n for n in nodes) else None
+        if raw is None:  # a lone surrogate in JSON text: escaped, decoded back by json.loads
+            raw = json.dumps(nodes, ensure_ascii=True)
+        row = {"id": i, "input": text() or "q", "expected_output": text() or "e", "retrieval_context": raw}
+        got = outcome(row_to_test_case, row)
+        want = outcome(reference, row)
+        assert got[0] == want[0], (row, got, want)
+        if got[0] == "ok":
+            assert got[1].retrieval_context == want[1]
+            checked += 1
+        else:
+            assert got[1] == want[1]
+    assert 100 < checked < 1400  # both outcomes were exercised

@@ -66,6 +66,8 @@ def _check_text(value: str, where: str) -> None:
         raise _bad(f"{where} is too long: {len(value):,} characters (limit {MAX_TEXT_CHARS:,})")
     if "\x00" in value:
         raise _bad(f"{where} contains a NUL character")
+    if value.isascii():  # (a flag of the string: no encoding pass) ASCII text always encodes
+        return
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -85,10 +87,11 @@ def _json(value: Any, column: str) -> Any:
             raise _bad(f"column {column!r} is too long: {len(value):,} characters")
         if not value.strip():
             raise _bad(f"column {column!r} is empty")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _bad(f"column {column!r} is not valid UTF-8") from None
+        if not value.isascii():  # ASCII text always encodes
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _bad(f"column {column!r} is not valid UTF-8") from None
         try:
             return json.loads(value)
         except json.JSONDecodeError as exc:
@@ -118,6 +121,9 @@ def _nodes(value: Any, where: str, *, allow_empty: bool) -> list[str]:
     if len(value) > MAX_NODES:
         raise _bad(f"{where} has {len(value)} nodes (limit {MAX_NODES})")
     for i, node in enumerate(value):
+        # the usual node (ASCII text within the limit, no NUL) passes ``_check_text`` as it is
+        if type(node) is str and node.isascii() and len(node) <= MAX_TEXT_CHARS and "\x00" not in node:
+            continue
         if not isinstance(node, str):
             raise _bad(f"{where}[{i}] must be a string, got {_json_type(node)}")
         _check_text(node, f"{where}[{i}]")
