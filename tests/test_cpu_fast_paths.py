@@ -214,7 +214,7 @@ def test_escaping_node_text_skips_only_text_with_nothing_to_escape():
 @pytest.mark.parametrize("per_statement", [1, 7, 500])
 def test_sqlite_multi_row_writes_store_what_row_by_row_writes_store(tmp_path, monkeypatch, per_statement):
     """``_sqlite_executemany``'s multi-row statements (a shared value bound once, a NULL column as
-    a literal) leave the table as the generic path's one row at a time: a key given twice in
+    a literal, boolean and binary columns converted column-wise) leave the table as the generic path's one row at a time: a key given twice in
     one call ends with its last row (upsert) or keeps its first (insert_ignore), across and
     within statements."""
     import ctxprec_ops.warehouse.upsert as up
@@ -238,6 +238,8 @@ def test_sqlite_multi_row_writes_store_what_row_by_row_writes_store(tmp_path, mo
         ]
 
     calls = [batch(60, 0), batch(33, 3), batch(25, 1)]
+    for r in calls[2]:  # a column of booleans only and one of bytes only: converted column-wise
+        r["flag"], r["blob"] = r["n"] is None, b"b%d" % r["key"][0]
     nulls = [{"key": bytes([k]), "flag": None, "n": None, "blob": None, "at": None, "label": None} for k in range(5)]
     stored = []
     for name, native in (("fast.db", None), ("general.db", False)):

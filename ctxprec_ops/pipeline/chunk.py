@@ -14,7 +14,7 @@ from typing import Any
 
 from ..budget import Budget
 from ..cache import DictVerdictCache
-from ..consistency import agreement_of, verdicts_json_text
+from ..consistency import SampledVerdict, verdicts_json_text
 from ..results import MetricResult
 from ..warehouse.engine import write_transaction
 from ..warehouse.label_figures import figure_row, write_figures
@@ -144,15 +144,16 @@ def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]], 
     now = _now()
     judgments = []
     if cache is not None and cache.added:
+        judge, version, sampled = ctx.key.judge_model, ctx.key.prompt_version, SampledVerdict
         judgments = [
             {
                 "key": k,
-                "judge_model": ctx.key.judge_model,
-                "prompt_version": ctx.key.prompt_version,
+                "judge_model": judge,
+                "prompt_version": version,
                 "relevant": bool(v.relevant),
                 "reason": v.reason,
                 "created_at": now,
-                "agreement": agreement_of(v),
+                "agreement": v.agreement if isinstance(v, sampled) else None,  # agreement_of(v), inline
             }
             for k, v in cache.added.items()
         ]
