@@ -326,3 +326,49 @@ def test_the_row_checks_ascii_shortcut_accepts_and_rejects_as_the_full_checks():
         else:
             assert got[1] == want[1]
     assert 100 < checked < 1400  # both outcomes were exercised
+
+
+def _reference_reason(score, verdicts, *, strict_mode=False, raw_score=None) -> str:
+    """``compose_reason`` as it was before its one-pass form (three comprehensions)."""
+    from ctxprec_ops.metrics.reasons import _short
+
+    n = len(verdicts)
+    flags = [v.relevant for v in verdicts]
+    relevant = [i for i, r in enumerate(flags, start=1) if r]
+    head = f"The score is {score:.2f}"
+    if strict_mode and raw_score is not None and raw_score < 1.0:
+        head += f" (strict mode; {raw_score:.2f} before clamping)"
+    if not relevant:
+        return f"{head} because none of the {n} retrieved nodes was relevant to the expected output."
+    last_relevant = relevant[-1]
+    misplaced = [i for i, r in enumerate(flags[: last_relevant - 1], start=1) if not r]
+    rel_txt = ", ".join(map(str, relevant))
+    if not misplaced:
+        return (
+            f"{head} because all {len(relevant)} relevant node(s) of {n} (rank {rel_txt}) are ranked "
+            "above every irrelevant one."
+        )
+    details = "; ".join([f"node {i}: {_short(verdicts[i - 1].reason) or 'not relevant'}" for i in misplaced[:3]])
+    more = f" and {len(misplaced) - 3} more" if len(misplaced) > 3 else ""
+    return (
+        f"{head} because irrelevant node(s) {', '.join(map(str, misplaced[:3]))}{more} are ranked "
+        f"above relevant ones (relevant: rank {rel_txt} of {n}). Why they are irrelevant — {details}."
+    )
+
+
+def test_the_one_pass_reason_is_the_reason_of_the_three_comprehensions():
+    from ctxprec_ops.metrics.reasons import compose_reason
+
+    rng = random.Random(4)
+    seen = set()
+    for _ in range(3000):
+        verdicts = [
+            NodeVerdict(node=k, relevant=rng.random() < 0.5, reason=rng.choice(["", " a  b ", _reason(rng)]))
+            for k in range(1, rng.randint(0, 9) + 1)
+        ]
+        score, raw = rng.random(), rng.choice([None, rng.random(), 1.0])
+        strict = rng.random() < 0.3
+        got = compose_reason(score, verdicts, strict_mode=strict, raw_score=raw)
+        assert got == _reference_reason(score, verdicts, strict_mode=strict, raw_score=raw)
+        seen.add(got.split(" because ")[1][:8])
+    assert len(seen) >= 3  # none relevant, all ranked first, irrelevant ones above relevant ones

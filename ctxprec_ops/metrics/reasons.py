@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 
 from ..consistency import agreement_of
@@ -19,25 +20,30 @@ def compose_reason(
     score: float, verdicts: Sequence[NodeVerdict], *, strict_mode: bool = False, raw_score: float | None = None
 ) -> str:
     n = len(verdicts)
-    flags = [v.relevant for v in verdicts]
-    relevant = [i for i, r in enumerate(flags, start=1) if r]
+    relevant: list[int] = []  # ranks, ascending
+    irrelevant: list[int] = []
+    for rank, v in enumerate(verdicts, start=1):  # one pass (this runs for every case scored)
+        if v.relevant:
+            relevant.append(rank)
+        else:
+            irrelevant.append(rank)
     head = f"The score is {score:.2f}"
     if strict_mode and raw_score is not None and raw_score < 1.0:
         head += f" (strict mode; {raw_score:.2f} before clamping)"
     if not relevant:
         return f"{head} because none of the {n} retrieved nodes was relevant to the expected output."
-    last_relevant = relevant[-1]
-    misplaced = [i for i, r in enumerate(flags[: last_relevant - 1], start=1) if not r]
+    misplaced = irrelevant[: bisect_left(irrelevant, relevant[-1])]  # irrelevant, above the last relevant
     rel_txt = ", ".join(map(str, relevant))
     if not misplaced:
         return (
             f"{head} because all {len(relevant)} relevant node(s) of {n} (rank {rel_txt}) are ranked "
             "above every irrelevant one."
         )
-    details = "; ".join([f"node {i}: {_short(verdicts[i - 1].reason) or 'not relevant'}" for i in misplaced[:3]])
+    shown = misplaced[:3]
+    details = "; ".join([f"node {i}: {_short(verdicts[i - 1].reason) or 'not relevant'}" for i in shown])
     more = f" and {len(misplaced) - 3} more" if len(misplaced) > 3 else ""
     return (
-        f"{head} because irrelevant node(s) {', '.join(map(str, misplaced[:3]))}{more} are ranked "
+        f"{head} because irrelevant node(s) {', '.join(map(str, shown))}{more} are ranked "
         f"above relevant ones (relevant: rank {rel_txt} of {n}). Why they are irrelevant — {details}."
     )
 
