@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from pydantic import BaseModel
@@ -46,6 +47,9 @@ __all__ = [
     "active_guards",
     "answers_inline_in",
 ]
+
+#: a (rank, node text) pair's parts (C-level accessors: no comprehension frame per group)
+_rank, _text = itemgetter(0), itemgetter(1)
 
 #: completion tokens assumed per node when estimating a call's cost before making it
 EST_COMPLETION_TOKENS_PER_NODE = 40
@@ -329,9 +333,9 @@ async def _judge_group(
 ) -> dict[int, NodeVerdict]:
     """The group's verdicts: one answer (``sampled``: one sampled answer, at the sampling
     temperature), or with ``samples`` > 1 the majority of that many sampled answers."""
-    ids = [k for k, _ in group]
+    ids = list(map(_rank, group))
     fmt = answer_format(template)  # by node id (ctxprec templates) or in node order (deepeval-style)
-    prompt = fmt.prompt(input, expected, [t for _, t in group], ids)
+    prompt = fmt.prompt(input, expected, list(map(_text, group)), ids)
     if samples > 1:
         return await _majority_of(judge, template, input, expected, group, run, usage, samples, prompt)
     choices = 1 if sampled else None
@@ -474,10 +478,10 @@ async def judge_nodes(
         if callable(fast):  # offline judges answer directly, nothing to repair or retry
             fresh = fast(input, expected, todo)
         else:
-            groups = [todo[i : i + max_nodes_per_call] for i in range(0, len(todo), max_nodes_per_call)]
-            if len(groups) == 1:  # the common case: one call, no task to schedule
-                fresh = await _judge_group(judge, template, input, expected, groups[0], run, usage, samples)
+            if len(todo) <= max_nodes_per_call:  # the common case: one call, no task to schedule
+                fresh = await _judge_group(judge, template, input, expected, todo, run, usage, samples)
             else:
+                groups = [todo[i : i + max_nodes_per_call] for i in range(0, len(todo), max_nodes_per_call)]
                 parts = await gather_settled(
                     *(_judge_group(judge, template, input, expected, g, run, usage, samples) for g in groups)
                 )
@@ -487,4 +491,4 @@ async def judge_nodes(
             verdicts[rank] = v
             if run.cache is not None:
                 run.cache.put(keys[rank], v)
-    return [verdicts[k] for k in range(1, len(nodes) + 1)], usage
+    return list(map(verdicts.__getitem__, range(1, len(nodes) + 1))), usage

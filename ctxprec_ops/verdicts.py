@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -98,11 +99,14 @@ def parse_answer(raw: Any) -> JudgeAnswer:
         raise AnswerProblem(f"the answer does not match the format ({where}: {first['msg']})") from None
 
 
+_node_of = attrgetter("node")
+
+
 def check_coverage(answer: JudgeAnswer, expected_ids: Iterable[int]) -> dict[int, NodeVerdict]:
     """Map verdicts to nodes by id; the answer must cover every asked node exactly once."""
     expected = list(expected_ids)
     verdicts = answer.verdicts
-    nodes = [v.node for v in verdicts]
+    nodes = list(map(_node_of, verdicts))
     if nodes == expected and len(set(expected)) == len(expected):
         return dict(zip(nodes, verdicts))  # the usual answer: every id once, in the order asked
     return _check_coverage(answer, expected)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 from ..cache import judgment_keys
@@ -15,6 +16,8 @@ from .base import BaseRetrievalMetric, record_usage
 from .reasons import compose_reason, verbose_logs
 
 __all__ = ["ContextualPrecisionMetric"]
+
+_relevant = attrgetter("relevant")
 
 
 class ContextualPrecisionMetric(BaseRetrievalMetric):
@@ -90,7 +93,7 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
             )
         finally:  # a failed case still reports the calls it paid for
             record_usage(result, usage)
-        raw = contextual_precision([v.relevant for v in verdicts])
+        raw = contextual_precision(list(map(_relevant, verdicts)))
         score = apply_strict(raw, self.strict_mode)
         result.score = score
         result.verdicts = verdicts
