@@ -42,13 +42,13 @@ _memo: ContextVar[dict[tuple, list[bytes]] | None] = ContextVar("ctxprec_judgmen
 
 
 def _field_hash(parts: Sequence[str]) -> Any:
-    """sha256 over length-prefixed fields (no two tuples collide by concatenation)."""
-    h = hashlib.sha256()
+    """sha256 over length-prefixed fields (no two tuples collide by concatenation), fed in one
+    ``update`` (the same digest as one ``update`` per piece)."""
+    pieces = []
     for part in parts:
         data = part.encode("utf-8", "surrogatepass")
-        h.update(len(data).to_bytes(8, "big"))
-        h.update(data)
-    return h
+        pieces += (len(data).to_bytes(8, "big"), data)
+    return hashlib.sha256(b"".join(pieces))
 
 
 def judgment_key(judge_model: str, prompt_version: str, input: str, expected_output: str, node_text: str) -> bytes:

@@ -372,3 +372,30 @@ def test_the_one_pass_reason_is_the_reason_of_the_three_comprehensions():
         assert got == _reference_reason(score, verdicts, strict_mode=strict, raw_score=raw)
         seen.add(got.split(" because ")[1][:8])
     assert len(seen) >= 3  # none relevant, all ranked first, irrelevant ones above relevant ones
+
+
+def test_judgment_keys_hash_the_fields_as_one_update_per_piece_did():
+    import hashlib
+
+    from ctxprec_ops.cache import judgment_keys
+
+    def reference(model: str, version: str, q: str, a: str, nodes: list[str]) -> list[bytes]:
+        shared = hashlib.sha256()
+        for part in (model, version, q, a):
+            data = part.encode("utf-8", "surrogatepass")
+            shared.update(len(data).to_bytes(8, "big"))
+            shared.update(data)
+        out = []
+        for node in nodes:
+            h = shared.copy()
+            data = node.encode("utf-8", "surrogatepass")
+            h.update(len(data).to_bytes(8, "big"))
+            h.update(data)
+            out.append(shared.digest()[:7] + h.digest()[:16])
+        return out
+
+    rng = random.Random(6)
+    for _ in range(500):
+        fields = [_reason(rng) + rng.choice(["", "\ud800", "é" * 70]) for _ in range(4)]
+        nodes = [_reason(rng) * rng.randint(0, 9) for _ in range(rng.randint(0, 4))]
+        assert judgment_keys(*fields, nodes) == reference(*fields, nodes)

@@ -77,15 +77,19 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
     sample = ctx.config.sample
     with read_connection(ctx.engine) as conn:
         every = read_chunk_rows(conn, ctx.source, pk, chunk.after_id, chunk.upto_id)
-        rows = [r for r in every if sample.contains(str(r["id"]), chunk.sample_cutoff)]
-        done_ids = scored_ids(conn, ctx.tables, key, [str(r["id"]) for r in rows])
+        if sample.contains_every(chunk.sample_cutoff):
+            rows = every
+        else:
+            rows = [r for r in every if sample.contains(str(r["id"]), chunk.sample_cutoff)]
+        ids = [str(r["id"]) for r in rows]  # each row's log_id
+        done_ids = scored_ids(conn, ctx.tables, key, ids)
     intake = _Intake(rows, done_ids, all_rows=len(every))
     if len(rows) < len(every):  # outside the sample: neither scored nor a failure
-        picked = {str(r["id"]) for r in rows}
+        picked = set(ids)
         intake.unsampled_ids = [i for i in {str(r["id"]) for r in every} if i not in picked]
     now = _now()
     to_case = ctx.config.kind.row_to_case
-    id_counts = Counter(str(r["id"]) for r in rows)
+    id_counts = Counter(ids)
     for log_id, n in id_counts.items():
         if n > 1 and log_id not in done_ids:
             # which of the rows is the real one is unknowable: score none, say why (once per id)
@@ -96,8 +100,7 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
             intake.failures.append(
                 _failure(log_id, pk, key, InvalidTestCaseError.error_type, msg, 0, run_id, now, chunk.index)
             )
-    for row in rows:
-        log_id = str(row["id"])
+    for row, log_id in zip(rows, ids):
         if log_id in done_ids or id_counts[log_id] > 1:
             continue
         id_problem = ctx.source.id_problem(row["id"])
