@@ -44,7 +44,7 @@ _memo: ContextVar[dict[tuple, list[bytes]] | None] = ContextVar("ctxprec_judgmen
 def _field_hash(parts: Sequence[str]) -> Any:
     """sha256 over length-prefixed fields (no two tuples collide by concatenation), fed in one
     ``update`` (the same digest as one ``update`` per piece)."""
-    pieces = []
+    pieces: list[bytes] = []
     for part in parts:
         data = part.encode("utf-8", "surrogatepass")
         pieces += (len(data).to_bytes(8, "big"), data)
