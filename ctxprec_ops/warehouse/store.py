@@ -7,6 +7,7 @@ import threading
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import LargeBinary, Text, and_, any_, bindparam, case, delete, exists, func, null, select, true, update
@@ -40,6 +41,8 @@ __all__ = [
 IN_BATCH = 500
 
 log = logging.getLogger("ctxprec_ops.warehouse")
+
+_first = itemgetter(0)
 
 
 @dataclass(frozen=True)
@@ -269,7 +272,7 @@ def partition_scores(
     stmt = select(c.score).where(key.where(t.scores), c.partition_key == partition_key).order_by(c.score)
     result = conn.execution_options(stream_results=True, yield_per=batch).execute(stmt)
     for part in result.partitions():
-        yield np.fromiter((r[0] for r in part), dtype=np.float64, count=len(part))
+        yield np.fromiter(map(_first, part), dtype=np.float64, count=len(part))
 
 
 def partition_counts(
