@@ -15,7 +15,8 @@ the unit of reading and of the write transaction:
 - when a chunk's last case is judged, a single writer thread collects and writes it in one
   transaction (scores, failures, judgments), in the order chunks finish — one writer, so SQLite's
   single-writer rule holds and a crash leaves whole chunks only. A chunk's claim is released
-  once its write has committed.
+  once its write has committed. A kind that needs no judge on SQLite reads, computes and writes
+  on the reader's thread: all of it is this process's CPU, which a second thread cannot add to.
 """
 
 from __future__ import annotations
