@@ -85,11 +85,23 @@ def test_metric_api_needs_no_judge() -> None:
         ({"retrieved_ids": '["a", 1.5]', "relevant_ids": "[]"}, r"retrieved_ids\[1\] must be a string or an integer"),
         ({"retrieved_ids": '["a", "a"]', "relevant_ids": "[]"}, "lists 'a' more than once"),
         ({"retrieved_ids": '["a"]', "relevant_ids": None}, "column 'relevant_ids' is NULL"),
+        ({"retrieved_ids": json.dumps(["a", "x" * 1001]), "relevant_ids": "[]"}, r"retrieved_ids\[1\] is too long"),
+        ({"retrieved_ids": '["a"]', "relevant_ids": json.dumps(["y" * 1001])}, r"relevant_ids\[0\] is too long"),
     ],
 )
 def test_bad_rows_fail_with_the_column_named(row, message) -> None:
     with pytest.raises(InvalidTestCaseError, match=message):
         row_to_labelled({"id": 1, **row})
+
+
+def test_an_id_is_too_long_by_its_decoded_length_not_its_json_text() -> None:
+    """1,000 characters is the limit of an id, not of its JSON text (an escape is 6 characters)."""
+    escaped = '["' + "\\u00e9" * 1000 + '"]'  # 6,004 characters of JSON text, one id of 1,000
+    assert len(escaped) == 6004
+    case = row_to_labelled({"id": 1, "retrieved_ids": json.dumps(["x" * 1000, "b"]), "relevant_ids": escaped})
+    assert case.retrieved_ids == ["x" * 1000, "b"] and case.relevant_ids == ["\u00e9" * 1000]
+    with pytest.raises(InvalidTestCaseError, match=r"relevant_ids\[0\] is too long for an id \(1,001"):
+        row_to_labelled({"id": 1, "retrieved_ids": '["a"]', "relevant_ids": '["' + "\\u00e9" * 1001 + '"]'})
 
 
 def test_the_label_kind_is_in_the_registry_once() -> None:

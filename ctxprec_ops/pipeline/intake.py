@@ -18,6 +18,7 @@ from ..warehouse.source import read_chunk_rows
 from ..warehouse.store import ScoringKey, load_judgments, run_spend, scored_ids
 from .context import PipelineContext
 from .records import Chunk
+from .sampling import FULL_CUTOFF
 
 __all__ = ["read_intake", "remaining_budget"]
 
@@ -42,6 +43,8 @@ class _Intake:
     cache: DictVerdictCache | None = None
     #: the cases' judgment keys by ``judgment_keys`` arguments (computed once, see ``remembered_keys``)
     key_memo: dict[tuple, list[bytes]] = field(default_factory=dict)
+    #: ``str(row["id"])`` of each of ``rows``, in order
+    log_ids: list[str] = field(default_factory=list)
 
 
 def _failure(
@@ -74,47 +77,55 @@ def _failure(
 def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
     """Read the chunk, skip rows already scored, turn the rest into cases or ``invalid_input``."""
     key, pk = ctx.key, chunk.partition_key
-    sample = ctx.config.sample
+    sample, cutoff = ctx.config.sample, chunk.sample_cutoff
     with read_connection(ctx.engine) as conn:
         every = read_chunk_rows(conn, ctx.source, pk, chunk.after_id, chunk.upto_id)
-        if sample.contains_every(chunk.sample_cutoff):
-            rows = every
+        if cutoff is None or cutoff >= FULL_CUTOFF:  # every row is in the sample
+            rows, log_ids = every, [str(r["id"]) for r in every]
         else:
-            rows = [r for r in every if sample.contains(str(r["id"]), chunk.sample_cutoff)]
-        ids = [str(r["id"]) for r in rows]  # each row's log_id
-        done_ids = scored_ids(conn, ctx.tables, key, ids)
-    intake = _Intake(rows, done_ids, all_rows=len(every))
+            rows = [r for r in every if sample.contains(str(r["id"]), cutoff)]
+            log_ids = [str(r["id"]) for r in rows]
+        done_ids = scored_ids(conn, ctx.tables, key, log_ids)
+    intake = _Intake(rows, done_ids, all_rows=len(every), log_ids=log_ids)
     if len(rows) < len(every):  # outside the sample: neither scored nor a failure
-        picked = set(ids)
+        picked = set(log_ids)
         intake.unsampled_ids = [i for i in {str(r["id"]) for r in every} if i not in picked]
     now = _now()
     to_case = ctx.config.kind.row_to_case
-    id_counts = Counter(ids)
-    for log_id, n in id_counts.items():
-        if n > 1 and log_id not in done_ids:
-            # which of the rows is the real one is unknowable: score none, say why (once per id)
-            msg = (
-                f"column 'id' value {log_id[:100]!r} is not unique: {n} rows of partition {pk} share it; "
-                "none of them is scored until the duplicates are removed"
-            )
-            intake.failures.append(
-                _failure(log_id, pk, key, InvalidTestCaseError.error_type, msg, 0, run_id, now, chunk.index)
-            )
-    for row, log_id in zip(rows, ids):
-        if log_id in done_ids or id_counts[log_id] > 1:
+    duplicated: set[str] = set()
+    if len(set(log_ids)) < len(log_ids):
+        for log_id, n in Counter(log_ids).items():
+            if n > 1:
+                duplicated.add(log_id)
+                if log_id in done_ids:
+                    continue
+                # which of the rows is the real one is unknowable: score none, say why (once per id)
+                msg = (
+                    f"column 'id' value {log_id[:100]!r} is not unique: {n} rows of partition {pk} share it; "
+                    "none of them is scored until the duplicates are removed"
+                )
+                intake.failures.append(
+                    _failure(log_id, pk, key, InvalidTestCaseError.error_type, msg, 0, run_id, now, chunk.index)
+                )
+    skip = done_ids | duplicated if duplicated else done_ids
+    # an INTEGER id column may hold text or reals in SQLite (``SourceTable.id_problem``); other
+    # columns take any id
+    check_id = ctx.source.id_problem if ctx.source.integer_ids else None
+    cases, failures = intake.cases, intake.failures
+    for log_id, row in zip(log_ids, rows):
+        if log_id in skip:
             continue
-        id_problem = ctx.source.id_problem(row["id"])
-        if id_problem is not None:
-            intake.failures.append(
-                _failure(log_id, pk, key, InvalidTestCaseError.error_type, id_problem, 0, run_id, now, chunk.index)
-            )
-            continue
+        if check_id is not None and type(row["id"]) is not int:
+            id_problem = check_id(row["id"])
+            if id_problem is not None:
+                failures.append(
+                    _failure(log_id, pk, key, InvalidTestCaseError.error_type, id_problem, 0, run_id, now, chunk.index)
+                )
+                continue
         try:
-            intake.cases.append(case_or_failure(to_case, row))
+            cases.append(case_or_failure(to_case, row))
         except InvalidTestCaseError as exc:
-            intake.failures.append(
-                _failure(log_id, pk, key, exc.error_type, redact(str(exc)), 0, run_id, now, chunk.index)
-            )
+            failures.append(_failure(log_id, pk, key, exc.error_type, redact(str(exc)), 0, run_id, now, chunk.index))
     return intake
 
 

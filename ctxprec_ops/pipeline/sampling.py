@@ -58,11 +58,6 @@ class Sample:
         """Is the row in the sample whose cutoff ``plan_cutoff`` fixed (None: every row)?"""
         return cutoff is None or cutoff >= FULL_CUTOFF or sample_hash(log_id, self.seed) < cutoff
 
-    @staticmethod
-    def contains_every(cutoff: int | None) -> bool:
-        """Whether ``contains(log_id, cutoff)`` is True for every ``log_id`` (no sampling)."""
-        return cutoff is None or cutoff >= FULL_CUTOFF
-
 
 class CutoffPlanner:
     """Feed the partition's log ids (streamed) with ``add``; ``result()`` gives ``(cutoff, rows,

@@ -15,7 +15,8 @@ the unit of reading and of the write transaction:
 - when a chunk's last case is judged, a single writer thread collects and writes it in one
   transaction (scores, failures, judgments), in the order chunks finish — one writer, so SQLite's
   single-writer rule holds and a crash leaves whole chunks only. A chunk's claim is released
-  once its write has committed.
+  once its write has committed. A kind that needs no judge on SQLite reads, computes and writes
+  on the reader's thread: all of it is this process's CPU, which a second thread cannot add to.
 """
 
 from __future__ import annotations
@@ -111,9 +112,13 @@ class _Stream:
         self.reads_started = self.dispatched = 0
         self.results: list[ChunkResult] = []
         self.reader = ThreadPoolExecutor(1, thread_name_prefix="ctxprec-read")
-        # one connection shared by every thread (in-memory SQLite): reads and writes take turns
+        # reads and writes take turns on the reader's thread when one connection is shared by every
+        # thread (in-memory SQLite), and for a kind that needs no judge on SQLite: all of its work
+        # is this process's CPU (SQLite runs in process), so a second thread would only trade the
+        # GIL with the first (+ ~20 % CPU per row measured, and no faster; bench/README.md)
         shared = isinstance(ctx.engine.pool, (StaticPool, SingletonThreadPool))
-        self.writer = self.reader if shared else ThreadPoolExecutor(1, thread_name_prefix="ctxprec-write")
+        cpu_bound = not cfg.kind.needs_judge and ctx.engine.dialect.name == "sqlite"
+        self.writer = self.reader if shared or cpu_bound else ThreadPoolExecutor(1, thread_name_prefix="ctxprec-write")
 
     def _in(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> Awaitable[T]:
         return asyncio.get_running_loop().run_in_executor(pool, fn, *args)

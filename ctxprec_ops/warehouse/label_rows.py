@@ -33,7 +33,13 @@ def _ids(value: Any, column: str) -> list[str]:
         except (StopIteration, ValueError, RecursionError):
             pass
         else:
-            if end == len(value) and set(map(type, ids)) <= _STR_ONLY and max(map(len, ids), default=0) <= 1000:
+            # (a decoded id is never longer than the text it came from: no length to check
+            # when the whole text is short)
+            if (
+                end == len(value)
+                and set(map(type, ids)) <= _STR_ONLY
+                and (end <= 1000 or max(map(len, ids), default=0) <= 1000)
+            ):
                 return ids
     return _ids_checked(value, column)
 
