@@ -124,19 +124,22 @@ def _sqlite_executemany(
     dialect = conn.dialect
     types = [table.c[c].type.dialect_impl(dialect) for c in cols]
     procs = [_sqlite_native(t, p) for t, p in zip(types, _bind_processors(table, cols, dialect))]
-    columns = [_sqlite_bind_values([r[c] for r in rows], p, t) for c, p, t in zip(cols, procs, types)]
     # a column that is NULL in every row is written as a literal NULL: the driver binds a None
     # through its adapter look-up (~3,000 instructions per value, e.g. every cached verdict's
     # agreement); a column holding one object in every row (a chunk's timestamp, run id, judge
-    # model...: ``_bind_values`` leaves it so) is one parameter of the statement; the same rows
-    # are stored
+    # model...) is processed once and is one parameter of the statement; the same rows are stored
     kinds: list[str] = []
-    for col in columns:
-        first = col[0]
-        if all(map(is_, col, repeat(first))):
-            kinds.append("null" if first is None else "same")
+    columns: list[list[Any]] = []
+    for c, p, t in zip(cols, procs, types):
+        values = list(map(itemgetter(c), rows))
+        first = values[0]
+        if all(map(is_, values, repeat(first))):
+            value = first if p is None else p(first)
+            kinds.append("null" if value is None else "same")
+            columns.append([value])
         else:
             kinds.append("row")
+            columns.append(_sqlite_bind_values(values, p, t))
     shared = [col[0] for col, kind in zip(columns, kinds) if kind == "same"]
     varying = [col for col, kind in zip(columns, kinds) if kind == "row"]
     per_stmt = _sqlite_rows_per_statement(conn, len(shared), len(varying))
@@ -243,14 +246,11 @@ def _sqlite_native(type_: Any, proc: Any) -> Any:
 
 
 def _sqlite_bind_values(values: list[Any], process: Any, type_: Any) -> list[Any]:
-    """``_bind_values`` with ``_sqlite_native``'s shortcuts taken for a whole column at once where
-    every value is of the usual type (no Python call per value): a binary column of ``bytes`` as
-    ``bytearray``s, a boolean column of ``bool``s as ``1``/``0``."""
-    if process is None or len(values) < 2:
-        return _bind_values(values, process)
-    first = values[0]
-    if all(map(is_, values, repeat(first))):
-        return [process(first)] * len(values)
+    """A column's values through its ``_sqlite_native`` processor, the shortcuts taken for the
+    whole column at once where every value is of the usual type (no Python call per value): a
+    binary column of ``bytes`` as ``bytearray``s, a boolean column of ``bool``s as ``1``/``0``."""
+    if process is None:
+        return values
     kinds = set(map(type, values))
     if len(kinds) == 1:
         if bytes in kinds and isinstance(type_, LargeBinary):
