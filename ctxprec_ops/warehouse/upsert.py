@@ -150,8 +150,10 @@ def _sqlite_executemany(
         conn.exec_driver_sql(sql, (*shared, *chain.from_iterable(zip(*part))) if part else tuple(shared))
 
 
-#: rows per multi-row ``INSERT`` at most (one statement's program grows with its rows)
-SQLITE_ROWS_PER_STATEMENT = 500
+#: rows per multi-row ``INSERT`` at most: preparing a statement costs about as much per row as
+#: running it, so a chunk's rows go in a few statements of one shape (prepared once per
+#: connection) rather than one long statement of each size
+SQLITE_ROWS_PER_STATEMENT = 32
 
 
 def _sqlite_rows_per_statement(conn: Connection, shared: int, varying: int) -> int:
@@ -179,8 +181,12 @@ def _sqlite_multi_row_sql(
 ) -> str:
     """``INSERT INTO table (cols) VALUES (...), ... ON CONFLICT (keys) DO UPDATE SET others`` (or
     ``DO NOTHING``) for ``rows`` rows. Per column (``kinds``): ``null`` a literal NULL, ``same``
-    one numbered parameter every row shares (numbered first), ``row`` a parameter per row (then
-    row by row). One text per shape: the driver's statement cache prepares it once."""
+    one parameter every row shares, ``row`` a parameter per row. The shared columns come first in
+    each row as ``?1``, ``?2``, ... and the others as plain ``?`` (numbered on from there in order),
+    so the parameters are the shared values, then each row's own values row by row (SQLite looks
+    a numbered parameter up in a list: only the shared ones are numbered, or preparing a
+    statement of many rows took time quadratic in its parameters). One text per shape: the
+    driver's statement cache prepares it once."""
     q = dialect.identifier_preparer
     conflict = ", ".join(q.quote(k) for k in keys)
     action = (
@@ -188,24 +194,15 @@ def _sqlite_multi_row_sql(
         if others
         else "DO NOTHING"
     )
-    shared = sum(1 for k in kinds if k == "same")
-    per_row = sum(1 for k in kinds if k == "row")
-    groups = []
-    for r in range(rows):
-        at, next_shared, slots = shared + 1 + r * per_row, 1, []
-        for kind in kinds:
-            if kind == "null":
-                slots.append("NULL")
-            elif kind == "same":
-                slots.append(f"?{next_shared}")
-                next_shared += 1
-            else:
-                slots.append(f"?{at}")
-                at += 1
-        groups.append(f"({', '.join(slots)})")
+    order = [i for i, k in enumerate(kinds) if k == "same"] + [i for i, k in enumerate(kinds) if k != "same"]
+    slots = []
+    for number, i in enumerate(order, start=1):
+        kind = kinds[i]
+        slots.append(f"?{number}" if kind == "same" else "NULL" if kind == "null" else "?")
+    group = f"({', '.join(slots)})"
     return (
-        f"INSERT INTO {q.format_table(table)} ({', '.join(q.quote(c) for c in cols)}) "
-        f"VALUES {', '.join(groups)} ON CONFLICT ({conflict}) {action}"
+        f"INSERT INTO {q.format_table(table)} ({', '.join(q.quote(cols[i]) for i in order)}) "
+        f"VALUES {', '.join([group] * rows)} ON CONFLICT ({conflict}) {action}"
     )
 
 
