@@ -1,7 +1,8 @@
 """Idempotent writes: insert-or-update (and insert-or-ignore) keyed by a table's primary key.
 
-SQLite and PostgreSQL use their native ``INSERT ... ON CONFLICT``. On SQLite that is one
-driver-level ``executemany``. On PostgreSQL several rows go in bulk: ``COPY`` into a session-local
+SQLite and PostgreSQL use their native ``INSERT ... ON CONFLICT``. On SQLite that is a few
+driver-level multi-row statements (``INSERT ... VALUES (...), (...) ON CONFLICT``, up to
+``SQLITE_ROWS_PER_STATEMENT`` rows each). On PostgreSQL several rows go in bulk: ``COPY`` into a session-local
 temporary staging table shaped like the target (``ON COMMIT DELETE ROWS``), then one
 ``INSERT ... SELECT ... ORDER BY key ON CONFLICT`` (``copy_upsert``) — three round trips per table
 instead of one statement per row, inside the caller's transaction. Every other dialect takes
@@ -29,7 +30,7 @@ from ..json_text import JSONText
 
 __all__ = ["upsert", "insert_ignore", "native_upsert_supported", "copy_upsert"]
 
-#: rows per executemany call (keeps parameter counts and memory bounded)
+#: rows per statement of the generic and native non-SQLite paths (keeps parameter counts and memory bounded)
 BATCH = 500
 
 
@@ -96,7 +97,7 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
     if use_native and conn.dialect.name == "postgresql" and len(rows) > 1:
         return copy_upsert(conn, table, rows, update=True)
     if use_native and conn.dialect.name == "sqlite":
-        # one executemany applies the rows in order: a key given twice ends with its last row,
+        # multi-row statements apply the rows in order: a key given twice ends with its last row,
         # as deduplication would leave it (and SQLite locks the whole database, so no key order)
         _sqlite_executemany(conn, table, cols, keys, others, rows)
         return len(rows)
