@@ -2,8 +2,8 @@
 
 SQLite and PostgreSQL use their native ``INSERT ... ON CONFLICT``. On SQLite that is a few
 driver-level multi-row statements (``INSERT ... VALUES (...), (...) ON CONFLICT``, up to
-``SQLITE_ROWS_PER_STATEMENT`` rows each). On PostgreSQL several rows go in bulk: ``COPY`` into a session-local
-temporary staging table shaped like the target (``ON COMMIT DELETE ROWS``), then one
+``SQLITE_ROWS_PER_STATEMENT`` rows each). On PostgreSQL several rows go in bulk: ``COPY`` into a
+session-local temporary staging table shaped like the target (``ON COMMIT DELETE ROWS``), then one
 ``INSERT ... SELECT ... ORDER BY key ON CONFLICT`` (``copy_upsert``) — three round trips per table
 instead of one statement per row, inside the caller's transaction. Every other dialect takes
 the generic path: ``UPDATE`` by key and ``INSERT`` the rows the update did not match, inside the
