@@ -399,3 +399,24 @@ def test_judgment_keys_hash_the_fields_as_one_update_per_piece_did():
         fields = [_reason(rng) + rng.choice(["", "\ud800", "é" * 70]) for _ in range(4)]
         nodes = [_reason(rng) * rng.randint(0, 9) for _ in range(rng.randint(0, 4))]
         assert judgment_keys(*fields, nodes) == reference(*fields, nodes)
+
+
+def test_multi_row_statements_number_only_the_shared_parameters():
+    """SQLite looks every numbered parameter (``?NNN``) up in a list while preparing: a 500-row
+    statement with all its ~9,500 parameters numbered took ~0.4 s to prepare. Only the values a
+    whole call shares are numbered (``?1``, ``?2``), each row's own are plain ``?``."""
+    import re
+
+    from ctxprec_ops.warehouse.upsert import _sqlite_multi_row_sql
+
+    engine = get_engine("sqlite://")
+    table = _table(sa.MetaData())
+    kinds = ("row", "same", "null", "row", "same")
+    sql = _sqlite_multi_row_sql(
+        table, ("key", "flag", "n", "blob", "at"), ("key",), ("flag", "n", "blob", "at"), kinds, 40, engine.dialect
+    )
+    assert sorted(set(re.findall(r"\?\d+", sql))) == ["?1", "?2"] and len(re.findall(r"\?\d+", sql)) == 2 * 40
+    assert len(re.findall(r"\?(?!\d)", sql)) == 2 * 40 and sql.count("NULL") == 40
+    assert (
+        'INSERT INTO t (flag, at, "key", n, blob) VALUES (?1, ?2, ?, NULL, ?), (?1, ?2, ?, NULL, ?)' in sql
+    )  # the shared columns first, so ?1, ?2 come before every plain ?
