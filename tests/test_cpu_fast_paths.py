@@ -213,7 +213,7 @@ def test_escaping_node_text_skips_only_text_with_nothing_to_escape():
 
 @pytest.mark.parametrize("per_statement", [1, 7, 500])
 def test_sqlite_multi_row_writes_store_what_row_by_row_writes_store(tmp_path, monkeypatch, per_statement):
-    """``_sqlite_executemany``'s multi-row statements (a shared value bound once, a NULL column as
+    """``_sqlite_upsert``'s multi-row statements (a shared value bound once, a NULL column as
     a literal, boolean and binary columns converted column-wise) leave the table as the generic path's one row at a time: a key given twice in
     one call ends with its last row (upsert) or keeps its first (insert_ignore), across and
     within statements."""

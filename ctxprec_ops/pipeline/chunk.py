@@ -14,7 +14,7 @@ from typing import Any
 
 from ..budget import Budget
 from ..cache import DictVerdictCache
-from ..consistency import SampledVerdict, verdicts_json_text
+from ..consistency import agreement_of, verdicts_json_text
 from ..results import MetricResult
 from ..warehouse.engine import write_transaction
 from ..warehouse.label_figures import figure_row, write_figures
@@ -144,7 +144,7 @@ def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]], 
     now = _now()
     judgments = []
     if cache is not None and cache.added:
-        judge, version, sampled = ctx.key.judge_model, ctx.key.prompt_version, SampledVerdict
+        judge, version = ctx.key.judge_model, ctx.key.prompt_version
         judgments = [
             {
                 "key": k,
@@ -153,7 +153,7 @@ def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]], 
                 "relevant": bool(v.relevant),
                 "reason": v.reason,
                 "created_at": now,
-                "agreement": v.agreement if isinstance(v, sampled) else None,  # agreement_of(v), inline
+                "agreement": agreement_of(v),
             }
             for k, v in cache.added.items()
         ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import compress
 from typing import Any
 
 from ..budget import Budget
@@ -18,7 +19,7 @@ from ..warehouse.source import read_chunk_rows
 from ..warehouse.store import ScoringKey, load_judgments, run_spend, scored_ids
 from .context import PipelineContext
 from .records import Chunk
-from .sampling import FULL_CUTOFF
+from .sampling import takes_every_row
 
 __all__ = ["read_intake", "remaining_budget"]
 
@@ -80,16 +81,17 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
     sample, cutoff = ctx.config.sample, chunk.sample_cutoff
     with read_connection(ctx.engine) as conn:
         every = read_chunk_rows(conn, ctx.source, pk, chunk.after_id, chunk.upto_id)
-        if cutoff is None or cutoff >= FULL_CUTOFF:  # every row is in the sample
-            rows, log_ids = every, [str(r["id"]) for r in every]
+        every_id = [str(r["id"]) for r in every]
+        if takes_every_row(cutoff):
+            rows, log_ids = every, every_id
         else:
-            rows = [r for r in every if sample.contains(str(r["id"]), cutoff)]
-            log_ids = [str(r["id"]) for r in rows]
+            picked = [sample.contains(i, cutoff) for i in every_id]
+            rows = list(compress(every, picked))
+            log_ids = list(compress(every_id, picked))
         done_ids = scored_ids(conn, ctx.tables, key, log_ids)
     intake = _Intake(rows, done_ids, all_rows=len(every), log_ids=log_ids)
     if len(rows) < len(every):  # outside the sample: neither scored nor a failure
-        picked = set(log_ids)
-        intake.unsampled_ids = [i for i in {str(r["id"]) for r in every} if i not in picked]
+        intake.unsampled_ids = list(set(every_id) - set(log_ids))
     now = _now()
     to_case = ctx.config.kind.row_to_case
     duplicated: set[str] = set()

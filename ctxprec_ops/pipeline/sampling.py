@@ -18,7 +18,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Sample", "FULL_CUTOFF", "sample_hash", "plan_cutoff", "CutoffPlanner", "DEFAULT_SAMPLE_SEED"]
+__all__ = [
+    "Sample",
+    "FULL_CUTOFF",
+    "takes_every_row",
+    "sample_hash",
+    "plan_cutoff",
+    "CutoffPlanner",
+    "DEFAULT_SAMPLE_SEED",
+]
 
 FULL_CUTOFF = 1 << 64
 DEFAULT_SAMPLE_SEED = "ctxprec-sample-1"
@@ -56,7 +64,15 @@ class Sample:
 
     def contains(self, log_id: Any, cutoff: int | None) -> bool:
         """Is the row in the sample whose cutoff ``plan_cutoff`` fixed (None: every row)?"""
-        return cutoff is None or cutoff >= FULL_CUTOFF or sample_hash(log_id, self.seed) < cutoff
+        if takes_every_row(cutoff):
+            return True
+        assert cutoff is not None
+        return sample_hash(log_id, self.seed) < cutoff
+
+
+def takes_every_row(cutoff: int | None) -> bool:
+    """Whether a sample with this cutoff (``plan_cutoff``; None: no sampling) holds every row."""
+    return cutoff is None or cutoff >= FULL_CUTOFF
 
 
 class CutoffPlanner:

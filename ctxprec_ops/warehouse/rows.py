@@ -121,9 +121,6 @@ def _nodes(value: Any, where: str, *, allow_empty: bool) -> list[str]:
     if len(value) > MAX_NODES:
         raise _bad(f"{where} has {len(value)} nodes (limit {MAX_NODES})")
     for i, node in enumerate(value):
-        # the usual node (ASCII text within the limit, no NUL) passes ``_check_text`` as it is
-        if type(node) is str and node.isascii() and len(node) <= MAX_TEXT_CHARS and "\x00" not in node:
-            continue
         if not isinstance(node, str):
             raise _bad(f"{where}[{i}] must be a string, got {_json_type(node)}")
         _check_text(node, f"{where}[{i}]")

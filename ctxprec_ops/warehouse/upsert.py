@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from itertools import chain, repeat
@@ -99,7 +100,7 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
     if use_native and conn.dialect.name == "sqlite":
         # multi-row statements apply the rows in order: a key given twice ends with its last row,
         # as deduplication would leave it (and SQLite locks the whole database, so no key order)
-        _sqlite_executemany(conn, table, cols, keys, others, rows)
+        _sqlite_upsert(conn, table, cols, keys, others, rows)
         return len(rows)
     rows = _dedupe(rows, keys, ordered=conn.dialect.name != "sqlite")
     rows = _decoded(rows)
@@ -111,7 +112,7 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
     return _generic_upsert(conn, table, rows, keys, others)
 
 
-def _sqlite_executemany(
+def _sqlite_upsert(
     conn: Connection, table: Table, cols: list[str], keys: list[str], others: list[str], rows: Sequence[dict[str, Any]]
 ) -> None:
     """SQLite's ``INSERT ... ON CONFLICT`` for ``rows``, in order, as multi-row ``VALUES``
@@ -164,8 +165,6 @@ def _sqlite_rows_per_statement(conn: Connection, shared: int, varying: int) -> i
     driver = getattr(conn.connection, "driver_connection", None)
     getlimit = getattr(driver, "getlimit", None)
     if getlimit is not None:
-        import sqlite3
-
         limit = getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
     return max(1, min(SQLITE_ROWS_PER_STATEMENT, (limit - shared) // max(varying, 1)))
 
@@ -313,7 +312,7 @@ def insert_ignore(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]
         return copy_upsert(conn, table, rows, update=False)
     rows = _dedupe(rows, keys, ordered=conn.dialect.name != "sqlite")
     if use_native and conn.dialect.name == "sqlite":
-        _sqlite_executemany(conn, table, list(rows[0].keys()), keys, [], rows)
+        _sqlite_upsert(conn, table, list(rows[0].keys()), keys, [], rows)
         return len(rows)
     if use_native:
         stmt = _native_insert(conn, table, keys, [])
