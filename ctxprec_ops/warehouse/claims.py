@@ -34,16 +34,16 @@ def chunk_claim(engine: Engine, name: str, *, wait: bool) -> Iterator[bool]:
         yield True
         return
     key = claim_key(name)
-    with engine.connect() as conn:
+    # a session lock on a connection in autocommit mode: no transaction is ever open on it, and
+    # taking and releasing the claim is one round trip each (no BEGIN / COMMIT around them)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         if wait:
             conn.execute(select(func.pg_advisory_lock(key)))
             got = True
         else:
             got = bool(conn.execute(select(func.pg_try_advisory_lock(key))).scalar_one())
-        conn.commit()  # a session lock: no transaction stays open while the chunk is judged
         try:
             yield got
         finally:
             if got:
                 conn.execute(select(func.pg_advisory_unlock(key)))
-                conn.commit()
