@@ -124,3 +124,38 @@ def test_a_chunk_claimed_elsewhere_is_skipped_then_scored_after_the_free_ones(ju
     assert (summary.rows_scored, summary.status) == (15, "succeeded") and judge_server.calls == 15
     started = [e.message for e in events if e.kind == "chunk_started"]
     assert started == ["chunk 1", "chunk 2", "chunk 0"]
+
+
+def _stream_threads(cfg: PipelineConfig) -> set[str]:
+    """The stream's reader and writer threads seen alive at any progress event of a run."""
+    import threading
+
+    seen: set[str] = set()
+
+    def look(_event: ProgressEvent) -> None:
+        seen.update(t.name.rsplit("_", 1)[0] for t in threading.enumerate() if t.name.startswith("ctxprec-"))
+
+    summary = score_partition(cfg, DAY, progress=look)
+    assert summary.rows_scored == summary.rows_total == 12
+    return seen
+
+
+def test_a_stream_with_nothing_to_wait_for_on_sqlite_runs_on_one_thread(judge_server, tmp_path):
+    """On SQLite an inline judge (the lexical one) reads, judges and writes on the event loop's own
+    thread: all of it is this process's CPU. A judge over the network keeps the reader and the
+    writer threads, which overlap its waiting."""
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    create_logs(get_engine(url), _rows(12))
+    assert _stream_threads(PipelineConfig(warehouse=url, judge="lexical", chunk_size=5)) == set()
+
+    url = f"sqlite:///{tmp_path / 'wh2.db'}"
+    create_logs(get_engine(url), _rows(12))
+    judge_server.latency = 0.01
+    remote = PipelineConfig(
+        warehouse=url,
+        judge="judge-test-model",
+        judge_base_url=judge_server.base_url,
+        judge_api_key="test-key",
+        chunk_size=5,
+    )
+    assert _stream_threads(remote) == {"ctxprec-read", "ctxprec-write"}

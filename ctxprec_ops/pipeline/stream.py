@@ -15,8 +15,13 @@ the unit of reading and of the write transaction:
 - when a chunk's last case is judged, a single writer thread collects and writes it in one
   transaction (scores, failures, judgments), in the order chunks finish — one writer, so SQLite's
   single-writer rule holds and a crash leaves whole chunks only. A chunk's claim is released
-  once its write has committed. A kind that needs no judge on SQLite reads, computes and writes
-  on the reader's thread: all of it is this process's CPU, which a second thread cannot add to.
+  once its write has committed.
+
+A stream with nothing to wait for — on SQLite, a kind that needs no judge or a judge that answers
+inline — reads, judges and writes on the event loop's own thread, one step after another (the same
+steps in the same order, chunk by chunk). All of its work is this process's CPU (SQLite runs in
+process), so reader and writer threads could only trade the GIL with it: that cost ~20 % more CPU
+per row and made the run slower, not faster (bench/README.md).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -111,17 +116,19 @@ class _Stream:
         self.evictions: list[tuple[int, list[bytes]]] = []  # (reads started at the write, keys written)
         self.reads_started = self.dispatched = 0
         self.results: list[ChunkResult] = []
+        #: nothing to wait for: every step is this process's CPU (SQLite runs in process, the judge
+        #: answers inline or is not needed), so reads and writes run on the event loop's thread
+        self.serial = ctx.engine.dialect.name == "sqlite" and (self.inline or not cfg.kind.needs_judge)
         self.reader = ThreadPoolExecutor(1, thread_name_prefix="ctxprec-read")
         # reads and writes take turns on the reader's thread when one connection is shared by every
-        # thread (in-memory SQLite), and for a kind that needs no judge on SQLite: all of its work
-        # is this process's CPU (SQLite runs in process), so a second thread would only trade the
-        # GIL with the first (+ ~20 % CPU per row measured, and no faster; bench/README.md)
+        # thread (in-memory SQLite)
         shared = isinstance(ctx.engine.pool, (StaticPool, SingletonThreadPool))
-        cpu_bound = not cfg.kind.needs_judge and ctx.engine.dialect.name == "sqlite"
-        self.writer = self.reader if shared or cpu_bound else ThreadPoolExecutor(1, thread_name_prefix="ctxprec-write")
+        self.writer = self.reader if shared else ThreadPoolExecutor(1, thread_name_prefix="ctxprec-write")
 
-    def _in(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> Awaitable[T]:
-        return asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+    async def _in(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> T:
+        if self.serial:
+            return fn(*args)
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
     async def run(self, chunks: list[Chunk]) -> list[ChunkResult]:
         queue: asyncio.Queue[_Open | None] = asyncio.Queue()
