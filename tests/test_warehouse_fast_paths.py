@@ -50,6 +50,15 @@ def test_the_canonical_shortcut_reads_event_time_as_sqlite_instant_does():
     assert rows[0][2] == "2026-11-28 12:34:56" and rows[1][2] is None  # an hour of 25 is no instant
 
 
+def test_the_partition_filter_has_nothing_to_render_at_each_execution():
+    """Its fixed ``IN`` lists are separate parameters, not "expanding" ones that SQLAlchemy would
+    render into the statement again for every chunk read."""
+    t = sa.Table("t", sa.MetaData(), sa.Column("v", sa.Text))
+    compiled = sa.select(sqlite_instant(t.c.v)).compile(dialect=sa.create_engine("sqlite://").dialect)
+    assert not compiled.post_compile_params and not compiled.literal_execute_params
+    assert " IN (?, ?)" in str(compiled)
+
+
 ANSWERS = [
     '{"verdicts":[{"node":1,"node":2,"relevant":true}]}',
     '{"verdicts":[{"node":1,"relevant":true,"reason":"a\\ud800b"}]}',
