@@ -31,6 +31,25 @@ def _rows(n: int) -> list[dict]:
     ]
 
 
+def _remote(judge_server, warehouse: str) -> PipelineConfig:
+    """Scoring ``warehouse`` with the local judge server: chunks of 5, 4 requests in flight."""
+    return PipelineConfig(
+        warehouse=warehouse,
+        judge="judge-test-model",
+        judge_base_url=judge_server.base_url,
+        judge_api_key="test-key",
+        chunk_size=5,
+        concurrency=4,
+    )
+
+
+def _warehouse(path, n: int) -> str:
+    """A SQLite warehouse at ``path`` holding ``_rows(n)``; its URL."""
+    url = f"sqlite:///{path}"
+    create_logs(get_engine(url), _rows(n))
+    return url
+
+
 def test_a_slow_request_does_not_hold_back_the_next_chunks(judge_server, tmp_path):
     url = f"sqlite:///{tmp_path / 'wh.db'}"
     engine = get_engine(url)
@@ -38,14 +57,7 @@ def test_a_slow_request_does_not_hold_back_the_next_chunks(judge_server, tmp_pat
     # row 1 (chunk 0) takes 1.5 s; every other request 10 ms
     judge_server.latency = lambda record: 1.5 if SLOW in str(record["json"]) else 0.01
     events: list[ProgressEvent] = []
-    cfg = PipelineConfig(
-        warehouse=url,
-        judge="judge-test-model",
-        judge_base_url=judge_server.base_url,
-        judge_api_key="test-key",
-        chunk_size=5,
-        concurrency=4,
-    )
+    cfg = _remote(judge_server, url)
     summary = score_partition(cfg, DAY, progress=events.append)
 
     assert (summary.rows_total, summary.rows_scored, summary.status) == (15, 15, "succeeded")
@@ -95,14 +107,7 @@ def test_a_chunk_claimed_elsewhere_is_skipped_then_scored_after_the_free_ones(ju
     engine = get_engine(pg_url)
     create_logs(engine, _rows(15))
     judge_server.latency = 0.01
-    cfg = PipelineConfig(
-        warehouse=pg_url,
-        judge="judge-test-model",
-        judge_base_url=judge_server.base_url,
-        judge_api_key="test-key",
-        chunk_size=5,
-        concurrency=4,
-    )
+    cfg = _remote(judge_server, pg_url)
     ctx = prepare(cfg)
     chunks = plan_chunks(cfg, DAY, context=ctx)
     key = claim_key(chunk_claim_name(ctx, chunks[0]))
@@ -144,18 +149,9 @@ def test_a_stream_with_nothing_to_wait_for_on_sqlite_runs_on_one_thread(judge_se
     """On SQLite an inline judge (the lexical one) reads, judges and writes on the event loop's own
     thread: all of it is this process's CPU. A judge over the network keeps the reader and the
     writer threads, which overlap its waiting."""
-    url = f"sqlite:///{tmp_path / 'wh.db'}"
-    create_logs(get_engine(url), _rows(12))
-    assert _stream_threads(PipelineConfig(warehouse=url, judge="lexical", chunk_size=5)) == set()
+    local = PipelineConfig(warehouse=_warehouse(tmp_path / "wh.db", 12), judge="lexical", chunk_size=5)
+    assert _stream_threads(local) == set()
 
-    url = f"sqlite:///{tmp_path / 'wh2.db'}"
-    create_logs(get_engine(url), _rows(12))
     judge_server.latency = 0.01
-    remote = PipelineConfig(
-        warehouse=url,
-        judge="judge-test-model",
-        judge_base_url=judge_server.base_url,
-        judge_api_key="test-key",
-        chunk_size=5,
-    )
+    remote = _remote(judge_server, _warehouse(tmp_path / "wh2.db", 12))
     assert _stream_threads(remote) == {"ctxprec-read", "ctxprec-write"}
