@@ -251,7 +251,7 @@ _CANONICAL_GLOB = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][ T][0-9][0-9]:[0-9
 def _texts(*values: str) -> list[Any]:
     """An ``IN`` list of fixed texts as separate parameters: a list of plain values would be one
     "expanding" parameter, which SQLAlchemy renders into the statement again at every execution
-    (~1 ms per chunk read, for a list that never changes)."""
+    (~0.6 ms per chunk read, for lists that never change)."""
     return [literal(v, type_=String()) for v in values]
 
 
