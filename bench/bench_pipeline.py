@@ -286,12 +286,27 @@ class PostgresDatabases:
 from ctxprec_ops.judges.base import JudgeModel  # noqa: E402  (after the sys.path tweak)
 
 _BLOCK = re.compile(r'<node id="(\d+)">')
+#: the instant judge's answers by the node ids asked (a handful of shapes: ranks 1..n, or the
+#: uncached ones of a case), so that answering costs a ``findall`` and a look-up, not a
+#: ``json.dumps`` per call (~15 us of the ~22 us the answer took: the instrument's own CPU, not
+#: the pipeline's; bench/README.md, issue 16's sixth pass)
+_ANSWERS: dict[tuple[str, ...], str] = {}
+_IDS_AT = "one verdict for each of these node ids: "
+
+
+def _answer(ids: tuple[str, ...]) -> str:
+    text = json.dumps({"verdicts": [{"node": int(k), "relevant": int(k) % 2 == 0, "reason": "bench"} for k in ids]})
+    if len(_ANSWERS) < 4096:
+        _ANSWERS[ids] = text
+    return text
 
 
 class InstantJudge(JudgeModel):
     """Answers immediately through the LLM path: even-numbered nodes are relevant.
     Defined at module level so worker processes can unpickle it. It computes its answer in
-    process, so it says so (``answers_inline``): the judging core calls ``generate`` directly."""
+    process, so it says so (``answers_inline``): the judging core calls ``generate`` directly.
+    Its answer for a set of node ids is computed once (``_ANSWERS``): the bench measures the
+    pipeline, not the judge's own JSON encoding."""
 
     answers_inline = True
 
@@ -299,8 +314,17 @@ class InstantJudge(JudgeModel):
         return "instant-bench-judge"
 
     def generate(self, prompt, schema=None):
-        ids = [int(k) for k in _BLOCK.findall(prompt)]
-        return json.dumps({"verdicts": [{"node": k, "relevant": k % 2 == 0, "reason": "bench"} for k in ids]})
+        # the default template ends by listing the ids ("...these node ids: 1, 2, 3. Use..."):
+        # read them there rather than searching the whole prompt (a regex over ~2 KB: ~18,000
+        # instructions a call); any other prompt is searched
+        start = prompt.rfind(_IDS_AT)
+        end = prompt.find(".", start)
+        if start < 0 or end < 0:
+            ids = tuple(_BLOCK.findall(prompt))
+        else:
+            ids = tuple(prompt[start + len(_IDS_AT) : end].split(", "))
+        answer = _ANSWERS.get(ids)
+        return answer if answer is not None else _answer(ids)
 
     async def a_generate(self, prompt, schema=None):
         return self.generate(prompt, schema)
