@@ -198,3 +198,26 @@ def test_postgres_text_ids_keyset_and_schema_qualified_table(pg_url):
         for c in chunks:
             got += [r["id"] for r in read_chunk_rows(conn, src, "2026-11-28", c.after_id, c.upto_id)]
     assert sorted(got) == sorted(ids) and len(set(got)) == len(ids)
+
+
+def test_a_chunk_with_text_that_is_not_utf8_is_read_whole(tmp_path):
+    """SQLite chunk reads decode text on the driver's fast path, which refuses invalid UTF-8: the
+    chunk is then read again keeping the bad bytes as surrogates, so every row comes back and the
+    bad one is reported by the row checks, not by the read."""
+    from ctxprec_ops.warehouse.engine import _sqlite_text
+    from ctxprec_ops.warehouse.rows import row_to_test_case
+
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    engine = get_engine(url)
+    create_logs(engine, [log_row(i, datetime(2026, 11, 28, 5)) for i in (1, 2, 3)])
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE retrieval_logs SET input = CAST(x'5061726973ff' AS TEXT) WHERE id = 2")
+    src = reflect_source(engine, "retrieval_logs", None, COLS)
+    with read_connection(engine) as conn:
+        rows = read_chunk_rows(conn, src, "2026-11-28", None, 3)
+        again = read_chunk_rows(conn, src, "2026-11-28", 1, 3)
+        assert conn.connection.driver_connection.text_factory is _sqlite_text  # restored after the fast path
+    assert [r["id"] for r in rows] == [1, 2, 3] and [r["id"] for r in again] == [2, 3]
+    assert rows[1]["input"] == "Paris\udcff" and rows[0]["input"] == rows[2]["input"] == log_row(1, None)["input"]
+    with pytest.raises(Exception, match="not valid UTF-8"):
+        row_to_test_case(rows[1])

@@ -53,10 +53,11 @@ from sqlalchemy import (
     type_coerce,
 )
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import NoSuchTableError
+from sqlalchemy.exc import DBAPIError, NoSuchTableError
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..errors import CtxPrecError
+from .engine import is_sqlite_decode_error, sqlite_strict_text
 from .identifiers import split_table_name, validate_identifier
 
 __all__ = [
@@ -415,7 +416,19 @@ def read_chunk_rows(
     params = {"upto": src.coerce_id(upto_id)}
     if after_id is not None:
         params["after"] = src.coerce_id(after_id)
-    result = conn.execute(stmt, params)
+    if conn.dialect.name == "sqlite":
+        try:
+            with sqlite_strict_text(conn):
+                return _dict_rows(conn.execute(stmt, params))
+        except DBAPIError as exc:
+            if not is_sqlite_decode_error(exc):
+                raise
+        # text in some row is not valid UTF-8: read the chunk again keeping its bytes as surrogates
+        # (that row's check then names the column: "not valid UTF-8")
+    return _dict_rows(conn.execute(stmt, params))
+
+
+def _dict_rows(result: Any) -> list[dict[str, Any]]:
     names = list(result.keys())
     return [dict(zip(names, r)) for r in result.all()]  # one fetch: iterating fetches row by row
 
