@@ -282,7 +282,7 @@ def test_the_row_checks_ascii_shortcut_accepts_and_rejects_as_the_full_checks():
     from ctxprec_ops.warehouse.rows import MAX_TEXT_CHARS, row_to_test_case
 
     rng = random.Random(8)
-    pieces = ["plain", "ü", "\x00", "\ud800", "😀", " ", "", "a" * (MAX_TEXT_CHARS - 3), "\x7f"]
+    pieces = ["plain", "ü", "\x00", "\ud800", "😀", " ", "\t\n", "\u3000", "", "a" * (MAX_TEXT_CHARS - 3), "\x7f"]
 
     def text() -> str:
         return "".join(rng.choice(pieces) for _ in range(rng.randint(0, 3)))

@@ -41,6 +41,12 @@ def _text(value: Any, column: str, *, required: Literal[True]) -> str: ...
 def _text(value: Any, column: str, *, required: Literal[False]) -> str | None: ...
 def _text(value: Any, column: str, *, required: bool) -> str | None:
     """The column's value as checked text; NULL is an error when ``required`` (else None)."""
+    if type(value) is str and value.isascii() and len(value) <= MAX_TEXT_CHARS and "\x00" not in value:
+        # the usual value, checked in one line (``_check_text``'s checks; ``isspace``: blank
+        # without the copy ``strip`` makes)
+        if required and (not value or value.isspace()):
+            raise _bad(f"column {column!r} is empty")
+        return value
     if value is None:
         if required:
             raise _bad(f"column {column!r} is NULL")
@@ -56,7 +62,7 @@ def _text(value: Any, column: str, *, required: bool) -> str | None:
         else:
             raise _bad(f"column {column!r} must be text, got {type(value).__name__}")
     _check_text(value, column)
-    if required and not value.strip():
+    if required and (not value or value.isspace()):
         raise _bad(f"column {column!r} is empty")
     return value
 
@@ -85,7 +91,7 @@ def _json(value: Any, column: str) -> Any:
     if isinstance(value, str):
         if len(value) > MAX_TEXT_CHARS * 4:
             raise _bad(f"column {column!r} is too long: {len(value):,} characters")
-        if not value.strip():
+        if not value or value.isspace():  # blank (``strip`` would copy the whole text)
             raise _bad(f"column {column!r} is empty")
         if not value.isascii():  # ASCII text always encodes
             try:
@@ -123,7 +129,8 @@ def _nodes(value: Any, where: str, *, allow_empty: bool) -> list[str]:
     for i, node in enumerate(value):
         if not isinstance(node, str):
             raise _bad(f"{where}[{i}] must be a string, got {_json_type(node)}")
-        _check_text(node, f"{where}[{i}]")
+        if len(node) > MAX_TEXT_CHARS or "\x00" in node or not node.isascii():  # (``where`` named only then)
+            _check_text(node, f"{where}[{i}]")
     return value
 
 
