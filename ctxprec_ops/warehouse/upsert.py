@@ -154,8 +154,10 @@ def _sqlite_upsert(
 
 #: rows per multi-row ``INSERT`` at most: preparing a statement costs about as much per row as
 #: running it, so a chunk's rows go in a few statements of one shape (prepared once per
-#: connection) rather than one long statement of each size
-SQLITE_ROWS_PER_STATEMENT = 32
+#: connection) rather than one long statement of each size. 128 rather than 32: a chunk's 2,500
+#: judgment-cache rows in 20 statements instead of 79 (~6,800 instructions a case less, each
+#: statement's own cost in SQLAlchemy and the driver; bench/README.md, issue 16's sixth pass)
+SQLITE_ROWS_PER_STATEMENT = 128
 
 
 def _sqlite_rows_per_statement(conn: Connection, shared: int, varying: int) -> int:
