@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
+from functools import lru_cache
+from operator import attrgetter
 
 from ..consistency import agreement_of
 from ..scoring import precision_steps
@@ -19,33 +21,48 @@ def _short(text: str, limit: int = 90) -> str:
 def compose_reason(
     score: float, verdicts: Sequence[NodeVerdict], *, strict_mode: bool = False, raw_score: float | None = None
 ) -> str:
-    n = len(verdicts)
+    prefix, shown = _reason_form(tuple(map(_relevant, verdicts)), score, strict_mode, raw_score)
+    if not shown:
+        return prefix
+    details = "; ".join([f"node {i}: {_short(verdicts[i - 1].reason) or 'not relevant'}" for i in shown])
+    return f"{prefix}{details}."
+
+
+_relevant = attrgetter("relevant")
+
+
+@lru_cache(maxsize=1024)
+def _reason_form(
+    flags: tuple[bool, ...], score: float, strict_mode: bool, raw_score: float | None
+) -> tuple[str, tuple[int, ...]]:
+    """The reason for verdicts with these relevance flags, up to the reasons of the irrelevant
+    nodes it quotes, and those nodes' ranks: everything but the quotes depends on the flags and
+    the scores alone, so a run's few distinct rankings are composed once each."""
+    n = len(flags)
     relevant: list[int] = []  # ranks, ascending
     irrelevant: list[int] = []
-    for rank, v in enumerate(verdicts, start=1):  # one pass (this runs for every case scored)
-        if v.relevant:
-            relevant.append(rank)
-        else:
-            irrelevant.append(rank)
+    for rank, flag in enumerate(flags, start=1):
+        (relevant if flag else irrelevant).append(rank)
     head = f"The score is {score:.2f}"
     if strict_mode and raw_score is not None and raw_score < 1.0:
         head += f" (strict mode; {raw_score:.2f} before clamping)"
     if not relevant:
-        return f"{head} because none of the {n} retrieved nodes was relevant to the expected output."
+        return f"{head} because none of the {n} retrieved nodes was relevant to the expected output.", ()
     misplaced = irrelevant[: bisect_left(irrelevant, relevant[-1])]  # irrelevant, above the last relevant
     rel_txt = ", ".join(map(str, relevant))
     if not misplaced:
         return (
             f"{head} because all {len(relevant)} relevant node(s) of {n} (rank {rel_txt}) are ranked "
-            "above every irrelevant one."
+            "above every irrelevant one.",
+            (),
         )
-    shown = misplaced[:3]
-    details = "; ".join([f"node {i}: {_short(verdicts[i - 1].reason) or 'not relevant'}" for i in shown])
+    shown = tuple(misplaced[:3])
     more = f" and {len(misplaced) - 3} more" if len(misplaced) > 3 else ""
-    return (
+    prefix = (
         f"{head} because irrelevant node(s) {', '.join(map(str, shown))}{more} are ranked "
-        f"above relevant ones (relevant: rank {rel_txt} of {n}). Why they are irrelevant — {details}."
+        f"above relevant ones (relevant: rank {rel_txt} of {n}). Why they are irrelevant — "
     )
+    return prefix, shown
 
 
 def verbose_logs(verdicts: Sequence[NodeVerdict], score: float, *, title: str = "Verdicts") -> str:
