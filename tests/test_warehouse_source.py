@@ -221,3 +221,7 @@ def test_a_chunk_with_text_that_is_not_utf8_is_read_whole(tmp_path):
     assert rows[1]["input"] == "Paris\udcff" and rows[0]["input"] == rows[2]["input"] == log_row(1, None)["input"]
     with pytest.raises(Exception, match="not valid UTF-8"):
         row_to_test_case(rows[1])
+    plain = sa.create_engine(url)  # an engine not made by get_engine keeps its own text factory
+    with plain.connect() as conn:
+        assert [r["id"] for r in read_chunk_rows(conn, src, "2026-11-28", 2, 3)] == [3]
+        assert conn.connection.driver_connection.text_factory is str

@@ -154,13 +154,17 @@ def sqlite_strict_text(conn: Connection) -> Iterator[None]:
     """SQLite, inside the block: text is decoded by the driver's own C path (``str``) instead of
     ``_sqlite_text`` (a Python call per value: ~2.4 us a row of a chunk read, bench/README.md), and
     text that is not valid UTF-8 raises an error ``is_sqlite_decode_error`` recognises instead of
-    coming back with surrogates. Read again outside the block to get such text."""
+    coming back with surrogates. Read again outside the block to get such text. The connection's
+    own factory is put back (an engine not made by ``get_engine`` keeps whatever it had)."""
     driver: Any = conn.connection.driver_connection
-    driver.text_factory = str
+    before = getattr(driver, "text_factory", str)
+    if before is not str:
+        driver.text_factory = str
     try:
         yield
     finally:
-        driver.text_factory = _sqlite_text
+        if before is not str:
+            driver.text_factory = before
 
 
 def is_sqlite_decode_error(exc: BaseException) -> bool:
