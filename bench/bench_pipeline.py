@@ -287,9 +287,9 @@ from ctxprec_ops.judges.base import JudgeModel  # noqa: E402  (after the sys.pat
 
 _BLOCK = re.compile(r'<node id="(\d+)">')
 #: the instant judge's answers by the node ids asked (a handful of shapes: ranks 1..n, or the
-#: uncached ones of a case), so that answering costs a ``findall`` and a look-up, not a
-#: ``json.dumps`` per call (~15 us of the ~22 us the answer took: the instrument's own CPU, not
-#: the pipeline's; bench/README.md, issue 16's sixth pass)
+#: uncached ones of a case), so that answering costs a look-up, not a regex over the prompt and a
+#: ``json.dumps`` per call (~22 us a row: the instrument's own CPU, not the pipeline's;
+#: bench/README.md, issue 16's sixth pass)
 _ANSWERS: dict[tuple[str, ...], str] = {}
 _IDS_AT = "one verdict for each of these node ids: "
 
