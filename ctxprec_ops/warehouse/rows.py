@@ -41,39 +41,43 @@ def _text(value: Any, column: str, *, required: Literal[True]) -> str: ...
 def _text(value: Any, column: str, *, required: Literal[False]) -> str | None: ...
 def _text(value: Any, column: str, *, required: bool) -> str | None:
     """The column's value as checked text; NULL is an error when ``required`` (else None)."""
-    if type(value) is str and value.isascii() and len(value) <= MAX_TEXT_CHARS and "\x00" not in value:
-        # the usual value, checked in one line (``_check_text``'s checks; ``isspace``: blank
-        # without the copy ``strip`` makes)
-        if required and (not value or value.isspace()):
-            raise _bad(f"column {column!r} is empty")
-        return value
-    if value is None:
-        if required:
-            raise _bad(f"column {column!r} is NULL")
-        return None
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        try:
-            value = bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            raise _bad(f"column {column!r} is not valid UTF-8") from None
-    if not isinstance(value, str):
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = str(value)
-        else:
-            raise _bad(f"column {column!r} must be text, got {type(value).__name__}")
+    if type(value) is not str:
+        if value is None:
+            if required:
+                raise _bad(f"column {column!r} is NULL")
+            return None
+        value = _as_text(value, column)
     _check_text(value, column)
-    if required and (not value or value.isspace()):
+    if required and (not value or value.isspace()):  # blank (``strip`` would copy the text)
         raise _bad(f"column {column!r} is empty")
     return value
 
 
-def _check_text(value: str, where: str) -> None:
+def _as_text(value: Any, column: str) -> str:
+    """A value that is not a ``str`` as text: bytes decoded as UTF-8, a number formatted."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise _bad(f"column {column!r} is not valid UTF-8") from None
+    if isinstance(value, str):  # a subclass
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise _bad(f"column {column!r} must be text, got {type(value).__name__}")
+
+
+def _check_text(value: str, where: str, index: int | None = None) -> None:
+    """``value`` within the length limit, without NUL, encodable as UTF-8; the error names
+    ``where`` (``where[index]`` for an item of a list: formatted only when a check fails)."""
+    if len(value) <= MAX_TEXT_CHARS and "\x00" not in value and value.isascii():
+        return  # the usual text (``isascii`` is a flag of the string: no encoding pass)
+    if index is not None:
+        where = f"{where}[{index}]"
     if len(value) > MAX_TEXT_CHARS:
         raise _bad(f"{where} is too long: {len(value):,} characters (limit {MAX_TEXT_CHARS:,})")
     if "\x00" in value:
         raise _bad(f"{where} contains a NUL character")
-    if value.isascii():  # (a flag of the string: no encoding pass) ASCII text always encodes
-        return
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -129,8 +133,7 @@ def _nodes(value: Any, where: str, *, allow_empty: bool) -> list[str]:
     for i, node in enumerate(value):
         if not isinstance(node, str):
             raise _bad(f"{where}[{i}] must be a string, got {_json_type(node)}")
-        if len(node) > MAX_TEXT_CHARS or "\x00" in node or not node.isascii():  # (``where`` named only then)
-            _check_text(node, f"{where}[{i}]")
+        _check_text(node, where, i)
     return value
 
 
