@@ -78,11 +78,6 @@ def _child(code: str, source: str, tmp: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def _median(values: list[float]) -> float:
-    v = sorted(values)
-    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--other", help="the checkout to compare with (its root directory)")
@@ -114,7 +109,7 @@ def main() -> int:
                     flush=True,
                 )
             print(f"pair {i + 1}: this / other = {ratios[-1]:.2f}x rows per CPU-second", flush=True)
-        print(f"median of {len(ratios)} pairs: {_median(ratios):.2f}x")
+        print(f"median of {len(ratios)} pairs: {bp._median(ratios):.2f}x")
     return 0
 
 
