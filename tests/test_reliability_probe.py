@@ -176,6 +176,39 @@ def test_sqlite_partition_filter_still_uses_the_event_time_index(tmp_path):
     assert "MULTI-INDEX OR" in plan and "ix_time" in plan and "SCAN" not in plan, plan
 
 
+def test_sqlite_partition_ids_are_read_from_the_event_time_index_not_a_scan_of_every_day(tmp_path):
+    """Planning reads one day's ids from the event-time index and sorts them; in id order
+    SQLite would rather walk the whole table (every row of every day) in rowid order."""
+    from ctxprec_ops.warehouse.engine import read_connection
+    from ctxprec_ops.warehouse.source import iter_partition_ids, reflect_source
+
+    engine = get_engine(f"sqlite:///{tmp_path / 'wh.db'}")
+    days = [f"2026-11-{d:02d}" for d in range(1, 29)]
+    rows = [r for k, d in enumerate(days) for r in day_rows(5, d, start_id=1 + 5 * k, as_text=True)]
+    rows.reverse()  # rowid order is not id order: the sort must be by id
+    for new_id, r in zip(sorted(r["id"] for r in rows), rows):
+        r["id"] = 10_000 - new_id
+    create_logs(engine, rows, time_type=sa.Text, context_type=sa.Text)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE INDEX ix_time ON retrieval_logs (event_time)")
+    src = reflect_source(engine, "retrieval_logs", None, {"id": "id", "event_time": "event_time"})
+    statements: list[str] = []
+    sa.event.listen(engine, "before_cursor_execute", lambda _c, _cur, sql, *_a: statements.append(sql))
+    with read_connection(engine) as conn:
+        ids = list(iter_partition_ids(conn, src, DAY))
+    want = sorted(r["id"] for r in rows if str(r["event_time"]).startswith(DAY))
+    assert ids == want and len(ids) == 5
+    sql = next(s for s in statements if s.lstrip().upper().startswith("SELECT"))
+    with engine.connect() as conn:
+        plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, _plan_params(sql)))
+    assert "ix_time" in plan and "SCAN retrieval_logs" not in plan, plan
+
+
+def _plan_params(sql: str) -> tuple:
+    """Dummy parameters for a statement's ``?`` placeholders (EXPLAIN QUERY PLAN needs them bound)."""
+    return (None,) * sql.count("?")
+
+
 def test_postgres_rows_with_a_null_event_time_are_counted_in_the_run(pg_url):
     engine = get_engine(pg_url)
     rows = day_rows(3) + [log_row(4, None), log_row(5, None)]
