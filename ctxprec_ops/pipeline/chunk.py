@@ -20,6 +20,7 @@ from ..warehouse.engine import write_transaction
 from ..warehouse.label_figures import figure_row, write_figures
 from ..warehouse.source import parse_partition_key
 from ..warehouse.store import ScoringKey, analyze_if_grown, delete_failures, write_chunk
+from ..warehouse.upsert import ColumnRows
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .intake import _failure, _Intake, _now
@@ -141,22 +142,18 @@ def _collect_computed(ctx: PipelineContext, chunk: Chunk, intake: _Intake, run_i
 
 def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]], cache: DictVerdictCache | None) -> None:
     """Scores, failures and new judgments of the chunk in one transaction."""
-    now = _now()
-    judgments = []
+    judgments: ColumnRows | list[dict[str, Any]] = []
     if cache is not None and cache.added:
-        judge, version = ctx.key.judge_model, ctx.key.prompt_version
-        judgments = [
+        verdicts = list(cache.added.values())
+        judgments = ColumnRows(
             {
-                "key": k,
-                "judge_model": judge,
-                "prompt_version": version,
-                "relevant": bool(v.relevant),
-                "reason": v.reason,
-                "created_at": now,
-                "agreement": agreement_of(v),
-            }
-            for k, v in cache.added.items()
-        ]
+                "key": list(cache.added),
+                "relevant": [bool(v.relevant) for v in verdicts],
+                "reason": [v.reason for v in verdicts],
+                "agreement": list(map(agreement_of, verdicts)),
+            },
+            shared={"judge_model": ctx.key.judge_model, "prompt_version": ctx.key.prompt_version, "created_at": _now()},
+        )
     with write_transaction(ctx.engine) as conn:
         write_chunk(
             conn,

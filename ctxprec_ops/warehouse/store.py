@@ -20,7 +20,7 @@ from ..cache import key_head, key_range
 from ..consistency import node_verdict
 from ..verdicts import NodeVerdict
 from .schema import OutputTables
-from .upsert import insert_ignore, upsert
+from .upsert import ColumnRows, insert_ignore, upsert
 
 __all__ = [
     "ScoringKey",
@@ -224,7 +224,7 @@ def write_chunk(
     log_ids: Sequence[str],
     scores: list[dict[str, Any]],
     failures: list[dict[str, Any]],
-    judgments: list[dict[str, Any]],
+    judgments: list[dict[str, Any]] | ColumnRows,
     native: bool | None = None,
 ) -> None:
     """Write one chunk's outcome (call inside one transaction).
