@@ -49,6 +49,9 @@ class AnswerProblem(Exception):
     """The answer cannot be used as is; the message is shown to the judge when re-asking."""
 
 
+#: ``JudgeAnswer.model_validate_json`` without its wrapper's argument checks (the same validator)
+_validate_answer_json = JudgeAnswer.__pydantic_validator__.validate_json
+
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 
 
@@ -75,18 +78,24 @@ def _loads_tolerant(text: str) -> Any:
 
 def parse_answer(raw: Any) -> JudgeAnswer:
     """Turn whatever a judge returned (JSON text, dict, pydantic object) into a JudgeAnswer."""
+    if type(raw) is str:  # the usual answer, tested first (no isinstance through pydantic's metaclass)
+        try:  # clean JSON in the format: parsed and validated in one pass
+            return _validate_answer_json(raw)
+        except ValueError:  # anything else (fenced, bare list, not the format...): the tolerant path
+            return _parse_loaded(_loads_tolerant(raw))
     if isinstance(raw, JudgeAnswer):
         return raw
     if isinstance(raw, BaseModel):
-        raw = raw.model_dump()
+        return _parse_loaded(raw.model_dump())
     if isinstance(raw, (bytes, bytearray)):
-        raw = raw.decode("utf-8", "replace")
-    if isinstance(raw, str):
-        try:  # the common case, clean JSON in the format: parsed and validated in one pass
-            return JudgeAnswer.model_validate_json(raw)
-        except ValueError:  # anything else (fenced, bare list, not the format...): the tolerant path
-            pass
-        raw = _loads_tolerant(raw)
+        return parse_answer(raw.decode("utf-8", "replace"))
+    if isinstance(raw, str):  # a subclass of str
+        return parse_answer(str(raw))
+    return _parse_loaded(raw)
+
+
+def _parse_loaded(raw: Any) -> JudgeAnswer:
+    """An answer already loaded from JSON (a dict, or a bare list of verdicts) as a JudgeAnswer."""
     if isinstance(raw, list):  # a bare list of verdicts
         raw = {"verdicts": raw}
     if not isinstance(raw, dict):

@@ -90,8 +90,13 @@ def test_parsing_an_answer_in_one_pass_changes_nothing(text):
         expected = ("ok", tolerant(text).model_dump())
     except (AnswerProblem, ValueError):
         expected = ("problem", None)
-    try:
-        got = ("ok", parse_answer(text).model_dump())
-    except AnswerProblem:
-        got = ("problem", None)
-    assert got == expected
+
+    class Text(str):
+        pass
+
+    for given in (text, text.encode(), bytearray(text.encode()), Text(text)):  # any form of text: the same
+        try:
+            got = ("ok", parse_answer(given).model_dump())
+        except AnswerProblem:
+            got = ("problem", None)
+        assert got == expected, type(given)
