@@ -467,3 +467,58 @@ def test_rows_given_column_by_column_are_stored_as_the_same_rows_given_as_dicts(
     assert stored[0][3].label == "kept" and {r.n for r in stored[0]} == {1, 42}
     with pytest.raises(ValueError, match="lack key column"):
         insert_ignore(None, _table(sa.MetaData()), ColumnRows({"flag": [True]}))  # type: ignore[arg-type]
+
+
+def test_insert_ignore_skips_only_rows_whose_primary_key_exists(tmp_path):
+    """SQLite writes insert-ignore rows as ``INSERT OR IGNORE`` (no statement journal) only where
+    that stores what ``ON CONFLICT (key) DO NOTHING`` stores: a NULL in a NOT NULL column, or a
+    row that breaks another unique or check constraint, still fails the write."""
+    from sqlalchemy.exc import IntegrityError
+
+    from ctxprec_ops.warehouse.upsert import ColumnRows
+
+    engine = get_engine(f"sqlite:///{tmp_path / 'wh.db'}")
+    meta = sa.MetaData()
+    plain = sa.Table(
+        "plain", meta, sa.Column("k", sa.Integer, primary_key=True), sa.Column("v", sa.Text, nullable=False)
+    )
+    unique = sa.Table(
+        "uniq",
+        meta,
+        sa.Column("k", sa.Integer, primary_key=True),
+        sa.Column("v", sa.Text, nullable=False),
+        sa.UniqueConstraint("v"),
+    )
+    checked = sa.Table(
+        "checked",
+        meta,
+        sa.Column("k", sa.Integer, primary_key=True),
+        sa.Column("n", sa.Integer, sa.CheckConstraint("n > 0")),
+    )
+    meta.create_all(engine)
+    statements: list[str] = []
+    sa.event.listen(engine, "before_cursor_execute", lambda _c, _cur, sql, *_a: statements.append(sql))
+
+    def count(table: sa.Table) -> int:
+        with engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
+
+    with engine.begin() as conn:
+        assert insert_ignore(conn, plain, ColumnRows({"k": [1, 2, 1], "v": ["a", "b", "dup"]})) == 3
+        insert_ignore(conn, plain, [{"k": 2, "v": "again"}, {"k": 3, "v": "c"}])
+    assert any(s.startswith("INSERT OR IGNORE INTO plain") for s in statements)
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(plain.c.v).order_by(plain.c.k)).scalars().all() == ["a", "b", "c"]
+    for rows in ([{"k": 9, "v": "x"}, {"k": 10, "v": None}], ColumnRows({"k": [9, 10], "v": [None, None]})):
+        with pytest.raises(IntegrityError, match="NOT NULL"), engine.begin() as conn:
+            insert_ignore(conn, plain, rows)
+    assert count(plain) == 3
+    with engine.begin() as conn:
+        insert_ignore(conn, unique, [{"k": 1, "v": "a"}])
+        insert_ignore(conn, unique, [{"k": 1, "v": "a"}])  # the key exists: skipped
+    with pytest.raises(IntegrityError, match="UNIQUE"), engine.begin() as conn:
+        insert_ignore(conn, unique, [{"k": 2, "v": "a"}])  # another unique constraint: not skipped
+    with pytest.raises(IntegrityError, match="CHECK"), engine.begin() as conn:
+        insert_ignore(conn, checked, [{"k": 1, "n": 1}, {"k": 2, "n": 0}])
+    assert (count(unique), count(checked)) == (1, 0)
+    assert not any(s.startswith("INSERT OR IGNORE INTO") and ("uniq" in s or "checked" in s) for s in statements)

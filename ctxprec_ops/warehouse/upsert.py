@@ -23,7 +23,7 @@ from itertools import chain, repeat
 from operator import is_, itemgetter
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, LargeBinary, Table, and_, bindparam, insert, select, update
+from sqlalchemy import JSON, Boolean, LargeBinary, PrimaryKeyConstraint, Table, and_, bindparam, insert, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Insert
@@ -179,12 +179,39 @@ def _sqlite_write_columns(
             bound.append(_sqlite_bind_values(values, p, t))
     same = [col[0] for col, kind in zip(bound, kinds) if kind == "same"]
     varying = [col for col, kind in zip(bound, kinds) if kind == "row"]
+    ignore = not others and _sqlite_can_ignore(table, cols, kinds, bound)
     per_stmt = _sqlite_rows_per_statement(conn, len(same), len(varying))
     for start in range(0, n_rows, per_stmt):
         part = [col[start : start + per_stmt] for col in varying]
         n = min(per_stmt, n_rows - start)
-        sql = _sqlite_multi_row_sql(table, tuple(cols), tuple(keys), tuple(others), tuple(kinds), n, dialect)
+        sql = _sqlite_multi_row_sql(table, tuple(cols), tuple(keys), tuple(others), tuple(kinds), n, dialect, ignore)
         conn.exec_driver_sql(sql, (*same, *chain.from_iterable(zip(*part))) if part else tuple(same))
+
+
+def _sqlite_can_ignore(table: Table, cols: list[str], kinds: list[str], bound: list[list[Any]]) -> bool:
+    """Whether an insert-ignore of these rows may be ``INSERT OR IGNORE`` rather than ``ON
+    CONFLICT (key) DO NOTHING``: the same rows are stored when the only constraint the rows can
+    break is the primary key — no NULL in a NOT NULL column (checked here), no other unique or
+    check constraint on the table.
+
+    ``OR IGNORE`` needs no statement journal (a statement that can abort half-way must be able to
+    undo its own changes): for a chunk's judgment-cache rows, scattered over the key index, that
+    journal spilled to a temporary file, ~190,000 writes of 4 KiB pages and page numbers per
+    40,000 rows (bench/README.md, issue 16's seventh pass)."""
+    if not _only_key_constraint(table):
+        return False
+    for c, kind, values in zip(cols, kinds, bound):
+        if not table.c[c].nullable and (kind == "null" or (kind == "row" and None in values)):
+            return False  # the ordinary statement, which raises the database's own error
+    return True
+
+
+@functools.lru_cache(maxsize=64)
+def _only_key_constraint(table: Table) -> bool:
+    """The table's only constraint (unique, check, foreign key) is its primary key."""
+    others = [c for c in table.constraints if not isinstance(c, PrimaryKeyConstraint)]
+    on_columns = any(col.constraints or col.foreign_keys for col in table.columns)  # e.g. Column(CheckConstraint)
+    return not others and not on_columns and not any(ix.unique for ix in table.indexes) and bool(table.primary_key)
 
 
 #: rows per multi-row ``INSERT`` at most: preparing a statement costs about as much per row as
@@ -215,15 +242,17 @@ def _sqlite_multi_row_sql(
     kinds: tuple[str, ...],
     rows: int,
     dialect: Any,
+    ignore: bool = False,
 ) -> str:
     """``INSERT INTO table (cols) VALUES (...), ... ON CONFLICT (keys) DO UPDATE SET others`` (or
-    ``DO NOTHING``) for ``rows`` rows. Per column (``kinds``): ``null`` a literal NULL, ``same``
-    one parameter every row shares, ``row`` a parameter per row. The shared columns come first in
-    each row as ``?1``, ``?2``, ... and the others as plain ``?`` (numbered on from there in order),
-    so the parameters are the shared values, then each row's own values row by row (SQLite looks
-    a numbered parameter up in a list: only the shared ones are numbered, or preparing a
-    statement of many rows took time quadratic in its parameters). One text per shape: the
-    driver's statement cache prepares it once."""
+    ``DO NOTHING``; with ``ignore``, ``INSERT OR IGNORE``: ``_sqlite_can_ignore``) for ``rows``
+    rows. Per column (``kinds``): ``null`` a literal NULL, ``same`` one parameter every row
+    shares, ``row`` a parameter per row. The shared columns come first in each row as ``?1``,
+    ``?2``, ... and the others as plain ``?`` (numbered on from there in order), so the parameters
+    are the shared values, then each row's own values row by row (SQLite looks a numbered
+    parameter up in a list: only the shared ones are numbered, or preparing a statement of many
+    rows took time quadratic in its parameters). One text per shape: the driver's statement
+    cache prepares it once."""
     q = dialect.identifier_preparer
     conflict = ", ".join(q.quote(k) for k in keys)
     action = (
@@ -237,9 +266,10 @@ def _sqlite_multi_row_sql(
         kind = kinds[i]
         slots.append(f"?{number}" if kind == "same" else "NULL" if kind == "null" else "?")
     group = f"({', '.join(slots)})"
+    head = "INSERT OR IGNORE INTO" if ignore else "INSERT INTO"
     return (
-        f"INSERT INTO {q.format_table(table)} ({', '.join(q.quote(cols[i]) for i in order)}) "
-        f"VALUES {', '.join([group] * rows)} ON CONFLICT ({conflict}) {action}"
+        f"{head} {q.format_table(table)} ({', '.join(q.quote(cols[i]) for i in order)}) "
+        f"VALUES {', '.join([group] * rows)}{'' if ignore else f' ON CONFLICT ({conflict}) {action}'}"
     )
 
 
