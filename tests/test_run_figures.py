@@ -55,3 +55,16 @@ def test_empty_partition_and_a_mismatched_count():
     }
     with pytest.raises(ValueError, match="expected 5 scores, the stream held 3"):
         run_figures(batches([0.2, 0.4, 0.6], 2), 5, 0)
+
+
+def test_the_t_quantile_is_scipys_below_and_above_the_series_threshold():
+    """``t_975`` takes scipy's ``stdtrit`` for small samples and a series (no scipy import) for
+    large ones: within a few ulps of scipy's value on both sides of the threshold."""
+    from scipy.special import stdtrit
+
+    from ctxprec_ops.run_figures import SERIES_DF, t_975
+
+    dfs = [1, 2, 5, 30, SERIES_DF - 1, SERIES_DF, SERIES_DF + 1, 1234, 10**4, 99_999, 10**6, 10**7, 2**40]
+    dfs += [int(x) for x in np.geomspace(SERIES_DF, 10**9, 200)]
+    for df in dfs:
+        assert t_975(df) == pytest.approx(float(stdtrit(df, 0.975)), rel=4e-15, abs=0), df
