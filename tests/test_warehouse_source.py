@@ -225,3 +225,34 @@ def test_a_chunk_with_text_that_is_not_utf8_is_read_whole(tmp_path):
     with plain.connect() as conn:
         assert [r["id"] for r in read_chunk_rows(conn, src, "2026-11-28", 2, 3)] == [3]
         assert conn.connection.driver_connection.text_factory is str
+
+
+def test_streamed_batches_hold_every_row_in_order_with_each_columns_own_values(tmp_path):
+    """``stream_batches``: the driver's own rows on SQLite when no column converts its values,
+    SQLAlchemy's where one does (a DATETIME column comes back as ``datetime``, not text)."""
+    from decimal import Decimal
+
+    from ctxprec_ops.warehouse.engine import stream_batches
+
+    engine = get_engine(f"sqlite:///{tmp_path / 'wh.db'}")
+    meta = sa.MetaData()
+    t = sa.Table(
+        "t",
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("score", sa.Float),
+        sa.Column("at", sa.DateTime),
+        sa.Column("amount", sa.Numeric(10, 2)),
+    )
+    meta.create_all(engine)
+    rows = [
+        {"id": i, "score": i / 7, "at": datetime(2026, 11, 28, i % 24), "amount": Decimal(i) / 4} for i in range(1, 26)
+    ]
+    with engine.begin() as conn:
+        conn.execute(t.insert(), rows)
+    with engine.connect() as conn:
+        plain = list(stream_batches(conn, sa.select(t.c.id, t.c.score).order_by(t.c.score.desc()), 10))
+        converted = list(stream_batches(conn, sa.select(t.c.id, t.c.at, t.c.amount).order_by(t.c.id), 10))
+    assert [len(b) for b in plain] == [len(b) for b in converted] == [10, 10, 5]
+    assert [tuple(r) for b in plain for r in b] == [(r["id"], r["score"]) for r in reversed(rows)]
+    assert [tuple(r) for b in converted for r in b] == [(r["id"], r["at"], r["amount"]) for r in rows]

@@ -58,7 +58,7 @@ from sqlalchemy.sql.elements import ColumnElement, UnaryExpression
 from sqlalchemy.sql.operators import custom_op
 
 from ..errors import CtxPrecError
-from .engine import is_sqlite_decode_error, sqlite_strict_text
+from .engine import is_sqlite_decode_error, sqlite_strict_text, stream_batches
 from .identifiers import split_table_name, validate_identifier
 
 __all__ = [
@@ -383,19 +383,7 @@ def iter_partition_ids(conn: Connection, src: SourceTable, partition_key: str, b
         # the ids (bench/README.md, issue 16's seventh pass)
         order = UnaryExpression(src.id, operator=custom_op("+"), type_=src.id.type)
     stmt = select(src.id).where(src.partition_filter(partition_key), src.id.is_not(None)).order_by(order)
-    if conn.dialect.name == "sqlite" and src.id.type.result_processor(conn.dialect, None) is None:
-        # the driver's cursor read in batches (SQLite's cursor streams) when the id column's
-        # values need no conversion: SQLAlchemy's rows cost ~1 - 2 us an id
-        result = conn.execute(stmt)
-        try:
-            while part := result.cursor.fetchmany(batch):
-                for (value,) in part:
-                    yield value
-        finally:
-            result.close()
-        return
-    result = conn.execution_options(stream_results=True, yield_per=batch).execute(stmt)
-    for part in result.partitions():
+    for part in stream_batches(conn, stmt, batch):
         for (value,) in part:
             yield value
 

@@ -19,6 +19,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from ..cache import key_head, key_range
 from ..consistency import node_verdict
 from ..verdicts import NodeVerdict
+from .engine import stream_batches
 from .schema import OutputTables
 from .upsert import ColumnRows, insert_ignore, upsert
 
@@ -270,8 +271,7 @@ def partition_scores(
 
     c = t.scores.c
     stmt = select(c.score).where(key.where(t.scores), c.partition_key == partition_key).order_by(c.score)
-    result = conn.execution_options(stream_results=True, yield_per=batch).execute(stmt)
-    for part in result.partitions():
+    for part in stream_batches(conn, stmt, batch):
         yield np.fromiter(map(_first, part), dtype=np.float64, count=len(part))
 
 
