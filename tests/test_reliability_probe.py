@@ -176,37 +176,43 @@ def test_sqlite_partition_filter_still_uses_the_event_time_index(tmp_path):
     assert "MULTI-INDEX OR" in plan and "ix_time" in plan and "SCAN" not in plan, plan
 
 
-def test_sqlite_partition_ids_are_read_from_the_event_time_index_not_a_scan_of_every_day(tmp_path):
-    """Planning reads one day's ids from the event-time index and sorts them; in id order
-    SQLite would rather walk the whole table (every row of every day) in rowid order."""
+def test_sqlite_partition_ids_are_read_without_a_scan_of_every_day_or_a_sort_of_the_day(tmp_path):
+    """Planning finds one day's smallest and largest id in the event-time index, then reads the
+    ids between them in order: in plain id order SQLite would rather walk the whole table (every
+    row of every day) in rowid order, and sorting the day's ids would hold them all in memory.
+    Rows of other days inside the day's id range are left out."""
     from ctxprec_ops.warehouse.engine import read_connection
     from ctxprec_ops.warehouse.source import iter_partition_ids, reflect_source
 
     engine = get_engine(f"sqlite:///{tmp_path / 'wh.db'}")
     days = [f"2026-11-{d:02d}" for d in range(1, 29)]
     rows = [r for k, d in enumerate(days) for r in day_rows(5, d, start_id=1 + 5 * k, as_text=True)]
-    rows.reverse()  # rowid order is not id order: the sort must be by id
-    for new_id, r in zip(sorted(r["id"] for r in rows), rows):
-        r["id"] = 10_000 - new_id
+    rows.reverse()  # inserted newest first
+    for r in rows:  # the day's ids 1,000 - 1,008 (even); two rows of the day before in between
+        r["id"] = 1_000 + 2 * (r["id"] - 136) if r["id"] > 135 else r["id"]
+    rows += day_rows(2, "2026-11-27", start_id=1_003, as_text=True)[:1] + day_rows(
+        1, "2026-11-27", start_id=1_005, as_text=True
+    )
     create_logs(engine, rows, time_type=sa.Text, context_type=sa.Text)
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE INDEX ix_time ON retrieval_logs (event_time)")
     src = reflect_source(engine, "retrieval_logs", None, {"id": "id", "event_time": "event_time"})
-    statements: list[str] = []
-    sa.event.listen(engine, "before_cursor_execute", lambda _c, _cur, sql, *_a: statements.append(sql))
+    statements: list[tuple[str, tuple]] = []
+    sa.event.listen(
+        engine, "before_cursor_execute", lambda _c, _cur, sql, params, *_a: statements.append((sql, params))
+    )
     with read_connection(engine) as conn:
         ids = list(iter_partition_ids(conn, src, DAY))
-    want = sorted(r["id"] for r in rows if str(r["event_time"]).startswith(DAY))
-    assert ids == want and len(ids) == 5
-    sql = next(s for s in statements if s.lstrip().upper().startswith("SELECT"))
+        assert list(iter_partition_ids(conn, src, "2026-12-15")) == []  # an empty day
+    assert ids == [1_000, 1_002, 1_004, 1_006, 1_008]
+    selects = [(sql, params) for sql, params in statements if sql.lstrip().upper().startswith("SELECT")]
     with engine.connect() as conn:
-        plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, _plan_params(sql)))
-    assert "ix_time" in plan and "SCAN retrieval_logs" not in plan, plan
-
-
-def _plan_params(sql: str) -> tuple:
-    """Dummy parameters for a statement's ``?`` placeholders (EXPLAIN QUERY PLAN needs them bound)."""
-    return (None,) * sql.count("?")
+        plans = [
+            " ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params))
+            for sql, params in selects
+        ]
+    assert any("ix_time" in p for p in plans) and any("INTEGER PRIMARY KEY" in p for p in plans), plans
+    assert not any("SCAN retrieval_logs" in p or "TEMP B-TREE" in p for p in plans), plans
 
 
 def test_postgres_rows_with_a_null_event_time_are_counted_in_the_run(pg_url):

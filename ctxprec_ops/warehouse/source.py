@@ -51,11 +51,11 @@ from sqlalchemy import (
     or_,
     select,
     type_coerce,
+    union_all,
 )
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, NoSuchTableError
-from sqlalchemy.sql.elements import ColumnElement, UnaryExpression
-from sqlalchemy.sql.operators import custom_op
+from sqlalchemy.sql.elements import ColumnElement
 
 from ..errors import CtxPrecError
 from .engine import is_sqlite_decode_error, sqlite_strict_text, stream_batches
@@ -195,23 +195,7 @@ class SourceTable:
             )
             if not indexable:
                 return precise
-            # any ISO form of a UTC instant in the day (with an offset of up to a day) sorts
-            # between these two date prefixes; epoch seconds (numbers sort before all text, and
-            # 10-digit text starts with '1') and text led by whitespace lie in two more ranges:
-            # three index ranges SQLite can scan (OR-by-union) instead of the whole table.
-            # The bounds are text no affinity can turn into numbers ('0!', not '0').
-            text_col = type_coerce(col, String())
-            lo = (start - timedelta(days=1)).strftime("%Y-%m-%d")
-            hi = (end + timedelta(days=1)).strftime("%Y-%m-%d")
-
-            def below(v: str) -> ColumnElement[bool]:
-                return text_col < literal(v, type_=String())
-
-            def at_least(v: str) -> ColumnElement[bool]:
-                return text_col >= literal(v, type_=String())
-
-            coarse = or_(and_(at_least(lo), below(hi)), below("0!"), and_(at_least("1!"), below("2!")))
-            return and_(coarse, precise)
+            return and_(or_(*self.partition_ranges(partition_key)), precise)
         if self.time_mode == "naive":
             t = DateTime(timezone=False)
             return and_(
@@ -228,6 +212,31 @@ class SourceTable:
             text_col >= literal(start.strftime("%Y-%m-%d"), type_=String()),
             text_col < literal(end.strftime("%Y-%m-%d"), type_=String()),
         )
+
+    def partition_ranges(self, partition_key: str) -> list[ColumnElement[bool]]:
+        """Index ranges of ``event_time`` whose union holds every row of the UTC day, each one
+        range an index scans without computing any row's instant: the SQLite text forms' three
+        coarse ranges (the day and the days around it, epoch seconds, text led by whitespace);
+        for other columns the filter itself."""
+        if self.time_mode != "sqlite_text":
+            return [self.partition_filter(partition_key)]
+        # any ISO form of a UTC instant in the day (with an offset of up to a day) sorts between
+        # these two date prefixes; epoch seconds (numbers sort before all text, and 10-digit text
+        # starts with '1') and text led by whitespace lie in two more ranges: three index ranges
+        # SQLite can scan instead of the whole table. The bounds are text no affinity can turn
+        # into numbers ('0!', not '0').
+        start, end = partition_bounds(partition_key)
+        text_col = type_coerce(self.event_time, String())
+        lo = (start - timedelta(days=1)).strftime("%Y-%m-%d")
+        hi = (end + timedelta(days=1)).strftime("%Y-%m-%d")
+
+        def below(v: str) -> ColumnElement[bool]:
+            return text_col < literal(v, type_=String())
+
+        def at_least(v: str) -> ColumnElement[bool]:
+            return text_col >= literal(v, type_=String())
+
+        return [and_(at_least(lo), below(hi)), below("0!"), and_(at_least("1!"), below("2!"))]
 
 
 def sqlite_instant(col: Any) -> ColumnElement[Any]:
@@ -375,14 +384,26 @@ def reflect_source(
 
 def iter_partition_ids(conn: Connection, src: SourceTable, partition_key: str, batch: int = 10_000) -> Iterator[Any]:
     """Stream the partition's ids in id order (server-side cursor where the driver has one)."""
-    order: ColumnElement[Any] = src.id
+    where = [src.partition_filter(partition_key), src.id.is_not(None)]
     if conn.dialect.name == "sqlite":
-        # ``ORDER BY +id``: the same order, but SQLite can no longer get it by walking the table
-        # in rowid order, which it otherwise prefers to the event-time index — a scan of every
-        # row of every day to find one day's ids. It now reads the day's index range and sorts
-        # the ids (bench/README.md, issue 16's seventh pass)
-        order = UnaryExpression(src.id, operator=custom_op("+"), type_=src.id.type)
-    stmt = select(src.id).where(src.partition_filter(partition_key), src.id.is_not(None)).order_by(order)
+        # in id order SQLite prefers walking the whole table in rowid order, every day of it, to
+        # the event-time index; sorting the day's ids instead would hold them all in the
+        # sorter's memory. So: the smallest and largest id of the rows in the day's coarse
+        # index range (no row's instant computed), then the ids between them in order, filtered
+        # (a rowid or id-index range: for ids that grow with time, the day's rows and some of
+        # its neighbours'; bench/README.md, issue 16's seventh pass)
+        # (one aggregate per range, not one over their OR: SQLite would collect the rowids of an
+        # OR of index ranges in memory to drop duplicates)
+        parts = [
+            select(func.min(src.id).label("lo"), func.max(src.id).label("hi")).where(r)
+            for r in src.partition_ranges(partition_key)
+        ]
+        each = union_all(*parts).subquery()
+        lo, hi = conn.execute(select(func.min(each.c.lo), func.max(each.c.hi))).one()
+        if lo is None:
+            return
+        where = [src.id >= lo, src.id <= hi, *where[1:], src.partition_filter(partition_key, indexable=False)]
+    stmt = select(src.id).where(*where).order_by(src.id)
     for part in stream_batches(conn, stmt, batch):
         for (value,) in part:
             yield value
