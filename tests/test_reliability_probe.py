@@ -213,6 +213,17 @@ def test_sqlite_partition_ids_are_read_without_a_scan_of_every_day_or_a_sort_of_
         ]
     assert any("ix_time" in p for p in plans) and any("INTEGER PRIMARY KEY" in p for p in plans), plans
     assert not any("SCAN retrieval_logs" in p or "TEMP B-TREE" in p for p in plans), plans
+    # without an index on event_time every plan scans the table: once, in id order, as before
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP INDEX ix_time")
+    statements.clear()
+    fresh = sa.create_engine(engine.url)  # reflection is cached per engine: see the table as it is now
+    unindexed = reflect_source(fresh, "retrieval_logs", None, {"id": "id", "event_time": "event_time"})
+    fresh.dispose()
+    assert src.time_indexed and not unindexed.time_indexed
+    with read_connection(engine) as conn:
+        assert list(iter_partition_ids(conn, unindexed, DAY)) == ids
+    assert len([sql for sql, _ in statements if sql.lstrip().upper().startswith("SELECT")]) == 1
 
 
 def test_postgres_rows_with_a_null_event_time_are_counted_in_the_run(pg_url):

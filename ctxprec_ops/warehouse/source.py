@@ -148,6 +148,11 @@ class SourceTable:
         return self.columns["event_time"]
 
     @property
+    def time_indexed(self) -> bool:
+        """Whether an index of the table (as reflected) starts with ``event_time``."""
+        return any(len(ix.columns) and ix.columns[0] is self.event_time for ix in self.table.indexes)
+
+    @property
     def name(self) -> str:
         # a plain str, not SQLAlchemy's quoted_name: it is bound into every score and failure
         # row, and the sqlite3 driver adapts str subclasses slowly (a failed __conform__ lookup)
@@ -385,15 +390,14 @@ def reflect_source(
 def iter_partition_ids(conn: Connection, src: SourceTable, partition_key: str, batch: int = 10_000) -> Iterator[Any]:
     """Stream the partition's ids in id order (server-side cursor where the driver has one)."""
     where = [src.partition_filter(partition_key), src.id.is_not(None)]
-    if conn.dialect.name == "sqlite":
-        # in id order SQLite prefers walking the whole table in rowid order, every day of it, to
-        # the event-time index; sorting the day's ids instead would hold them all in the
-        # sorter's memory. So: the smallest and largest id of the rows in the day's coarse
-        # index range (no row's instant computed), then the ids between them in order, filtered
-        # (a rowid or id-index range: for ids that grow with time, the day's rows and some of
-        # its neighbours'; bench/README.md, issue 16's seventh pass)
-        # (one aggregate per range, not one over their OR: SQLite would collect the rowids of an
-        # OR of index ranges in memory to drop duplicates)
+    if conn.dialect.name == "sqlite" and src.time_indexed:
+        # asked for the day's ids in id order, SQLite prefers walking the whole table in rowid
+        # order, every day of it, to the event-time index; sorting the day's ids instead would
+        # hold them all in the sorter's memory. So: the smallest and largest id of the day's
+        # coarse index ranges (no row's instant computed; one aggregate per range, as over their
+        # OR SQLite would collect the rowids in memory), then the ids between them in id order,
+        # filtered — for ids that grow with time, the day's rows and its neighbours' (bench/README.md,
+        # issue 16's seventh pass). Without such an index every plan is one scan of the table.
         parts = [
             select(func.min(src.id).label("lo"), func.max(src.id).label("hi")).where(r)
             for r in src.partition_ranges(partition_key)
@@ -402,7 +406,7 @@ def iter_partition_ids(conn: Connection, src: SourceTable, partition_key: str, b
         lo, hi = conn.execute(select(func.min(each.c.lo), func.max(each.c.hi))).one()
         if lo is None:
             return
-        where = [src.id >= lo, src.id <= hi, *where[1:], src.partition_filter(partition_key, indexable=False)]
+        where = [src.id >= lo, src.id <= hi, src.partition_filter(partition_key, indexable=False)]
     stmt = select(src.id).where(*where).order_by(src.id)
     for part in stream_batches(conn, stmt, batch):
         for (value,) in part:
