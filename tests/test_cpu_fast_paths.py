@@ -512,6 +512,8 @@ def test_insert_ignore_skips_only_rows_whose_primary_key_exists(tmp_path):
     for rows in ([{"k": 9, "v": "x"}, {"k": 10, "v": None}], ColumnRows({"k": [9, 10], "v": [None, None]})):
         with pytest.raises(IntegrityError, match="NOT NULL"), engine.begin() as conn:
             insert_ignore(conn, plain, rows)
+    with pytest.raises(IntegrityError, match="NOT NULL"), engine.begin() as conn:
+        insert_ignore(conn, plain, [{"k": 11}])  # a NOT NULL column left out
     assert count(plain) == 3
     with engine.begin() as conn:
         insert_ignore(conn, unique, [{"k": 1, "v": "a"}])

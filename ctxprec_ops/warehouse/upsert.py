@@ -191,8 +191,8 @@ def _sqlite_write_columns(
 def _sqlite_can_ignore(table: Table, cols: list[str], kinds: list[str], bound: list[list[Any]]) -> bool:
     """Whether an insert-ignore of these rows may be ``INSERT OR IGNORE`` rather than ``ON
     CONFLICT (key) DO NOTHING``: the same rows are stored when the only constraint the rows can
-    break is the primary key — no NULL in a NOT NULL column (checked here), no other unique or
-    check constraint on the table.
+    break is the primary key — no NULL in a NOT NULL column and no such column left out without
+    a default (checked here), no other unique or check constraint on the table.
 
     ``OR IGNORE`` needs no statement journal (a statement that can abort half-way must be able to
     undo its own changes): for a chunk's judgment-cache rows, scattered over the key index, that
@@ -200,6 +200,9 @@ def _sqlite_can_ignore(table: Table, cols: list[str], kinds: list[str], bound: l
     40,000 rows (bench/README.md, issue 16's seventh pass)."""
     if not _only_key_constraint(table):
         return False
+    given = set(cols)
+    if any(not c.nullable and c.server_default is None and c.name not in given for c in table.columns):
+        return False  # a NOT NULL column left out would be NULL: the ordinary statement's error
     for c, kind, values in zip(cols, kinds, bound):
         if not table.c[c].nullable and (kind == "null" or (kind == "row" and None in values)):
             return False  # the ordinary statement, which raises the database's own error
