@@ -61,8 +61,8 @@ def main() -> int:
     import sqlalchemy as sa
 
     from ctxprec_ops.batch import BatchOptions, score_partition_batch
+    from ctxprec_ops.judge.pricing import batch_price_of, price_of
     from ctxprec_ops.pipeline import PipelineConfig, score_partition
-    from ctxprec_ops.pricing import batch_price_of, price_of
     from tests.fixtures.judge_server import JudgeServer
     from tests.fixtures.warehouse_data import create_logs
 

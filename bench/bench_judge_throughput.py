@@ -34,9 +34,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 
 from ctxprec_ops import ContextualPrecisionMetric, LLMTestCase, evaluate  # noqa: E402
-from ctxprec_ops.judges.openai_judge import JUDGE_ANSWER_SCHEMA, OpenAIJudge  # noqa: E402
-from ctxprec_ops.scoring import contextual_precision  # noqa: E402
-from ctxprec_ops.template import ContextualPrecisionTemplate  # noqa: E402
+from ctxprec_ops.judge.models.openai_judge import JUDGE_ANSWER_SCHEMA, OpenAIJudge  # noqa: E402
+from ctxprec_ops.scoring.formula import contextual_precision  # noqa: E402
+from ctxprec_ops.scoring.template import ContextualPrecisionTemplate  # noqa: E402
 from tests.fixtures.judge_server import JudgeServer  # noqa: E402
 
 NODES_PER_CASE = 5

@@ -283,7 +283,7 @@ class PostgresDatabases:
             self._server.cleanup()
 
 
-from ctxprec_ops.judges.base import JudgeModel  # noqa: E402  (after the sys.path tweak)
+from ctxprec_ops.judge.models.base import JudgeModel  # noqa: E402  (after the sys.path tweak)
 
 _BLOCK = re.compile(r'<node id="(\d+)">')
 #: the instant judge's answers by the node ids asked (a handful of shapes: ranks 1..n, or the

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_judge_throughput import ChildServer, make_cases  # noqa: E402
 
 from ctxprec_ops import ContextualPrecisionMetric, evaluate  # noqa: E402
-from ctxprec_ops.judges.openai_judge import OpenAIJudge  # noqa: E402
+from ctxprec_ops.judge.models.openai_judge import OpenAIJudge  # noqa: E402
 from ctxprec_ops.pipeline import PipelineConfig, ProgressEvent, score_partition  # noqa: E402
 
 DAY = "2026-11-28"

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_judge_throughput import ChildServer, make_cases  # noqa: E402
 
 from ctxprec_ops import ContextualPrecisionMetric, evaluate  # noqa: E402
-from ctxprec_ops.judges.openai_judge import OpenAIJudge  # noqa: E402
+from ctxprec_ops.judge.models.openai_judge import OpenAIJudge  # noqa: E402
 from tests.fixtures.judge_server import contrary_oracle, default_oracle  # noqa: E402
 
 

@@ -4,6 +4,8 @@
 >>> metric = ContextualPrecisionMetric(model="lexical")
 """
 
+from .cases.results import EvaluationResult, MetricData, MetricResult, TestResult, WindowResult
+from .cases.test_case import ConversationalTestCase, LLMTestCase, ModelTestCase, TestCaseTypeError, ToolCall, Turn
 from .errors import (
     BudgetExhaustedError,
     CtxPrecError,
@@ -13,16 +15,14 @@ from .errors import (
     JudgeUnavailableError,
     NotScorableError,
 )
-from .evaluate import a_evaluate, assert_test, evaluate
-from .evaluate_configs import AsyncConfig, CacheConfig, DisplayConfig, ErrorConfig
-from .judges import DeepEvalBaseLLM, JudgeModel, LexicalJudge, OpenAIJudge, make_judge
+from .evaluation.configs import AsyncConfig, CacheConfig, DisplayConfig, ErrorConfig
+from .evaluation.evaluate import a_evaluate, assert_test, evaluate
+from .judge.models import DeepEvalBaseLLM, JudgeModel, LexicalJudge, OpenAIJudge, make_judge
+from .judge.retry import TransientJudgeError
 from .metrics.contextual_precision import ContextualPrecisionMetric
 from .metrics.turn_contextual_precision import TurnContextualPrecisionMetric
-from .results import EvaluationResult, MetricData, MetricResult, TestResult, WindowResult
-from .retry import TransientJudgeError
-from .template import ContextualPrecisionTemplate, TurnContextualPrecisionTemplate
-from .test_case import ConversationalTestCase, LLMTestCase, ModelTestCase, TestCaseTypeError, ToolCall, Turn
-from .verdicts import NodeVerdict
+from .scoring.template import ContextualPrecisionTemplate, TurnContextualPrecisionTemplate
+from .scoring.verdicts import NodeVerdict
 
 __version__ = "0.1.0"
 

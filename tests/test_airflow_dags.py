@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from ctxprec_ops.scoring import contextual_precision
+from ctxprec_ops.scoring.formula import contextual_precision
 from tests.fixtures.airflow_env import MARKER_ENV, AirflowEnv, DagRunResult
 from tests.fixtures.warehouse_data import query
 

@@ -9,8 +9,8 @@ import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.batch import BatchOptions, score_partition_batch
+from ctxprec_ops.judge.pricing import cost_of
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
-from ctxprec_ops.pricing import cost_of
 from ctxprec_ops.warehouse.engine import get_engine
 from tests.fixtures.warehouse_data import count, create_logs, log_row
 

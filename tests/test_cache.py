@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxprec_ops.cache import KEY_BYTES, KEY_HEAD_BYTES, DictVerdictCache, judgment_key, judgment_keys, key_range
-from ctxprec_ops.verdicts import NodeVerdict
+from ctxprec_ops.judge.cache import KEY_BYTES, KEY_HEAD_BYTES, DictVerdictCache, judgment_key, judgment_keys, key_range
+from ctxprec_ops.scoring.verdicts import NodeVerdict
 
 text = st.text(max_size=40)
 
@@ -76,7 +76,7 @@ def test_dict_cache_records_only_new_entries():
 
 
 def test_remembered_keys_are_computed_once_and_equal_fresh_ones():
-    from ctxprec_ops.cache import remembered_keys
+    from ctxprec_ops.judge.cache import remembered_keys
 
     nodes = ["first node", "second node"]
     memo: dict = {}

@@ -14,7 +14,7 @@ from ctxprec_ops.calibration.labels import LabelFileError
 from ctxprec_ops.calibration.run import calibrate, compare
 from ctxprec_ops.calibration.stats import spearman
 from ctxprec_ops.cli import main as ctxprec
-from ctxprec_ops.judges.base import JudgeModel
+from ctxprec_ops.judge.models.base import JudgeModel
 from tests.fixtures.warehouse_data import query
 
 _NODE = re.compile(r'<node id="(\d+)">')
@@ -156,7 +156,7 @@ def test_cli_calibrate_and_compare(tmp_path, capsys) -> None:
 def test_demo_labels_calibrate_the_lexical_judge_offline_and_show_in_the_report(tmp_path, monkeypatch) -> None:
     """The demo writes ~200 node labels over its topics, calibrates its (lexical) judge against
     them, and the report shows the calibration; ``ctxprec calibrate`` re-runs on the file."""
-    from ctxprec_ops.demo import run_demo
+    from ctxprec_ops.demo.job import run_demo
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     url, out = f"sqlite:///{tmp_path / 'demo.db'}", tmp_path / "report.html"

@@ -9,10 +9,10 @@ import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.cli import main
-from ctxprec_ops.demo_data import create_sample_warehouse
-from ctxprec_ops.estimate import estimate_partition
+from ctxprec_ops.demo.sample import create_sample_warehouse
+from ctxprec_ops.judge.pricing import price_of
 from ctxprec_ops.pipeline import PipelineConfig
-from ctxprec_ops.pricing import price_of
+from ctxprec_ops.pipeline.estimate import estimate_partition
 
 DAY = "2026-11-28"
 

@@ -117,7 +117,7 @@ def _journal_mode(path) -> str:
 
 
 def test_score_leaves_the_sqlite_file_whole(tmp_path, capsys, monkeypatch):
-    from ctxprec_ops.demo_data import create_sample_warehouse
+    from ctxprec_ops.demo.sample import create_sample_warehouse
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     db = tmp_path / "wh.db"

@@ -11,8 +11,8 @@ from rich.console import Console
 
 from ctxprec_ops.cli import main
 from ctxprec_ops.cli.progress import ProgressDisplay
-from ctxprec_ops.demo_data import create_sample_warehouse
-from ctxprec_ops.judge_events import JudgeRetry, notify_retry
+from ctxprec_ops.demo.sample import create_sample_warehouse
+from ctxprec_ops.judge.events import JudgeRetry, notify_retry
 from ctxprec_ops.pipeline import ProgressEvent
 
 DAY = "2026-11-28"

@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 from ctxprec_ops.cli.progress import ProgressDisplay
-from ctxprec_ops.demo_data import create_sample_warehouse
+from ctxprec_ops.demo.sample import create_sample_warehouse
 from ctxprec_ops.pipeline import PipelineConfig, ProgressEvent, score_partition
 
 DAY = "2026-11-28"

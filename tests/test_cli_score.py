@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.cli import main
-from ctxprec_ops.demo_data import create_sample_warehouse
+from ctxprec_ops.demo.sample import create_sample_warehouse
 
 DAY = "2026-11-28"
 CONSOLE_SCRIPT = Path(sys.executable).with_name("ctxprec")

@@ -5,7 +5,7 @@ import json
 import sqlalchemy as sa
 
 from ctxprec_ops.cli import main
-from ctxprec_ops.demo_data import create_sample_warehouse
+from ctxprec_ops.demo.sample import create_sample_warehouse
 
 DAY = "2026-11-28"
 

@@ -14,11 +14,11 @@ from datetime import datetime
 import pytest
 import sqlalchemy as sa
 
-from ctxprec_ops.consistency import SampledVerdict, verdict_json, verdicts_json_text
 from ctxprec_ops.json_text import JSONText
-from ctxprec_ops.limiter import AdaptiveLimiter
-from ctxprec_ops.template import escape_node_text
-from ctxprec_ops.verdicts import AnswerProblem, JudgeAnswer, NodeVerdict, _check_coverage, check_coverage
+from ctxprec_ops.judge.limiter import AdaptiveLimiter
+from ctxprec_ops.scoring.consistency import SampledVerdict, verdict_json, verdicts_json_text
+from ctxprec_ops.scoring.template import escape_node_text
+from ctxprec_ops.scoring.verdicts import AnswerProblem, JudgeAnswer, NodeVerdict, _check_coverage, check_coverage
 from ctxprec_ops.warehouse.engine import get_engine
 from ctxprec_ops.warehouse.upsert import insert_ignore, upsert
 
@@ -164,9 +164,9 @@ def test_the_limiter_fast_path_keeps_the_limit_and_the_waiters_order():
 
 @pytest.mark.parametrize("limit", [1, 3])
 def test_the_request_path_never_exceeds_the_concurrency_limit(limit):
-    from ctxprec_ops.judges.base import JudgeModel
-    from ctxprec_ops.judging import JudgeRun, Usage, _send
-    from ctxprec_ops.limiter import RequestQuota
+    from ctxprec_ops.judge.calls import JudgeRun, Usage, _send
+    from ctxprec_ops.judge.limiter import RequestQuota
+    from ctxprec_ops.judge.models.base import JudgeModel
 
     class Slow(JudgeModel):
         def __init__(self) -> None:
@@ -377,7 +377,7 @@ def test_the_one_pass_reason_is_the_reason_of_the_three_comprehensions():
 def test_judgment_keys_hash_the_fields_as_one_update_per_piece_did():
     import hashlib
 
-    from ctxprec_ops.cache import judgment_keys
+    from ctxprec_ops.judge.cache import judgment_keys
 
     def reference(model: str, version: str, q: str, a: str, nodes: list[str]) -> list[bytes]:
         shared = hashlib.sha256()

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from ctxprec_ops import ContextualPrecisionMetric, JudgeModel, LLMTestCase, TransientJudgeError, evaluate
-from ctxprec_ops.judges import LexicalJudge, make_judge
-from ctxprec_ops.template import ContextualPrecisionTemplate
-from ctxprec_ops.verdicts import JudgeAnswer
+from ctxprec_ops.judge.models import LexicalJudge, make_judge
+from ctxprec_ops.scoring.template import ContextualPrecisionTemplate
+from ctxprec_ops.scoring.verdicts import JudgeAnswer
 
 
 class KeywordJudge(JudgeModel):

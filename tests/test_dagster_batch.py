@@ -11,7 +11,7 @@ from dagster import DagsterInstance, materialize
 
 from ctxprec_ops.dagster import build_scores_asset
 from ctxprec_ops.dagster.resources import AlertThresholdsResource, JudgeResource, WarehouseResource
-from ctxprec_ops.scoring import contextual_precision
+from ctxprec_ops.scoring.formula import contextual_precision
 from tests.fixtures.warehouse_data import create_logs, log_row, query
 
 # built here, not imported from dagster_defs: that module reads CTXPREC_* knobs when first imported

@@ -17,7 +17,7 @@ from dagster import AssetCheckSeverity, DagsterInstance, materialize
 
 from ctxprec_ops.dagster import build_scores_asset, scoring_retry_policy
 from ctxprec_ops.dagster.resources import AlertThresholdsResource, JudgeResource, WarehouseResource
-from ctxprec_ops.scoring import contextual_precision
+from ctxprec_ops.scoring.formula import contextual_precision
 from dagster_defs.definitions import log_tables, score_checks, scores_assets
 from tests.fixtures.warehouse_data import query
 

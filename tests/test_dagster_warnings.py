@@ -34,7 +34,7 @@ def test_materializing_a_partition_warns_nothing(tmp_path, monkeypatch):
     from dagster import DagsterInstance, materialize
 
     from ctxprec_ops.dagster import resources_for
-    from ctxprec_ops.demo_data import create_sample_warehouse
+    from ctxprec_ops.demo.sample import create_sample_warehouse
     from dagster_defs.definitions import score_checks, scores_assets
 
     url = f"sqlite:///{tmp_path / 'w.db'}"

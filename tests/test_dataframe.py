@@ -7,8 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from ctxprec_ops.dataframe import RESULT_COLUMNS, score_dataframe
-from ctxprec_ops.scoring import contextual_precision
+from ctxprec_ops.evaluation.dataframe import RESULT_COLUMNS, score_dataframe
+from ctxprec_ops.scoring.formula import contextual_precision
 
 ANSWER = "Refunds are available within 14 days of a monthly charge and go back to the original card."
 GOOD = "Refunds are available within 14 days of a monthly charge."

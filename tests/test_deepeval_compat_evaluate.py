@@ -20,7 +20,7 @@ from ctxprec_ops import (
     assert_test,
     evaluate,
 )
-from ctxprec_ops.scoring import contextual_precision as cp
+from ctxprec_ops.scoring.formula import contextual_precision as cp
 
 R, N = "RELEVANT: refunds take five days", "office hours are 9 to 5"
 

@@ -17,8 +17,8 @@ from ctxprec_ops import (
     Turn,
     TurnContextualPrecisionMetric,
 )
-from ctxprec_ops.judges import CustomModelJudge
-from ctxprec_ops.scoring import contextual_precision as cp
+from ctxprec_ops.judge.models import CustomModelJudge
+from ctxprec_ops.scoring.formula import contextual_precision as cp
 
 R, N = "RELEVANT: refunds take five days", "office hours are 9 to 5"
 

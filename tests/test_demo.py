@@ -6,7 +6,7 @@ import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.cli import main
-from ctxprec_ops.demo import run_demo
+from ctxprec_ops.demo.job import run_demo
 
 END = "2026-11-28"
 

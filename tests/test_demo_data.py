@@ -9,9 +9,9 @@ from collections import defaultdict
 import pytest
 import sqlalchemy as sa
 
-from ctxprec_ops.demo_data import MALFORMED_CONVERSATION_KINDS, MALFORMED_KINDS, create_sample_warehouse, passage_ids
-from ctxprec_ops.judges.lexical import LexicalJudge
-from ctxprec_ops.scoring import contextual_precision
+from ctxprec_ops.demo.sample import MALFORMED_CONVERSATION_KINDS, MALFORMED_KINDS, create_sample_warehouse, passage_ids
+from ctxprec_ops.judge.models.lexical import LexicalJudge
+from ctxprec_ops.scoring.formula import contextual_precision
 
 
 def _rows(url: str, table: str) -> list[tuple]:

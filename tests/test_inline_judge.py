@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops import ContextualPrecisionMetric, LLMTestCase, evaluate
-from ctxprec_ops.judges.base import JudgeModel
+from ctxprec_ops.judge.models.base import JudgeModel
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
 from ctxprec_ops.warehouse.engine import get_engine
 from tests.fixtures.warehouse_data import create_logs, log_row
@@ -117,7 +117,7 @@ def test_an_inline_judge_under_a_request_cap_is_paced_the_ordinary_way(tmp_path,
 
 
 def test_an_inline_judge_that_raises_is_retried_like_a_network_judge(tmp_path, monkeypatch):
-    monkeypatch.setattr("ctxprec_ops.judging.backoff_seconds", lambda *a, **k: 0.0)
+    monkeypatch.setattr("ctxprec_ops.judge.calls.backoff_seconds", lambda *a, **k: 0.0)
     judge = InlineRuleJudge(flaky=2)  # the first two calls time out
     metric = ContextualPrecisionMetric(model=judge)
     case = LLMTestCase(
@@ -130,13 +130,13 @@ def test_an_inline_judge_that_raises_is_retried_like_a_network_judge(tmp_path, m
 
 
 def test_the_lexical_judge_answers_inline():
-    from ctxprec_ops.judges.lexical import LexicalJudge
+    from ctxprec_ops.judge.models.lexical import LexicalJudge
 
     assert LexicalJudge.answers_inline and not JudgeModel.answers_inline
 
 
 def test_a_deepeval_style_model_without_schema_can_answer_inline():
-    from ctxprec_ops.judges.base import DeepEvalBaseLLM
+    from ctxprec_ops.judge.models.base import DeepEvalBaseLLM
 
     class Model(DeepEvalBaseLLM):
         answers_inline = True

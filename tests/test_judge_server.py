@@ -10,8 +10,8 @@ import time
 import openai
 import pytest
 
-from ctxprec_ops.template import ContextualPrecisionTemplate
-from ctxprec_ops.verdicts import check_coverage, parse_answer
+from ctxprec_ops.scoring.template import ContextualPrecisionTemplate
+from ctxprec_ops.scoring.verdicts import check_coverage, parse_answer
 from tests.fixtures.judge_server import JudgeServer
 
 NODES = [

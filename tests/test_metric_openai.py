@@ -16,9 +16,9 @@ from ctxprec_ops import (
     OpenAIJudge,
     evaluate,
 )
-from ctxprec_ops.budget import Budget
-from ctxprec_ops.cache import DictVerdictCache
-from ctxprec_ops.scoring import contextual_precision
+from ctxprec_ops.judge.budget import Budget
+from ctxprec_ops.judge.cache import DictVerdictCache
+from ctxprec_ops.scoring.formula import contextual_precision
 
 R = "RELEVANT fact about refunds"
 N = "unrelated passage about office hours"
@@ -268,7 +268,7 @@ def test_concurrent_rejections_step_down_only_once(judge_server):
 
 
 def test_limiter_bounds_in_flight_and_recovers():
-    from ctxprec_ops.limiter import AdaptiveLimiter
+    from ctxprec_ops.judge.limiter import AdaptiveLimiter
 
     async def scenario():
         lim = AdaptiveLimiter(8, increase_after=2)

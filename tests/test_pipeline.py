@@ -21,7 +21,7 @@ from ctxprec_ops.pipeline import (
     score_chunk,
     score_partition,
 )
-from ctxprec_ops.scoring import contextual_precision
+from ctxprec_ops.scoring.formula import contextual_precision
 from ctxprec_ops.warehouse.engine import get_engine
 from ctxprec_ops.warehouse.source import PartitionKeyError
 from tests.fixtures.warehouse_data import (

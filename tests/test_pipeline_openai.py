@@ -6,7 +6,7 @@ import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
-from ctxprec_ops.scoring import contextual_precision
+from ctxprec_ops.scoring.formula import contextual_precision
 from ctxprec_ops.warehouse.engine import get_engine
 from tests.fixtures.warehouse_data import count, create_logs, log_row
 

@@ -101,7 +101,8 @@ def test_a_chunk_claimed_elsewhere_is_skipped_then_scored_after_the_free_ones(ju
     import threading
 
     from ctxprec_ops.pipeline import plan_chunks, prepare
-    from ctxprec_ops.pipeline.chunk import chunk_claim_name, score_chunk_if_free
+    from ctxprec_ops.pipeline.chunk import chunk_claim_name
+    from ctxprec_ops.pipeline.stream import score_chunk_if_free
     from ctxprec_ops.warehouse.claims import claim_key
 
     engine = get_engine(pg_url)

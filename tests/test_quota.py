@@ -10,8 +10,8 @@ import time
 import pytest
 
 from ctxprec_ops import ContextualPrecisionMetric, LLMTestCase, evaluate
-from ctxprec_ops.judges import OpenAIJudge
-from ctxprec_ops.limiter import RequestQuota, parse_reset_seconds
+from ctxprec_ops.judge.limiter import RequestQuota, parse_reset_seconds
+from ctxprec_ops.judge.models import OpenAIJudge
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
 from ctxprec_ops.warehouse.engine import get_engine
 from tests.fixtures.warehouse_data import create_logs

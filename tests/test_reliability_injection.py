@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from ctxprec_ops.errors import IdentifierError
 from ctxprec_ops.pipeline import PipelineConfig, SourceColumns, plan_chunks, score_partition
-from ctxprec_ops.template import escape_node_text
+from ctxprec_ops.scoring.template import escape_node_text
 from ctxprec_ops.warehouse.engine import get_engine
 from tests.fixtures.warehouse_data import CountingJudge, create_logs, day_rows, log_row
 from tests.helpers.planted import DAY, expected_score, verdict_list
@@ -224,7 +224,7 @@ def test_node_text_cannot_change_the_block_structure_of_the_prompt(judge_server,
 
 def test_turn_prompt_keeps_its_structure_too(judge_server):
     from ctxprec_ops import ConversationalTestCase, Turn, evaluate
-    from ctxprec_ops.judges.openai_judge import OpenAIJudge
+    from ctxprec_ops.judge.models.openai_judge import OpenAIJudge
     from ctxprec_ops.metrics.turn_contextual_precision import TurnContextualPrecisionMetric
 
     judge = OpenAIJudge("judge-test-model", base_url=judge_server.base_url, api_key="test-key")

@@ -168,7 +168,7 @@ def test_exhausted_retries_become_failures_and_a_rerun_completes(judge_server, w
 def test_a_failed_case_still_reports_the_calls_it_paid_for(judge_server):
     """Spend on a case that then fails is counted (ledger cost/tokens, failure ``attempts``)."""
     from ctxprec_ops import ContextualPrecisionMetric, ConversationalTestCase, LLMTestCase, Turn, evaluate
-    from ctxprec_ops.judges.openai_judge import OpenAIJudge
+    from ctxprec_ops.judge.models.openai_judge import OpenAIJudge
     from ctxprec_ops.metrics.turn_contextual_precision import TurnContextualPrecisionMetric
 
     judge = OpenAIJudge(

@@ -299,8 +299,8 @@ def test_a_huge_judge_answer_is_refused_without_reading_it(judge_server, declare
     (no length): the process never holds more than a piece over ``max_response_bytes``."""
     import resource
 
-    from ctxprec_ops.judges.capped_http import JudgeResponseTooLargeError
-    from ctxprec_ops.judges.openai_judge import OpenAIJudge
+    from ctxprec_ops.judge.models.capped_http import JudgeResponseTooLargeError
+    from ctxprec_ops.judge.models.openai_judge import OpenAIJudge
 
     judge_server.huge_bytes = 50_000_000
     judge_server.huge_chunked = not declared
@@ -506,8 +506,8 @@ def test_estimate_counts_prompt_tokens_with_the_models_bpe_encoding_offline(tmp_
     """The bundled o200k_base ranks count the very prompts the run would send (no download)."""
     import bpe_openai
 
-    from ctxprec_ops.estimate import estimate_partition
     from ctxprec_ops.metrics.contextual_precision import ContextualPrecisionMetric
+    from ctxprec_ops.pipeline.estimate import estimate_partition
     from ctxprec_ops.warehouse.rows import row_to_test_case
 
     url, rows = _estimate_rows(tmp_path)
@@ -530,7 +530,7 @@ def test_estimate_says_when_it_falls_back_to_characters_per_token(tmp_path, monk
     import sys
 
     from ctxprec_ops import tokens
-    from ctxprec_ops.estimate import estimate_partition
+    from ctxprec_ops.pipeline.estimate import estimate_partition
 
     url, _ = _estimate_rows(tmp_path)
     tokens._encoding.cache_clear()
@@ -544,7 +544,7 @@ def test_estimate_says_when_it_falls_back_to_characters_per_token(tmp_path, monk
 
 
 def test_encoding_of_model_names():
-    from ctxprec_ops.tokens import encoding_for
+    from ctxprec_ops.judge.tokens import encoding_for
 
     assert encoding_for("gpt-4o-mini") == ("o200k_base", True)
     assert encoding_for("ft:gpt-4o-mini:org:x:1") == ("o200k_base", True)
@@ -564,7 +564,7 @@ def _relevance_oracle_judge():
     """A judge that finds a node relevant iff its text holds RELEVANT (as a word)."""
     import re
 
-    from ctxprec_ops.judges.base import JudgeModel
+    from ctxprec_ops.judge.models.base import JudgeModel
 
     class Oracle(JudgeModel):
         offline = True
@@ -574,7 +574,7 @@ def _relevance_oracle_judge():
             return "oracle"
 
         def judge_nodes(self, input, expected, todo):
-            from ctxprec_ops.verdicts import NodeVerdict
+            from ctxprec_ops.scoring.verdicts import NodeVerdict
 
             Oracle.calls += 1
             return {

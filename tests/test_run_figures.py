@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
-from ctxprec_ops.run_figures import run_figures
+from ctxprec_ops.pipeline.run_figures import run_figures
 
 scores = st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=1, max_size=60)
 
@@ -62,7 +62,7 @@ def test_the_t_quantile_is_scipys_below_and_above_the_series_threshold():
     large ones: within a few ulps of scipy's value on both sides of the threshold."""
     from scipy.special import stdtrit
 
-    from ctxprec_ops.run_figures import SERIES_DF, t_975
+    from ctxprec_ops.pipeline.run_figures import SERIES_DF, t_975
 
     dfs = [1, 2, 5, 30, SERIES_DF - 1, SERIES_DF, SERIES_DF + 1, 1234, 10**4, 99_999, 10**6, 10**7, 2**40]
     dfs += [int(x) for x in np.geomspace(SERIES_DF, 10**9, 200)]

@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from ctxprec_ops.cli import main
 from ctxprec_ops.monitoring.check import check_partition
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
+from ctxprec_ops.pipeline.run_figures import run_figures
 from ctxprec_ops.pipeline.sampling import Sample, plan_cutoff, sample_hash
-from ctxprec_ops.run_figures import run_figures
 from ctxprec_ops.warehouse.engine import get_engine
 from tests.fixtures.warehouse_data import conversation_table, create_logs, day_rows, log_row, query
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxprec_ops.scoring import apply_strict, contextual_precision, is_success, precision_steps
+from ctxprec_ops.scoring.formula import apply_strict, contextual_precision, is_success, precision_steps
 
 rankings = st.lists(st.booleans(), min_size=0, max_size=40)
 

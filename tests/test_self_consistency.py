@@ -11,12 +11,13 @@ from ctxprec_ops import (
     Turn,
     TurnContextualPrecisionMetric,
 )
-from ctxprec_ops.budget import Budget
-from ctxprec_ops.consistency import SampledVerdict, check_samples, majority, sampled_version, samples_of
-from ctxprec_ops.judging import JudgeRun, judge_nodes
-from ctxprec_ops.limiter import AdaptiveLimiter
-from ctxprec_ops.template import ContextualPrecisionTemplate
-from ctxprec_ops.verdicts import NodeVerdict
+from ctxprec_ops.judge.budget import Budget
+from ctxprec_ops.judge.calls import JudgeRun
+from ctxprec_ops.judge.limiter import AdaptiveLimiter
+from ctxprec_ops.judge.nodes import judge_nodes
+from ctxprec_ops.scoring.consistency import SampledVerdict, check_samples, majority, sampled_version, samples_of
+from ctxprec_ops.scoring.template import ContextualPrecisionTemplate
+from ctxprec_ops.scoring.verdicts import NodeVerdict
 from tests.fixtures.judge_server import default_oracle
 
 R = "RELEVANT fact about refunds"
@@ -217,7 +218,7 @@ def test_budget_reserves_for_every_sampled_answer(judge_server):
 def test_score_dataframe_samples(judge_server):
     import pandas as pd
 
-    from ctxprec_ops.dataframe import score_dataframe
+    from ctxprec_ops.evaluation.dataframe import score_dataframe
 
     judge_server.choice_oracles = [default_oracle, only_node(2), default_oracle]
     df = pd.DataFrame({"input": ["q?"], "expected_output": ["a."], "retrieval_context": [[R + " #1", N + " #2"]]})

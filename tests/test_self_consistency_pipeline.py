@@ -11,10 +11,10 @@ import sqlalchemy as sa
 
 from ctxprec_ops.cli import main
 from ctxprec_ops.config import Settings, SettingsError
-from ctxprec_ops.consistency import samples_of
-from ctxprec_ops.estimate import estimate_partition
 from ctxprec_ops.monitoring.report import render_report
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
+from ctxprec_ops.pipeline.estimate import estimate_partition
+from ctxprec_ops.scoring.consistency import samples_of
 from ctxprec_ops.warehouse.engine import get_engine
 from tests.fixtures.judge_server import default_oracle
 from tests.fixtures.warehouse_data import create_logs, log_row
@@ -231,7 +231,7 @@ def test_airflow_operator_judge_samples(monkeypatch, tmp_path):
 def test_calibrate_a_sampled_judge_gets_its_own_row(judge_server, tmp_path):
     from ctxprec_ops.calibration import parse_labels
     from ctxprec_ops.calibration.run import calibrate
-    from ctxprec_ops.judges import OpenAIJudge
+    from ctxprec_ops.judge.models import OpenAIJudge
 
     url = f"sqlite:///{tmp_path / 'wh.db'}"
     create_logs(get_engine(url), rows())

@@ -14,7 +14,7 @@ from ctxprec_ops import (
     evaluate,
 )
 from ctxprec_ops.metrics.turn_contextual_precision import interaction_units
-from ctxprec_ops.scoring import contextual_precision as cp
+from ctxprec_ops.scoring.formula import contextual_precision as cp
 
 R, N = "RELEVANT: refunds take five days", "office hours are 9 to 5"
 

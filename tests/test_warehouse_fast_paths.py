@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from ctxprec_ops.verdicts import AnswerProblem, JudgeAnswer, parse_answer
+from ctxprec_ops.scoring.verdicts import AnswerProblem, JudgeAnswer, parse_answer
 from ctxprec_ops.warehouse.source import sqlite_instant, sqlite_instant_general
 
 EVENT_TIMES = [
@@ -81,7 +81,7 @@ ANSWERS = [
 @pytest.mark.parametrize("text", ANSWERS)
 def test_parsing_an_answer_in_one_pass_changes_nothing(text):
     def tolerant(raw: str):  # the parser without its one-pass fast path
-        from ctxprec_ops.verdicts import _loads_tolerant
+        from ctxprec_ops.scoring.verdicts import _loads_tolerant
 
         data = _loads_tolerant(raw)
         return JudgeAnswer.model_validate({"verdicts": data} if isinstance(data, list) else data)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 import sqlalchemy as sa
 
-from ctxprec_ops.cache import KEY_BYTES, judgment_keys
+from ctxprec_ops.judge.cache import KEY_BYTES, judgment_keys
 from ctxprec_ops.warehouse.engine import get_engine
 from ctxprec_ops.warehouse.schema import ensure_output_tables, output_tables
 from ctxprec_ops.warehouse.store import load_judgments

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 import pytest
 import sqlalchemy as sa
 
-from ctxprec_ops.cache import judgment_keys, key_head, key_range
 from ctxprec_ops.json_text import JSONText
+from ctxprec_ops.judge.cache import judgment_keys, key_head, key_range
 from ctxprec_ops.warehouse.engine import get_engine, write_transaction
 from ctxprec_ops.warehouse.schema import ensure_output_tables
 from ctxprec_ops.warehouse.store import (

@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from ..judges.openai_batch import TERMINAL_STATUSES
+from ..batch.api import TERMINAL_STATUSES
 from ..secrets import redact
 
 __all__ = ["BatchPollTrigger"]

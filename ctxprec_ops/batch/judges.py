@@ -20,9 +20,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import JudgeUnavailableError
-from ..judges.base import Generation, JudgeModel
-from ..judges.openai_batch import BatchAnswer
-from ..pricing import batch_cost_of, batch_price_of
+from ..judge.models.base import Generation, JudgeModel
+from ..judge.pricing import batch_cost_of, batch_price_of
+from .api import BatchAnswer
 
 __all__ = ["prompt_hash", "RecordingJudge", "AnsweredJudge", "BatchPendingError", "RecordedPrompt"]
 

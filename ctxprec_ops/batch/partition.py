@@ -25,9 +25,24 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..cache import DictVerdictCache
 from ..errors import JudgeConfigurationError, one_line
-from ..judges.openai_batch import (
+from ..judge.cache import DictVerdictCache
+from ..judge.calls import JudgeRun
+from ..judge.limiter import AdaptiveLimiter
+from ..judge.models.openai_judge import OpenAIJudge
+from ..judge.pricing import batch_cost_of
+from ..pipeline.config import PipelineConfig
+from ..pipeline.context import PipelineContext, prepare
+from ..pipeline.finalize import finalize_run, record_abort, run_row, write_run
+from ..pipeline.intake import _intake
+from ..pipeline.plan import plan_chunks
+from ..pipeline.records import Chunk, ChunkResult, ProgressCallback, ProgressEvent, RunStatus, RunSummary
+from ..pipeline.stream import score_chunk
+from ..secrets import redact
+from ..warehouse.engine import read_connection
+from ..warehouse.source import parse_partition_key
+from ..warehouse.store import load_judgments
+from .api import (
     MAX_BYTES,
     MAX_REQUESTS,
     TERMINAL_STATUSES,
@@ -37,21 +52,6 @@ from ..judges.openai_batch import (
     request_line,
     split_lines,
 )
-from ..judges.openai_judge import OpenAIJudge
-from ..judging import JudgeRun
-from ..limiter import AdaptiveLimiter
-from ..pipeline.chunk import score_chunk
-from ..pipeline.config import PipelineConfig
-from ..pipeline.context import PipelineContext, prepare
-from ..pipeline.finalize import finalize_run, record_abort, run_row, write_run
-from ..pipeline.intake import _intake
-from ..pipeline.plan import plan_chunks
-from ..pipeline.records import Chunk, ChunkResult, ProgressCallback, ProgressEvent, RunStatus, RunSummary
-from ..pricing import batch_cost_of
-from ..secrets import redact
-from ..warehouse.engine import read_connection
-from ..warehouse.source import parse_partition_key
-from ..warehouse.store import load_judgments
 from .judges import AnsweredJudge, RecordingJudge
 from .store import BatchRecord, batches_table, open_batches, partition_batches, record_batch, update_batch
 

@@ -20,12 +20,12 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import JSON
 
-from ..consistency import check_samples
+from ..cases.test_case import LLMTestCase
 from ..errors import CtxPrecError, InvalidTestCaseError
 from ..metrics.contextual_precision import ContextualPrecisionMetric
 from ..pipeline.columns import SourceColumns
-from ..scoring import contextual_precision
-from ..test_case import LLMTestCase
+from ..scoring.consistency import check_samples
+from ..scoring.formula import contextual_precision
 from ..warehouse.engine import get_engine, read_connection, write_transaction
 from ..warehouse.rows import row_to_test_case
 from ..warehouse.source import SourceTable, reflect_source
@@ -177,7 +177,7 @@ def _judge_one(
     seed: int,
     samples: int = 1,
 ) -> CalibrationResult:
-    from ..evaluate import evaluate
+    from ..evaluation.evaluate import evaluate
 
     judge, template = spec if isinstance(spec, tuple) else (spec, None)
     metric = ContextualPrecisionMetric(model=judge, evaluation_template=template, samples=samples)

@@ -12,11 +12,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ..config import Settings
-from ..consistency import check_samples
 from ..errors import CtxPrecError, IdentifierError, JudgeConfigurationError
 from ..pipeline import DEFAULT_METRIC, METRIC_KINDS, METRIC_NAMES, MetricKind, PipelineConfig
 from ..pipeline.columns import parse_column_flags
 from ..pipeline.outcome import EXIT_BUDGET, decide_error
+from ..scoring.consistency import check_samples
 from ..secrets import redact
 from ..warehouse.engine import MissingDriverError, UnknownDialectError, check_dialect
 from ..warehouse.source import PartitionKeyError, parse_partition_key

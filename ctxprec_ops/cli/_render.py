@@ -10,8 +10,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ..estimate import Estimate
 from ..pipeline import ChunkResult, RunSummary
+from ..pipeline.estimate import Estimate
 
 __all__ = ["runs_table", "run_table", "chunk_table", "estimate_table", "fmt_cost", "fmt_num", "stdout_console"]
 

@@ -11,8 +11,8 @@ from rich.table import Table
 from ..calibration import read_labels
 from ..calibration.run import CalibrationResult, calibrate, compare
 from ..calibration.table import FIGURES
-from ..consistency import check_samples
 from ..pipeline.columns import SourceColumns, merge_columns
+from ..scoring.consistency import check_samples
 from ._args import (
     RAW,
     UsageError,

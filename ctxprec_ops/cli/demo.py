@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..demo import DEFAULT_DEMO_URL, DEFAULT_REPORT, METRICS, check_demo_warehouse, check_report_path, run_demo
+from ..demo.job import DEFAULT_DEMO_URL, DEFAULT_REPORT, METRICS, check_demo_warehouse, check_report_path, run_demo
 from ._args import RAW, UsageError, check_judge, guarded
 from ._common import EXIT_OK
 from ._render import runs_table, stdout_console

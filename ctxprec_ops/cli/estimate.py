@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..estimate import estimate_partition
+from ..pipeline.estimate import estimate_partition
 from ._args import RAW, add_source, add_warehouse, check_partition, config_from_args, guarded
 from ._common import EXIT_OK, err_console
 from ._render import estimate_table, stdout_console
@@ -19,7 +19,7 @@ Reads the partition in keyset chunks like `score`, skips rows already scored for
 and prompt version, and nodes already in the judgment cache (ctxprec_judgments). Prompt tokens
 are the real prompts counted with the model's BPE encoding (cl100k/o200k, bundled by the
 'tokens' extra; else characters / 4, and the output says which), completion tokens 40 per node; prices
-from ctxprec_ops.pricing (override with CTXPREC_PRICES='{"model": [in_usd_per_1M, out_usd_per_1M]}').
+from ctxprec_ops.judge.pricing (override with CTXPREC_PRICES='{"model": [in_usd_per_1M, out_usd_per_1M]}').
 No judge is called and nothing is written; no API key is needed.
 """
 

@@ -22,7 +22,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from ..judge_events import JudgeRetry, add_retry_listener
+from ..judge.events import JudgeRetry, add_retry_listener
 from ..pipeline import ProgressCallback, ProgressEvent
 
 __all__ = ["ProgressDisplay", "retry_line"]

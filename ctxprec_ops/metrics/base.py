@@ -7,14 +7,14 @@ import time
 from typing import Any
 
 from .._async import run_sync
-from ..consistency import check_samples, sampled_version
+from ..cases.results import MetricResult
 from ..errors import CtxPrecError, InvalidTestCaseError, JudgeConfigurationError
-from ..judges import JudgeModel, resolve_judge
-from ..judging import JudgeRun
-from ..limiter import AdaptiveLimiter
-from ..results import MetricResult
+from ..judge.calls import JudgeRun
+from ..judge.limiter import AdaptiveLimiter
+from ..judge.models import JudgeModel, resolve_judge
+from ..scoring.consistency import check_samples, sampled_version
+from ..scoring.template import prompt_version as _prompt_version
 from ..secrets import redact
-from ..template import prompt_version as _prompt_version
 
 __all__ = ["BaseRetrievalMetric", "record_usage"]
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Any
 
-from ..cache import judgment_keys
+from ..cases.results import MetricResult
+from ..cases.test_case import LLMTestCase, _CaseModel, as_llm_test_case
 from ..errors import InvalidTestCaseError
-from ..judging import JudgeRun, Usage, judge_nodes
-from ..results import MetricResult
-from ..scoring import apply_strict, contextual_precision
-from ..template import ContextualPrecisionTemplate
-from ..test_case import LLMTestCase, _CaseModel, as_llm_test_case
+from ..judge.cache import judgment_keys
+from ..judge.calls import JudgeRun, Usage
+from ..judge.nodes import judge_nodes
+from ..scoring.formula import apply_strict, contextual_precision
+from ..scoring.template import ContextualPrecisionTemplate
 from .base import BaseRetrievalMetric, record_usage
 from .reasons import compose_reason, verbose_logs
 

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from ..cases.results import MetricResult
 from ..errors import InvalidTestCaseError
 from ..json_text import JSONText, plain_ids, plain_verdicts_template, verdicts_json
-from ..judging import JudgeRun
-from ..ranking import RankingFigures, ranking_figures
-from ..results import MetricResult
-from ..scoring import apply_strict
-from ..verdicts import NodeVerdict
+from ..judge.calls import JudgeRun
+from ..scoring.formula import apply_strict
+from ..scoring.ranking import RankingFigures, ranking_figures
+from ..scoring.verdicts import NodeVerdict
 from .base import BaseRetrievalMetric
 
 __all__ = [

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 from operator import attrgetter
 
-from ..consistency import agreement_of
-from ..scoring import precision_steps
-from ..verdicts import NodeVerdict
+from ..scoring.consistency import agreement_of
+from ..scoring.formula import precision_steps
+from ..scoring.verdicts import NodeVerdict
 
 
 def _short(text: str, limit: int = 90) -> str:

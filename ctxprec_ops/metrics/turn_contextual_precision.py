@@ -13,18 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..cache import judgment_keys
-from ..errors import InvalidTestCaseError, NotScorableError
-from ..judging import JudgeRun, Usage, gather_settled, judge_nodes
-from ..results import MetricResult, WindowResult
-from ..scoring import apply_strict, contextual_precision
-from ..template import TurnContextualPrecisionTemplate
-from ..test_case import (
+from ..cases.results import MetricResult, WindowResult
+from ..cases.test_case import (
     ConversationalTestCase,
     Turn,
     _CaseModel,
     as_conversational_test_case,
 )
+from ..errors import InvalidTestCaseError, NotScorableError
+from ..judge.cache import judgment_keys
+from ..judge.calls import JudgeRun, Usage, gather_settled
+from ..judge.nodes import judge_nodes
+from ..scoring.formula import apply_strict, contextual_precision
+from ..scoring.template import TurnContextualPrecisionTemplate
 from .base import BaseRetrievalMetric, record_usage
 from .reasons import _short, agreement_note, flip_line
 

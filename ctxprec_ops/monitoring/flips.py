@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ..consistency import samples_of
+from ..scoring.consistency import samples_of
 from ..warehouse.schema import existing_output_tables
 from .history import Population, _json_list, _population_filter
 

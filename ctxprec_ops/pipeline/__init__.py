@@ -18,7 +18,6 @@ Each step can run on its own (Airflow maps ``score_chunk`` over the planned chun
 Re-running a partition is idempotent and only judges what is missing.
 """
 
-from .chunk import score_chunk
 from .columns import ColumnSet, ConversationColumns, SourceColumns
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
@@ -36,6 +35,7 @@ from .records import (
     RunSummary,
 )
 from .run import score_partition
+from .stream import score_chunk
 
 #: kept for callers of the 0.1 API: a metric name is any key of ``METRIC_KINDS``
 MetricName = str

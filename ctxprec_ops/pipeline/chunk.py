@@ -1,5 +1,5 @@
 """One chunk's stages: intake (rows -> cases or failures, judgment cache preloaded), collect
-(judged cases -> score and failure rows) and the write (one transaction); ``score_chunk``.
+(judged cases -> score and failure rows) and the write (one transaction).
 
 The judging between intake and collect is ``stream``'s: it keeps one judging queue across chunks
 and holds each chunk's claim (``chunk_claim_name``) from before its read until its write committed.
@@ -12,21 +12,18 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from ..budget import Budget
-from ..cache import DictVerdictCache
-from ..consistency import agreement_of, verdicts_json_text
-from ..results import MetricResult
+from ..cases.results import MetricResult
+from ..judge.cache import DictVerdictCache
+from ..scoring.consistency import agreement_of, verdicts_json_text
 from ..warehouse.engine import write_transaction
 from ..warehouse.label_figures import figure_row, write_figures
-from ..warehouse.source import parse_partition_key
 from ..warehouse.store import ScoringKey, analyze_if_grown, delete_failures, write_chunk
 from ..warehouse.upsert import ColumnRows
-from .config import PipelineConfig
-from .context import PipelineContext, prepare
+from .context import PipelineContext
 from .intake import _failure, _Intake, _now
-from .records import INPUT_PROBLEMS, Chunk, ChunkResult, ProgressCallback
+from .records import INPUT_PROBLEMS, Chunk, ChunkResult
 
-__all__ = ["score_chunk", "score_chunk_if_free", "chunk_claim_name", "finish_chunk"]
+__all__ = ["chunk_claim_name", "finish_chunk"]
 
 
 def _number(value: float | None, what: str) -> float:
@@ -197,31 +194,6 @@ def finish_chunk(
     return result
 
 
-def score_chunk(
-    config: PipelineConfig,
-    chunk: Chunk | dict[str, Any],
-    *,
-    run_id: str,
-    progress: ProgressCallback | None = None,
-    budget: Budget | None = None,
-    context: PipelineContext | None = None,
-) -> ChunkResult:
-    """Score one chunk and write its outcome in one transaction.
-
-    Rows already scored for this (metric, judge model, prompt version) are not judged again
-    (they count as ``rows_scored`` and ``rows_cached``). Bad rows become ``invalid_input``
-    failures; errored cases become failures with the core's ``error_type``. A failure record of
-    a row that is now scored is deleted. ``budget`` defaults to ``config.max_cost`` minus what
-    ``run_id`` has already spent. On PostgreSQL the chunk is claimed first: a process scoring the
-    same chunk at the same time is waited for, and its rows are then skipped, not paid twice.
-    """
-    result = score_chunk_if_free(
-        config, chunk, run_id=run_id, progress=progress, budget=budget, context=context, wait=True
-    )
-    assert result is not None
-    return result
-
-
 def chunk_claim_name(ctx: PipelineContext, chunk: Chunk) -> str:
     """What a chunk claim is about: the source table, the scoring key, the partition and bounds."""
     key = ctx.key
@@ -237,25 +209,3 @@ def chunk_claim_name(ctx: PipelineContext, chunk: Chunk) -> str:
             repr(chunk.upto_id),
         ]
     )
-
-
-def score_chunk_if_free(
-    config: PipelineConfig,
-    chunk: Chunk | dict[str, Any],
-    *,
-    run_id: str,
-    progress: ProgressCallback | None = None,
-    budget: Budget | None = None,
-    context: PipelineContext | None = None,
-    wait: bool = False,
-) -> ChunkResult | None:
-    """``score_chunk``, or ``None`` without doing anything when another process holds the
-    chunk's claim (``wait=False``). The chunk is a one-chunk stream (``stream.score_chunks``)."""
-    from .stream import score_chunks
-
-    if isinstance(chunk, dict):
-        chunk = Chunk.from_dict(chunk)
-    parse_partition_key(chunk.partition_key)
-    ctx = context or prepare(config)
-    results = score_chunks(ctx, [chunk], run_id=run_id, budget=budget, progress=progress, wait_taken=wait)
-    return results[0] if results else None

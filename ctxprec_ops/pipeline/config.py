@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Engine
 
 from ..config import DEFAULT_WAREHOUSE_URL, Settings
-from ..consistency import check_samples
-from ..judges.names import validate_judge_name
+from ..judge.models.names import validate_judge_name
+from ..scoring.consistency import check_samples
 from ..secrets import register_secret
 from ..warehouse.identifiers import split_table_name, validate_identifier
 from .columns import ColumnSet, merge_columns
@@ -18,7 +18,7 @@ from .kinds import DEFAULT_METRIC, MetricKind, metric_kind
 from .sampling import DEFAULT_SAMPLE_SEED, Sample
 
 if TYPE_CHECKING:
-    from ..judges.base import JudgeModel
+    from ..judge.models.base import JudgeModel
 
 __all__ = ["PipelineConfig"]
 

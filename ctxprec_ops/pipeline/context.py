@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
 
-from ..breaker import CircuitBreaker
 from ..errors import JudgeConfigurationError
-from ..judges.base import JudgeModel
-from ..judging import JudgeGuards, trip_after_for
-from ..limiter import RequestQuota
+from ..judge.breaker import CircuitBreaker
+from ..judge.calls import JudgeGuards, trip_after_for
+from ..judge.limiter import RequestQuota
+from ..judge.models.base import JudgeModel
 from ..metrics.base import BaseRetrievalMetric
 from ..warehouse.engine import get_engine
 from ..warehouse.identifiers import split_table_name
@@ -87,7 +87,7 @@ def source_table_name(table: str, schema: str | None) -> str:
 def prepare(config: PipelineConfig) -> PipelineContext:
     """Resolve the config: engine, output tables (created if missing), source table (reflected
     and checked against the metric's column set), judge and metric."""
-    from ..judges import make_judge
+    from ..judge.models import make_judge
 
     engine = get_engine(config.warehouse)
     tables = ensure_output_tables(engine, config.output_schema, legacy_sources=legacy_sources(config))

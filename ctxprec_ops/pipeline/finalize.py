@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import one_line
-from ..run_figures import run_figures
 from ..secrets import redact
 from ..warehouse.engine import read_connection, write_transaction
 from ..warehouse.source import count_null_ids, count_unpartitioned, iter_partition_ids, parse_partition_key
@@ -17,6 +16,7 @@ from ..warehouse.upsert import upsert
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .records import ChunkResult, RunStatus, RunSummary, run_status
+from .run_figures import run_figures
 from .sampling import CutoffPlanner
 
 __all__ = ["finalize_run", "write_run", "run_row", "record_abort"]

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from itertools import compress
 from typing import Any
 
-from ..budget import Budget
-from ..cache import DictVerdictCache, remembered_keys
 from ..errors import InvalidTestCaseError
+from ..judge.budget import Budget
+from ..judge.cache import DictVerdictCache, remembered_keys
 from ..secrets import redact
 from ..warehouse.engine import read_connection
 from ..warehouse.rows import case_or_failure

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import JudgeConfigurationError
 from ..metrics.contextual_precision import ContextualPrecisionMetric
@@ -22,11 +22,21 @@ from ..warehouse.rows import row_to_conversation, row_to_test_case
 from .columns import ColumnSet, ConversationColumns, LabelColumns, SourceColumns
 
 if TYPE_CHECKING:
-    from ..judges.base import JudgeModel
+    from ..judge.models.base import JudgeModel
     from ..metrics.base import BaseRetrievalMetric
-    from .config import PipelineConfig
 
-__all__ = ["MetricKind", "METRIC_KINDS", "METRIC_NAMES", "DEFAULT_METRIC", "metric_kind"]
+__all__ = ["MetricKind", "MetricSettings", "METRIC_KINDS", "METRIC_NAMES", "DEFAULT_METRIC", "metric_kind"]
+
+
+class MetricSettings(Protocol):
+    """What building a metric reads from a run's configuration (``MetricSettings`` has it all)."""
+
+    threshold: float
+    strict_mode: bool
+    max_nodes_per_call: int
+    max_retries: int
+    window_size: int
+    judge_samples: int
 
 
 @dataclass(frozen=True)
@@ -48,7 +58,7 @@ class MetricKind:
     #: the logical column the judge compares against (the report shows it)
     expected_column: str
     query_column: str
-    build: Callable[[PipelineConfig, JudgeModel | None], BaseRetrievalMetric]
+    build: Callable[[MetricSettings, JudgeModel | None], BaseRetrievalMetric]
     #: the description of the scores asset and of the metric in reports
     description: str
     #: ``ctxprec demo``: appended to the report file's stem ("" = the main report)
@@ -69,7 +79,7 @@ class MetricKind:
         return f"CTXPREC_{self.table_setting.upper()}"
 
 
-def _common(config: PipelineConfig, judge: JudgeModel | None) -> dict[str, Any]:
+def _common(config: MetricSettings, judge: JudgeModel | None) -> dict[str, Any]:
     if judge is None:  # prepare() builds a judge for every kind that needs one
         raise JudgeConfigurationError("this metric needs a judge, and none was configured")
     return dict(
@@ -82,15 +92,15 @@ def _common(config: PipelineConfig, judge: JudgeModel | None) -> dict[str, Any]:
     )
 
 
-def _single(config: PipelineConfig, judge: JudgeModel | None) -> BaseRetrievalMetric:
+def _single(config: MetricSettings, judge: JudgeModel | None) -> BaseRetrievalMetric:
     return ContextualPrecisionMetric(**_common(config, judge))
 
 
-def _turns(config: PipelineConfig, judge: JudgeModel | None) -> BaseRetrievalMetric:
+def _turns(config: MetricSettings, judge: JudgeModel | None) -> BaseRetrievalMetric:
     return TurnContextualPrecisionMetric(window_size=config.window_size, **_common(config, judge))
 
 
-def _labels(config: PipelineConfig, judge: JudgeModel | None) -> BaseRetrievalMetric:
+def _labels(config: MetricSettings, judge: JudgeModel | None) -> BaseRetrievalMetric:
     return LabelContextualPrecisionMetric(threshold=config.threshold, strict_mode=config.strict_mode)
 
 

@@ -6,7 +6,7 @@ import logging
 import uuid
 from datetime import UTC, datetime
 
-from ..budget import Budget
+from ..judge.budget import Budget
 from ..warehouse.engine import display_url
 from ..warehouse.source import parse_partition_key
 from .config import PipelineConfig

@@ -39,20 +39,22 @@ from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
 from .._async import run_sync
 from .._gc import quiet_gc
-from ..budget import Budget
-from ..cache import DictVerdictCache, remembered_keys
-from ..judging import JudgeRun, answers_inline_in, use_guards
-from ..limiter import AdaptiveLimiter
-from ..results import MetricResult
-from ..verdicts import NodeVerdict
+from ..cases.results import MetricResult
+from ..judge.budget import Budget
+from ..judge.cache import DictVerdictCache, remembered_keys
+from ..judge.calls import JudgeRun, answers_inline_in, use_guards
+from ..judge.limiter import AdaptiveLimiter
+from ..scoring.verdicts import NodeVerdict
 from ..warehouse.claims import chunk_claim
+from ..warehouse.source import parse_partition_key
 from .chunk import chunk_claim_name, finish_chunk
-from .context import PipelineContext
+from .config import PipelineConfig
+from .context import PipelineContext, prepare
 from .intake import _Intake, read_intake, remaining_budget
 from .records import Chunk, ChunkResult, ProgressCallback
 from .stream_progress import Progress, breaker_progress
 
-__all__ = ["score_chunks", "OPEN_CHUNKS"]
+__all__ = ["score_chunks", "score_chunk", "score_chunk_if_free", "OPEN_CHUNKS"]
 
 #: chunks claimed and not yet written (one being written, one draining, one judged, one read ahead)
 OPEN_CHUNKS = 4
@@ -294,3 +296,48 @@ def score_chunks(
     with quiet_gc(), use_guards(ctx.guards), breaker_progress(ctx.guards.breaker, progress, tracker.pk):
         # quiet_gc: ~20-30 % of a fast judge's CPU per row otherwise (bench/README.md)
         return run_sync(lambda: _stream(ctx, chunks, run_id, budget, tracker, wait_taken))
+
+
+def score_chunk(
+    config: PipelineConfig,
+    chunk: Chunk | dict[str, Any],
+    *,
+    run_id: str,
+    progress: ProgressCallback | None = None,
+    budget: Budget | None = None,
+    context: PipelineContext | None = None,
+) -> ChunkResult:
+    """Score one chunk and write its outcome in one transaction.
+
+    Rows already scored for this (metric, judge model, prompt version) are not judged again
+    (they count as ``rows_scored`` and ``rows_cached``). Bad rows become ``invalid_input``
+    failures; errored cases become failures with the core's ``error_type``. A failure record of
+    a row that is now scored is deleted. ``budget`` defaults to ``config.max_cost`` minus what
+    ``run_id`` has already spent. On PostgreSQL the chunk is claimed first: a process scoring the
+    same chunk at the same time is waited for, and its rows are then skipped, not paid twice.
+    """
+    result = score_chunk_if_free(
+        config, chunk, run_id=run_id, progress=progress, budget=budget, context=context, wait=True
+    )
+    assert result is not None
+    return result
+
+
+def score_chunk_if_free(
+    config: PipelineConfig,
+    chunk: Chunk | dict[str, Any],
+    *,
+    run_id: str,
+    progress: ProgressCallback | None = None,
+    budget: Budget | None = None,
+    context: PipelineContext | None = None,
+    wait: bool = False,
+) -> ChunkResult | None:
+    """``score_chunk``, or ``None`` without doing anything when another process holds the
+    chunk's claim (``wait=False``). The chunk is a one-chunk stream (``stream.score_chunks``)."""
+    if isinstance(chunk, dict):
+        chunk = Chunk.from_dict(chunk)
+    parse_partition_key(chunk.partition_key)
+    ctx = context or prepare(config)
+    results = score_chunks(ctx, [chunk], run_id=run_id, budget=budget, progress=progress, wait_taken=wait)
+    return results[0] if results else None

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..breaker import BreakerEvent, CircuitBreaker
+from ..judge.breaker import BreakerEvent, CircuitBreaker
 from .records import ProgressCallback, ProgressEvent
 
 __all__ = ["Progress", "breaker_progress"]

@@ -29,17 +29,24 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.schema import CreateColumn
 from sqlalchemy.types import _Binary
 
-from ..cache import KEY_BYTES, KEY_HEAD_BYTES
+from ..judge.cache import KEY_BYTES, KEY_HEAD_BYTES
 
 __all__ = ["default_legacy_sources", "add_missing_columns", "add_source_table_key", "binary_judgment_keys"]
 
 
-def default_legacy_sources() -> dict[str, str]:
-    """metric -> its kind's default input table (the registry; imported late: the pipeline
-    package imports this one)."""
-    from ..pipeline.kinds import METRIC_KINDS
+#: metric -> the input table its rows came from before ``source_table`` was part of the key: the
+#: default tables of the metrics that existed then (a frozen fact about old tables, not the live
+#: registry; a run also passes its own configured tables)
+LEGACY_SOURCES = {
+    "contextual_precision": "retrieval_logs",
+    "turn_contextual_precision": "conversation_logs",
+    "label_contextual_precision": "retrieval_logs",
+}
 
-    return {name: kind.default_table for name, kind in METRIC_KINDS.items()}
+
+def default_legacy_sources() -> dict[str, str]:
+    """metric -> the input table a score row written before ``source_table`` existed came from."""
+    return dict(LEGACY_SOURCES)
 
 
 SOURCE_TABLE = "source_table"

@@ -21,8 +21,8 @@ import json
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
+from ..cases.test_case import ConversationalTestCase, LLMTestCase, Turn
 from ..errors import InvalidTestCaseError
-from ..test_case import ConversationalTestCase, LLMTestCase, Turn
 
 __all__ = ["MAX_TEXT_CHARS", "MAX_NODES", "MAX_TURNS", "row_to_test_case", "row_to_conversation", "case_or_failure"]
 

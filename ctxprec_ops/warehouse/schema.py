@@ -49,8 +49,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.types import VARBINARY
 
-from ..cache import KEY_BYTES
 from ..errors import CtxPrecError
+from ..judge.cache import KEY_BYTES
 from .engine import write_transaction
 from .identifiers import validate_identifier
 from .migrate import add_missing_columns, add_source_table_key, binary_judgment_keys, default_legacy_sources

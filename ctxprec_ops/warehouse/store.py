@@ -16,9 +16,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
 
-from ..cache import key_head, key_range
-from ..consistency import node_verdict
-from ..verdicts import NodeVerdict
+from ..judge.cache import key_head, key_range
+from ..scoring.consistency import node_verdict
+from ..scoring.verdicts import NodeVerdict
 from .engine import stream_batches
 from .schema import OutputTables
 from .upsert import ColumnRows, insert_ignore, upsert

@@ -14,7 +14,7 @@ DAY = "2026-11-28"
 
 
 def expected_score(relevance: list[bool]) -> float:
-    """Contextual precision, written out independently of ``ctxprec_ops.scoring``."""
+    """Contextual precision, written out independently of ``ctxprec_ops.scoring.formula``."""
     hits, total = 0, 0.0
     for k, rel in enumerate(relevance, start=1):
         if rel:

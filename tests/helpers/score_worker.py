@@ -31,7 +31,7 @@ def main() -> int:
         chunk_size=chunk_size,
         concurrency=8,
     )
-    from ctxprec_ops.judges.openai_judge import OpenAIJudge  # noqa: F401  (imported before the start)
+    from ctxprec_ops.judge.models.openai_judge import OpenAIJudge  # noqa: F401  (imported before the start)
 
     open(f"{go_file}.{os.getpid()}.ready", "w").close()
     deadline = time.monotonic() + 60

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import JudgeConfigurationError
+from ...errors import JudgeConfigurationError
 
 __all__ = ["MAX_JUDGE_NAME_CHARS", "validate_judge_name"]
 

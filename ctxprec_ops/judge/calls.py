@@ -1,18 +1,13 @@
-"""Judge a ranked node list: one call per group of ``max_nodes_per_call`` nodes, retried on
-transient faults under the shared limiter and budget, validated by node id, repaired when the
-answer does not cover the nodes exactly once (re-ask once, then split the group in halves).
-
-With ``samples`` > 1 (self-consistency, ``consistency.py``) a group is asked for that many sampled
-answers — in one request where the judge returns several choices (``n``), else one request per
-answer — each unusable answer is replaced by a repaired one, and the majority verdict per node
-is kept with its agreement.
-"""
+"""One judge call, sent until answered: under the shared concurrency limiter, request quota,
+circuit breaker and budget, retried on transient faults with backoff (``call_judge``). Also the
+state one run shares between its calls (``JudgeRun``, ``JudgeGuards``) and what a case's calls
+cost (``Usage``). What is asked in those calls — node groups, repairs, samples — is ``nodes``."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -21,26 +16,24 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..errors import JudgeConfigurationError, JudgeUnavailableError
+from ..scoring.verdicts import JudgeAnswer
+from ..secrets import redact
 from .breaker import CircuitBreaker
 from .budget import Budget
-from .cache import VerdictCache, judgment_keys
-from .consistency import agreement_of, majority, node_verdict
-from .errors import JudgeAnswerError, JudgeConfigurationError, JudgeUnavailableError
-from .judge_events import JudgeRetry, notify_retry, retry_reason
-from .judges.base import ChoicesUnsupportedError, Generation, JudgeModel
+from .cache import VerdictCache
+from .events import JudgeRetry, notify_retry, retry_reason
 from .limiter import AdaptiveLimiter, RequestQuota
+from .models.base import Generation, JudgeModel
 from .pricing import price_of
 from .retry import backoff_seconds, is_rate_limit, is_transient, retry_after_seconds
-from .secrets import redact
-from .template import answer_format
-from .verdicts import AnswerProblem, JudgeAnswer, NodeVerdict
 
 log = logging.getLogger("ctxprec_ops.judging")
 
 __all__ = [
     "JudgeRun",
     "Usage",
-    "judge_nodes",
+    "call_judge",
     "gather_settled",
     "JudgeGuards",
     "use_guards",
@@ -287,7 +280,7 @@ async def _send(
         return gen
 
 
-async def _call(
+async def call_judge(
     judge: JudgeModel,
     prompt: str,
     n_nodes: int,
@@ -318,177 +311,3 @@ async def _call(
     if choices is not None:
         return gen.outputs if gen.outputs is not None else [gen.output]
     return gen.output
-
-
-async def _judge_group(
-    judge: JudgeModel,
-    template: type,
-    input: str,
-    expected: str,
-    group: Sequence[tuple[int, str]],
-    run: JudgeRun,
-    usage: Usage,
-    samples: int = 1,
-    sampled: bool = False,
-) -> dict[int, NodeVerdict]:
-    """The group's verdicts: one answer (``sampled``: one sampled answer, at the sampling
-    temperature), or with ``samples`` > 1 the majority of that many sampled answers."""
-    ids = list(map(_rank, group))
-    fmt = answer_format(template)  # by node id (ctxprec templates) or in node order (deepeval-style)
-    prompt = fmt.prompt(input, expected, list(map(_text, group)), ids)
-    if samples > 1:
-        return await _majority_of(judge, template, input, expected, group, run, usage, samples, prompt)
-    choices = 1 if sampled else None
-    raw = await _call(judge, prompt, len(group), run, usage, fmt.schema, choices)
-    try:
-        return fmt.verdicts(raw[0] if sampled else raw, ids)
-    except AnswerProblem as problem:
-        first_problem = str(problem)
-    return await _repair(judge, template, input, expected, group, run, usage, prompt, first_problem, sampled)
-
-
-async def _repair(
-    judge: JudgeModel,
-    template: type,
-    input: str,
-    expected: str,
-    group: Sequence[tuple[int, str]],
-    run: JudgeRun,
-    usage: Usage,
-    prompt: str,
-    problem: str,
-    sampled: bool,
-) -> dict[int, NodeVerdict]:
-    """An unusable answer: re-ask once with the problem, then judge the group's halves apart."""
-    ids = [k for k, _ in group]
-    fmt = answer_format(template)
-    usage.repairs += 1
-    run.stats["repairs"] += 1
-    repair = fmt.repair(prompt, problem, ids)
-    raw = await _call(judge, repair, len(group), run, usage, fmt.schema, 1 if sampled else None)
-    try:
-        return fmt.verdicts(raw[0] if sampled else raw, ids)
-    except AnswerProblem as again:
-        second_problem = str(again)
-    if len(group) == 1:
-        raise JudgeAnswerError(
-            f"the judge's answer for node {ids[0]} was unusable even after re-asking: {second_problem}"
-        )
-    mid = len(group) // 2
-    left, right = await gather_settled(
-        _judge_group(judge, template, input, expected, group[:mid], run, usage, sampled=sampled),
-        _judge_group(judge, template, input, expected, group[mid:], run, usage, sampled=sampled),
-    )
-    return {**left, **right}
-
-
-async def _sampled_answers(
-    judge: JudgeModel, prompt: str, n_nodes: int, run: JudgeRun, usage: Usage, schema: type[BaseModel], samples: int
-) -> list[Any]:
-    """``samples`` raw sampled answers: in one request where the judge returns several choices,
-    topped up (or, for a judge without ``n``, all asked) one request per answer, concurrently."""
-    answers: list[Any] = []
-    per_request = max(1, int(getattr(judge, "choices_per_request", 1) or 1))
-    if per_request > 1:
-        try:
-            answers = list(await _call(judge, prompt, n_nodes, run, usage, schema, min(samples, per_request)))
-        except ChoicesUnsupportedError:  # the judge now asks one answer per request
-            answers = []
-    missing = samples - len(answers)
-    if missing > 0:
-        more = await gather_settled(*(_call(judge, prompt, n_nodes, run, usage, schema, 1) for _ in range(missing)))
-        answers += [a[0] for a in more if a]
-    return answers[:samples]
-
-
-async def _majority_of(
-    judge: JudgeModel,
-    template: type,
-    input: str,
-    expected: str,
-    group: Sequence[tuple[int, str]],
-    run: JudgeRun,
-    usage: Usage,
-    samples: int,
-    prompt: str,
-) -> dict[int, NodeVerdict]:
-    """The majority verdict per node of ``samples`` sampled answers; each unusable answer is
-    repaired on its own (re-asked with its problem, then split), so every vote counts."""
-    ids = [k for k, _ in group]
-    fmt = answer_format(template)
-    answers: list[dict[int, NodeVerdict]] = []
-    problems: list[str] = []
-    for raw in await _sampled_answers(judge, prompt, len(group), run, usage, fmt.schema, samples):
-        try:
-            answers.append(fmt.verdicts(raw, ids))
-        except AnswerProblem as problem:
-            problems.append(str(problem))
-    problems += ["the judge returned no answer"] * (samples - len(answers) - len(problems))
-    if problems:
-        answers += await gather_settled(
-            *(_repair(judge, template, input, expected, group, run, usage, prompt, p, True) for p in problems)
-        )
-    return majority(answers, ids)
-
-
-async def judge_nodes(
-    judge: JudgeModel,
-    template: type,
-    prompt_version: str,
-    input: str,
-    expected: str,
-    nodes: Sequence[str],
-    run: JudgeRun,
-    *,
-    max_nodes_per_call: int = 20,
-    usage: Usage | None = None,
-    samples: int = 1,
-) -> tuple[list[NodeVerdict], Usage]:
-    """Verdicts for ``nodes`` (rank 1 first), in rank order, and what they cost.
-
-    Spend is added to ``usage`` when given, so the caller still knows what was paid for when
-    judging fails part-way (e.g. a repair call exhausted its retries). ``samples`` > 1: each
-    verdict is the majority of that many sampled answers (a ``SampledVerdict`` with its
-    agreement); a deterministic judge (``JudgeModel.deterministic``) is asked once. The caller's
-    ``prompt_version`` must tell sampled configurations apart (``consistency.sampled_version``):
-    it keys the cache.
-    """
-    usage = usage if usage is not None else Usage()
-    if samples > 1 and judge.deterministic:
-        samples = 1  # it would give the same answer every time
-    model = judge.get_model_name()
-    verdicts: dict[int, NodeVerdict] = {}
-    todo: list[tuple[int, str]] = []
-    keys: dict[int, bytes] = {}
-    cache = run.cache
-    all_keys = judgment_keys(model, prompt_version, input, expected, nodes) if cache is not None else None
-    for rank, text in enumerate(nodes, start=1):
-        if cache is not None and all_keys is not None:
-            key = all_keys[rank - 1]
-            keys[rank] = key
-            hit = cache.get(key)
-            if hit is not None:
-                verdicts[rank] = node_verdict(rank, hit.relevant, hit.reason, agreement_of(hit))
-                usage.cached_nodes += 1
-                continue
-        todo.append((rank, text))
-
-    if todo:
-        fast = getattr(judge, "judge_nodes", None)
-        if callable(fast):  # offline judges answer directly, nothing to repair or retry
-            fresh = fast(input, expected, todo)
-        else:
-            if len(todo) <= max_nodes_per_call:  # the common case: one call, no task to schedule
-                fresh = await _judge_group(judge, template, input, expected, todo, run, usage, samples)
-            else:
-                groups = [todo[i : i + max_nodes_per_call] for i in range(0, len(todo), max_nodes_per_call)]
-                parts = await gather_settled(
-                    *(_judge_group(judge, template, input, expected, g, run, usage, samples) for g in groups)
-                )
-                fresh = {k: v for part in parts for k, v in part.items()}
-        for rank, _ in todo:
-            v = fresh[rank]
-            verdicts[rank] = v
-            if run.cache is not None:
-                run.cache.put(keys[rank], v)
-    return list(map(verdicts.__getitem__, range(1, len(nodes) + 1))), usage

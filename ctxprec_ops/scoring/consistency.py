@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import Field
 
-from .json_text import JSONText, verdict_item_json
+from ..json_text import JSONText, verdict_item_json
 from .verdicts import NodeVerdict
 
 __all__ = [

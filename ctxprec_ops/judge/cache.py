@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
 
-from .verdicts import NodeVerdict
+from ..scoring.verdicts import NodeVerdict
 
 __all__ = [
     "judgment_key",

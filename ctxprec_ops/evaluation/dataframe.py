@@ -12,13 +12,13 @@ from typing import Any
 
 import pandas as pd
 
-from .errors import CtxPrecError
+from ..cases.results import MetricResult
+from ..cases.test_case import LLMTestCase
+from ..errors import CtxPrecError
+from ..judge.models import JudgeModel
+from ..metrics.contextual_precision import ContextualPrecisionMetric
+from ..secrets import redact
 from .evaluate import evaluate
-from .judges import JudgeModel
-from .metrics.contextual_precision import ContextualPrecisionMetric
-from .results import MetricResult
-from .secrets import redact
-from .test_case import LLMTestCase
 
 __all__ = ["score_dataframe", "DEFAULT_COLUMNS", "RESULT_COLUMNS"]
 

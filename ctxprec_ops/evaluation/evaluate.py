@@ -10,14 +10,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ._async import run_sync
-from .budget import Budget
-from .cache import VerdictCache
-from .errors import InvalidTestCaseError
-from .judging import JudgeRun, active_guards
-from .limiter import AdaptiveLimiter
-from .metrics.base import BaseRetrievalMetric
-from .results import EvaluationResult, MetricResult
+from .._async import run_sync
+from ..cases.results import EvaluationResult, MetricResult
+from ..errors import InvalidTestCaseError
+from ..judge.budget import Budget
+from ..judge.cache import VerdictCache
+from ..judge.calls import JudgeRun, active_guards
+from ..judge.limiter import AdaptiveLimiter
+from ..metrics.base import BaseRetrievalMetric
 
 __all__ = ["a_evaluate", "assert_test", "evaluate"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from .errors import BudgetExhaustedError
+from ..errors import BudgetExhaustedError
 
 __all__ = ["Budget"]
 

@@ -25,19 +25,19 @@ from typing import Any
 
 from sqlalchemy import inspect
 
-from .cache import judgment_keys
-from .errors import CtxPrecError
-from .judges import JudgeModel, make_judge
-from .judging import EST_COMPLETION_TOKENS_PER_NODE
-from .pipeline import PipelineConfig
-from .pipeline.plan import iter_chunk_rows
-from .pricing import BATCH_DISCOUNT, batch_price_of, price_of
-from .template import answer_format
-from .tokens import token_counter
-from .warehouse.engine import get_engine, read_connection
-from .warehouse.schema import JUDGMENTS, SCORES, output_tables
-from .warehouse.source import parse_partition_key, reflect_source
-from .warehouse.store import ScoringKey, load_judgments, scored_ids
+from ..errors import CtxPrecError
+from ..judge.cache import judgment_keys
+from ..judge.calls import EST_COMPLETION_TOKENS_PER_NODE
+from ..judge.models import JudgeModel, make_judge
+from ..judge.pricing import BATCH_DISCOUNT, batch_price_of, price_of
+from ..judge.tokens import token_counter
+from ..scoring.template import answer_format
+from ..warehouse.engine import get_engine, read_connection
+from ..warehouse.schema import JUDGMENTS, SCORES, output_tables
+from ..warehouse.source import parse_partition_key, reflect_source
+from ..warehouse.store import ScoringKey, load_judgments, scored_ids
+from . import PipelineConfig
+from .plan import iter_chunk_rows
 
 __all__ = [
     "Estimate",

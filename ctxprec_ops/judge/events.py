@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .secrets import redact
+from ..secrets import redact
 
 __all__ = ["JudgeRetry", "add_retry_listener", "notify_retry", "retry_reason"]
 

@@ -29,9 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from .errors import JudgeUnavailableError
+from ..errors import JudgeUnavailableError
+from ..secrets import redact
 from .retry import is_rate_limit
-from .secrets import redact
 
 __all__ = [
     "CircuitBreaker",

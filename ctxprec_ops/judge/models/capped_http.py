@@ -16,7 +16,7 @@ from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
-from ..errors import JudgeAnswerError
+from ...errors import JudgeAnswerError
 
 __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "JudgeResponseTooLargeError", "capped_async_client"]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..verdicts import NodeVerdict
+from ...scoring.verdicts import NodeVerdict
 from .base import JudgeModel
 
 __all__ = ["LexicalJudge"]

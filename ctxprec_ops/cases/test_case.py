@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import InvalidTestCaseError
+from ..errors import InvalidTestCaseError
 
 __all__ = [
     "ConversationalTestCase",

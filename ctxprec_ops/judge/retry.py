@@ -6,7 +6,7 @@ import random
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from .config import Settings
+from ..config import Settings
 
 __all__ = [
     "TransientJudgeError",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..config import default_judge_name
-from ..errors import JudgeConfigurationError
+from ...config import default_judge_name
+from ...errors import JudgeConfigurationError
 from .base import CustomModelJudge, DeepEvalBaseLLM, Generation, JudgeModel
 from .lexical import LexicalJudge
 from .openai_judge import OpenAIJudge

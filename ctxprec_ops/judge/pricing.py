@@ -6,7 +6,7 @@ variable ``CTXPREC_PRICES`` (JSON: ``{"my-model": [0.5, 1.5]}``). Unknown model 
 
 from __future__ import annotations
 
-from .config import Settings
+from ..config import Settings
 
 __all__ = ["PRICES", "set_price", "price_of", "cost_of", "batch_price_of", "batch_cost_of", "BATCH_DISCOUNT"]
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .verdicts import NodeVerdict
+from ..scoring.verdicts import NodeVerdict
 
 __all__ = ["EvaluationResult", "MetricData", "MetricResult", "TestResult", "WindowResult"]
 

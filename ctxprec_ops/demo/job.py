@@ -16,13 +16,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from .config import Settings
-from .demo_data import SampleInfo, create_sample_warehouse
-from .errors import CtxPrecError
-from .pipeline import METRIC_KINDS, PipelineConfig, ProgressCallback, RunSummary, score_partition
-from .secrets import redact, redact_url
-from .warehouse.engine import normalize_url
-from .warehouse.schema import output_tables
+from ..config import Settings
+from ..errors import CtxPrecError
+from ..pipeline import METRIC_KINDS, PipelineConfig, ProgressCallback, RunSummary, score_partition
+from ..secrets import redact, redact_url
+from ..warehouse.engine import normalize_url
+from ..warehouse.schema import output_tables
+from .sample import SampleInfo, create_sample_warehouse
 
 __all__ = [
     "DEFAULT_DEMO_URL",
@@ -102,8 +102,8 @@ def _fresh_engine(url: str, *, force: bool) -> Engine:
         return sa.create_engine(normalize_url(url), connect_args={"check_same_thread": False})
     check_demo_warehouse(url, force=force)
     engine = sa.create_engine(normalize_url(url), pool_pre_ping=True)
-    from .calibration.table import calibrations_table
-    from .warehouse.label_figures import label_figures_table
+    from ..calibration.table import calibrations_table
+    from ..warehouse.label_figures import label_figures_table
 
     with engine.begin() as conn:
         output_tables().metadata.drop_all(conn, checkfirst=True)
@@ -205,8 +205,8 @@ def _calibrate(
 ) -> None:
     """The judge against the sample's node labels (``ctxprec calibrate``); the labels are written
     next to the report as ``<report>_node_labels.csv`` so the command can be re-run on them."""
-    from .calibration import calibrate, parse_labels
-    from .calibration.demo_labels import demo_label_csv
+    from ..calibration import calibrate, parse_labels
+    from ..calibration.demo_labels import demo_label_csv
 
     text = demo_label_csv(engine)
     if out is not None:
@@ -225,7 +225,7 @@ def _calibrate(
 
 def _estimate(configs: list[PipelineConfig], partitions: list[str]) -> tuple[int, float | None]:
     """Judge calls and cost the scoring is about to spend (``estimate_partition``, no call)."""
-    from .estimate import estimate_partition
+    from ..pipeline.estimate import estimate_partition
 
     calls, cost = 0, 0.0
     unknown = False
@@ -253,7 +253,7 @@ def check_report_path(out: str | Path) -> Path:
 def _monitor(result: DemoResult, engine: Engine, *, days: int, end: str, out: str | Path | None) -> None:
     """Trend + alerts of both metrics; the HTML reports (retrievals at ``out``, conversations
     next to it as ``<name>_conversations.html``)."""
-    from . import monitoring
+    from .. import monitoring
 
     for kind in METRICS:
         result.trends[kind.name] = monitoring.load_trend(engine, metric=kind.name, days=days, end=end)

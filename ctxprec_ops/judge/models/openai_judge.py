@@ -22,12 +22,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from ..consistency import DEFAULT_SAMPLE_TEMPERATURE
-from ..errors import InvalidTestCaseError, JudgeConfigurationError, JudgeRequestRejectedError
+from ...errors import InvalidTestCaseError, JudgeConfigurationError, JudgeRequestRejectedError
+from ...scoring.consistency import DEFAULT_SAMPLE_TEMPERATURE
+from ...scoring.verdicts import YES_NO_SCHEMA, JudgeAnswer, YesNoAnswer
+from ...secrets import register_secret
 from ..pricing import cost_of
 from ..retry import TransientJudgeError
-from ..secrets import register_secret
-from ..verdicts import YES_NO_SCHEMA, JudgeAnswer, YesNoAnswer
 from .base import ChoicesUnsupportedError, Generation, JudgeModel
 from .capped_http import DEFAULT_MAX_RESPONSE_BYTES, capped_async_client
 from .names import validate_judge_name
@@ -339,7 +339,7 @@ class OpenAIJudge(JudgeModel):
         return (await self.a_generate_with_usage(prompt, schema)).output
 
     def generate(self, prompt: str, schema: type[BaseModel] | None = None) -> Any:
-        from .._async import run_sync
+        from ..._async import run_sync
 
         async def _once() -> Any:
             try:

@@ -16,9 +16,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import JudgeConfigurationError
+from ..judge.models.openai_judge import OpenAIJudge
+from ..scoring.verdicts import JudgeAnswer
 from ..secrets import redact
-from ..verdicts import JudgeAnswer
-from .openai_judge import OpenAIJudge
 
 __all__ = [
     "BatchAnswer",

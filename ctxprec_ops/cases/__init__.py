@@ -1,0 +1,2 @@
+"""What is scored and what scoring returns: the test cases (deepeval's fields) and the result
+records (``MetricResult``, ``EvaluationResult`` and deepeval's ``TestResult``/``MetricData`` views)."""
