@@ -168,6 +168,13 @@ class Settings:
         kind="float",
         minimum=0,
     )
+    batch_retry: str = _setting(
+        "CTXPREC_BATCH_RETRY",
+        "batch mode: requests a batch did not answer usably go to the next batch (`batch`, half price, "
+        "another wait) or out at once as sync calls (`sync`, full price)",
+        "batch",
+        choices=("batch", "sync"),
+    )
     prices: dict = _setting(
         "CTXPREC_PRICES",
         'USD per 1M tokens, JSON (`{"model": [input, output]}`; batch price: key `model@batch`, default half)',

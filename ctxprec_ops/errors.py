@@ -50,6 +50,14 @@ class JudgeRequestRejectedError(CtxPrecError):
     retryable = False
 
 
+class JudgeDeferredError(CtxPrecError):
+    """The judge's answer is not there yet: the request was handed to a deferred transport (the
+    Batch API) and is answered in a later pass of the same run. A deferred case is written
+    neither as a score nor as a failure; the run waits, then judges it again."""
+
+    error_type = "deferred"
+
+
 class BudgetExhaustedError(CtxPrecError):
     """The run's ``max_cost`` did not leave enough budget to judge this case."""
 

@@ -429,29 +429,31 @@ class ContextualPrecisionOperator(CtxPrecBaseOperator):
         self.finish(result)
         return out
 
-    def _batch_step(self, context: Any, config: Any, state: dict[str, Any]) -> dict[str, Any]:
-        """Collect ended batches / submit what is left; defer while batches run; finish when done."""
-        from ..batch import batch_step
+    def _batch_step(self, context: Any, config: Any, resume: dict[str, Any]) -> dict[str, Any]:
+        """Score the partition (the one run path) without blocking on the provider: defer to the
+        trigger while its batches run (the run's ``waiting`` state), finish when nothing is left."""
+        from ..pipeline import score_partition
 
         key = _partition(self.partition_key)
-        step = self._call(batch_step, config, key, run_id=self.ctxprec_run_id(context), state=state)
-        if step.summary is None:
+        run_id = self.ctxprec_run_id(context)
+        summary = self._call(score_partition, config, key, run_id=run_id, wait=False, resume=resume or None)
+        waiting = summary.waiting
+        if waiting is not None:
             from .triggers import BatchPollTrigger
 
             self.log.info(
-                "partition %s: deferring while %d batch(es) run: %s", key, len(step.waiting), ", ".join(step.waiting)
+                "partition %s: deferring while %d batch(es) run: %s", key, len(waiting.ids), ", ".join(waiting.ids)
             )
             self.defer(
                 trigger=BatchPollTrigger(
-                    step.waiting,
+                    waiting.ids,
                     base_url=config.judge_base_url,
                     judge_conn_id=self.judge_conn_id,
-                    poll_seconds=config.batch_poll_seconds,
+                    poll_seconds=waiting.poll_seconds,
                 ),
                 method_name="resume_batch",
-                kwargs={"state": step.state},
+                kwargs={"state": waiting.resume},
             )
-        summary = step.summary
         out = _public(summary.to_dict())
         self.log.info("result: %s", out)
         self.finish(summary)
@@ -460,7 +462,7 @@ class ContextualPrecisionOperator(CtxPrecBaseOperator):
     def resume_batch(
         self, context: Any, event: dict[str, Any] | None = None, state: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        """Back from the trigger: write what the batches answered (or submit the next round)."""
+        """Back from the trigger: the next pass writes what the batches answered (or submits the next round)."""
         if event and event.get("status") == "error":
             raise CtxPrecTaskError(f"polling the batches failed: {event.get('message')}")
         if event:

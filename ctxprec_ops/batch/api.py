@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -19,13 +18,12 @@ from ..errors import JudgeConfigurationError
 from ..judge.models.openai_judge import OpenAIJudge
 from ..scoring.verdicts import JudgeAnswer
 from ..secrets import redact
+from .results import ResultFile, parse_result_file
 
 __all__ = [
-    "BatchAnswer",
     "BatchClient",
     "request_line",
     "split_lines",
-    "parse_result_file",
     "MAX_REQUESTS",
     "MAX_BYTES",
     "ENDPOINT",
@@ -37,18 +35,6 @@ ENDPOINT = "/v1/chat/completions"
 MAX_REQUESTS = 50_000
 MAX_BYTES = 200 * 1024 * 1024
 TERMINAL_STATUSES = frozenset({"completed", "failed", "expired", "cancelled"})
-
-
-@dataclass(frozen=True)
-class BatchAnswer:
-    """One line of a batch's output or error file."""
-
-    custom_id: str
-    content: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    #: why the line has no answer (an HTTP error, ``batch_expired``...), else None
-    error: str | None = None
 
 
 def request_line(
@@ -81,30 +67,6 @@ def split_lines(
         size += len(data)
     if part:
         yield b"".join(part)
-
-
-def parse_result_file(text: str) -> dict[str, BatchAnswer]:
-    """Answers by ``custom_id`` from an output or error file (both have the same line shape)."""
-    out: dict[str, BatchAnswer] = {}
-    for raw in text.splitlines():
-        if not raw.strip():
-            continue
-        line = json.loads(raw)
-        cid = str(line.get("custom_id"))
-        response = line.get("response") or {}
-        err = line.get("error")
-        status = response.get("status_code")
-        body = response.get("body") or {}
-        if err or status != 200:
-            detail = err or body.get("error") or {}
-            code = detail.get("code") or detail.get("type") or (f"HTTP {status}" if status else "error")
-            out[cid] = BatchAnswer(cid, error=redact(f"{code}: {detail.get('message') or ''}")[:300])
-            continue
-        choices = body.get("choices") or []
-        content = ((choices[0].get("message") or {}).get("content") if choices else None) or ""
-        usage = body.get("usage") or {}
-        out[cid] = BatchAnswer(cid, content, usage.get("prompt_tokens"), usage.get("completion_tokens"))
-    return out
 
 
 class BatchClient:
@@ -172,12 +134,15 @@ class BatchClient:
     def cancel(self, batch_id: str) -> Any:
         return self.client.batches.cancel(batch_id)
 
-    def answers(self, batch: Any) -> dict[str, BatchAnswer]:
+    def file_text(self, file_id: str) -> str:
+        return str(self.client.files.content(file_id).text)
+
+    def results(self, batch: Any) -> ResultFile:
         """Every line the batch returned: output file first, then the error file."""
-        out: dict[str, BatchAnswer] = {}
+        out = ResultFile()
         for fid in (batch.output_file_id, batch.error_file_id):
             if fid:
-                out.update(parse_result_file(self.client.files.content(fid).text))
+                out.merge(parse_result_file(self.file_text(fid)))
         return out
 
     def close(self) -> None:

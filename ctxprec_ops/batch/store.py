@@ -28,6 +28,9 @@ __all__ = [
     "open_batches",
     "update_batch",
     "partition_batches",
+    "other_open_batches",
+    "list_batches",
+    "get_batch",
 ]
 
 BATCHES = "ctxprec_batches"
@@ -126,8 +129,16 @@ def partition_batches(
     cond = _where(table, key, partition_key)
     if open_only:
         cond = cond & table.c.finished_at.is_(None)
+    return _records(engine, select(table).where(cond).order_by(table.c.submitted_at, table.c.batch_id))
+
+
+def open_batches(engine: Engine, table: Table, key: ScoringKey, partition_key: str) -> list[BatchRecord]:
+    return partition_batches(engine, table, key, partition_key, open_only=True)
+
+
+def _records(engine: Engine, stmt: Any) -> list[BatchRecord]:
     with read_connection(engine) as conn:
-        rows = conn.execute(select(table).where(cond).order_by(table.c.submitted_at, table.c.batch_id)).mappings()
+        rows = conn.execute(stmt).mappings()
         out = []
         for r in rows:
             values: dict[str, Any] = {str(k): _utc(v) if isinstance(v, datetime) else v for k, v in r.items()}
@@ -135,8 +146,25 @@ def partition_batches(
         return out
 
 
-def open_batches(engine: Engine, table: Table, key: ScoringKey, partition_key: str) -> list[BatchRecord]:
-    return partition_batches(engine, table, key, partition_key, open_only=True)
+def other_open_batches(engine: Engine, table: Table, key: ScoringKey, partition_key: str) -> list[BatchRecord]:
+    """Open batches of the partition and metric under another judge model or prompt version."""
+    c = table.c
+    same = (c.judge_model == key.judge_model) & (c.prompt_version == key.prompt_version)
+    cond = (c.partition_key == partition_key) & (c.metric == key.metric) & c.finished_at.is_(None) & ~same
+    return _records(engine, select(table).where(cond).order_by(c.submitted_at, c.batch_id))
+
+
+def list_batches(engine: Engine, table: Table, *, open_only: bool = False, limit: int = 200) -> list[BatchRecord]:
+    """The most recent batches of every partition and configuration, newest first."""
+    stmt = select(table)
+    if open_only:
+        stmt = stmt.where(table.c.finished_at.is_(None))
+    return _records(engine, stmt.order_by(table.c.submitted_at.desc(), table.c.batch_id).limit(limit))
+
+
+def get_batch(engine: Engine, table: Table, batch_id: str) -> BatchRecord | None:
+    found = _records(engine, select(table).where(table.c.batch_id == batch_id))
+    return found[0] if found else None
 
 
 def _utc(value: datetime) -> datetime:

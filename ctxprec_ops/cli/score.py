@@ -121,6 +121,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="judge through the OpenAI Batch API: half price, results within 24 h; resumes the "
         "partition's open batches instead of submitting again (default: CTXPREC_JUDGE_MODE)",
     )
+    p.add_argument(
+        "--batch-retry",
+        choices=("batch", "sync"),
+        help="batch mode: requests a batch did not answer usably go to the next batch (`batch`, half price) "
+        "or out at once as sync calls (`sync`, full price) (default: CTXPREC_BATCH_RETRY, else batch)",
+    )
     p.add_argument("--run-id", metavar="ID", help="run id to record (default: a new random id)")
     p.add_argument(
         "--finalize",
@@ -161,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         sample_rate=args.sample_rate,
         max_rows=args.max_rows,
         judge_mode="batch" if args.batch else None,
+        batch_retry=args.batch_retry,
     )
     if config.judge_mode == "batch" and (args.chunk is not None or args.workers > 1):
         raise UsageError("--batch scores the whole partition in one process: drop --chunk/--workers")

@@ -11,7 +11,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any
 
 from pydantic import BaseModel
@@ -34,15 +33,14 @@ __all__ = [
     "JudgeRun",
     "Usage",
     "call_judge",
+    "CaseRef",
+    "current_case",
     "gather_settled",
     "JudgeGuards",
     "use_guards",
     "active_guards",
     "answers_inline_in",
 ]
-
-#: a (rank, node text) pair's parts (C-level accessors: no comprehension frame per group)
-_rank, _text = itemgetter(0), itemgetter(1)
 
 #: completion tokens assumed per node when estimating a call's cost before making it
 EST_COMPLETION_TOKENS_PER_NODE = 40
@@ -73,6 +71,19 @@ class JudgeGuards:
 
 
 _guards: ContextVar[JudgeGuards | None] = ContextVar("ctxprec_judge_guards", default=None)
+
+
+@dataclass(frozen=True)
+class CaseRef:
+    """Which case a judge call is made for: its id and its place in the run (chunk, index), so
+    a transport that collects requests (the Batch API) can label and order them."""
+
+    case_id: str
+    order: tuple[int, int] = (0, 0)
+
+
+#: the case being judged in this task (set by the pipeline's stream around each case)
+current_case: ContextVar[CaseRef | None] = ContextVar("ctxprec_current_case", default=None)
 
 
 @contextmanager

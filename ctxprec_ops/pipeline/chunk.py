@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from ..cases.results import MetricResult
+from ..errors import JudgeDeferredError
 from ..judge.cache import DictVerdictCache
 from ..scoring.consistency import agreement_of, verdicts_json_text
 from ..warehouse.engine import write_transaction
@@ -24,6 +25,8 @@ from .intake import _failure, _Intake, _now
 from .records import INPUT_PROBLEMS, Chunk, ChunkResult
 
 __all__ = ["chunk_claim_name", "finish_chunk"]
+
+DEFERRED = JudgeDeferredError.error_type
 
 
 def _number(value: float | None, what: str) -> float:
@@ -73,6 +76,9 @@ def _collect(
         result.completion_tokens += r.completion_tokens or 0
         if result.cost is not None:
             result.cost = None if r.cost is None else result.cost + r.cost
+        if r.error_type == DEFERRED:  # a deferred transport has its requests: a later pass writes it
+            result.rows_deferred += 1
+            continue
         if r.error is not None or r.score is None:
             intake.failures.append(
                 _failure(
@@ -184,6 +190,7 @@ def finish_chunk(
         scores = _collect(ctx, chunk, intake, results, run_id, result)
     _write(ctx, intake, scores, intake.cache)
     result.rows_scored = len(intake.done_ids) + len(scores)
+    # rows_total = scored + failed + deferred (deferred rows are written by a later pass)
     result.rows_cached += len(intake.done_ids)
     result.rows_failed = len(intake.failures)
     result.failures_by_type = dict(Counter(f["error_type"] for f in intake.failures))

@@ -67,6 +67,8 @@ class PipelineConfig:
     judge_samples: int = 1
     #: batch mode: longest wait between two polls of a batch, seconds
     batch_poll_seconds: float = 60.0
+    #: batch mode: requests a batch did not answer usably: ``batch`` (next batch) or ``sync`` (at once)
+    batch_retry: str = "batch"
 
     def __post_init__(self) -> None:
         kind = metric_kind(self.metric)
@@ -100,6 +102,8 @@ class PipelineConfig:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
+        if self.batch_retry not in ("batch", "sync"):
+            raise ValueError(f"batch_retry must be 'batch' or 'sync', got {self.batch_retry!r}")
         if self.judge_mode not in ("sync", "batch"):
             raise ValueError(f"judge_mode must be 'sync' or 'batch', got {self.judge_mode!r}")
         check_samples(self.judge_samples, "judge_samples")
@@ -163,6 +167,7 @@ class PipelineConfig:
             "judge_mode": s.judge_mode,
             "judge_samples": s.judge_samples,
             "batch_poll_seconds": s.batch_poll_seconds,
+            "batch_retry": s.batch_retry,
         }
         base.update(given)
         return cls(**base)

@@ -196,5 +196,7 @@ def record_abort(ctx: PipelineContext, run: RunSummary, exc: BaseException) -> N
 
 def write_run(ctx: PipelineContext, summary: RunSummary) -> None:
     """Upsert ``summary`` as the run's ``ctxprec_runs`` row."""
+    columns = ctx.tables.runs.c
+    row = {k: v for k, v in asdict(summary).items() if k in columns}  # ``waiting`` is not a column
     with write_transaction(ctx.engine) as conn:
-        upsert(conn, ctx.tables.runs, [asdict(summary)])
+        upsert(conn, ctx.tables.runs, [row])

@@ -62,6 +62,12 @@ def decide(result: RunSummary | ChunkResult) -> Decision:
     else:
         status = run_status(result.rows_scored, failures)
         where = f"chunk {result.index} of {result.partition_key}"
+    waiting = getattr(result, "waiting", None)
+    if status is RunStatus.WAITING and waiting is not None:
+        ids = ", ".join(waiting.ids)
+        return Decision(
+            Outcome.RETRY, f"{where} waiting for {len(waiting.ids)} {waiting.transport} job(s): {ids}", EXIT_ERROR
+        )
     other = {t: n for t, n in failures.items() if t not in INPUT_PROBLEMS}
     bad_input = sum(n for t, n in failures.items() if t in INPUT_PROBLEMS)
     if status in (RunStatus.SUCCEEDED, RunStatus.PARTIAL) and not other:

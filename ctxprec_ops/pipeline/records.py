@@ -23,6 +23,7 @@ __all__ = [
     "RunStatus",
     "ProgressEvent",
     "ProgressCallback",
+    "Waiting",
     "INPUT_PROBLEMS",
     "run_status",
 ]
@@ -48,6 +49,7 @@ class RunStatus(str, Enum):
     FAILED = "failed"
     RUNNING = "running"
     INTERRUPTED = "interrupted"
+    WAITING = "waiting"
 
     def __str__(self) -> str:
         return self.value
@@ -105,6 +107,8 @@ class ChunkResult:
     error_message: str | None = None
     #: rows of the chunk in the sample (``rows_total`` counts every row of the chunk)
     rows_sampled: int | None = None
+    #: rows whose judge requests a deferred transport took (written in a later pass)
+    rows_deferred: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,6 +117,18 @@ class ChunkResult:
     def from_dict(cls, d: dict[str, Any]) -> ChunkResult:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass
+class Waiting:
+    """What a run that returned before its transport's work ended waits for (JSON-safe)."""
+
+    #: the transport (``judge_mode``) and the provider ids of its work in flight (batch ids)
+    transport: str
+    ids: list[str]
+    #: how often to poll, and what to pass back as ``score_partition(resume=...)``
+    poll_seconds: float
+    resume: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -153,6 +169,8 @@ class RunSummary:
     #: sample (all of them at rate 1 without ``max_rows``)
     sample_rate: float = 1.0
     rows_sampled: int | None = None
+    #: set while the run waits for its transport (status ``waiting``); not a ``ctxprec_runs`` column
+    waiting: Waiting | None = None
 
     def __post_init__(self) -> None:
         self.status = RunStatus(self.status).value  # refuse unknown statuses; store the plain string
@@ -183,6 +201,8 @@ class RunSummary:
         for k in ("started_at", "finished_at"):
             if isinstance(values.get(k), str):
                 values[k] = datetime.fromisoformat(values[k])
+        if isinstance(values.get("waiting"), dict):
+            values["waiting"] = Waiting(**values["waiting"])
         return cls(**values)
 
 

@@ -1,10 +1,20 @@
-"""``score_partition``: plan, score every chunk, finalize — the function every entry point calls."""
+"""``score_partition``: plan, score every chunk, finalize — the function every entry point calls.
+
+One run path for every judge mode. A run scores the partition in passes of the same stream; the
+transport (``transport.py``) decides how judge requests are answered. With the sync transport a
+run is one pass. With a deferred one (the Batch API) the first pass writes what needs no new
+judgment (bad input, cached rows, answers already back) and hands the rest to the transport; the
+run waits for the provider (or, with ``wait=False``, returns a ``waiting`` run that is resumed
+later with ``resume=``), takes the answers in and runs the next pass, until nothing is deferred.
+"""
 
 from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 from ..judge.budget import Budget
 from ..warehouse.engine import display_url
@@ -13,8 +23,17 @@ from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .finalize import finalize_run, record_abort, run_row, write_run
 from .plan import plan_chunks
-from .records import Chunk, ChunkResult, ProgressCallback, ProgressEvent, RunStatus, RunSummary
+from .records import (
+    Chunk,
+    ChunkResult,
+    ProgressCallback,
+    ProgressEvent,
+    RunStatus,
+    RunSummary,
+    Waiting,
+)
 from .stream import score_chunks
+from .transport import JudgeTransport, transport_for
 from .workers import can_fork_out, score_in_processes
 
 __all__ = ["score_partition"]
@@ -27,31 +46,37 @@ def _now() -> datetime:
 
 
 def _score_chunks(
-    ctx: PipelineContext, chunks: list[Chunk], run_id: str, progress: ProgressCallback | None, workers: int
+    ctx: PipelineContext,
+    chunks: list[Chunk],
+    run_id: str,
+    progress: ProgressCallback | None,
+    workers: int,
+    transport: JudgeTransport,
 ) -> list[ChunkResult]:
     """Score the planned chunks: in worker processes when asked and possible, else here as one
     stream (one judging queue and one budget span them all; chunks another process has claimed
     are scored after the free ones, once released)."""
     config = ctx.config
     total = sum(c.rows for c in chunks)
-    if workers > 1 and len(chunks) > 1 and can_fork_out(config):
+    if workers > 1 and len(chunks) > 1 and transport.allows_workers and can_fork_out(config):
         return score_in_processes(config, chunks, run_id, workers, progress, total)
     budget = Budget(config.max_cost) if config.max_cost is not None else None
     return score_chunks(ctx, chunks, run_id=run_id, budget=budget, progress=progress, total=total)
 
 
-def _start_run(ctx: PipelineContext, partition_key: str, run_id: str) -> RunSummary:
+def _start_run(ctx: PipelineContext, partition_key: str, run_id: str, transport: JudgeTransport) -> RunSummary:
     """Write the run's ``running`` row (replaced when the run ends) and log what it scores."""
     base = run_row(ctx, partition_key, run_id, RunStatus.RUNNING, started_at=_now())
     write_run(ctx, base)
     log.info(
-        "scoring %s partition %s of %s in %s (judge %s, prompt %s, run %s)",
+        "scoring %s partition %s of %s in %s (judge %s, prompt %s, %s mode, run %s)",
         ctx.key.metric,
         partition_key,
         ctx.source.name,
         display_url(ctx.engine),
         ctx.key.judge_model,
         ctx.key.prompt_version,
+        transport.name,
         run_id,
     )
     return base
@@ -74,6 +99,77 @@ def _report_end(summary: RunSummary, progress: ProgressCallback | None) -> None:
         progress(ProgressEvent("finished", summary.partition_key, summary.rows_total, summary.rows_total, note))
 
 
+def _spend(results: list[ChunkResult], carried: dict[str, Any] | None) -> list[ChunkResult]:
+    """This invocation's chunk results plus what earlier invocations of the same run spent (a run
+    resumed after waiting in another process), as one result list for ``finalize_run``."""
+    if not carried:
+        return results
+    return [*results, ChunkResult.from_dict(carried)]
+
+
+def _carry(results: list[ChunkResult], partition_key: str) -> dict[str, Any]:
+    """The spend of ``results`` as one JSON-safe chunk result (carried across a wait)."""
+    total = ChunkResult(partition_key, -1)
+    for r in results:
+        total.prompt_tokens += r.prompt_tokens
+        total.completion_tokens += r.completion_tokens
+        total.judge_calls += r.judge_calls
+        total.cost = None if total.cost is None or r.cost is None else total.cost + r.cost
+    return total.to_dict()
+
+
+def _waiting(
+    ctx: PipelineContext,
+    base: RunSummary,
+    transport: JudgeTransport,
+    ids: list[str],
+    results: list[ChunkResult],
+) -> RunSummary:
+    """Return before the transport's work has ended: the run row says ``waiting``."""
+    resume = {
+        "started_at": base.started_at.isoformat() if base.started_at else None,
+        "spend": _carry(results, base.partition_key),
+        "transport": transport.state(),
+    }
+    summary = replace(base, status=RunStatus.WAITING.value)
+    summary.error_message = "; ".join(transport.notes()) or None
+    write_run(ctx, summary)
+    summary.waiting = Waiting(transport.name, list(ids), transport.poll_seconds(), resume)
+    log.info("partition %s: waiting for %d %s job(s): %s", base.partition_key, len(ids), transport.name, ", ".join(ids))
+    return summary
+
+
+def _passes(
+    ctx: PipelineContext,
+    partition_key: str,
+    run_id: str,
+    base: RunSummary,
+    transport: JudgeTransport,
+    progress: ProgressCallback | None,
+    workers: int,
+    wait: bool,
+) -> tuple[list[ChunkResult], RunSummary | None]:
+    """Score the partition pass after pass until the transport defers nothing more; returns the
+    chunk results, or a ``waiting`` run when ``wait`` is False and the transport's work runs on."""
+    chunks = plan_chunks(ctx.config, partition_key, context=ctx)
+    total = sum(c.rows for c in chunks)
+    log.info("partition %s: %d rows in %d chunks of up to %d", partition_key, total, len(chunks), ctx.config.chunk_size)
+    if progress is not None:
+        progress(ProgressEvent("planned", partition_key, 0, total, f"{total} rows in {len(chunks)} chunks"))
+    results: list[ChunkResult] = []
+    while True:
+        ids = transport.pending()
+        if ids:
+            if not wait:
+                return results, _waiting(ctx, base, transport, ids, results)
+            transport.wait(progress)
+        transport.collect()
+        results += _score_chunks(ctx, chunks, run_id, progress, workers, transport)
+        transport.settle()
+        if not transport.flush(progress):
+            return results, None
+
+
 def score_partition(
     config: PipelineConfig,
     partition_key: str,
@@ -81,6 +177,9 @@ def score_partition(
     run_id: str | None = None,
     progress: ProgressCallback | None = None,
     workers: int = 1,
+    wait: bool = True,
+    resume: dict[str, Any] | None = None,
+    transport: JudgeTransport | None = None,
 ) -> RunSummary:
     """Score one partition: plan, score every chunk, finalize. Returns the run row.
 
@@ -89,36 +188,55 @@ def score_partition(
     run, records it as ``failed`` in ``ctxprec_runs`` (with a secret-free message) and is
     re-raised; chunks written before it stay written.
 
+    ``config.judge_mode`` picks the transport (``transport`` overrides it with an instance). With
+    a deferred transport and ``wait=False``, a run whose judge requests are still with the
+    provider returns at once with status ``waiting`` and ``summary.waiting`` (the ids to poll and
+    the ``resume`` state); call again with the same ``run_id`` and ``resume=summary.waiting.resume``
+    once they have ended (Airflow's deferrable operator does).
+
     ``workers > 1`` scores chunks in that many worker processes (spawned, so safe inside
     threaded hosts) for CPU-bound judges on a multi-core machine; it needs a picklable config
     with a URL (not an ``Engine``) and no ``max_cost`` (a budget cannot span processes),
     otherwise chunks are scored in this process, in order.
     """
     parse_partition_key(partition_key)
-    if config.judge_mode == "batch":  # OpenAI Batch API: submit or resume, poll, collect (ctxprec_ops/batch)
-        from ..batch.partition import score_partition_batch
-
-        return score_partition_batch(config, partition_key, run_id=run_id, progress=progress)
     run_id = run_id or uuid.uuid4().hex
+    transport = transport or transport_for(config.judge_mode)
     ctx = prepare(config)
-    base = _start_run(ctx, partition_key, run_id)
-    started = base.started_at
+    resume = dict(resume or {})
+    if resume.get("started_at"):
+        started = datetime.fromisoformat(resume["started_at"])
+        base = run_row(ctx, partition_key, run_id, RunStatus.RUNNING, started_at=started)
+        write_run(ctx, base)
+    else:
+        base = _start_run(ctx, partition_key, run_id, transport)
     try:
-        chunks = plan_chunks(config, partition_key, context=ctx)
-        total = sum(c.rows for c in chunks)
-        log.info("partition %s: %d rows in %d chunks of up to %d", partition_key, total, len(chunks), config.chunk_size)
-        if progress is not None:
-            progress(ProgressEvent("planned", partition_key, 0, total, f"{total} rows in {len(chunks)} chunks"))
-        results = _score_chunks(ctx, chunks, run_id, progress, workers)
+        transport.open(ctx, partition_key, run_id, resume.get("transport"))
+        judge = transport.judge()
+        if judge is not ctx.judge:  # the transport answers the calls: the metric calls it
+            ctx = replace(ctx, judge=judge, metric=config.kind.build(config, judge))
+        results, waiting = _passes(ctx, partition_key, run_id, base, transport, progress, workers, wait)
+        if waiting is not None:
+            return waiting
         summary = finalize_run(
-            config, partition_key, run_id=run_id, chunk_results=results, started_at=started, context=ctx
+            config,
+            partition_key,
+            run_id=run_id,
+            chunk_results=_spend(results, resume.get("spend")),
+            started_at=base.started_at,
+            context=ctx,
         )
+        notes = transport.notes()
         cause = next((r.error_message for r in results if r.error_message), None)
         if cause and not summary.completed:
-            summary.error_message = cause  # e.g. "judge unreachable: connection refused at URL"
+            notes.append(cause)  # e.g. "judge unreachable: connection refused at URL"
+        if notes:
+            summary.error_message = "; ".join(notes)
             write_run(ctx, summary)
     except BaseException as exc:
         record_abort(ctx, base, exc)
         raise
+    finally:
+        transport.close()
     _report_end(summary, progress)
     return summary

@@ -42,7 +42,7 @@ from .._gc import quiet_gc
 from ..cases.results import MetricResult
 from ..judge.budget import Budget
 from ..judge.cache import DictVerdictCache, remembered_keys
-from ..judge.calls import JudgeRun, answers_inline_in, use_guards
+from ..judge.calls import CaseRef, JudgeRun, answers_inline_in, current_case, use_guards
 from ..judge.limiter import AdaptiveLimiter
 from ..scoring.verdicts import NodeVerdict
 from ..warehouse.claims import chunk_claim
@@ -113,6 +113,8 @@ class _Stream:
         self.gate = asyncio.Semaphore(max(cfg.concurrency * 4, 8))  # live case coroutines
         #: the judge answers inline (``JudgeModel.answers_inline``): no task per case
         self.inline = answers_inline_in(getattr(ctx.metric, "model", None), self.base)
+        #: the judge wants to know which case each call is for (``judge.calls.current_case``)
+        self.tag_cases = bool(getattr(getattr(ctx.metric, "model", None), "tags_cases", False))
         self.slots = asyncio.Semaphore(OPEN_CHUNKS)
         self.recent: dict[bytes, NodeVerdict] = {}
         self.evictions: list[tuple[int, list[bytes]]] = []  # (reads started at the write, keys written)
@@ -204,7 +206,14 @@ class _Stream:
             self.gate.release()
 
     async def _judge(self, op: _Open, i: int, case: Any, tg: asyncio.TaskGroup) -> None:
-        r: MetricResult = await self.ctx.metric.score_case(case, op.run, i)
+        if self.tag_cases:  # a transport that collects requests labels them by case
+            token = current_case.set(CaseRef(str(case.id), (op.chunk.index, i)))
+            try:
+                r: MetricResult = await self.ctx.metric.score_case(case, op.run, i)
+            finally:
+                current_case.reset(token)
+        else:
+            r = await self.ctx.metric.score_case(case, op.run, i)
         op.results[i] = r
         op.pending -= 1
         self.progress.add(1)
