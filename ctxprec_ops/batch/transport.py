@@ -207,6 +207,8 @@ class BatchTransport:
         status = str(batch.status)
         got = self.client.results(batch)
         asked = [request_hash(cid) for cid in requested_ids(self.client.file_text(r.input_file_id))]
+        for h in asked:  # what an earlier batch said about these requests is superseded
+            self.unanswered.pop(h, None)
         c = _Collected(r, batch)
         unreadable = got.bad_line_note() if got.bad_lines else None
         for cid, answer in got.answers.items():
