@@ -189,6 +189,8 @@ class RunSummary:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        if d["waiting"] is None:  # only a waiting run carries it
+            del d["waiting"]
         for k in ("started_at", "finished_at"):
             if d[k] is not None:
                 d[k] = d[k].isoformat()
