@@ -45,6 +45,7 @@ lint: $(call stamp,$(EXTRAS))
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 bench: $(call stamp,$(EXTRAS))
 	$(BIN)/python bench/bench_judge_throughput.py
