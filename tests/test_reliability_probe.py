@@ -529,7 +529,7 @@ def test_estimate_counts_prompt_tokens_with_the_models_bpe_encoding_offline(tmp_
 def test_estimate_says_when_it_falls_back_to_characters_per_token(tmp_path, monkeypatch):
     import sys
 
-    from ctxprec_ops import tokens
+    from ctxprec_ops.judge import tokens
     from ctxprec_ops.pipeline.estimate import estimate_partition
 
     url, _ = _estimate_rows(tmp_path)

@@ -34,19 +34,11 @@ from ..judge.cache import KEY_BYTES, KEY_HEAD_BYTES
 __all__ = ["default_legacy_sources", "add_missing_columns", "add_source_table_key", "binary_judgment_keys"]
 
 
-#: metric -> the input table its rows came from before ``source_table`` was part of the key: the
-#: default tables of the metrics that existed then (a frozen fact about old tables, not the live
-#: registry; a run also passes its own configured tables)
-LEGACY_SOURCES = {
-    "contextual_precision": "retrieval_logs",
-    "turn_contextual_precision": "conversation_logs",
-    "label_contextual_precision": "retrieval_logs",
-}
-
-
 def default_legacy_sources() -> dict[str, str]:
-    """metric -> the input table a score row written before ``source_table`` existed came from."""
-    return dict(LEGACY_SOURCES)
+    """metric -> input table for rows written before ``source_table`` existed, when the caller
+    gives none: nothing known (old rows then get ``retrieval_logs``). The pipeline passes the
+    registry's tables and this run's (``pipeline.context.legacy_sources``)."""
+    return {}
 
 
 SOURCE_TABLE = "source_table"
@@ -77,8 +69,10 @@ def _source_of_metric(conn: Connection, legacy_sources: Mapping[str, str]) -> st
     def q(value: str) -> str:
         return "'" + value.replace("'", "''") + "'"
 
-    whens = " ".join(f"WHEN {q(m)} THEN {q(t)}" for m, t in sorted(legacy_sources.items()))
     default = q(next(iter(legacy_sources.values()), "retrieval_logs"))
+    if not legacy_sources:
+        return default
+    whens = " ".join(f"WHEN {q(m)} THEN {q(t)}" for m, t in sorted(legacy_sources.items()))
     return f"CASE metric {whens} ELSE {default} END"
 
 
