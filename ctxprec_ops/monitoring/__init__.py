@@ -20,7 +20,7 @@ _EXPORTS = {
     "CheckResult": "check",
     "DEFAULT_METRIC": "check",
     "check_partition": "check",
-    "Population": "history",
+    "Population": "population",
     "render_report": "report",
     "deliver": "sinks",
     "sinks_from_env": "sinks",
