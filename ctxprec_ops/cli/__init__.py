@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from . import _common
 
-_COMMAND_MODULES = ("score", "estimate", "demo", "monitor", "calibrate")
+_COMMAND_MODULES = ("score", "estimate", "demo", "monitor", "compare", "calibrate")
 
 
 def build_parser() -> argparse.ArgumentParser:
