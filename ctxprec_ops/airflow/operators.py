@@ -116,6 +116,20 @@ def _columns(value: Any) -> dict[str, str] | None:
     return {str(k): str(v) for k, v in value.items()}
 
 
+def _segments(value: Any, name: str = "segments") -> list[str] | None:
+    """Segment columns: a list, or the JSON list (or comma-separated names) a template rendered."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in _NONE_STRINGS):
+        return None
+    from ..pipeline.columns import parse_segments
+
+    if isinstance(value, str) and not value.strip().startswith("["):
+        value = [v for v in value.split(",") if v.strip()]
+    try:
+        return list(parse_segments(value, name))
+    except ValueError as exc:
+        raise AirflowFailException(str(exc)) from None
+
+
 def apply_decision(decision: Decision) -> None:
     """The outcome policy in Airflow terms: ``done`` returns, ``retry`` raises an exception Airflow
     retries (``JudgeOutageError``), ``fail`` raises ``AirflowFailException`` (no retry)."""
@@ -146,6 +160,7 @@ class CtxPrecBaseOperator(BaseOperator):
         "warehouse_url",
         "source_table",
         "columns",
+        "segments",
         "judge",
         "judge_base_url",
         "judge_conn_id",
@@ -172,6 +187,7 @@ class CtxPrecBaseOperator(BaseOperator):
         warehouse_url: str | None = None,
         source_table: str | None = None,
         columns: dict[str, str] | str | None = None,
+        segments: list[str] | str | None = None,
         judge: str | None = None,
         judge_base_url: str | None = None,
         judge_conn_id: str | None = DEFAULT_JUDGE_CONN_ID,
@@ -196,6 +212,9 @@ class CtxPrecBaseOperator(BaseOperator):
         self.warehouse_url = warehouse_url
         self.source_table = source_table
         self.columns = columns
+        #: segment columns copied into the score rows (default CTXPREC_SEGMENTS); the alert task
+        #: checks each of their values too
+        self.segments = segments
         self.judge = judge
         self.judge_base_url = judge_base_url
         self.judge_conn_id = judge_conn_id
@@ -271,6 +290,7 @@ class CtxPrecBaseOperator(BaseOperator):
                 judge_api_key=judge.api_key,
                 source_table=self.source_table or None,
                 columns=_columns(self.columns),
+                segments=_segments(self.segments),
                 threshold=threshold,
                 chunk_size=_opt_int(self.chunk_size, "chunk_size"),
                 concurrency=_opt_int(self.concurrency, "concurrency"),
@@ -534,11 +554,13 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         "min_pass_rate",
         "min_drop",
         "max_failure_rate",
+        "by",
     )
 
     def __init__(
         self,
         *,
+        by: list[str] | str | None = None,
         min_mean: float | str | None = None,
         min_pass_rate: float | str | None = None,
         min_drop: float | str | None = 0.05,
@@ -552,6 +574,8 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         self.min_drop = min_drop
         self.max_failure_rate = max_failure_rate
         self.fail_on = fail_on
+        #: segment columns whose values are checked too (default: ``segments``, else CTXPREC_SEGMENTS)
+        self.by = by
 
     def execute(self, context: Any) -> dict[str, Any]:
         from ..monitoring import check_partition
@@ -581,12 +605,40 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         summary = redact(result.summary())
         for line in summary.splitlines():
             self.log.info("%s", line)
+        by = _segments(self.by, "by") or _segments(self.segments) or list(settings.segments)
+        result.alerts.extend(self._segment_alerts(engine, key, metric, result, by))
         failing = result.alerts if self.fail_on == "any" else result.errors
         if failing:
             rules = ", ".join(sorted({a.rule for a in failing}))
             messages = "; ".join(redact(a.message) for a in failing)
             raise AirflowFailException(f"ctxprec alert on {key} ({metric}): {rules}: {messages}")
         return result.to_dict()
+
+    def _segment_alerts(self, engine: Any, key: str, metric: str, result: Any, by: list[str]) -> list[Any]:
+        """The alerts of each value of the ``by`` columns (``check_segments``; each message names
+        its segment), for the failure message."""
+        from ..monitoring.segment_data import SegmentError
+        from ..monitoring.segments import check_segments
+
+        pop, out = result.population, []
+
+        def one(col: str) -> Any:
+            try:
+                return check_segments(
+                    engine, key, col, metric=metric, rules=result.rules,
+                    judge_model=pop.judge_model, prompt_version=pop.prompt_version, source_table=pop.source_table,
+                )  # fmt: skip
+            except SegmentError as exc:  # not recorded for this population: say so, check the others
+                self.log.warning("%s", exc)
+                return None
+
+        for col in by if pop is not None else ():
+            seg = self._call(one, col)
+            if seg is not None:
+                for line in redact(seg.summary()).splitlines():
+                    self.log.info("%s", line)
+                out.extend(seg.alerts)
+        return out
 
 
 def _public(d: dict[str, Any]) -> dict[str, Any]:

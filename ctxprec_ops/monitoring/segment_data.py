@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from ..errors import CtxPrecError
 from ..warehouse.segments import NULL_LABEL, existing_segments_table, segment_column
@@ -19,7 +19,15 @@ from .history import moments_by
 from .population import Population
 from .stats import Moments
 
-__all__ = ["SegmentError", "SegmentSource", "segment_source", "value_filter", "label", "segment_moments"]
+__all__ = [
+    "SegmentError",
+    "SegmentSource",
+    "segment_source",
+    "value_filter",
+    "label",
+    "segment_moments",
+    "partition_segment_means",
+]
 
 
 class SegmentError(CtxPrecError, LookupError):
@@ -88,3 +96,25 @@ def segment_moments(
     where = [population.where(t), t.c.partition_key.in_(list(partitions)), *src.recorded(by)]
     rows = moments_by(conn, t, where, [t.c.partition_key, src.col(by)])
     return {(str(k[0]), k[1]): m for k, m in rows}
+
+
+def partition_segment_means(
+    engine: Engine, population: Population, partition_key: str, names: Sequence[str], *, limit: int = 50
+) -> dict[str, list[dict[str, Any]]]:
+    """``{column: [{"value", "label", "rows", "mean"}, ...]}`` of one partition, the largest segments
+    first (at most ``limit`` per column): the per-segment means the orchestrators show."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    if not names:
+        return out
+    with engine.connect() as conn:
+        table, have = existing_segments_table(conn)
+        if table is None:
+            return out
+        src = SegmentSource(table, have)
+        for name in names:
+            if name not in have:
+                continue
+            got = segment_moments(conn, src, population, name, [partition_key])
+            items = sorted(got.items(), key=lambda kv: (-kv[1].n, label(kv[0][1])))[:limit]
+            out[name] = [{"value": v, "label": label(v), "rows": m.n, "mean": m.mean} for (_pk, v), m in items]
+    return out
