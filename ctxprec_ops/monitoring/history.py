@@ -10,7 +10,7 @@ by any judge or recorded in ``ctxprec_failures``. **Failed rows** are those of t
 failed run of another judge or prompt does not make the compared scores' failure rate; that
 run's own status and outcome report it).
 
-**What is read.** Grouped index scans find which partitions have data; the figures of the
+**What is read.** Loose index scans (two probes per partition) find which partitions have data; the figures of the
 partitions shown and of their baselines are SQL aggregates (count, sum, sum of squares, min, max,
 passed: ``stats.Moments``), one ``GROUP BY`` for all of them, never the rows themselves. The median
 of a partition that is shown is read as its middle value(s) (``ORDER BY score LIMIT 2 OFFSET``).
@@ -100,8 +100,23 @@ def _table_filter(t: sa.Table, source_table: str | None) -> list[sa.ColumnElemen
 
 
 def _grouped_keys(conn: sa.Connection, t: sa.Table, where: Sequence[sa.ColumnElement[bool]]) -> set[str]:
-    q = sa.select(t.c.partition_key).where(*where).group_by(t.c.partition_key)
-    return {str(k) for (k,) in conn.execute(q) if k is not None}
+    """The partitions of ``t`` with a row matching ``where``, read as a loose index scan of the
+    ``(partition_key, metric)`` index: one seek for the next partition key, one for a matching row
+    in it — two index probes per partition instead of a pass over every row of the history."""
+    pk = t.c.partition_key
+    out: set[str] = set()
+    last: Any = None
+    while True:
+        nxt = sa.select(sa.func.min(pk))
+        if last is not None:
+            nxt = nxt.where(pk > last)
+        key = conn.execute(nxt).scalar()
+        if key is None:
+            return out
+        hit = conn.execute(sa.select(sa.literal(1)).where(pk == key, *where).limit(1)).first()
+        if hit is not None:
+            out.add(str(key))
+        last = key
 
 
 def _seen_keys(conn: sa.Connection, tables: ExistingTables, metric: str, source_table: str | None) -> list[str]:

@@ -63,8 +63,16 @@ class SegmentSource:
         return self.table.c[segment_column(name)]
 
     def recorded(self, *names: str) -> list[sa.ColumnElement[bool]]:
-        """The rows scored with every one of ``names`` among their segment columns."""
-        return [self.table.c.segment_columns.contains(f'"{n}"', autoescape=True) for n in names]
+        """The rows scored with every one of ``names`` among their segment columns: one ``LIKE``
+        (``segment_columns`` is the sorted JSON list, so the names appear in sorted order)."""
+        if not names:
+            return []
+
+        def esc(name: str) -> str:
+            return name.replace("/", "//").replace("%", "/%").replace("_", "/_")
+
+        pattern = "%" + "%".join(f'"{esc(n)}"' for n in sorted(set(names))) + "%"
+        return [self.table.c.segment_columns.like(pattern, escape="/")]
 
 
 def segment_source(

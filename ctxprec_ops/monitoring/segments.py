@@ -127,6 +127,11 @@ class SegmentCheck:
         return bool(self.alerting)
 
     @property
+    def tested(self) -> int:
+        """Segments whose regression p-value entered Holm's correction."""
+        return sum(1 for s in self.segments if s.p_adjusted is not None)
+
+    @property
     def alerts(self) -> list[Alert]:
         return [a for s in self.alerting for a in s.alerts]
 
@@ -144,7 +149,7 @@ class SegmentCheck:
         lines = [
             f"{self.partition_key} {self.metric} by {self.by}: {len(self.segments)} segment(s), "
             f"{len(self.alerting)} alerting (regression p-values Holm-corrected across "
-            f"{sum(1 for s in self.segments if s.p_adjusted is not None)} segment(s))"
+            f"{self.tested} segment(s))"
         ]
         lines += [f"  [{a.severity}] {a.rule}: {a.message}" for a in self.alerts]
         few = self.too_few_line()
