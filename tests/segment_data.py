@@ -116,3 +116,10 @@ def build(url: str, days: Sequence[str] = DAYS) -> str:
     for day in days:
         score_partition(config, day)
     return url
+
+
+if __name__ == "__main__":  # python -m tests.segment_data sqlite:///segments_example.db
+    import sys
+
+    target = sys.argv[1] if len(sys.argv) > 1 else "sqlite:///segments_example.db"
+    print(f"scored {len(DAYS)} partitions into {build(target)}")

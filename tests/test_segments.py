@@ -251,3 +251,20 @@ def test_compare_on_postgresql(pg_url):
     assert next(s for s in c.segments if s.label == "acme").unpaired_baseline == 2
     check = check_segments(url, BAD_DAY, "tenant")
     assert {s.label for s in check.segments} >= {"globex", "(null)", ODD_TENANT}
+
+
+def test_the_worked_example_in_docs_segments_is_real_output(url):
+    """docs/segments.md shows this warehouse's ``compare --json``: its figures are today's."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "segments.md").read_text(encoding="utf-8")
+    block = doc[doc.index("```json\n") + len("```json\n") :]
+    shown = json.loads(block[: block.index("```")].replace('"…"', "null"))
+    c = compare(url, BAD_DAY, by=VERSION, baseline="v1", candidate="v2", pair_on="query_id", within="tenant")
+    real = c.to_dict()
+    for k, v in shown.items():
+        if k == "segments":
+            assert v[:2] == real["segments"][:2]
+        elif k != "prompt_version":  # the prompt's hash changes with the template, not the figures
+            assert real[k] == (pytest.approx(v) if isinstance(v, float) else v), k
+    assert "tenant=globex (120 rows)" in doc and "too few rows (< 20, not alerted on): tenant=solo (1 rows)" in doc

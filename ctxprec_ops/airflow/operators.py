@@ -39,6 +39,7 @@ from .hooks import (
     mask_url_password,
     optional_connection,
 )
+from .segments import parse_segment_arg, segment_alerts
 
 __all__ = [
     "ContextualPrecisionPlanOperator",
@@ -114,20 +115,6 @@ def _columns(value: Any) -> dict[str, str] | None:
     if not isinstance(value, dict):
         raise AirflowFailException(f"columns must map logical column names to columns, got {value!r}")
     return {str(k): str(v) for k, v in value.items()}
-
-
-def _segments(value: Any, name: str = "segments") -> list[str] | None:
-    """Segment columns: a list, or the JSON list (or comma-separated names) a template rendered."""
-    if value is None or (isinstance(value, str) and value.strip().lower() in _NONE_STRINGS):
-        return None
-    from ..pipeline.columns import parse_segments
-
-    if isinstance(value, str) and not value.strip().startswith("["):
-        value = [v for v in value.split(",") if v.strip()]
-    try:
-        return list(parse_segments(value, name))
-    except ValueError as exc:
-        raise AirflowFailException(str(exc)) from None
 
 
 def apply_decision(decision: Decision) -> None:
@@ -290,7 +277,7 @@ class CtxPrecBaseOperator(BaseOperator):
                 judge_api_key=judge.api_key,
                 source_table=self.source_table or None,
                 columns=_columns(self.columns),
-                segments=_segments(self.segments),
+                segments=parse_segment_arg(self.segments),
                 threshold=threshold,
                 chunk_size=_opt_int(self.chunk_size, "chunk_size"),
                 concurrency=_opt_int(self.concurrency, "concurrency"),
@@ -605,40 +592,14 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         summary = redact(result.summary())
         for line in summary.splitlines():
             self.log.info("%s", line)
-        by = _segments(self.by, "by") or _segments(self.segments) or list(settings.segments)
-        result.alerts.extend(self._segment_alerts(engine, key, metric, result, by))
+        by = parse_segment_arg(self.by, "by") or parse_segment_arg(self.segments) or list(settings.segments)
+        result.alerts.extend(segment_alerts(self, engine, key, metric, result, by))
         failing = result.alerts if self.fail_on == "any" else result.errors
         if failing:
             rules = ", ".join(sorted({a.rule for a in failing}))
             messages = "; ".join(redact(a.message) for a in failing)
             raise AirflowFailException(f"ctxprec alert on {key} ({metric}): {rules}: {messages}")
         return result.to_dict()
-
-    def _segment_alerts(self, engine: Any, key: str, metric: str, result: Any, by: list[str]) -> list[Any]:
-        """The alerts of each value of the ``by`` columns (``check_segments``; each message names
-        its segment), for the failure message."""
-        from ..monitoring.segment_data import SegmentError
-        from ..monitoring.segments import check_segments
-
-        pop, out = result.population, []
-
-        def one(col: str) -> Any:
-            try:
-                return check_segments(
-                    engine, key, col, metric=metric, rules=result.rules,
-                    judge_model=pop.judge_model, prompt_version=pop.prompt_version, source_table=pop.source_table,
-                )  # fmt: skip
-            except SegmentError as exc:  # not recorded for this population: say so, check the others
-                self.log.warning("%s", exc)
-                return None
-
-        for col in by if pop is not None else ():
-            seg = self._call(one, col)
-            if seg is not None:
-                for line in redact(seg.summary()).splitlines():
-                    self.log.info("%s", line)
-                out.extend(seg.alerts)
-        return out
 
 
 def _public(d: dict[str, Any]) -> dict[str, Any]:

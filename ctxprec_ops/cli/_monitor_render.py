@@ -36,6 +36,9 @@ def figures_table(result: CheckResult) -> Table:
     ci = "—" if s.ci_low is None else f"{s.ci_low:.3f}–{s.ci_high:.3f}"
     bci = "—" if b.ci_low is None else f"{b.ci_low:.3f}–{b.ci_high:.3f}"
     t.add_row("n (scored cases)", str(s.n), str(b.n))
+    label = result.figures.sample_label()
+    if label:  # the figures are the sample's: say so next to them
+        t.add_row("sample", label, "")
     t.add_row("mean", f3(s.mean), f3(b.mean))
     t.add_row("95% CI", ci, bci)
     t.add_row("median", f3(s.median), f3(b.median))

@@ -74,17 +74,17 @@ def comparison_table(c: Comparison) -> Table:
 
     title = f"{c.metric}: {c.by} {label(c.candidate_value)} vs {label(c.baseline_value)} ({c.method})"
     t = Table(title=title, header_style="bold")
-    t.add_column(c.within or "", no_wrap=True)
-    t.add_column("pairs" if c.paired else "rows (A/B)", justify="right")
-    t.add_column(f"{label(c.baseline_value)}", justify="right")
-    t.add_column(f"{label(c.candidate_value)}", justify="right")
-    t.add_column("delta", justify="right")
+    t.add_column(c.within or "")
+    t.add_column("pairs" if c.paired else "rows A/B", justify="right", no_wrap=True)
+    t.add_column(f"{label(c.baseline_value)}", justify="right", no_wrap=True)
+    t.add_column(f"{label(c.candidate_value)}", justify="right", no_wrap=True)
+    t.add_column("delta", justify="right", no_wrap=True)
     t.add_column("95% CI", justify="right", no_wrap=True)
-    t.add_column("p", justify="right")
+    t.add_column("p", justify="right", no_wrap=True)
     if c.within:
-        t.add_column("Holm p", justify="right")
-    t.add_column("")
-    for name, s in [("overall", c.overall)] + [(f"{c.within}={x.label}", x) for x in c.segments]:
+        t.add_column("Holm p", justify="right", no_wrap=True)
+    t.add_column("", no_wrap=True)
+    for name, s in [("overall", c.overall)] + [(x.label, x) for x in c.segments]:
         tt = s.test
         size = str(s.pairs) if c.paired else f"{s.baseline.n}/{s.candidate.n}"
         ci = "—" if tt.ci_low is None else f"{tt.ci_low:+.3f} … {tt.ci_high:+.3f}"
