@@ -114,6 +114,13 @@ def _parse(raw: str, meta: Mapping[str, Any]) -> Any:
             raise SettingsError(f"{name} must be a JSON object: {exc.msg} at position {exc.pos}") from None
         if not isinstance(value, dict):
             raise SettingsError(f"{name} must be a JSON object, got {type(value).__name__}")
+    elif kind == "json_list":
+        try:
+            value = json.loads(text) if text else []
+        except json.JSONDecodeError as exc:
+            raise SettingsError(f"{name} must be a JSON list: {exc.msg} at position {exc.pos}") from None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise SettingsError(f'{name} must be a JSON list of column names like ["tenant"], got {raw!r}')
     else:  # pragma: no cover - a programming error in the table below
         raise AssertionError(kind)
     if meta["choices"] and value not in meta["choices"]:
@@ -139,6 +146,12 @@ class Settings:
     )
     conversation_columns: dict = _setting(
         "CTXPREC_CONVERSATION_COLUMNS", "column mapping of the conversation-log table, JSON", {}, kind="json"
+    )
+    segments: list = _setting(
+        "CTXPREC_SEGMENTS",
+        'segment columns copied into the score rows, JSON list (`["tenant", "retriever_version"]`)',
+        [],
+        kind="json_list",
     )
     # -- judge ------------------------------------------------------------------------------
     judge: str = _setting("CTXPREC_JUDGE", "judge: an OpenAI-compatible model name, or `lexical`", "lexical")

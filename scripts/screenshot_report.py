@@ -39,7 +39,8 @@ window.addEventListener('load', function () {
   function box(e) { var r = e.getBoundingClientRect(); return {left: r.left, right: r.right, width: r.width,
                                                              height: r.height}; }
   function visible(e) { var r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; }
-  var out = {innerWidth: vw, scrollWidth: d.scrollWidth, boxes: [], charts: [], tables: [], expected: 0};
+  var out = {innerWidth: vw, scrollWidth: d.scrollWidth, boxes: [], charts: [], tables: [], expected: 0,
+             messages: [], sections: []};
   document.querySelectorAll('section.card, .kpi, .banner, .case, header').forEach(function (e) {
     if (visible(e)) { var b = box(e); b.what = e.id || e.className || e.tagName; out.boxes.push(b); } });
   document.querySelectorAll('svg.chart').forEach(function (s) {
@@ -55,6 +56,12 @@ window.addEventListener('load', function () {
                      card_right: card ? card.getBoundingClientRect().right : vw,
                      scrolls_inside: getComputedStyle(wrap).overflowX === 'auto'}); });
   document.querySelectorAll('.case .expected').forEach(function (e) { if (visible(e)) out.expected++; });
+  document.querySelectorAll('td.msg').forEach(function (e) {  // alert messages: whole, not scrolled off
+    if (!visible(e)) return;
+    var card = e.closest('section.card'), r = e.getBoundingClientRect();
+    out.messages.push({left: r.left, right: r.right, card_left: card.getBoundingClientRect().left,
+                       card_right: card.getBoundingClientRect().right}); });
+  document.querySelectorAll('section.card').forEach(function (e) { if (e.id) out.sections.push(e.id); });
   parent.postMessage(JSON.stringify(out), '*');
 });
 </script>"""
@@ -104,7 +111,8 @@ def measure_layout(html: Path, *, width: int, height: int = 900, timeout: float 
     """Load the report at a viewport ``width`` CSS px wide and return what the page measured:
     ``innerWidth``, ``scrollWidth`` (> innerWidth means the page scrolls sideways), the boxes of the
     cards/KPIs/banners/cases, the visible charts (size, smallest tick label), the tables (the right
-    edge of their wrapper vs their card's) and the number of visible expected outputs."""
+    edge of their wrapper vs their card's), the number of visible expected outputs, the alert
+    message cells (their edges vs their card's) and the ids of the sections."""
     listen = (
         "<script>window.addEventListener('message', function (e) {"
         " document.getElementById('probe').textContent = e.data; });</script>"

@@ -234,14 +234,27 @@ def _run_row(url: str) -> dict:
         return dict(row)
 
 
-@pytest.mark.parametrize("sample_rate", [1.0, 0.5])
-def test_a_batch_run_and_a_sync_run_write_the_same_scores_failures_and_run_row(judge_server, tmp_path, sample_rate):
+def _segment_rows(url: str) -> list[tuple]:
+    with get_engine(url).connect() as conn:
+        q = sa.text("SELECT log_id, seg_actual_output, score FROM ctxprec_segments ORDER BY log_id")
+        return [tuple(r) for r in conn.execute(q)]
+
+
+@pytest.mark.parametrize("sample_rate, segments", [(1.0, ()), (0.5, ()), (1.0, ("actual_output",))])
+def test_a_batch_run_and_a_sync_run_write_the_same_scores_failures_and_run_row(
+    judge_server, tmp_path, sample_rate, segments
+):
     data = rows(12)
+    for i, row in enumerate(data):
+        row["actual_output"] = ["v1", "v2", None][i % 3]
     sync_url, batch_url = f"sqlite:///{tmp_path / 'sync.db'}", f"sqlite:///{tmp_path / 'batch.db'}"
     for u in (sync_url, batch_url):
         create_logs(get_engine(u), data)
-    sync = score_partition(config(sync_url, judge_server, sample_rate=sample_rate), DAY)
-    batch = score_partition(config(batch_url, judge_server, judge_mode="batch", sample_rate=sample_rate), DAY)
+    kw = {"sample_rate": sample_rate, "segments": segments}
+    sync = score_partition(config(sync_url, judge_server, **kw), DAY)
+    batch = score_partition(config(batch_url, judge_server, judge_mode="batch", **kw), DAY)
+    if segments:  # the segment rows too: written by the same chunk write
+        assert _segment_rows(batch_url) == _segment_rows(sync_url) and len(_segment_rows(sync_url)) == 12
     assert scores(get_engine(batch_url)) == scores(get_engine(sync_url))
     assert _failures(batch_url) == _failures(sync_url)
     s, b = _run_row(sync_url), _run_row(batch_url)

@@ -39,6 +39,7 @@ from .hooks import (
     mask_url_password,
     optional_connection,
 )
+from .segments import parse_segment_arg, segment_alerts
 
 __all__ = [
     "ContextualPrecisionPlanOperator",
@@ -146,6 +147,7 @@ class CtxPrecBaseOperator(BaseOperator):
         "warehouse_url",
         "source_table",
         "columns",
+        "segments",
         "judge",
         "judge_base_url",
         "judge_conn_id",
@@ -172,6 +174,7 @@ class CtxPrecBaseOperator(BaseOperator):
         warehouse_url: str | None = None,
         source_table: str | None = None,
         columns: dict[str, str] | str | None = None,
+        segments: list[str] | str | None = None,
         judge: str | None = None,
         judge_base_url: str | None = None,
         judge_conn_id: str | None = DEFAULT_JUDGE_CONN_ID,
@@ -196,6 +199,9 @@ class CtxPrecBaseOperator(BaseOperator):
         self.warehouse_url = warehouse_url
         self.source_table = source_table
         self.columns = columns
+        #: segment columns copied into the score rows (default CTXPREC_SEGMENTS); the alert task
+        #: checks each of their values too
+        self.segments = segments
         self.judge = judge
         self.judge_base_url = judge_base_url
         self.judge_conn_id = judge_conn_id
@@ -271,6 +277,7 @@ class CtxPrecBaseOperator(BaseOperator):
                 judge_api_key=judge.api_key,
                 source_table=self.source_table or None,
                 columns=_columns(self.columns),
+                segments=parse_segment_arg(self.segments),
                 threshold=threshold,
                 chunk_size=_opt_int(self.chunk_size, "chunk_size"),
                 concurrency=_opt_int(self.concurrency, "concurrency"),
@@ -536,11 +543,13 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         "min_pass_rate",
         "min_drop",
         "max_failure_rate",
+        "by",
     )
 
     def __init__(
         self,
         *,
+        by: list[str] | str | None = None,
         min_mean: float | str | None = None,
         min_pass_rate: float | str | None = None,
         min_drop: float | str | None = 0.05,
@@ -554,6 +563,8 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         self.min_drop = min_drop
         self.max_failure_rate = max_failure_rate
         self.fail_on = fail_on
+        #: segment columns whose values are checked too (default: ``segments``, else CTXPREC_SEGMENTS)
+        self.by = by
 
     def execute(self, context: Any) -> dict[str, Any]:
         from ..monitoring import check_partition
@@ -583,6 +594,8 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         summary = redact(result.summary())
         for line in summary.splitlines():
             self.log.info("%s", line)
+        by = parse_segment_arg(self.by, "by") or parse_segment_arg(self.segments) or list(settings.segments)
+        result.alerts.extend(segment_alerts(self, engine, key, metric, result, by))
         failing = result.alerts if self.fail_on == "any" else result.errors
         if failing:
             rules = ", ".join(sorted({a.rule for a in failing}))

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from . import _common
 
-_COMMAND_MODULES = ("score", "estimate", "demo", "monitor", "calibrate", "batches")
+_COMMAND_MODULES = ("score", "estimate", "demo", "monitor", "compare", "calibrate", "batches")
 
 
 def build_parser() -> argparse.ArgumentParser:

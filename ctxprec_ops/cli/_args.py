@@ -80,6 +80,18 @@ def add_columns(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_segments(parser: argparse.ArgumentParser) -> None:
+    """``--segment COL`` (repeatable): copy a source column's values into the score rows."""
+    parser.add_argument(
+        "--segment",
+        action="append",
+        metavar="COL",
+        default=None,
+        help="a column of the input table whose value each score row carries, for per-segment "
+        "trend/check/compare (--by COL); repeatable (default: CTXPREC_SEGMENTS, a JSON list)",
+    )
+
+
 def metric_of(args: argparse.Namespace) -> MetricKind:
     return METRIC_KINDS[getattr(args, "metric", None) or DEFAULT_METRIC]
 
@@ -200,6 +212,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> PipelineConfig:
             metric=metric_of(args).name,
             source_table=getattr(args, "source_table", None),
             columns=columns_of(args) or None,
+            segments=getattr(args, "segment", None) or None,
             chunk_size=getattr(args, "chunk_size", None),
             threshold=getattr(args, "threshold", None),
             max_nodes_per_call=getattr(args, "max_nodes_per_call", None),

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
 from rich.text import Text
 
 from ..errors import IdentifierError
@@ -16,10 +15,11 @@ from ..warehouse.engine import display_url
 from ._args import RAW, UsageError, add_columns, add_metric, check_warehouse, columns_of, guarded, metric_of, settings
 from ._args import check_partition as check_partition_key
 from ._common import EXIT_ALERT, EXIT_OK, err_console
+from ._monitor_render import figures_table, sample_notes
 from ._render import stdout_console
 
 if TYPE_CHECKING:  # the monitoring stack (pandas, scipy) is imported by the commands that use it
-    from ..monitoring import AlertRules, CheckResult
+    from ..monitoring import AlertRules
 
 RULES_HELP = """\
 alert rules:
@@ -92,7 +92,8 @@ def _positive(raw: str) -> int:
     return v
 
 
-def _common(p: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
+def add_population_flags(p: argparse.ArgumentParser) -> None:
+    """Where and whose scores: --warehouse, --metric, --judge-model, --prompt-version, --source-table."""
     p.add_argument(
         "--warehouse",
         metavar="URL",
@@ -112,6 +113,39 @@ def _common(p: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
         "reads the worst cases' texts there); default: the metric's input table, "
         "CTXPREC_SOURCE_TABLE / CTXPREC_CONVERSATION_TABLE or retrieval_logs / conversation_logs",
     )
+
+
+def population_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The population keyword arguments of the monitoring functions, from the flags."""
+    return {
+        "metric": metric_of(args).name,
+        "judge_model": args.judge_model,
+        "prompt_version": args.prompt_version,
+        "source_table": _source_table(args),
+    }
+
+
+def _add_by(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--by",
+        action="append",
+        metavar="COL",
+        default=None,
+        help="also check each value of this segment column (scored with --segment COL); repeatable. "
+        "Regression p-values are Holm-corrected across the segments",
+    )
+    p.add_argument(
+        "--min-rows",
+        type=_positive,
+        default=20,
+        metavar="N",
+        help="with --by: segments with fewer scored rows are listed as 'too few rows', not alerted on "
+        "(default: %(default)s)",
+    )
+
+
+def _common(p: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
+    add_population_flags(p)
     if thresholds:
         p.add_argument(
             "--min-mean",
@@ -219,6 +253,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="calendar days ending at the latest partition (default: %(default)s)",
     )
     p.add_argument("--end", metavar="YYYY-MM-DD", help="last partition of the window (default: the latest with data)")
+    _add_by(p)
     p.set_defaults(func=guarded("trend", run_trend))
 
     p = subparsers.add_parser(
@@ -239,6 +274,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="e-mail alerts to ADDR (repeatable; SMTP from CTXPREC_SMTP_*)",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    _add_by(p)
     p.set_defaults(func=guarded("check", run_check))
 
     p = subparsers.add_parser(
@@ -261,6 +297,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--worst", type=_positive, default=10, metavar="N", help="worst cases to show (default: %(default)s)"
     )
     add_columns(p)
+    _add_by(p)
+    g = p.add_argument_group("comparison table (as ctxprec compare)")
+    g.add_argument("--compare-by", metavar="COL", help="segment column holding the versions to compare")
+    g.add_argument("--baseline", metavar="A", help="with --compare-by: the baseline value")
+    g.add_argument("--candidate", metavar="B", help="with --compare-by: the candidate value")
+    g.add_argument("--pair-on", metavar="COL", help="with --compare-by: pair rows sharing this column's value")
+    g.add_argument("--within", metavar="COL", help="with --compare-by: compare per value of this column")
+    g.add_argument("--compare-from", metavar="YYYY-MM-DD", help="first partition compared (default: the latest)")
+    g.add_argument("--compare-until", metavar="YYYY-MM-DD", help="last partition compared")
     p.set_defaults(func=guarded("report", run_report))
 
 
@@ -283,40 +328,24 @@ def run_trend(args: argparse.Namespace) -> int:
         for m in messages:
             console.print("[bold red]ALERT[/bold red] ", end="")
             console.print(m, markup=False, highlight=False)
+    for line in sample_notes(df):
+        console.print(f"note: {line}", markup=False, highlight=False, soft_wrap=True)
     note = None if args.end else staleness_note(str(df["partition_key"].iloc[-1]))
     if note:
         console.print("[bold yellow]note[/bold yellow] ", end="")
         console.print(note, markup=False, highlight=False)
+    for by in args.by or ():
+        from ..monitoring.segments import segment_trend
+        from ._monitor_render import segment_trend_table
+
+        checks = segment_trend(url, by, days=args.days, end=args.end, rules=rules, min_rows=args.min_rows,
+                               **population_args(args))  # fmt: skip
+        if checks:
+            console.print(segment_trend_table(by, checks))
+            for a in checks[-1].alerts:
+                console.print("[bold red]ALERT[/bold red] ", end="")
+                console.print(a.message, markup=False, highlight=False)
     return EXIT_OK
-
-
-def _figures_table(result: CheckResult) -> Table:
-    s, b = result.figures.summary, result.baseline.summary
-    t = Table(title=f"{result.metric} · {result.partition_key}", header_style="bold")
-    t.add_column("")
-    t.add_column("partition", justify="right")
-    t.add_column(f"baseline ({len(result.baseline.partitions)} partitions)", justify="right")
-
-    def f3(v):
-        return "—" if v is None else f"{v:.3f}"
-
-    def pc(v):
-        return "—" if v is None else f"{v:.1%}"
-
-    ci = "—" if s.ci_low is None else f"{s.ci_low:.3f}–{s.ci_high:.3f}"
-    bci = "—" if b.ci_low is None else f"{b.ci_low:.3f}–{b.ci_high:.3f}"
-    t.add_row("n (scored cases)", str(s.n), str(b.n))
-    t.add_row("mean", f3(s.mean), f3(b.mean))
-    t.add_row("95% CI", ci, bci)
-    t.add_row("median", f3(s.median), f3(b.median))
-    t.add_row("pass rate", pc(s.pass_rate), pc(b.pass_rate))
-    med = result.baseline.median_rows
-    t.add_row("rows (failed)", f"{result.figures.rows} ({result.figures.rows_failed})",
-              "—" if med is None else f"median {med:g}")  # fmt: skip
-    reg = result.regression
-    p = "" if reg.p_value is None else f", p={reg.p_value:.3g}"
-    t.add_row("regression test", f"{reg.verdict}{p}", "" if reg.drop is None else f"drop {reg.drop:+.3f}")
-    return t
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -336,10 +365,8 @@ def run_check(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     console = stdout_console()
-    if args.json:
-        print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
-    else:
-        console.print(_figures_table(result))
+    if not args.json:
+        console.print(figures_table(result))
         console.print(f"baseline: {result.baseline.describe()}", markup=False, highlight=False, soft_wrap=True)
         if result.population:
             console.print(f"population: {result.population.label()}", markup=False, highlight=False)
@@ -348,13 +375,33 @@ def run_check(args: argparse.Namespace) -> int:
             console.print(Text.assemble(("ALERT", style), f" [{a.severity}] {a.rule}: {a.message}"))
         for n in result.notes:
             console.print(f"note: {n}", markup=False, highlight=False, soft_wrap=True)
-        if not result.fired:
+    seg_checks = []
+    for by in args.by or ():
+        from ..monitoring.segments import check_segments
+
+        seg_checks.append(
+            check_segments(url, partition, by, rules=rules, min_rows=args.min_rows, **population_args(args))
+        )
+    if args.json:
+        out = result.to_dict()
+        if seg_checks:
+            out["by"] = {c.by: c.to_dict() for c in seg_checks}
+            out["fired"] = result.fired or any(c.fired for c in seg_checks)
+        print(json.dumps(out, indent=2, allow_nan=False))
+    else:
+        from ._monitor_render import print_segment_check
+
+        for c in seg_checks:
+            print_segment_check(c)
+        if not result.fired and not any(c.fired for c in seg_checks):
             console.print("[green]no alerts[/green]")
+    fired = result.fired or any(c.fired for c in seg_checks)
     # the log sink is for schedulers' logs; the console already shows everything
     extra = [s for s in sinks if s.name != "log"]
+    result.alerts = result.alerts + [a for c in seg_checks for a in c.alerts]  # delivered with the partition's
     for err in deliver(result, extra):
         err_console.print(f"ctxprec check: alert delivery failed: {err}", markup=False, highlight=False)
-    return EXIT_ALERT if result.fired else EXIT_OK
+    return EXIT_ALERT if fired else EXIT_OK
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -367,9 +414,24 @@ def run_report(args: argparse.Namespace) -> int:
     kind, env = metric_of(args), settings()
     source = _source_table(args)
     columns = merge_columns(getattr(env, kind.columns_setting), columns_of(args))
+    comparison = None
+    if args.compare_by:
+        from ..monitoring.segment_data import parse_value
+
+        if args.baseline is None or args.candidate is None:
+            raise UsageError("--compare-by needs --baseline and --candidate")
+        for day in (args.compare_from, args.compare_until):
+            if day:
+                check_partition_key(day)
+        comparison = {
+            "by": args.compare_by, "baseline": parse_value(args.baseline), "candidate": parse_value(args.candidate),
+            "pair_on": args.pair_on, "within": args.within, "partition": args.compare_from,
+            "until": args.compare_until,
+        }  # fmt: skip
     path = render_report(
         url, out, metric=kind.name, days=args.days, end=args.end, rules=rules, worst=args.worst,
         source_table=source, columns=columns, judge_model=args.judge_model, prompt_version=args.prompt_version,
+        by=args.by or (), min_rows=args.min_rows, comparison=comparison,
     )  # fmt: skip
     stdout_console().print(f"wrote {path}", markup=False, highlight=False)
     return EXIT_OK

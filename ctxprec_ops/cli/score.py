@@ -11,6 +11,7 @@ from ..pipeline.outcome import Outcome, decide
 from ._args import (
     RAW,
     UsageError,
+    add_segments,
     add_source,
     add_warehouse,
     check_judge,
@@ -29,12 +30,13 @@ examples:
       --judge gpt-4o-mini --concurrency 32 --max-cost 5
   ctxprec score --partition 2026-11-28 --metric turn_contextual_precision   # (alias: --conversations)
   ctxprec score --partition 2026-11-28 --column retrieval_context=contexts --column event_time=ts
+  ctxprec score --partition 2026-11-28 --segment tenant --segment retriever_version   # per-segment figures
   ctxprec score --partition 2026-11-28 --chunk 3 --run-id nightly-2026-11-28   # one chunk only
   ctxprec score --partition 2026-11-28 --finalize --run-id nightly-2026-11-28   # then summarise
 
 Defaults come from CTXPREC_WAREHOUSE_URL, CTXPREC_JUDGE, CTXPREC_SOURCE_TABLE,
-CTXPREC_CONVERSATION_TABLE, CTXPREC_SOURCE_COLUMNS, CTXPREC_CONVERSATION_COLUMNS, CTXPREC_THRESHOLD,
-CTXPREC_CONCURRENCY, CTXPREC_CHUNK_SIZE, CTXPREC_SAMPLE_RATE, CTXPREC_MAX_ROWS, CTXPREC_MAX_RPM,
+CTXPREC_CONVERSATION_TABLE, CTXPREC_SOURCE_COLUMNS, CTXPREC_CONVERSATION_COLUMNS, CTXPREC_SEGMENTS,
+CTXPREC_THRESHOLD, CTXPREC_CONCURRENCY, CTXPREC_CHUNK_SIZE, CTXPREC_SAMPLE_RATE, CTXPREC_MAX_ROWS, CTXPREC_MAX_RPM,
 CTXPREC_MAX_TPM, CTXPREC_OUTAGE_TOLERANCE, OPENAI_API_KEY and OPENAI_BASE_URL; flags override them.
 Re-running a partition only judges rows that are not scored yet.
 
@@ -59,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_warehouse(p)
     add_source(p)
+    add_segments(p)
     p.add_argument(
         "--concurrency",
         type=int,

@@ -53,6 +53,7 @@ def build_pipeline_config(
         judge_timeout=judge.timeout,
         source_table=warehouse.table_for(metric),
         columns=warehouse.columns_for(metric) or None,
+        segments=list(warehouse.segments),
         threshold=thresholds.threshold,
         chunk_size=judge.chunk_size,
         concurrency=judge.concurrency,
@@ -98,6 +99,36 @@ def _error_failure(exc: BaseException, metric: str, partition_key: str) -> Failu
     )
 
 
+def _segment_metadata(
+    config: PipelineConfig, summary: RunSummary, partition_key: str, context: AssetExecutionContext
+) -> dict[str, MetadataValue]:
+    """Per-segment means of the partition: ``segments/<col>`` (a table as JSON) and one float
+    ``mean[<col>=<value>]`` per value (at most 20 per column), so Dagster plots each segment."""
+    if not config.segments or summary.judge_model is None or summary.prompt_version is None:
+        return {}
+    from ctxprec_ops.monitoring.population import Population
+    from ctxprec_ops.monitoring.segment_data import partition_segment_means
+    from ctxprec_ops.pipeline.context import source_table_name
+    from ctxprec_ops.warehouse.engine import get_engine
+
+    pop = Population.of(
+        config.metric, summary.judge_model, summary.prompt_version,
+        source_table_name(config.table_name, config.source_schema),
+    )  # fmt: skip
+    try:
+        engine = config.warehouse if not isinstance(config.warehouse, str) else get_engine(config.warehouse)
+        means = partition_segment_means(engine, pop, partition_key, config.segments)
+    except Exception as exc:  # metadata is a bonus: never fail a materialization over it
+        context.log.warning(f"per-segment means not recorded: {type(exc).__name__}: {redact(str(exc))[:200]}")
+        return {}
+    md: dict[str, MetadataValue] = {}
+    for col, items in means.items():
+        md[f"segments/{col}"] = MetadataValue.json(items)
+        for item in items[:20]:
+            md[f"mean[{col}={item['label']}]"] = MetadataValue.float(float(item["mean"]))
+    return md
+
+
 def build_scores_asset(
     metric: str,
     *,
@@ -141,6 +172,7 @@ def build_scores_asset(
             raise _error_failure(exc, kind.name, partition_key) from None
 
         metadata = summary_metadata(summary, {"warehouse": warehouse.display_url(), "source_table": config.table_name})
+        metadata.update(_segment_metadata(config, summary, partition_key, context))
         decision = decide(summary)
         if summary.rows_failed:
             by_type = ", ".join(f"{k}: {v}" for k, v in sorted(summary.failures_by_type.items()))

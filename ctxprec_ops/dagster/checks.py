@@ -123,6 +123,32 @@ def _description(result: CheckResult, kind: str) -> str:
     return result.headline()
 
 
+def _add_segment_alerts(context: AssetCheckExecutionContext, result: CheckResult, warehouse: WarehouseResource) -> None:
+    """Each segment column's values checked too (``check_segments``: per-segment rules, regression
+    p-values Holm-corrected): their alerts join the partition's, each message naming its segment
+    (``tenant=globex (120 rows): ...``), so the regression / threshold / volume check fails on them."""
+    if not warehouse.segments or result.population is None:
+        return
+    from ctxprec_ops.monitoring.segment_data import SegmentError
+    from ctxprec_ops.monitoring.segments import check_segments
+
+    pop = result.population
+    for col in warehouse.segments:
+        try:
+            seg = check_segments(
+                warehouse.url, result.partition_key, col, metric=result.metric, rules=result.rules,
+                judge_model=pop.judge_model, prompt_version=pop.prompt_version, source_table=pop.source_table,
+            )  # fmt: skip
+        except SegmentError as exc:  # not recorded (yet) for this population: say so, check the rest
+            context.log.warning(str(exc))
+            continue
+        context.log.info(seg.summary())
+        result.alerts.extend(seg.alerts)
+        few = seg.too_few_line()
+        if few:
+            result.notes.append(f"{col}: {few}")
+
+
 def build_score_checks(
     scores_asset: AssetsDefinition,
     metric: str,
@@ -163,6 +189,7 @@ def build_score_checks(
             **thresholds.rule_kwargs(),
         )
         context.log.info(result.summary())
+        _add_segment_alerts(context, result, warehouse)
         for key in sorted(context.selected_asset_check_keys, key=lambda k: k.name):
             severity, _ = CHECK_KINDS[key.name]
             yield AssetCheckResult(

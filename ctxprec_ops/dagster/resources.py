@@ -44,6 +44,11 @@ class WarehouseResource(ConfigurableResource):
     conversation_columns: dict[str, str] = Field(
         default_factory=dict, description="Column mapping of the conversation-log table (CTXPREC_CONVERSATION_COLUMNS)."
     )
+    segments: list[str] = Field(
+        default_factory=list,
+        description="Segment columns copied into the score rows (CTXPREC_SEGMENTS); the checks also check "
+        "each of their values (per-segment regression, Holm-corrected) and the metadata carries their means.",
+    )
 
     def table_for(self, metric: str) -> str:
         """The input table a metric reads."""
@@ -158,6 +163,7 @@ def _warehouse(settings: Settings, url: Any) -> WarehouseResource:
         conversation_table=settings.conversation_table,
         source_columns=settings.source_columns,
         conversation_columns=settings.conversation_columns,
+        segments=list(settings.segments),
     )
 
 

@@ -2,7 +2,8 @@
 
 Entry points: ``check_partition`` (one partition -> ``CheckResult``), ``load_trend`` (recent
 partitions -> DataFrame), ``format_trend_table`` (rich table), ``render_report`` (HTML file),
-``deliver`` with the sinks of ``sinks`` (log, webhook, e-mail).
+``deliver`` with the sinks of ``sinks`` (log, webhook, e-mail); per segment column
+``check_segments`` / ``segment_trend`` (-> ``SegmentCheck``) and ``compare`` (-> ``Comparison``).
 
 Names are imported lazily (PEP 562): an orchestrator step that only runs a check does not pay
 for the report's or the trend's imports.
@@ -20,7 +21,7 @@ _EXPORTS = {
     "CheckResult": "check",
     "DEFAULT_METRIC": "check",
     "check_partition": "check",
-    "Population": "history",
+    "Population": "population",
     "render_report": "report",
     "deliver": "sinks",
     "sinks_from_env": "sinks",
@@ -28,6 +29,11 @@ _EXPORTS = {
     "WebhookSink": "sinks",
     "EmailSink": "sinks",
     "SmtpSettings": "sinks",
+    "check_segments": "segments",
+    "segment_trend": "segments",
+    "SegmentCheck": "segments",
+    "compare": "compare",
+    "Comparison": "compare",
     "load_trend": "trend",
     "trend_results": "trend",
     "format_trend_table": "trend",

@@ -6,7 +6,9 @@ Rules (each an ``Alert`` with a one-line message naming the partition, the figur
 - ``regression`` (``warn``): the mean is more than ``min_drop`` below the pooled baseline mean AND
   a one-sided Welch's t-test gives ``p < alpha``. A small or noisy partition does not fire on
   noise. Without a baseline of at least ``min_baseline_partitions`` partitions and
-  ``min_baseline_cases`` cases there is no regression verdict ("insufficient baseline" note).
+  ``min_baseline_cases`` cases there is no regression verdict ("insufficient baseline" note); a
+  partition with fewer than ``min_cases`` scored cases gets none either, and the note says that
+  the *partition* is too small (with the minimum), not the baseline.
 - ``volume`` (``warn``): rows seen < ``volume_ratio`` x the baseline's median rows per partition;
   a partition with no rows at all is checked too (a silent pipeline is an incident).
 - ``failure_rate`` (``warn``): failed rows / rows seen > ``max_failure_rate``.
@@ -22,10 +24,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-import numpy as np
-
 from .figures import BaselineFigures, PartitionFigures
-from .stats import finite_or_none, welch_less
+from .stats import Moments, finite_or_none, welch_less
 
 __all__ = ["Alert", "AlertRules", "RegressionTest", "evaluate_rules", "RULE_KINDS"]
 
@@ -78,6 +78,8 @@ class AlertRules:
     volume_ratio: float = 0.5
     max_failure_rate: float | None = 0.2
     exclude_regressions_from_baseline: bool = True
+    #: scored cases a partition needs for a regression verdict (Welch's test estimates its spread)
+    min_cases: int = 2
 
     def __post_init__(self) -> None:
         for name in ("min_mean", "min_pass_rate", "max_failure_rate"):
@@ -94,6 +96,8 @@ class AlertRules:
             raise ValueError("baseline_partitions and min_baseline_partitions must be at least 1")
         if self.min_baseline_cases < 2:
             raise ValueError("min_baseline_cases must be at least 2")
+        if self.min_cases < 2:
+            raise ValueError("min_cases must be at least 2 (a t-test needs two cases to see a spread)")
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -103,7 +107,7 @@ class AlertRules:
 class RegressionTest:
     """Outcome of the regression rule, fired or not (kept for metadata and reports)."""
 
-    verdict: Literal["regression", "no regression", "insufficient baseline", "no scores"]
+    verdict: Literal["regression", "no regression", "insufficient baseline", "partition too small", "no scores"]
     drop: float | None = None  # baseline mean - partition mean (positive = worse)
     p_value: float | None = None
     detail: str = ""
@@ -121,12 +125,32 @@ def _p(p: float) -> str:
     return f"{p:.2g}" if p < 0.0001 else f"{p:.4f}"
 
 
+def _head(fig: PartitionFigures, metric: str) -> str:
+    """``2026-11-28 contextual_precision`` (plus ``, sample of 120 of 1,000 rows`` for a sample)."""
+    label = fig.sample_label()
+    return f"{fig.partition_key} {metric}" + (f" ({label})" if label else "")
+
+
 def _regression(
-    metric: str, fig: PartitionFigures, scores: np.ndarray, base: BaselineFigures, rules: AlertRules
+    metric: str, fig: PartitionFigures, sample: Moments, base: BaselineFigures, rules: AlertRules
 ) -> tuple[RegressionTest, Alert | None]:
     s, b = fig.summary, base.summary
     if s.n == 0 or s.mean is None:
         return RegressionTest("no scores", detail="no scored cases in the partition"), None
+    if s.n < rules.min_cases:
+        enough = (
+            f"the baseline is fine: {len(base.partitions)} partition(s) / {b.n} case(s)"
+            if len(base.partitions) >= rules.min_baseline_partitions and b.n >= rules.min_baseline_cases
+            else f"the baseline has {len(base.partitions)} partition(s) / {b.n} case(s)"
+        )
+        return RegressionTest(
+            "partition too small",
+            drop=(b.mean - s.mean) if b.mean is not None else None,
+            detail=(
+                f"partition too small: {s.n} scored case(s), the regression test needs >= {rules.min_cases} "
+                f"({enough}); no regression verdict"
+            ),
+        ), None
     if len(base.partitions) < rules.min_baseline_partitions or b.n < rules.min_baseline_cases or b.mean is None:
         return RegressionTest(
             "insufficient baseline",
@@ -136,14 +160,12 @@ def _regression(
             ),
         ), None
     drop = b.mean - s.mean
-    p = welch_less(scores, base.scores)
-    if p is None:
-        return RegressionTest(
-            "insufficient baseline", drop=drop, detail="fewer than 2 cases in the partition; no regression verdict"
-        ), None
+    p = welch_less(sample, base.moments)
+    if p is None:  # pragma: no cover - both sides have >= 2 cases here
+        return RegressionTest("partition too small", drop=drop, detail="no regression verdict"), None
     if drop > rules.min_drop and p < rules.alpha:
         msg = (
-            f"{fig.partition_key} {metric}: mean {s.mean:.3f} is {drop:.3f} below the "
+            f"{_head(fig, metric)}: mean {s.mean:.3f} is {drop:.3f} below the "
             f"{len(base.partitions)}-partition baseline {b.mean:.3f} "
             f"(Welch t-test p={_p(p)} < {rules.alpha:g}; min_drop {rules.min_drop:g})"
         )
@@ -161,16 +183,16 @@ def _regression(
 def evaluate_rules(
     metric: str,
     fig: PartitionFigures,
-    scores: np.ndarray,
+    sample: Moments,
     base: BaselineFigures,
     rules: AlertRules,
 ) -> tuple[list[Alert], RegressionTest, list[str]]:
     """Apply every rule to one partition; return (alerts, regression outcome, notes).
 
-    ``scores`` are the partition's per-case scores (the Welch test's sample).
+    ``sample`` is the moments of the partition's per-case scores (the Welch test's sample).
     """
     key, s = fig.partition_key, fig.summary
-    head = f"{key} {metric}"
+    head = _head(fig, metric)
     alerts: list[Alert] = []
     notes: list[str] = []
 
@@ -201,10 +223,10 @@ def evaluate_rules(
     if s.n == 0 and (rules.min_mean is not None or rules.min_pass_rate is not None):
         notes.append("no scored cases: the threshold rules could not be evaluated")
 
-    reg, reg_alert = _regression(metric, fig, scores, base, rules)
+    reg, reg_alert = _regression(metric, fig, sample, base, rules)
     if reg_alert is not None:
         alerts.append(reg_alert)
-    elif reg.verdict == "insufficient baseline":
+    elif reg.verdict in ("insufficient baseline", "partition too small"):
         notes.append(reg.detail)
 
     # volume rules

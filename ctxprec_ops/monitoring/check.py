@@ -74,11 +74,14 @@ class CheckResult:
         if s.n:
             ci = f" [95% CI {s.ci_low:.3f}-{s.ci_high:.3f}]" if s.ci_low is not None else ""
             pr = f", pass rate {s.pass_rate:.1%}" if s.pass_rate is not None else ""
-            body = f"n={s.n}, mean {s.mean:.3f}{ci}, median {s.median:.3f}{pr}"
+            med = f", median {s.median:.3f}" if s.median is not None else ""
+            body = f"n={s.n}, mean {s.mean:.3f}{ci}{med}{pr}"
         else:
             body = "no scored cases"
         vol = f"{self.figures.rows} rows, {self.figures.rows_failed} failed"
-        return f"{self.partition_key} {self.metric}: {body}; {vol}"
+        label = self.figures.sample_label()
+        sample = f" [{label}: the figures and CI are the sample's]" if label else ""
+        return f"{self.partition_key} {self.metric}{sample}: {body}; {vol}"
 
     def summary(self) -> str:
         """Multi-line, human-readable, secret-free text (the body of every sink message)."""
@@ -129,17 +132,18 @@ def regressed_partitions(history: History, rules: AlertRules) -> frozenset[str]:
         rules.alpha,
         rules.min_baseline_partitions,
         rules.min_baseline_cases,
+        rules.min_cases,
     )
     cached = history.regressed_cache.get(memo_key)
     if cached is not None:
         return cached
     regressed: set[str] = set()
-    for key in sorted(k for k, d in history.partitions.items() if d.scores.size):
+    for key in sorted(k for k, d in history.partitions.items() if d.moments.n):
         data = history.get(key)
         base = baseline_figures(history, key, rules.baseline_partitions, exclude=frozenset(regressed))
         if base.partitions and any(k not in history.partitions for k in base.partitions):
             continue  # its baseline is not loaded (older than the lookback): taken as in control
-        _, reg, _ = evaluate_rules(history.metric, partition_figures(data), data.scores, base, rules)
+        _, reg, _ = evaluate_rules(history.metric, partition_figures(data), data.moments, base, rules)
         if reg.verdict == "regression":
             regressed.add(key)
     result = frozenset(regressed)
@@ -165,7 +169,7 @@ def check_history(history: History, partition_key: str, rules: AlertRules) -> Ch
     fig = partition_figures(data)
     exclude = regressed_partitions(history, rules) - {partition_key}
     base = baseline_figures(history, partition_key, rules.baseline_partitions, exclude=exclude)
-    alerts, reg, notes = evaluate_rules(history.metric, fig, data.scores, base, rules)
+    alerts, reg, notes = evaluate_rules(history.metric, fig, data.moments, base, rules)
     if base.missing:
         notes.insert(
             0,

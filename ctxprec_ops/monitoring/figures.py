@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .history import History, PartitionData
-from .stats import ScoreSummary, finite_or_none, summarize
+from .stats import Moments, ScoreSummary, finite_or_none, summary_of_moments
 
 __all__ = ["PartitionFigures", "BaselineFigures", "partition_figures", "baseline_figures"]
 
@@ -25,10 +25,23 @@ class PartitionFigures:
     cost: float | None = None
     #: rows of the partition for the volume rule (all rows even when only a sample was scored)
     volume: int | None = None
+    #: when the latest run scored a sample: its rate (None when only ``max_rows`` capped it) and
+    #: every row of the partition; ``summary.n`` is the sample's size
+    sampled: bool = False
+    sample_rate: float | None = None
+    rows_total: int | None = None
 
     @property
     def failure_rate(self) -> float | None:
         return self.rows_failed / self.rows if self.rows else None
+
+    def sample_label(self) -> str | None:
+        """``sample of 120 of 1,000 rows (rate 0.12)``, or None when every row was scored."""
+        if not self.sampled:
+            return None
+        rate = f", rate {self.sample_rate:g}" if self.sample_rate is not None and self.sample_rate < 1 else ""
+        total = f" of {self.rows_total:,} rows" if self.rows_total is not None else ""
+        return f"sample of {self.summary.n:,}{total}{rate}"
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -39,6 +52,9 @@ class PartitionFigures:
             "failure_rate": finite_or_none(self.failure_rate),
             "run_status": self.run_status,
             "cost": finite_or_none(self.cost),
+            "sampled": self.sampled,
+            "sample_rate": finite_or_none(self.sample_rate),
+            "rows_total": self.rows_total,
         }
 
 
@@ -52,7 +68,7 @@ class BaselineFigures:
 
     partitions: tuple[str, ...]
     summary: ScoreSummary
-    scores: np.ndarray
+    moments: Moments
     volume_partitions: tuple[str, ...]
     median_rows: float | None
     #: earlier partitions left out of the score baseline because they fired the regression rule
@@ -89,12 +105,15 @@ def partition_figures(data: PartitionData) -> PartitionFigures:
     cost = run.get("cost")
     return PartitionFigures(
         partition_key=data.partition_key,
-        summary=summarize(data.scores, data.passed if data.passed.size == data.scores.size else None),
+        summary=summary_of_moments(data.moments, median=data.median),
         rows=int(data.rows),
         rows_failed=int(data.rows_failed),
         run_status=run.get("status"),
         cost=float(cost) if cost is not None else None,
         volume=int(data.volume),
+        sampled=data.rows_total is not None,
+        sample_rate=data.sample_rate,
+        rows_total=data.rows_total,
     )
 
 
@@ -108,15 +127,15 @@ def baseline_figures(
     keys = kept[-baseline_partitions:] if baseline_partitions > 0 else []
     first_kept = keys[0] if keys else partition_key
     excluded = tuple(k for k in earlier if k in exclude and k >= first_kept)
-    parts = [history.get(k) for k in keys]
-    scores = np.concatenate([p.scores for p in parts]) if parts else np.empty(0)
-    passed = np.concatenate([p.passed for p in parts]) if parts else np.empty(0, dtype=bool)
+    pooled = Moments()
+    for k in keys:
+        pooled = pooled + history.get(k).moments
     vkeys = history.seen_before(partition_key, baseline_partitions)
     vrows = [history.get(k).volume for k in vkeys]
     return BaselineFigures(
         partitions=tuple(keys),
-        summary=summarize(scores, passed if passed.size == scores.size else None),
-        scores=scores,
+        summary=summary_of_moments(pooled),
+        moments=pooled,
         volume_partitions=tuple(vkeys),
         median_rows=float(np.median(vrows)) if vrows else None,
         excluded=excluded,

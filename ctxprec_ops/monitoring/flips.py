@@ -17,7 +17,8 @@ from sqlalchemy.engine import Engine
 
 from ..scoring.consistency import samples_of
 from ..warehouse.schema import existing_output_tables
-from .history import Population, _json_list, _population_filter
+from .cases import _json_list
+from .population import Population
 
 __all__ = ["FlipRate", "flip_rates", "node_agreements"]
 
@@ -58,7 +59,7 @@ def flip_rates(engine: Engine, metric: str, population: Population | None, parti
     t = existing_output_tables(engine).scores
     q = (
         sa.select(t.c.partition_key, t.c.verdicts)
-        .where(t.c.metric == metric, t.c.partition_key.in_(list(partitions)), _population_filter(t, population))
+        .where(t.c.metric == metric, t.c.partition_key.in_(list(partitions)), population.where(t))
         .execution_options(yield_per=1000)
     )
     acc: dict[str, list[float]] = {}  # partition -> [cases, nodes, flipped, agreement sum]

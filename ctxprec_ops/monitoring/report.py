@@ -24,9 +24,10 @@ from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.identifiers import split_table_name
 from .alerts import AlertRules
+from .cases import case_threshold, load_worst_cases
 from .charts import COLORS, NARROW_H, NARROW_W, H, HLine, W, bar_chart, line_chart
 from .check import DEFAULT_METRIC, CheckResult
-from .history import History, case_threshold, engine_scope, load_worst_cases
+from .history import History, engine_scope
 from .trend import staleness_note, trend_results
 
 __all__ = ["render_report", "render_report_html", "report_context"]
@@ -115,6 +116,8 @@ def report_context(
     warehouse: str = "",
     title: str | None = None,
     explicit_end: bool = False,
+    segment_checks: Sequence[Any] = (),
+    comparison: Any = None,
 ) -> dict[str, Any]:
     """Everything the template needs (pure: charts are rendered here)."""
     metric = history.metric
@@ -150,6 +153,8 @@ def report_context(
         "worst_cases": list(worst_cases),
         "worst_partition": worst_partition,
         "stale": stale,
+        "segment_checks": list(segment_checks),
+        "comparison": comparison,
     }
 
 
@@ -179,6 +184,16 @@ def _flip_rates(engine: Engine, metric: str, history: History, partitions: list[
         return []
 
 
+def _segment_sections(
+    engine: Engine, history: History, by: Sequence[str], partition: str | None, rules: AlertRules, min_rows: int
+) -> list[Any]:
+    if not by or partition is None:
+        return []
+    from .segments import segment_checks
+
+    return [segment_checks(engine, history, col, [partition], rules, min_rows=min_rows)[0] for col in by]
+
+
 def render_report(
     engine_or_url: Engine | str,
     out_path: str | os.PathLike[str],
@@ -195,8 +210,17 @@ def render_report(
     judge_model: str | None = None,
     prompt_version: str | None = None,
     title: str | None = None,
+    by: Sequence[str] = (),
+    min_rows: int = 20,
+    comparison: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write the report for the last ``days`` partitions to ``out_path``; return its path.
+
+    ``by``: segment columns whose values get a section each (the latest scored partition's
+    per-segment check, worst delta first). ``comparison``: the keyword arguments of
+    ``monitoring.compare`` (``partition``, ``by``, ``baseline``, ``candidate``, ``until``,
+    ``pair_on``, ``within``, ``alpha``) for a comparison table (``partition`` defaults to the
+    latest scored partition).
 
     ``min_mean``/``min_pass_rate`` are shortcuts for the same fields of ``rules``. The worst
     cases' texts come from ``source_table`` (default: the input table of the most recent score,
@@ -232,9 +256,19 @@ def render_report(
                 columns=columns,
             )
             threshold = case_threshold(engine, metric, history.population, worst_partition)
+        seg = _segment_sections(engine, history, by, worst_partition, rules, min_rows)
+        cmp = None
+        if comparison is not None and (comparison.get("partition") or worst_partition):
+            from .compare import compare
+
+            comparison = {"partition": worst_partition, **{k: v for k, v in comparison.items() if v is not None}}
+            pop = history.population  # the report's population, whatever the comparison's range
+            who: dict[str, Any] = {"judge_model": pop.judge_model, "prompt_version": pop.prompt_version} if pop else {}
+            cmp = compare(engine, metric=metric, source_table=source_table, **who, **comparison)
         ctx = report_context(
             history, results, rules, worst_cases=cases, worst_partition=worst_partition,
             threshold=threshold, warehouse=display_url(engine), title=title, explicit_end=end is not None,
+            segment_checks=seg, comparison=cmp,
         )  # fmt: skip
         ctx["calibrations"] = _calibrations(engine)
         ctx["flip_rates"] = _flip_rates(engine, metric, history, scored)

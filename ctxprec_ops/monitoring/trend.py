@@ -25,7 +25,7 @@ __all__ = ["trend_results", "load_trend", "results_frame", "format_trend_table",
 TREND_COLUMNS = [
     "partition_key", "n", "mean", "median", "ci_low", "ci_high", "pass_rate", "rows", "rows_failed",
     "failure_rate", "run_status", "cost", "baseline_mean", "drop", "p_value", "regression", "alerts",
-    "alert_messages",
+    "alert_messages", "sampled", "sample_rate", "rows_total",
 ]  # fmt: skip
 
 
@@ -88,6 +88,8 @@ def results_frame(results: Sequence[CheckResult]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=TREND_COLUMNS)
     for col in ("n", "rows", "rows_failed"):
         df[col] = df[col].astype("int64")
+    df["sampled"] = df["sampled"].fillna(False).astype(bool)
+    df["rows_total"] = pd.to_numeric(df["rows_total"], errors="coerce").astype("float64")
     for col in (
         "mean",
         "median",
@@ -96,6 +98,7 @@ def results_frame(results: Sequence[CheckResult]) -> pd.DataFrame:
         "pass_rate",
         "failure_rate",
         "cost",
+        "sample_rate",
         "baseline_mean",
         "drop",
         "p_value",
@@ -179,6 +182,8 @@ def format_trend_table(df: pd.DataFrame, *, title: str | None = None) -> Table:
         finite = [m for m in means if m is not None]
         lo, hi = (max(0.0, min(finite) - 0.1), min(1.0, max(finite) + 0.1)) if finite else (0.0, 1.0)
         caption_bits.append(f"mean trend {sparkline(means, lo=lo, hi=hi)} ({lo:.2f}–{hi:.2f})")
+    if len(df) and bool(df["sampled"].any()):
+        caption_bits.append("n* = a sample of the partition's rows was scored (see the notes)")
     table = Table(
         title=title or f"{metric}: last {len(df)} partitions",
         caption="  ·  ".join(caption_bits) or None,
@@ -207,8 +212,9 @@ def format_trend_table(df: pd.DataFrame, *, title: str | None = None) -> Table:
         spark = _bar(None if pd.isna(row.mean) else float(row.mean))
         alerts = ", ".join(row.alerts) if row.alerts else ""
         style = "red" if row.alerts else None
+        n_text = f"{row.n}*" if row.sampled else str(row.n)
         table.add_row(
-            str(row.partition_key), str(row.n), mean, _fmt(row.median, ".3f"), _fmt(row.pass_rate, ".1%"),
+            str(row.partition_key), n_text, mean, _fmt(row.median, ".3f"), _fmt(row.pass_rate, ".1%"),
             str(row.rows), failed, spark, alerts, style=style,
         )  # fmt: skip
     return table

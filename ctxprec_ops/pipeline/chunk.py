@@ -18,6 +18,7 @@ from ..judge.cache import DictVerdictCache
 from ..scoring.consistency import agreement_of, verdicts_json_text
 from ..warehouse.engine import write_transaction
 from ..warehouse.label_figures import figure_row, write_figures
+from ..warehouse.segments import segment_rows, write_segments
 from ..warehouse.store import ScoringKey, analyze_if_grown, delete_failures, write_chunk
 from ..warehouse.upsert import ColumnRows
 from .context import PipelineContext
@@ -171,6 +172,10 @@ def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]], 
             delete_failures(conn, ctx.tables, ctx.key, intake.unsampled_ids)
         if intake.figures:
             write_figures(conn, ctx.config.output_schema, intake.figures)
+        seg_table = ctx.segments_table
+        if seg_table is not None and scores:  # the segment values each new score row carries
+            rows = segment_rows(scores, intake.segment_values, ctx.segments)
+            write_segments(conn, seg_table, ctx.key, rows, moved=intake.moved, partition_key=scores[0]["partition_key"])
     # PostgreSQL: statistics for the scored-ids lookup's plan (no-op elsewhere; docs/scaling.md)
     analyze_if_grown(
         ctx.engine, ctx.tables, {ctx.tables.scores.name: len(scores), ctx.tables.failures.name: len(intake.failures)}

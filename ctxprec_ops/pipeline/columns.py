@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
 
 from ..warehouse.identifiers import validate_identifier
+from ..warehouse.segments import MAX_SEGMENT_NAME
 
 __all__ = [
     "ColumnSet",
@@ -21,6 +22,7 @@ __all__ = [
     "ConversationColumns",
     "parse_column_flags",
     "parse_column_json",
+    "parse_segments",
 ]
 
 C = TypeVar("C", bound="ColumnSet")
@@ -131,3 +133,38 @@ def merge_columns(*mappings: Mapping[str, Any] | None) -> dict[str, str]:
     for m in mappings:
         out.update(m or {})
     return out
+
+
+def parse_segments(value: str | Iterable[str] | None, source: str = "segments") -> tuple[str, ...]:
+    """Segment columns: source columns whose values are copied into the score rows
+    (``--segment COL``, ``CTXPREC_SEGMENTS='["tenant", "lang"]'``, ``PipelineConfig(segments=...)``).
+
+    Each is a validated identifier of at most ``MAX_SEGMENT_NAME`` characters; a name given twice
+    (case-insensitively: SQLite's column names are) is refused. A JSON list in a string is parsed.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return ()
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f'{source} must be a JSON list of column names like ["tenant"]: {exc.msg}') from None
+        if not isinstance(value, list):
+            raise ValueError(f'{source} must be a JSON list of column names like ["tenant"], got {text[:60]!r}')
+    out: list[str] = []
+    seen: set[str] = set()
+    for name in value:
+        if not isinstance(name, str):
+            raise ValueError(f"{source}: a segment column must be a column name, got {name!r}")
+        name = name.strip()
+        validate_identifier(name, f"segment column of {source}")
+        if len(name) > MAX_SEGMENT_NAME:
+            raise ValueError(f"{source}: segment column {name[:40]!r}... is longer than {MAX_SEGMENT_NAME} characters")
+        if name.lower() in seen:
+            raise ValueError(f"{source}: segment column {name!r} is given twice")
+        seen.add(name.lower())
+        out.append(name)
+    return tuple(out)

@@ -13,7 +13,7 @@ from ..judge.models.names import validate_judge_name
 from ..scoring.consistency import check_samples
 from ..secrets import register_secret
 from ..warehouse.identifiers import split_table_name, validate_identifier
-from .columns import ColumnSet, merge_columns
+from .columns import ColumnSet, merge_columns, parse_segments
 from .kinds import DEFAULT_METRIC, MetricKind, metric_kind
 from .sampling import DEFAULT_SAMPLE_SEED, Sample
 
@@ -41,6 +41,9 @@ class PipelineConfig:
     source_table: str | None = None  # default per metric kind: retrieval_logs / conversation_logs
     source_schema: str | None = None
     columns: ColumnSet | Mapping[str, str] | None = None
+    #: segment columns of the source table whose values each score row carries
+    #: (``ctxprec_segments``; docs/segments.md); part of what identifies a score
+    segments: tuple[str, ...] | list[str] | str | None = ()
     threshold: float = 0.5
     strict_mode: bool = False
     chunk_size: int = 500
@@ -85,6 +88,7 @@ class PipelineConfig:
                     f"mapping of logical column names, got {type(self.columns).__name__}"
                 )
             self.columns = kind.columns.from_mapping(self.columns, source=f"columns of {self.metric}")
+        self.segments = parse_segments(self.segments, "segments")
         if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:
             raise ValueError(f"chunk_size must be a positive integer, got {self.chunk_size!r}")
         if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
@@ -156,6 +160,7 @@ class PipelineConfig:
             "metric": kind.name,
             "source_table": getattr(s, kind.table_setting),
             "columns": columns,
+            "segments": tuple(s.segments),
             "threshold": s.threshold,
             "concurrency": s.concurrency,
             "chunk_size": s.chunk_size,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from sqlalchemy import Table
 from sqlalchemy.engine import Engine
 
 from ..errors import JudgeConfigurationError
@@ -16,11 +17,12 @@ from ..warehouse.engine import get_engine
 from ..warehouse.identifiers import split_table_name
 from ..warehouse.permissions import check_output_writable
 from ..warehouse.schema import OutputTables, ensure_output_tables
-from ..warehouse.source import SourceTable, reflect_source
+from ..warehouse.segments import ensure_segments_table, segment_column, segments_table
+from ..warehouse.source import SourceTable, SourceTableError, reflect_source
 from ..warehouse.store import ScoringKey
 from .config import PipelineConfig
 
-__all__ = ["PipelineContext", "prepare", "check_key_fits"]
+__all__ = ["PipelineContext", "prepare", "check_key_fits", "scoring_key", "with_segments"]
 
 
 @dataclass
@@ -37,6 +39,16 @@ class PipelineContext:
     key: ScoringKey
     #: circuit breaker and request quota shared by every chunk scored with this context
     guards: JudgeGuards = field(default_factory=JudgeGuards)
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        """The segment columns whose values the score rows carry (``config.segments``)."""
+        return tuple(self.config.segments or ())
+
+    @property
+    def segments_table(self) -> Table | None:
+        """``ctxprec_segments`` with this run's ``seg_`` columns (created by ``prepare``)."""
+        return segments_table(self.config.output_schema, self.segments) if self.segments else None
 
     @property
     def judge_is_offline(self) -> bool:
@@ -84,6 +96,35 @@ def source_table_name(table: str, schema: str | None) -> str:
     return f"{schema}.{name}" if schema else name
 
 
+def scoring_key(metric: BaseRetrievalMetric, source: SourceTable, config: PipelineConfig) -> ScoringKey:
+    """What identifies a score of this run: metric, judge model, prompt version, input table —
+    the one place the key is built. The segment columns (``config.segments``) are part of the
+    identity too: a score counts as done for this configuration only when its segment row was
+    recorded with exactly these columns (``intake``), so a changed list re-scores (the judgment
+    cache answers every node already judged)."""
+    return ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version, source.name)
+
+
+def with_segments(source: SourceTable, segments: tuple[str, ...]) -> SourceTable:
+    """``source`` reading the segment columns too (as ``seg_<name>`` in each row); a segment column
+    the table lacks is a ``SourceTableError``, before any judge call."""
+    if not segments:
+        return source
+    by_lower = {c.name.lower(): c for c in source.table.columns}
+    extra = {}
+    for name in segments:
+        col = source.table.columns.get(name)
+        if col is None:
+            col = by_lower.get(name.lower())
+        if col is None:
+            raise SourceTableError(
+                f"segment column {name!r} is not a column of {source.name}; "
+                f"its columns are: {', '.join(c.name for c in source.table.columns)}"
+            )
+        extra[segment_column(name)] = col
+    return replace(source, columns={**source.columns, **extra}, _chunk_reads={})
+
+
 def prepare(config: PipelineConfig) -> PipelineContext:
     """Resolve the config: engine, output tables (created if missing), source table (reflected
     and checked against the metric's column set), judge and metric."""
@@ -100,13 +141,17 @@ def prepare(config: PipelineConfig) -> PipelineContext:
         columns_env=config.kind.columns_env,
         optional=config.source_columns.optional_missing_ok(),
     )
+    segments = tuple(config.segments or ())
+    source = with_segments(source, segments)
+    if segments:
+        ensure_segments_table(engine, config.output_schema, segments)
     judge = None
     if config.kind.needs_judge:  # a pure computation (labels) needs no judge, key or endpoint
         judge = make_judge(
             config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key, timeout=config.judge_timeout
         )
     metric = config.kind.build(config, judge)
-    key = ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version, source.name)
+    key = scoring_key(metric, source, config)
     check_key_fits(tables, key)
     breaker = CircuitBreaker(
         config.outage_tolerance,

@@ -9,12 +9,15 @@ from datetime import UTC, datetime
 from itertools import compress
 from typing import Any
 
+from sqlalchemy import select
+
 from ..errors import InvalidTestCaseError
 from ..judge.budget import Budget
 from ..judge.cache import DictVerdictCache, remembered_keys
 from ..secrets import redact
 from ..warehouse.engine import read_connection
 from ..warehouse.rows import case_or_failure
+from ..warehouse.segments import segment_column, segment_state
 from ..warehouse.source import read_chunk_rows
 from ..warehouse.store import ScoringKey, load_judgments, run_spend, scored_ids
 from .context import PipelineContext
@@ -46,6 +49,10 @@ class _Intake:
     key_memo: dict[tuple, list[bytes]] = field(default_factory=dict)
     #: ``str(row["id"])`` of each of ``rows``, in order
     log_ids: list[str] = field(default_factory=list)
+    #: segment values by log id (``ctx.segments`` only) and the ids scored before in another
+    #: partition, whose segment rows there are replaced
+    segment_values: dict[str, dict[str, Any]] = field(default_factory=dict)
+    moved: list[str] = field(default_factory=list)
 
 
 def _failure(
@@ -89,7 +96,13 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
             rows = list(compress(every, picked))
             log_ids = list(compress(every_id, picked))
         done_ids = scored_ids(conn, ctx.tables, key, log_ids)
-    intake = _Intake(rows, done_ids, all_rows=len(every), log_ids=log_ids)
+        moved: list[str] = []
+        if ctx.segments and done_ids:
+            done_ids, moved = _segmented(conn, ctx, pk, done_ids)
+    intake = _Intake(rows, done_ids, all_rows=len(every), log_ids=log_ids, moved=moved)
+    if ctx.segments:
+        names = [(n, segment_column(n)) for n in ctx.segments]
+        intake.segment_values = {i: {n: r.get(c) for n, c in names} for i, r in zip(log_ids, rows)}
     if len(rows) < len(every):  # outside the sample: neither scored nor a failure
         intake.unsampled_ids = list(set(every_id) - set(log_ids))
     now = _now()
@@ -129,6 +142,27 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
         except InvalidTestCaseError as exc:
             failures.append(_failure(log_id, pk, key, exc.error_type, redact(str(exc)), 0, run_id, now, chunk.index))
     return intake
+
+
+def _segmented(conn: Any, ctx: PipelineContext, pk: str, done_ids: set[str]) -> tuple[set[str], list[str]]:
+    """The segment columns are part of a score's identity: of the rows scored already, those
+    whose segment row records exactly ``ctx.segments`` stay done; the others are scored again (the
+    judgment cache answers). Also returns the re-scored ids whose score sits in another partition."""
+    table = ctx.segments_table
+    assert table is not None
+    complete, present = segment_state(conn, table, ctx.key, pk, list(done_ids), ctx.segments)
+    redo = done_ids - complete
+    moved: list[str] = []
+    if redo - present:  # no segment row in this partition: a first segmentation, or a row that moved
+        s = ctx.tables.scores
+        for part in _parts(sorted(redo - present)):
+            stmt = select(s.c.log_id).where(ctx.key.where(s), s.c.log_id.in_(part), s.c.partition_key != pk)
+            moved.extend(r[0] for r in conn.execute(stmt))
+    return done_ids & complete, moved
+
+
+def _parts(items: list[str], n: int = 500) -> list[list[str]]:
+    return [items[i : i + n] for i in range(0, len(items), n)]
 
 
 def remaining_budget(ctx: PipelineContext, run_id: str) -> Budget | None:

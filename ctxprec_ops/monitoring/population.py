@@ -1,0 +1,138 @@
+"""Whose scores the monitoring figures compare: the ``Population`` (a ``ScoringKey``), and the
+one place every reader turns it into SQL (``Population.where``).
+
+Scores from different judges or prompt versions are different measurements; pooling them would
+turn a judge change into a fake regression. Scores of two input tables are different populations
+too (their ids may overlap). Every figure is therefore computed for one scoring key — by default
+that of the most recently scored row (for ``check``: the most recent in the checked partition,
+falling back to the most recent before it); each part can be given.
+
+The key's fields are read generically (every ``ScoringKey`` field that is a column of
+``ctxprec_scores``), and every reader filters with ``Population.where(table)``, which is
+``ScoringKey.where``: a field added to the scoring key is picked up by every monitoring query.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from ..secrets import redact_url
+from ..warehouse.engine import get_engine
+from ..warehouse.schema import ExistingTables
+from ..warehouse.store import ScoringKey
+
+__all__ = ["Population", "engine_scope", "resolve_population", "key_fields"]
+
+
+@contextlib.contextmanager
+def engine_scope(engine_or_url: Engine | str) -> Iterator[Engine]:
+    """Yield an Engine for an Engine or a URL (``warehouse.engine.get_engine``: cached per URL)."""
+    if isinstance(engine_or_url, Engine):
+        yield engine_or_url
+        return
+    if not isinstance(engine_or_url, str) or not engine_or_url.strip():
+        raise ValueError("a warehouse URL is required (--warehouse or CTXPREC_WAREHOUSE_URL)")
+    try:
+        engine = get_engine(engine_or_url)
+    except ValueError:
+        raise
+    except Exception as exc:  # missing driver etc.: say which (without the password)
+        raise ValueError(f"cannot open warehouse {redact_url(engine_or_url)}: {type(exc).__name__}: {exc}") from None
+    yield engine
+
+
+def key_fields(tables: ExistingTables) -> list[str]:
+    """The ``ScoringKey`` fields that are columns of the scores table as it exists (``source_table``
+    only when the table has it: tables of an older version may not)."""
+    have = {c.name for c in tables.scores.c}
+    out = []
+    for f in dataclasses.fields(ScoringKey):
+        if f.name not in have or (f.name == "source_table" and not tables.source_keyed):
+            continue
+        out.append(f.name)
+    return out
+
+
+@dataclass(frozen=True)
+class Population:
+    """The scoring key whose scores are compared (``source_table`` None: any input table, for
+    output tables written before the column existed)."""
+
+    key: ScoringKey
+
+    @classmethod
+    def of(
+        cls, metric: str, judge_model: str | None, prompt_version: str | None, source_table: str | None = None
+    ) -> Population:
+        return cls(ScoringKey(metric, judge_model, prompt_version, source_table))  # type: ignore[arg-type]
+
+    @property
+    def metric(self) -> str:
+        return self.key.metric
+
+    @property
+    def judge_model(self) -> str | None:
+        return self.key.judge_model
+
+    @property
+    def prompt_version(self) -> str | None:
+        return self.key.prompt_version
+
+    @property
+    def source_table(self) -> str | None:
+        return self.key.source_table
+
+    def where(self, table: sa.Table) -> sa.ColumnElement[bool]:
+        """This population's rows of ``table`` (scores, failures, runs, segments): the key's filter."""
+        return self.key.where(table)
+
+    def label(self) -> str:
+        table = f" of {self.source_table}" if self.source_table else ""
+        return f"{self.judge_model or '?'} / prompt {self.prompt_version or '?'}{table}"
+
+
+def resolve_population(
+    conn: sa.Connection,
+    tables: ExistingTables,
+    metric: str,
+    *,
+    partition_key: str | None = None,
+    up_to: str | None = None,
+    judge_model: str | None = None,
+    prompt_version: str | None = None,
+    source_table: str | None = None,
+) -> Population | None:
+    """The population of the most recently scored row matching the given constraints (None: no
+    rows). ``source_table`` is ignored on output tables written before the column existed."""
+    t = tables.scores
+    names = key_fields(tables)
+    given: dict[str, Any] = {"metric": metric, "judge_model": judge_model, "prompt_version": prompt_version}
+    given["source_table"] = source_table if "source_table" in names else None
+    base = [t.c[name] == value for name, value in given.items() if value is not None and name in names]
+    attempts = []
+    if partition_key is not None:
+        attempts.append(base + [t.c.partition_key == partition_key])
+    attempts.append(base + ([t.c.partition_key <= up_to] if up_to else []))
+    for where in attempts:
+        row = conn.execute(
+            sa.select(*(t.c[n] for n in names))
+            .where(*where)
+            .order_by(t.c.scored_at.desc().nulls_last(), t.c.partition_key.desc())
+            .limit(1)
+        ).first()
+        if row is not None:
+            values: dict[str, Any] = {
+                f.name: None for f in dataclasses.fields(ScoringKey) if f.default is dataclasses.MISSING
+            }
+            values.update(zip(names, row))
+            return Population(ScoringKey(**values))
+    if judge_model is not None or prompt_version is not None:  # explicit, even with no rows yet
+        return Population.of(metric, judge_model, prompt_version, given["source_table"])
+    return None

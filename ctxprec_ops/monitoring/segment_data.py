@@ -1,0 +1,128 @@
+"""Reading ``ctxprec_segments`` for monitoring: which rows carry a segment column, and the
+moments of their scores per (partition, segment value), aggregated in SQL.
+
+A row counts for segment column ``COL`` only when its ``segment_columns`` lists ``COL`` (a
+``seg_COL`` value of a row scored without it is "not recorded", never the ``(null)`` segment).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from ..errors import CtxPrecError
+from ..warehouse.segments import NULL_LABEL, existing_segments_table, segment_column
+from .history import moments_by
+from .population import Population
+from .stats import Moments
+
+__all__ = [
+    "SegmentError",
+    "SegmentSource",
+    "segment_source",
+    "value_filter",
+    "label",
+    "segment_moments",
+    "partition_segment_means",
+]
+
+
+class SegmentError(CtxPrecError, LookupError):
+    """A ``--by``/``--pair-on``/``--within`` column no score row carries, or a value with no rows."""
+
+    error_type = "segment"
+    retryable = False
+
+
+def label(value: str | None) -> str:
+    """How a segment value is shown: NULL is ``(null)``."""
+    return NULL_LABEL if value is None else value
+
+
+def value_filter(col: sa.ColumnElement[Any], value: str | None) -> sa.ColumnElement[bool]:
+    """``col = value``; None (the ``(null)`` segment) is ``col IS NULL``."""
+    return col.is_(None) if value is None else col == value
+
+
+def parse_value(text: str) -> str | None:
+    """A value given on the command line: ``(null)`` selects the NULL segment."""
+    return None if text == NULL_LABEL else text
+
+
+class SegmentSource:
+    """The segments table of a warehouse with the columns a reader asks for, checked."""
+
+    def __init__(self, table: sa.Table, names: Sequence[str]) -> None:
+        self.table = table
+        self.names = list(names)
+
+    def col(self, name: str) -> sa.ColumnElement[Any]:
+        return self.table.c[segment_column(name)]
+
+    def recorded(self, *names: str) -> list[sa.ColumnElement[bool]]:
+        """The rows scored with every one of ``names`` among their segment columns: one ``LIKE``
+        (``segment_columns`` is the sorted JSON list, so the names appear in sorted order)."""
+        if not names:
+            return []
+
+        def esc(name: str) -> str:
+            return name.replace("/", "//").replace("%", "/%").replace("_", "/_")
+
+        pattern = "%" + "%".join(f'"{esc(n)}"' for n in sorted(set(names))) + "%"
+        return [self.table.c.segment_columns.like(pattern, escape="/")]
+
+
+def segment_source(
+    conn: Connection, population: Population | None, *names: str, schema: str | None = None
+) -> SegmentSource:
+    """The segments table, refusing with a clear ``SegmentError`` a column no row carries."""
+    table, have = existing_segments_table(conn, schema)
+    missing = [n for n in names if n not in have]
+    if table is None or missing:
+        recorded = f"segment columns recorded: {', '.join(have)}" if have else "no score row carries segments yet"
+        what = ", ".join(repr(n) for n in (missing or names))
+        raise SegmentError(
+            f"no score rows carry segment column {what} ({recorded}); score with "
+            f"--segment {(missing or names)[0]} (or CTXPREC_SEGMENTS) to record it"
+        )
+    if population is None:
+        raise SegmentError("nothing scored for this metric yet: no segments to read")
+    return SegmentSource(table, have)
+
+
+def segment_moments(
+    conn: Connection, src: SegmentSource, population: Population, by: str, partitions: Sequence[str]
+) -> dict[tuple[str, str | None], Moments]:
+    """``{(partition, value): Moments}`` of the population's scores in ``partitions`` per value of
+    segment column ``by`` (one ``GROUP BY``)."""
+    if not partitions:
+        return {}
+    t = src.table
+    where = [population.where(t), t.c.partition_key.in_(list(partitions)), *src.recorded(by)]
+    rows = moments_by(conn, t, where, [t.c.partition_key, src.col(by)])
+    return {(str(k[0]), k[1]): m for k, m in rows}
+
+
+def partition_segment_means(
+    engine: Engine, population: Population, partition_key: str, names: Sequence[str], *, limit: int = 50
+) -> dict[str, list[dict[str, Any]]]:
+    """``{column: [{"value", "label", "rows", "mean"}, ...]}`` of one partition, the largest segments
+    first (at most ``limit`` per column): the per-segment means the orchestrators show."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    if not names:
+        return out
+    with engine.connect() as conn:
+        table, have = existing_segments_table(conn)
+        if table is None:
+            return out
+        src = SegmentSource(table, have)
+        for name in names:
+            if name not in have:
+                continue
+            got = segment_moments(conn, src, population, name, [partition_key])
+            items = sorted(got.items(), key=lambda kv: (-kv[1].n, label(kv[0][1])))[:limit]
+            out[name] = [{"value": v, "label": label(v), "rows": m.n, "mean": m.mean} for (_pk, v), m in items]
+    return out
