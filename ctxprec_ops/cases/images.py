@@ -20,6 +20,7 @@ import mimetypes
 import os
 import sys
 import uuid
+import weakref
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,8 @@ __all__ = ["MLLMImage", "as_image", "image_for", "judged_text", "display_text", 
 #: every ``MLLMImage`` built in this process, by id (deepeval keeps one too: placeholders in
 #: texts are resolved through it)
 _REGISTRY: dict[str, MLLMImage] = {}
+#: images by ``key`` (what the judge's prompt names them by), while something keeps them alive
+_BY_KEY: weakref.WeakValueDictionary[str, MLLMImage] = weakref.WeakValueDictionary()
 _registering: ContextVar[bool] = ContextVar("ctxprec_register_images", default=True)
 _DEEPEVAL_MODULE = "deepeval.test_case.llm_test_case"
 _MARK = "[DEEPEVAL:"
@@ -179,6 +182,8 @@ class MLLMImage:
         label = self.filename or (self.url or "inline image")
         image = register_image(PromptImage(key=key, url=url, mime_type=self.mimeType, label=label))
         self._prompt_image = image
+        _BY_KEY.setdefault(key, self)
+        _share_with_deepeval(key, self)
         return image
 
     def to_dict(self) -> dict[str, Any]:
@@ -219,9 +224,27 @@ def as_image(obj: Any) -> MLLMImage | None:
     return mine
 
 
+def _share_with_deepeval(key: str, image: MLLMImage) -> None:
+    """When deepeval is imported, put the image in its registry under ``key`` too: a custom
+    multimodal model written for deepeval finds the images of our prompts with deepeval's own
+    helpers (``convert_to_multi_modal_array``). Best effort; deepeval is never imported here."""
+    module = sys.modules.get(_DEEPEVAL_MODULE)
+    registry = getattr(module, "_MLLM_IMAGE_REGISTRY", None)
+    theirs = getattr(module, "MLLMImage", None)
+    if not isinstance(registry, dict) or theirs is None or key in registry:
+        return
+    try:
+        if image.url and not image.local:
+            theirs(url=image.url, _id=key)
+        else:
+            theirs(dataBase64=image.dataBase64, mimeType=image.mimeType, _id=key)
+    except Exception:  # noqa: BLE001 - a courtesy to deepeval code, never a failure of ours
+        pass
+
+
 def image_for(ident: str) -> MLLMImage | None:
-    """The image a placeholder names: ours, else deepeval's (copied), else None."""
-    mine = _REGISTRY.get(ident)
+    """The image a placeholder names (by id, or by key): ours, else deepeval's (copied), else None."""
+    mine = _REGISTRY.get(ident) or _BY_KEY.get(ident)
     if mine is not None:
         return mine
     registry = getattr(sys.modules.get(_DEEPEVAL_MODULE), "_MLLM_IMAGE_REGISTRY", None)

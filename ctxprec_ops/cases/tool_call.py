@@ -2,15 +2,15 @@
 
 ``ToolCall`` has deepeval's fields, equality and hash: two tool calls are equal when their
 ``name``, ``input_parameters`` and ``output`` are, and the hash is computed the way deepeval
-computes it, so ours and deepeval's own ``ToolCall`` objects hash alike, compare equal (from our
-side; deepeval's side too once ours is registered with it, see ``_register_with_deepeval``) and
-collapse in a set.
+computes it, so ours and deepeval's own ``ToolCall`` objects hash alike and ours compares equal
+to deepeval's. (deepeval's ``__eq__`` answers False for any object not of its own class, and
+pydantic models refuse virtual subclasses, so ``deepeval_call == ours`` stays False: put
+deepeval's calls into a case of ours — they are converted — or compare from our side.)
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Hashable
 from enum import Enum
 from typing import Any
@@ -67,11 +67,6 @@ class ToolCall(BaseModel):
     output: Any = None
     input_parameters: dict[str, Any] | None = alias("inputParameters", "input_parameters")
 
-    def __init__(self, /, **data: Any) -> None:
-        super().__init__(**data)
-        if _deepeval_pending():
-            _register_with_deepeval()
-
     @field_serializer("type")
     def _type_value(self, value: ToolCallType) -> str:
         return value.value
@@ -108,32 +103,6 @@ def _json_or_repr(value: Any) -> str:
         return repr(value)
 
 
-# -- deepeval's ToolCall ----------------------------------------------------------------------
-# deepeval's ``ToolCall.__eq__`` answers False for anything that is not an instance of its class.
-# Its class is a pydantic model, hence an ABC: registering ours as a virtual subclass makes
-# ``deepeval_call == our_call`` compare the fields as well. Done when our first ToolCall is built
-# or converted after deepeval was imported (ctxprec-ops itself never imports deepeval).
-
-_DEEPEVAL_MODULE = "deepeval.test_case.llm_test_case"
-_registered = False
-
-
-def _deepeval_pending() -> bool:
-    return not _registered and _DEEPEVAL_MODULE in sys.modules
-
-
-def _register_with_deepeval() -> None:
-    global _registered
-    theirs = getattr(sys.modules.get(_DEEPEVAL_MODULE), "ToolCall", None)
-    register = getattr(theirs, "register", None)
-    if callable(register):
-        try:
-            register(ToolCall)
-        except Exception:  # noqa: BLE001 - an optional courtesy, never a failure
-            pass
-    _registered = True
-
-
 def coerce_tool_calls(data: dict[str, Any], name: str, *, owner: str | None = None) -> None:
     """``data[name]`` as a list of our ``ToolCall`` (None stays None): ours are kept, a dict of
     the fields or deepeval's own ``ToolCall`` (read by attribute) is converted. A failure is
@@ -149,8 +118,6 @@ def coerce_tool_calls(data: dict[str, Any], name: str, *, owner: str | None = No
     if not isinstance(value, (list, tuple)):
         message = f"'{name}' must be None or a list of ToolCall (or of dicts of its fields), got {type_name(value)}"
         raise fail((name,), message, value, "list_type")
-    if _deepeval_pending():
-        _register_with_deepeval()
     calls = []
     for i, item in enumerate(value):
         if isinstance(item, ToolCall):
