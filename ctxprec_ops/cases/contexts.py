@@ -139,11 +139,14 @@ def judged_nodes(items: Sequence[Any] | None, where: str = "retrieval_context") 
 
 
 def display_nodes(items: Sequence[Any]) -> list[str]:
-    """The nodes of ``items`` as people read them (images as ``[image: name]``): what reports show."""
-    shown: list[str] = []
-    groups: dict[str, list[str]] = {}
+    """The nodes of ``items`` as people read them (reports, logs): a source group as its judged
+    text, an image as ``[image: <file name or URL>]``. ``items`` may be case items or the JSON
+    elements of a warehouse row (``{"context", "source"}``, ``{"url"}``); nothing is fetched."""
     order: list[Any] = []
+    groups: dict[str, list[str]] = {}
     for item in items:
+        if isinstance(item, dict) and isinstance(item.get("source"), str):
+            item = RetrievedContextData(context=str(item.get("context", "")), source=item["source"])
         if isinstance(item, RetrievedContextData):
             texts = groups.get(item.source)
             if texts is None:
@@ -152,11 +155,12 @@ def display_nodes(items: Sequence[Any]) -> list[str]:
             texts.append(display_text(item.context))
         elif isinstance(item, MLLMImage):
             order.append(f"[image: {item.filename or item.url or 'inline'}]")
+        elif isinstance(item, dict) and isinstance(item.get("url"), str):
+            url = item["url"]
+            order.append("[image: inline]" if url.startswith("data:") else f"[image: {url}]")
         else:
             order.append(display_text(str(item)))
-    for n in order:
-        shown.append(n if isinstance(n, str) else _group_text(*n))
-    return shown
+    return [n if isinstance(n, str) else _group_text(*n) for n in order]
 
 
 def dump_items(items: Sequence[Any] | None) -> list[Any] | None:

@@ -33,6 +33,7 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from ..cases.contexts import display_nodes
 from ..secrets import redact_url
 from ..warehouse.engine import get_engine
 from ..warehouse.identifiers import split_table_name
@@ -518,7 +519,8 @@ def _attach_source(
             case["input"] = row["query"]
         if row.get("expected") is not None:
             case["expected"] = row["expected"]
-        texts = _json_list(row.get("nodes")) if single_turn and len(case["groups"]) == 1 else []
+        # the judged nodes (items sharing a source are one node; images by name)
+        texts = display_nodes(_json_list(row.get("nodes"))) if single_turn and len(case["groups"]) == 1 else []
         for node in case["verdicts"]:
             k = node["node"] - 1
             if 0 <= k < len(texts):
