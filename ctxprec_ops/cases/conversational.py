@@ -69,6 +69,9 @@ class Turn(CaseModel):
     ) -> None:
         data = gather(type(self), (role, content, retrieval_context), kwargs)
         # deepeval leaves every Turn check to pydantic: each failure is a ValidationError
+        for required in ("role", "content"):
+            if required not in data:
+                raise invalid("Turn", (required,), f"'Turn.{required}' is required", data, "missing")
         if data.get("role") not in ("user", "assistant"):
             message = f"Turn.role must be 'user' or 'assistant', got {data.get('role')!r}"
             raise invalid("Turn", ("role",), message, data.get("role"), "literal_error")

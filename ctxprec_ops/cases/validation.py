@@ -63,9 +63,23 @@ def type_name(value: Any) -> str:
     return type(value).__name__
 
 
+#: pydantic's own wording of the errors raised here (deepeval's users may match it)
+_PYDANTIC_WORDING = {
+    "string_type": "Input should be a valid string",
+    "list_type": "Input should be a valid list",
+    "dict_type": "Input should be a valid dictionary",
+    "missing": "Field required",
+    "model_type": "Input should be a valid dictionary or instance of ToolCall",
+    "literal_error": "Input should be 'user' or 'assistant'",
+}
+
+
 def invalid(owner: str, loc: tuple[str | int, ...], message: str, value: Any, kind: str) -> TestCaseValidationError:
-    """A ``TestCaseValidationError`` of pydantic error type ``kind`` at ``loc`` with our message."""
-    escaped = message.replace("{", "{{").replace("}", "}}")  # the message is a format template
+    """A ``TestCaseValidationError`` of pydantic error type ``kind`` at ``loc``: pydantic's own
+    wording for that type, then ours (which names the field and the type it got)."""
+    wording = _PYDANTIC_WORDING.get(kind)
+    text = f"{wording} ({message})" if wording else message
+    escaped = text.replace("{", "{{").replace("}", "}}")  # the message is a format template
     line = {"type": PydanticCustomError(kind, escaped), "loc": loc, "input": value}
     return TestCaseValidationError.from_exception_data(owner, [line])  # type: ignore[list-item]
 
