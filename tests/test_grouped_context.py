@@ -138,8 +138,9 @@ def test_warehouse_rows_with_context_and_source_objects():
 def test_partition_of_grouped_rows_verdicts_and_report_texts(judge_server, tmp_path):
     from ctxprec_ops.monitoring.history import load_worst_cases
     from ctxprec_ops.pipeline import PipelineConfig, score_partition
+    from ctxprec_ops.pipeline.estimate import estimate_partition
     from ctxprec_ops.warehouse.engine import get_engine
-    from tests.fixtures.warehouse_data import create_logs, log_row
+    from tests.fixtures.warehouse_data import count, create_logs, log_row
 
     judge_server.oracle = refunds_only
     url = f"sqlite:///{tmp_path / 'wh.db'}"
@@ -158,8 +159,13 @@ def test_partition_of_grouped_rows_verdicts_and_report_texts(judge_server, tmp_p
         ],
     )
     cfg = PipelineConfig(warehouse=url, judge="gpt-4o-mini", judge_base_url=judge_server.base_url, judge_api_key="k")
+    est = estimate_partition(cfg, "2026-11-28")
+    assert est.nodes_total == 3 + 2 and judge_server.calls == 0  # the grouped nodes, as they will be judged
     summary = score_partition(cfg, "2026-11-28")
     assert summary.status == "succeeded" and summary.rows_scored == 2
+    # one cache entry per node: faq.md's group, the plain string (shared by both rows), policy.md's
+    # group, and row 2's policy passage as a plain node
+    assert count(engine, "ctxprec_judgments") == 4
     with engine.connect() as conn:
         rows = dict(conn.execute(sa.text("SELECT log_id, verdicts FROM ctxprec_scores")).all())
         scores = dict(conn.execute(sa.text("SELECT log_id, score FROM ctxprec_scores")).all())
@@ -184,3 +190,20 @@ def test_turn_metric_keeps_each_item_a_node_as_deepeval_does(judge_server):
     assert metric.measure(conv) == pytest.approx(1 / 3, abs=0)  # three nodes: faq.md is not merged here
     assert judge_server.requests[0]["node_ids"] == [1, 2, 3]
     assert "Source: faq.md\n\nShipping takes a week." in judge_server.requests[0]["json"]["messages"][0]["content"]
+
+
+def test_calibration_labels_number_the_grouped_nodes(tmp_path):
+    from ctxprec_ops.calibration import parse_labels
+    from ctxprec_ops.calibration.run import load_cases
+    from ctxprec_ops.cases.contexts import node_count
+    from ctxprec_ops.warehouse.engine import get_engine
+    from tests.fixtures.warehouse_data import create_logs, log_row
+
+    assert node_count(ITEMS) == 3 and node_count(["a", "b"]) == 2 and node_count(None) == 0
+    engine = get_engine(f"sqlite:///{tmp_path / 'wh.db'}")
+    raw = [{"context": i.context, "source": i.source} if isinstance(i, RetrievedContextData) else i for i in ITEMS]
+    create_logs(engine, [log_row(1, datetime(2026, 11, 28, 1), context=raw)])
+    labels = parse_labels("log_id,node,relevant\n1,1,0\n1,3,1\n1,4,0\n")
+    data = load_cases(engine, labels)
+    assert data.labels == {"1": {1: False, 3: True}}  # four elements, three nodes: node 4 does not exist
+    assert "the row has 3 nodes" in data.skipped["1"]

@@ -342,3 +342,23 @@ def test_content_hash_of_images_is_a_digest_not_the_data(gif):
     image = MLLMImage(url=str(gif))
     assert len(image.key) == 32 and hashlib.sha256(GIF_A).hexdigest()[:32] != image.key
     assert image.dataBase64 not in image.key
+
+
+def test_pdfs_are_refused_and_reports_name_images():
+    from ctxprec_ops.cases.contexts import display_nodes
+
+    pdf = MLLMImage(dataBase64="JVBERi0=", mimeType="application/pdf")
+    assert str(pdf).startswith("[DEEPEVAL:PDF:")
+    case = LLMTestCase(input="q", expected_output="a", retrieval_context=[f"{pdf}"])
+    assert case.multimodal is True
+    metric = ContextualPrecisionMetric(model=OpenAIJudge("gpt-4o-mini", api_key="k"))
+    with pytest.raises(InvalidTestCaseError, match=r"retrieval_context\[0\] holds a PDF document"):
+        metric.judge_requests(case)
+    cat = MLLMImage(url=CAT)
+    assert display_nodes(["text", cat, {"url": CAT}, {"url": "data:image/png;base64,AAAA"}, f"see {cat}"]) == [
+        "text",
+        "[image: cat.png]",
+        f"[image: {CAT}]",
+        "[image: inline]",
+        "see [image: cat.png]",
+    ]

@@ -27,6 +27,7 @@ __all__ = [
     "is_plain",
     "item_text",
     "judged_nodes",
+    "node_count",
 ]
 
 
@@ -132,6 +133,14 @@ def context_nodes(items: Sequence[Any], where: str = "retrieval_context") -> lis
 
 def _group_text(source: str, texts: list[str]) -> str:
     return "\n\n".join([f"Source: {source}", *texts])
+
+
+def node_count(items: Sequence[Any] | None) -> int:
+    """How many nodes ``items`` are (a source's items count once)."""
+    if not items:
+        return 0
+    sources = {i.source for i in items if isinstance(i, RetrievedContextData)}
+    return len(sources) + sum(not isinstance(i, RetrievedContextData) for i in items)
 
 
 def judged_nodes(items: Sequence[Any] | None, where: str = "retrieval_context") -> list[str]:
