@@ -87,6 +87,21 @@ def test_evaluate_and_its_dataframe_number_the_grouped_nodes(judge_server):
     assert result.test_results[0].metrics_data[0].score == pytest.approx(1 / 3, abs=0)
 
 
+def test_score_dataframe_takes_grouped_items_in_json_text(judge_server):
+    import pandas as pd
+
+    from ctxprec_ops.evaluation.dataframe import score_dataframe
+
+    judge_server.oracle = refunds_only
+    raw = [{"context": i.context, "source": i.source} if isinstance(i, RetrievedContextData) else i for i in ITEMS]
+    frame = pd.DataFrame(
+        {"input": ["q", "q2"], "expected_output": ["a", "a"], "retrieval_context": [json.dumps(raw), raw[1:3]]}
+    )
+    scored = score_dataframe(frame, judge=_judge(judge_server))
+    assert list(scored["score"]) == [pytest.approx(1 / 3, abs=0), 0.5]
+    assert [len(v) for v in scored["verdicts"]] == [3, 2]
+
+
 def test_items_are_validated_and_converted():
     case = LLMTestCase(
         input="q",
