@@ -5,7 +5,21 @@
 """
 
 from .cases.results import EvaluationResult, MetricData, MetricResult, TestResult, WindowResult
-from .cases.test_case import ConversationalTestCase, LLMTestCase, ModelTestCase, TestCaseTypeError, ToolCall, Turn
+from .cases.test_case import (
+    ConversationalTestCase,
+    LLMTestCase,
+    MLLMImage,
+    ModelTestCase,
+    MultiTurnParams,
+    RetrievedContextData,
+    SingleTurnParams,
+    TestCaseTypeError,
+    TestCaseValidationError,
+    ToolCall,
+    ToolCallParams,
+    ToolCallType,
+    Turn,
+)
 from .errors import (
     BudgetExhaustedError,
     CtxPrecError,
@@ -64,4 +78,11 @@ __all__ = [
     "TestResult",
     "ToolCall",
     "TestCaseTypeError",
+    "MLLMImage",
+    "RetrievedContextData",
+    "SingleTurnParams",
+    "MultiTurnParams",
+    "ToolCallParams",
+    "ToolCallType",
+    "TestCaseValidationError",
 ]

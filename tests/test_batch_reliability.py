@@ -261,3 +261,27 @@ def test_a_batch_run_and_a_sync_run_write_the_same_scores_failures_and_run_row(
     assert {k: b[k] for k in RUN_FIELDS} == {k: s[k] for k in RUN_FIELDS}
     assert b["cost"] == pytest.approx(s["cost"] / 2) and b["run_id"] != s["run_id"]
     assert (batch.status, batch.rows_scored, batch.rows_failed) == (sync.status, sync.rows_scored, sync.rows_failed)
+
+
+def test_image_rows_go_to_the_batch_as_image_parts_and_score_as_in_sync_mode(judge_server, tmp_path):
+    from datetime import datetime
+
+    from tests.fixtures.warehouse_data import log_row
+
+    cat = "https://img.example/cat.png"
+    judge_server.oracle = lambda text, prompt: "cat.png" in text
+    data = [
+        log_row(1, datetime(2026, 11, 28, 1), context=["Dogs bark.", {"url": cat}]),
+        log_row(2, datetime(2026, 11, 28, 2), context=[{"url": cat}, "Birds sing."]),
+    ]
+    sync_url, batch_url = f"sqlite:///{tmp_path / 'sync.db'}", f"sqlite:///{tmp_path / 'batch.db'}"
+    for u in (sync_url, batch_url):
+        create_logs(get_engine(u), data)
+    score_partition(config(sync_url, judge_server), DAY)
+    batch = score_partition(config(batch_url, judge_server, judge_mode="batch"), DAY)
+    assert batch.status == "succeeded" and scores(get_engine(batch_url)) == scores(get_engine(sync_url))
+    assert {k: v[0] for k, v in scores(get_engine(batch_url)).items()} == {"1": 0.5, "2": 1.0}
+    assert judge_server.batch_images == [cat, cat]  # the images went as image_url parts, not as text
+    # the two rows share the cat node (same question): one round still answers both, each with the
+    # prompt it recorded (a pass's lookups never see verdicts judged in the same pass)
+    assert len(judge_server.batch_created) == 1

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import JudgeConfigurationError
-from ..judge.models.openai_judge import OpenAIJudge
+from ..judge.models.openai_judge import OpenAIJudge, message_content
 from ..scoring.verdicts import JudgeAnswer
 from ..secrets import redact
 from .results import ResultFile, parse_result_file
@@ -41,7 +41,7 @@ def request_line(
     judge: OpenAIJudge, custom_id: str, prompt: str, schema: type[BaseModel] | None = JudgeAnswer
 ) -> dict[str, Any]:
     """The request line for ``prompt``: the body the sync judge sends for it, nothing else."""
-    body: dict[str, Any] = {"model": judge.model, "messages": [{"role": "user", "content": prompt}]}
+    body: dict[str, Any] = {"model": judge.model, "messages": [{"role": "user", "content": message_content(prompt)}]}
     if judge.temperature is not None:
         body["temperature"] = judge.temperature
     fmt = judge._response_format(schema)

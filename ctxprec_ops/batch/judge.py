@@ -51,6 +51,9 @@ class BatchJudge(JudgeModel):
 
     #: ``current_case`` is set around each case (the request lines are labelled by it)
     tags_cases = True
+    #: answers match requests by prompt: a pass's lookups must not see verdicts judged in the same
+    #: pass, or a case that shares nodes with an earlier one would ask a prompt never submitted
+    stable_prompts = True
 
     def __init__(self, real: JudgeModel, transport: BatchTransport) -> None:
         self.real = real
@@ -58,6 +61,7 @@ class BatchJudge(JudgeModel):
         self.model = real.get_model_name()
         self.price_per_million = batch_price_of(self.model)
         self.endpoint = getattr(real, "endpoint", None)
+        self.multimodal = real.supports_multimodal()  # image parts go into the request lines as they would be sent
         self._calls_of_case: dict[str, int] = {}
 
     def get_model_name(self) -> str:

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import JSON
 
+from ..cases.contexts import node_count
 from ..cases.test_case import LLMTestCase
 from ..errors import CtxPrecError, InvalidTestCaseError
 from ..metrics.contextual_precision import ContextualPrecisionMetric
@@ -142,7 +143,7 @@ def load_cases(
         except InvalidTestCaseError as exc:
             out.skipped[log_id] = str(exc)
             continue
-        n = len(case.retrieval_context or [])
+        n = node_count(case.retrieval_context)  # the judged nodes (a source's items are one)
         kept = {k: v for k, v in nodes.items() if k <= n}
         if len(kept) < len(nodes):
             out.skipped[log_id] = f"labels of node(s) {sorted(set(nodes) - set(kept))} ignored: the row has {n} nodes"
@@ -156,7 +157,7 @@ def _case_labels(
     case: LLMTestCase, labels: dict[int, bool], verdicts: dict[int, bool], judge_score: float | None
 ) -> CaseLabels:
     ranks = sorted(labels)
-    n = len(case.retrieval_context or [])
+    n = node_count(case.retrieval_context)  # the judged nodes (a source's items are one)
     complete = ranks == list(range(1, n + 1))
     return CaseLabels(
         log_id=str(case.id),

@@ -220,7 +220,8 @@ class TestResult:
     actual_output: str | None = None
     expected_output: str | None = None
     context: list[str] | None = None
-    retrieval_context: list[str] | None = None
+    #: the case's items as given (strings, ``RetrievedContextData``, ``MLLMImage``)
+    retrieval_context: list[Any] | None = None
     turns: list[Any] | None = None
     metadata: dict | None = None
 

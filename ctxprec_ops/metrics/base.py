@@ -143,10 +143,12 @@ class BaseRetrievalMetric:
         started = time.perf_counter()
         try:
             test_case = self.coerce(test_case)
-            if getattr(test_case, "multimodal", False):
+            if getattr(test_case, "multimodal", False) and not self.model.supports_multimodal():
                 raise InvalidTestCaseError(
-                    "images are not supported: this case is multimodal (it contains an image placeholder); "
-                    "ctxprec-ops scores text retrieval only (no judge call was made)"
+                    f"{_case_label(test_case, case_index)}: images are not supported by the judge "
+                    f"{self.evaluation_model!r}: the case holds images and this judge is not multimodal (use a "
+                    "vision model such as gpt-4o-mini, OpenAIJudge(..., multimodal=True), or a custom judge whose "
+                    "supports_multimodal() is True); no judge call was made"
                 )
             self._validate(test_case)
             await self._evaluate(test_case, run, result)
@@ -223,6 +225,15 @@ def _passes(score: float | None, threshold: float | None) -> bool | None:
     if threshold is None:
         return None
     return score is not None and score >= threshold
+
+
+def _case_label(test_case: Any, index: int) -> str:
+    """How an error names the case: its id, else its name, else its position."""
+    for attr in ("id", "name"):
+        value = getattr(test_case, attr, None)
+        if value is not None:
+            return f"case {value!r}"
+    return f"case at index {index}"
 
 
 def _error_type(exc: Exception) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Any
 
+from ..cases.contexts import context_nodes, is_plain
+from ..cases.images import judged_text
 from ..cases.results import MetricResult
 from ..cases.test_case import LLMTestCase, _CaseModel, as_llm_test_case
 from ..errors import InvalidTestCaseError
@@ -60,33 +62,40 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
                 f"cannot score contextual precision: empty or missing {', '.join(missing)} (no judge call was made)"
             )
 
+    @staticmethod
+    def judged(test_case: LLMTestCase) -> tuple[str, str, list[str]]:
+        """``(question, expected, nodes)`` as the judge is asked them: the nodes after grouping
+        ``RetrievedContextData`` items by source, images named by their key (``cases.images``).
+        Plain text cases are returned as they are."""
+        items = test_case.retrieval_context or []
+        expected = test_case.expected_output or ""
+        if not test_case.multimodal and is_plain(items):
+            return test_case.input, expected, items  # type: ignore[return-value]  # all str
+        return judged_text(test_case.input, "input"), judged_text(expected, "expected_output"), context_nodes(items)
+
     def judgment_keys(self, test_case: LLMTestCase) -> list[bytes]:
-        return judgment_keys(
-            self.evaluation_model,
-            self.prompt_version,
-            test_case.input,
-            test_case.expected_output or "",
-            test_case.retrieval_context or [],
-        )
+        question, expected, nodes = self.judged(test_case)
+        return judgment_keys(self.evaluation_model, self.prompt_version, question, expected, nodes)
 
     def judge_requests(self, test_case: Any) -> list[tuple[str, str, list[str]]]:
         """What scoring ``test_case`` sends the judge: ``[(question, expected, nodes)]``.
 
         Validates first (``InvalidTestCaseError``), exactly as ``measure`` does; no judge call."""
         self._validate(test_case)
-        return [(test_case.input, test_case.expected_output or "", list(test_case.retrieval_context or []))]
+        question, expected, nodes = self.judged(test_case)
+        return [(question, expected, list(nodes))]
 
     async def _evaluate(self, test_case: LLMTestCase, run: JudgeRun, result: MetricResult) -> None:
-        assert test_case.retrieval_context is not None and test_case.expected_output is not None
+        question, expected, nodes = self.judged(test_case)
         usage = Usage()
         try:
             verdicts, _ = await judge_nodes(
                 self.model,
                 self._judge_template(),
                 self.prompt_version,
-                test_case.input,
-                test_case.expected_output,
-                test_case.retrieval_context,
+                question,
+                expected,
+                nodes,
                 run,
                 max_nodes_per_call=self.max_nodes_per_call,
                 usage=usage,

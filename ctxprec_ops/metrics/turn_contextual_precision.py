@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..cases.contexts import item_text
+from ..cases.images import judged_text
 from ..cases.results import MetricResult, WindowResult
 from ..cases.test_case import (
     ConversationalTestCase,
@@ -68,14 +70,14 @@ def windows(turns: list[Turn], window_size: int) -> list[Window]:
     out: list[Window] = []
     for i in range(len(units)):
         idx = [t for unit in units[max(0, i - window_size + 1) : i + 1] for t in unit]
-        users = [turns[t].content for t in idx if turns[t].role == "user"]
+        users = [judged_text(turns[t].content, f"turns[{t}].content") for t in idx if turns[t].role == "user"]
         nodes: list[str] = []
         sources: list[tuple[int, int]] = []
         for t in idx:
             context = turns[t].retrieval_context
             if turns[t].role == "assistant" and context:
                 for j, node in enumerate(context):
-                    nodes.append(node)
+                    nodes.append(item_text(node, f"turns[{t}].retrieval_context[{j}]"))
                     sources.append((t, j))
         out.append(Window(i, idx, users, nodes, sources))
     return out
@@ -157,7 +159,7 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
                     self.evaluation_model,
                     self.prompt_version,
                     "\n".join(w.user_messages),
-                    case.expected_outcome or "",
+                    judged_text(case.expected_outcome or "", "expected_outcome"),
                     w.nodes,
                 )
         return keys
@@ -170,11 +172,12 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
         wins = [w for w in windows(case.turns, self.window_size) if w.nodes]
         if not wins:
             raise NotScorableError("not scorable: no window has any retrieval context (no judge call was made)")
-        return [("\n".join(w.user_messages), case.expected_outcome or "", list(w.nodes)) for w in wins]
+        outcome = judged_text(case.expected_outcome or "", "expected_outcome")
+        return [("\n".join(w.user_messages), outcome, list(w.nodes)) for w in wins]
 
     async def _evaluate(self, case: ConversationalTestCase, run: JudgeRun, result: MetricResult) -> None:
         assert case.expected_outcome is not None
-        outcome: str = case.expected_outcome
+        outcome: str = judged_text(case.expected_outcome, "expected_outcome")
         wins = windows(case.turns, self.window_size)
         if not wins:
             raise NotScorableError(

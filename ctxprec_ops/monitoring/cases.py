@@ -11,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from ..cases.contexts import display_nodes
 from ..warehouse.identifiers import split_table_name
 from ..warehouse.schema import existing_output_tables
 from .population import Population
@@ -153,7 +154,8 @@ def _attach_source(
             case["input"] = row["query"]
         if row.get("expected") is not None:
             case["expected"] = row["expected"]
-        texts = _json_list(row.get("nodes")) if single_turn and len(case["groups"]) == 1 else []
+        # the judged nodes (items sharing a source are one node; images by name)
+        texts = display_nodes(_json_list(row.get("nodes"))) if single_turn and len(case["groups"]) == 1 else []
         for node in case["verdicts"]:
             k = node["node"] - 1
             if 0 <= k < len(texts):

@@ -82,6 +82,22 @@ class _RunCache:
         self.recent[key] = verdict
 
 
+class _SnapshotCache:
+    """A chunk's judgment cache for a judge that answers by prompt (``stable_prompts``: a deferred
+    transport matching answers to the requests it recorded): lookups see the verdicts the chunk's
+    read found, never ones judged during this pass, so a case asks exactly the prompt it asked when
+    its request was recorded. New verdicts are still kept for the chunk's write."""
+
+    def __init__(self, own: DictVerdictCache) -> None:
+        self.own = own
+
+    def get(self, key: bytes) -> NodeVerdict | None:
+        return None if key in self.own.added else self.own.get(key)
+
+    def put(self, key: bytes, verdict: NodeVerdict) -> None:
+        self.own.put(key, verdict)
+
+
 @dataclass
 class _Open:
     """A chunk between its read and its write."""
@@ -115,6 +131,8 @@ class _Stream:
         self.inline = answers_inline_in(getattr(ctx.metric, "model", None), self.base)
         #: the judge wants to know which case each call is for (``judge.calls.current_case``)
         self.tag_cases = bool(getattr(getattr(ctx.metric, "model", None), "tags_cases", False))
+        #: the judge answers by prompt identity (``_SnapshotCache``)
+        self.stable_prompts = bool(getattr(getattr(ctx.metric, "model", None), "stable_prompts", False))
         self.slots = asyncio.Semaphore(OPEN_CHUNKS)
         self.recent: dict[bytes, NodeVerdict] = {}
         self.evictions: list[tuple[int, list[bytes]]] = []  # (reads started at the write, keys written)
@@ -170,7 +188,9 @@ class _Stream:
             return False
         self.reads_started += 1
         intake = await self._in(self.reader, read_intake, self.ctx, chunk, self.run_id)
-        cache = None if intake.cache is None else _RunCache(intake.cache, self.recent)
+        cache: _RunCache | _SnapshotCache | None = None
+        if intake.cache is not None:
+            cache = _SnapshotCache(intake.cache) if self.stable_prompts else _RunCache(intake.cache, self.recent)
         run = dataclasses.replace(self.base, cache=cache)  # shared limiter, budget, guards and stats
         await queue.put(_Open(chunk, intake, run, started, claim, [None] * len(intake.cases), len(intake.cases)))
         return True

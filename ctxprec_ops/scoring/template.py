@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .prompt_parts import with_images
 from .verdicts import (
     JudgeAnswer,
     NodeVerdict,
@@ -199,9 +200,11 @@ class AnswerFormat:
         return YesNoAnswer if self.in_order else JudgeAnswer
 
     def prompt(self, input: str, expected: str, nodes: Sequence[str], ids: Sequence[int]) -> str:
+        """The rendered prompt; a ``MultimodalPrompt`` (``prompt_parts``) when the texts hold images."""
         if not self.in_order:
-            return self.template.generate_verdicts(input, expected, list(nodes), list(ids))
+            return with_images(self.template.generate_verdicts(input, expected, list(nodes), list(ids)))
         n = len(nodes)
+        multimodal = "[DEEPEVAL:" in input or "[DEEPEVAL:" in expected or any("[DEEPEVAL:" in t for t in nodes)
         values = {
             "input": input,
             "expected_output": expected,
@@ -209,20 +212,21 @@ class AnswerFormat:
             "retrieval_context": list(nodes),
             "context_to_display": list(nodes),
             "document_count_str": f" ({n} document{'s' if n != 1 else ''})",
-            "multimodal_note": "",
-            "multimodal": False,
+            "multimodal_note": " (text, or an image)" if multimodal else "",
+            "multimodal": multimodal,
             "strict": True,
         }
         names = self.declared if self.declared is not None else _DEEPEVAL_VARIABLES
-        return self.template.generate_verdicts(**{k: values[k] for k in names})
+        return with_images(self.template.generate_verdicts(**{k: values[k] for k in names}))
 
     def repair(self, prompt: str, problem: str, ids: Sequence[int]) -> str:
+        """The re-ask after an unusable answer (it keeps the original prompt's images)."""
         if not self.in_order:
-            return self.template.repair(prompt, problem, list(ids))
+            return with_images(self.template.repair(prompt, problem, list(ids)))
         custom = getattr(self.template, "repair_in_order", None)
         if callable(custom):
-            return custom(prompt, problem, len(ids))
-        return ContextualPrecisionTemplate.repair_in_order(prompt, problem, len(ids))
+            return with_images(custom(prompt, problem, len(ids)))
+        return with_images(ContextualPrecisionTemplate.repair_in_order(prompt, problem, len(ids)))
 
     def verdicts(self, raw: Any, ids: Sequence[int]) -> dict[int, NodeVerdict]:
         """The answer mapped to node ids; raises ``AnswerProblem`` when it cannot be used."""

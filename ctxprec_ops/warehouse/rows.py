@@ -4,8 +4,11 @@ Every problem raises ``InvalidTestCaseError`` (``error_type`` ``invalid_input``)
 that names the column, before any judge call. Checked:
 
 - ``input`` / ``expected_output`` / ``expected_outcome``: missing, empty or blank;
-- ``retrieval_context``: NULL, not JSON, not a JSON array, empty, a node that is not a string,
-  more than ``MAX_NODES`` nodes;
+- ``retrieval_context``: NULL, not JSON, not a JSON array, empty, more than ``MAX_NODES`` nodes,
+  an element that is none of: a string; an object ``{"context": ..., "source": ...}`` (items
+  sharing a source are one node, as ``RetrievedContextData``); an image ``{"url": ...}`` with an
+  http(s) URL or a ``data:image/...;base64,`` URL (a local path is refused: row data never makes
+  a worker read its files);
 - ``turns``: NULL, not JSON, not an array of ``{role, content, retrieval_context}`` objects,
   more than ``MAX_TURNS`` turns;
 - any text over ``MAX_TEXT_CHARS`` characters, containing a NUL character, or not valid UTF-8;
@@ -21,7 +24,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
-from ..cases.test_case import ConversationalTestCase, LLMTestCase, Turn
+from ..cases.test_case import ConversationalTestCase, LLMTestCase, MLLMImage, RetrievedContextData, Turn
 from ..errors import InvalidTestCaseError
 
 __all__ = ["MAX_TEXT_CHARS", "MAX_NODES", "MAX_TURNS", "row_to_test_case", "row_to_conversation", "case_or_failure"]
@@ -123,18 +126,59 @@ def _json_type(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
-def _nodes(value: Any, where: str, *, allow_empty: bool) -> list[str]:
+def _nodes(value: Any, where: str, *, allow_empty: bool) -> tuple[list[Any], bool]:
+    """The checked items of a retrieval-context array, and whether one of them is an image."""
     if not isinstance(value, list):
         raise _bad(f"{where} must be a JSON array of strings, got {_json_type(value)}")
     if not value and not allow_empty:
         raise _bad(f"{where} is empty (no retrieved nodes to judge)")
     if len(value) > MAX_NODES:
         raise _bad(f"{where} has {len(value)} nodes (limit {MAX_NODES})")
+    images = False
     for i, node in enumerate(value):
-        if not isinstance(node, str):
+        if isinstance(node, str):
+            _check_text(node, where, i)
+        elif isinstance(node, dict):
+            item = _object_node(node, f"{where}[{i}]")
+            images = images or isinstance(item, MLLMImage)
+            value[i] = item
+        else:
             raise _bad(f"{where}[{i}] must be a string, got {_json_type(node)}")
-        _check_text(node, where, i)
-    return value
+    return value, images
+
+
+def _object_node(node: dict[str, Any], where: str) -> RetrievedContextData | MLLMImage:
+    """A JSON object element: ``{context, source}`` or an image ``{url}``."""
+    if "context" in node or "source" in node:
+        context, source = node.get("context"), node.get("source")
+        if not isinstance(context, str) or not isinstance(source, str) or "url" in node:
+            raise _bad(f"{where} must have a string 'context' and a string 'source' (and no 'url')")
+        _check_text(context, f"{where}.context")
+        _check_text(source, f"{where}.source")
+        return RetrievedContextData(context=context, source=source)
+    url = node.get("url")
+    if not isinstance(url, str):
+        keys = ", ".join(sorted(map(str, node))) or "none"
+        raise _bad(
+            f"{where} must be a string, an object with 'context' and 'source', or an image object with "
+            f"'url'; got an object with keys {keys}"
+        )
+    return _image(url, where)
+
+
+def _image(url: str, where: str) -> MLLMImage:
+    if len(url) > MAX_TEXT_CHARS * 40:
+        raise _bad(f"{where}.url is too long: {len(url):,} characters")
+    if url.startswith(("http://", "https://")):
+        _check_text(url, f"{where}.url")
+        return MLLMImage.detached(url=url)
+    if url.startswith("data:"):
+        head, sep, data = url[5:].partition(",")
+        mime, _, encoding = head.partition(";")
+        if sep and encoding == "base64" and mime.startswith("image/") and data:
+            return MLLMImage.detached(dataBase64=data, mimeType=mime)
+        raise _bad(f"{where}.url must be a data:image/...;base64,... URL")
+    raise _bad(f"{where}.url must be an http(s) URL or a data:image/...;base64 URL, got {url[:60]!r}")
 
 
 def row_to_test_case(row: dict[str, Any]) -> LLMTestCase:
@@ -142,9 +186,10 @@ def row_to_test_case(row: dict[str, Any]) -> LLMTestCase:
     input_ = _text(row.get("input"), "input", required=True)
     expected = _text(row.get("expected_output"), "expected_output", required=True)
     actual = _text(row.get("actual_output"), "actual_output", required=False)
-    nodes = _nodes(_json(row.get("retrieval_context"), "retrieval_context"), "retrieval_context", allow_empty=False)
+    raw = _json(row.get("retrieval_context"), "retrieval_context")
+    nodes, images = _nodes(raw, "retrieval_context", allow_empty=False)
     # every field was checked above: build without re-validating (this is the pipeline's hot path)
-    return LLMTestCase._trusted(input_, actual, expected, nodes, str(row["id"]))
+    return LLMTestCase._trusted(input_, actual, expected, nodes, str(row["id"]), images)
 
 
 def row_to_conversation(row: dict[str, Any]) -> ConversationalTestCase:
@@ -158,6 +203,7 @@ def row_to_conversation(row: dict[str, Any]) -> ConversationalTestCase:
     if len(turns_raw) > MAX_TURNS:
         raise _bad(f"column 'turns' has {len(turns_raw)} turns (limit {MAX_TURNS})")
     turns: list[Turn] = []
+    images = False
     for i, t in enumerate(turns_raw):
         where = f"turns[{i}]"
         if not isinstance(t, dict):
@@ -170,9 +216,12 @@ def row_to_conversation(row: dict[str, Any]) -> ConversationalTestCase:
             raise _bad(f"{where}.content must be a string, got {_json_type(content)}")
         _check_text(content, f"{where}.content")
         ctx = t.get("retrieval_context")
-        nodes = None if ctx is None else _nodes(ctx, f"{where}.retrieval_context", allow_empty=True)
+        nodes = None
+        if ctx is not None:
+            nodes, has_image = _nodes(ctx, f"{where}.retrieval_context", allow_empty=True)
+            images = images or has_image
         turns.append(Turn._trusted(role, content, nodes))
-    return ConversationalTestCase._trusted(turns, outcome, str(row["id"]))
+    return ConversationalTestCase._trusted(turns, outcome, str(row["id"]), images)
 
 
 def case_or_failure(to_case: Callable[[dict[str, Any]], Any], row: dict[str, Any]) -> Any:

@@ -109,6 +109,15 @@ class JudgeModel(ABC):
         ``(answer, cost_usd)`` tuple is read as ``a_generate_with_usage`` reads it."""
         return _generation(self.generate(prompt, schema))
 
+    #: the judge reads images (OpenAI ``image_url`` content parts; a custom judge gets the prompt
+    #: as a ``MultimodalPrompt``: the same text plus ``parts``). A case holding images is refused
+    #: before any call when the judge does not (``supports_multimodal``)
+    multimodal: bool = False
+
+    def supports_multimodal(self) -> bool:
+        """deepeval's name: whether this judge takes images (default: the ``multimodal`` attribute)."""
+        return bool(self.multimodal)
+
     def load_model(self) -> Any:  # deepeval compatibility
         return self
 
@@ -191,6 +200,13 @@ class CustomModelJudge(JudgeModel):
 
     async def a_generate_with_usage(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
         return _generation(await call_custom_model(self.wrapped, prompt, schema))
+
+    def supports_multimodal(self) -> bool:
+        """The wrapped model's ``supports_multimodal()`` (deepeval's), else its ``multimodal``."""
+        fn = getattr(self.wrapped, "supports_multimodal", None)
+        if callable(fn):
+            return bool(fn())
+        return bool(getattr(self.wrapped, "multimodal", False))
 
     @staticmethod
     def fits(model: Any) -> bool:

@@ -30,7 +30,7 @@ from ..pricing import cost_of
 from ..retry import TransientJudgeError
 from .base import ChoicesUnsupportedError, Generation, JudgeModel
 from .capped_http import DEFAULT_MAX_RESPONSE_BYTES, capped_async_client
-from .names import validate_judge_name
+from .names import reads_images, validate_judge_name
 
 __all__ = ["OpenAIJudge", "JUDGE_ANSWER_SCHEMA"]
 
@@ -105,6 +105,27 @@ def _refused(exc: Any) -> Exception:
     return JudgeRequestRejectedError(f"the judge endpoint refused the request (HTTP {status}): {detail}")
 
 
+def message_content(prompt: str) -> Any:
+    """A user message's ``content``: the text, or text and ``image_url`` parts (``MultimodalPrompt``)."""
+    parts = getattr(prompt, "openai_content", None)
+    return parts() if callable(parts) else prompt
+
+
+def _multimodal(model: str, given: bool | None) -> bool:
+    if given is not None:
+        return bool(given)
+    import os
+
+    flag = os.environ.get("CTXPREC_JUDGE_MULTIMODAL", "").strip().lower()
+    if flag in ("1", "true", "yes"):
+        return True
+    if flag in ("0", "false", "no"):
+        return False
+    if flag:
+        raise JudgeConfigurationError(f"CTXPREC_JUDGE_MULTIMODAL must be 1/true/yes or 0/false/no, got {flag!r}")
+    return reads_images(model)
+
+
 class OpenAIJudge(JudgeModel):
     """LLM judge over the chat-completions protocol.
 
@@ -128,9 +149,13 @@ class OpenAIJudge(JudgeModel):
         price_per_million: tuple[float, float] | None = None,
         default_headers: dict[str, str] | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        multimodal: bool | None = None,
     ) -> None:
         validate_judge_name(model)
         self.model = model
+        #: whether the model reads images: ``multimodal`` when given, else ``CTXPREC_JUDGE_MULTIMODAL``
+        #: (1/true/yes, 0/false/no) when set, else by the model name (``names.reads_images``)
+        self.multimodal = _multimodal(model, multimodal)
         self.base_url = base_url
         self._api_key = api_key
         register_secret(api_key)
@@ -262,7 +287,7 @@ class OpenAIJudge(JudgeModel):
         while True:
             kwargs: dict[str, Any] = {
                 "model": self.model,
-                "messages": [{"role": "user", "content": prompt}],
+                "messages": [{"role": "user", "content": message_content(prompt)}],
             }
             temperature = self.temperature if n is None else self._sampling_temperature()
             if temperature is not None:
