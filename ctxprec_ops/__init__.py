@@ -4,41 +4,93 @@
 >>> metric = ContextualPrecisionMetric(model="lexical")
 """
 
-from .cases.results import EvaluationResult, MetricData, MetricResult, TestResult, WindowResult
-from .cases.test_case import (
-    ConversationalTestCase,
-    LLMTestCase,
-    MLLMImage,
-    ModelTestCase,
-    MultiTurnParams,
-    RetrievedContextData,
-    SingleTurnParams,
-    TestCaseTypeError,
-    TestCaseValidationError,
-    ToolCall,
-    ToolCallParams,
-    ToolCallType,
-    Turn,
-)
-from .errors import (
-    BudgetExhaustedError,
-    CtxPrecError,
-    InvalidTestCaseError,
-    JudgeAnswerError,
-    JudgeConfigurationError,
-    JudgeUnavailableError,
-    NotScorableError,
-)
-from .evaluation.configs import AsyncConfig, CacheConfig, DisplayConfig, ErrorConfig
-from .evaluation.evaluate import a_evaluate, assert_test, evaluate
-from .judge.models import DeepEvalBaseLLM, JudgeModel, LexicalJudge, OpenAIJudge, make_judge
-from .judge.retry import TransientJudgeError
-from .metrics.contextual_precision import ContextualPrecisionMetric
-from .metrics.turn_contextual_precision import TurnContextualPrecisionMetric
-from .scoring.template import ContextualPrecisionTemplate, TurnContextualPrecisionTemplate
-from .scoring.verdicts import NodeVerdict
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is imported on first use
+    from .cases.results import EvaluationResult, MetricData, MetricResult, TestResult, WindowResult
+    from .cases.test_case import (
+        ConversationalTestCase,
+        LLMTestCase,
+        MLLMImage,
+        ModelTestCase,
+        MultiTurnParams,
+        RetrievedContextData,
+        SingleTurnParams,
+        TestCaseTypeError,
+        TestCaseValidationError,
+        ToolCall,
+        ToolCallParams,
+        ToolCallType,
+        Turn,
+    )
+    from .errors import (
+        BudgetExhaustedError,
+        CtxPrecError,
+        InvalidTestCaseError,
+        JudgeAnswerError,
+        JudgeConfigurationError,
+        JudgeUnavailableError,
+        NotScorableError,
+    )
+    from .evaluation.configs import AsyncConfig, CacheConfig, DisplayConfig, ErrorConfig
+    from .evaluation.evaluate import a_evaluate, assert_test, evaluate
+    from .judge.models import DeepEvalBaseLLM, JudgeModel, LexicalJudge, OpenAIJudge, make_judge
+    from .judge.retry import TransientJudgeError
+    from .metrics.contextual_precision import ContextualPrecisionMetric
+    from .metrics.turn_contextual_precision import TurnContextualPrecisionMetric
+    from .scoring.template import ContextualPrecisionTemplate, TurnContextualPrecisionTemplate
+    from .scoring.verdicts import NodeVerdict
 
 __version__ = "0.1.0"
+
+#: public name -> the module that defines it (imported on first use: ``_lazy``)
+_EXPORTS = {
+    "EvaluationResult": ".cases.results",
+    "MetricData": ".cases.results",
+    "MetricResult": ".cases.results",
+    "TestResult": ".cases.results",
+    "WindowResult": ".cases.results",
+    "ConversationalTestCase": ".cases.test_case",
+    "LLMTestCase": ".cases.test_case",
+    "MLLMImage": ".cases.test_case",
+    "ModelTestCase": ".cases.test_case",
+    "MultiTurnParams": ".cases.test_case",
+    "RetrievedContextData": ".cases.test_case",
+    "SingleTurnParams": ".cases.test_case",
+    "TestCaseTypeError": ".cases.test_case",
+    "TestCaseValidationError": ".cases.test_case",
+    "ToolCall": ".cases.test_case",
+    "ToolCallParams": ".cases.test_case",
+    "ToolCallType": ".cases.test_case",
+    "Turn": ".cases.test_case",
+    "BudgetExhaustedError": ".errors",
+    "CtxPrecError": ".errors",
+    "InvalidTestCaseError": ".errors",
+    "JudgeAnswerError": ".errors",
+    "JudgeConfigurationError": ".errors",
+    "JudgeUnavailableError": ".errors",
+    "NotScorableError": ".errors",
+    "AsyncConfig": ".evaluation.configs",
+    "CacheConfig": ".evaluation.configs",
+    "DisplayConfig": ".evaluation.configs",
+    "ErrorConfig": ".evaluation.configs",
+    "a_evaluate": ".evaluation.evaluate",
+    "assert_test": ".evaluation.evaluate",
+    "evaluate": ".evaluation.evaluate",
+    "DeepEvalBaseLLM": ".judge.models",
+    "JudgeModel": ".judge.models",
+    "LexicalJudge": ".judge.models",
+    "OpenAIJudge": ".judge.models",
+    "make_judge": ".judge.models",
+    "TransientJudgeError": ".judge.retry",
+    "ContextualPrecisionMetric": ".metrics.contextual_precision",
+    "TurnContextualPrecisionMetric": ".metrics.turn_contextual_precision",
+    "ContextualPrecisionTemplate": ".scoring.template",
+    "TurnContextualPrecisionTemplate": ".scoring.template",
+    "NodeVerdict": ".scoring.verdicts",
+}
 
 __all__ = [
     "ContextualPrecisionMetric",
@@ -86,3 +138,5 @@ __all__ = [
     "ToolCallType",
     "TestCaseValidationError",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

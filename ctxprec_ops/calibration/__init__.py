@@ -8,9 +8,28 @@
 - ``run``: ``calibrate()`` runs the judge(s) on the labelled cases and stores the figures.
 """
 
-from .labels import LabelSet, parse_labels, read_labels
-from .run import CalibrationResult, calibrate
-from .stats import Agreement, Estimate, agreement
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .labels import LabelSet, parse_labels, read_labels
+    from .run import CalibrationResult, calibrate
+    from .stats import Agreement, Estimate, agreement
+
+#: public name -> its module (imported on first use, ``ctxprec_ops._lazy``)
+_EXPORTS = {
+    "LabelSet": ".labels",
+    "parse_labels": ".labels",
+    "read_labels": ".labels",
+    "CalibrationResult": ".run",
+    "calibrate": ".run",
+    "Agreement": ".stats",
+    "Estimate": ".stats",
+    "agreement": ".stats",
+}
 
 __all__ = [
     "LabelSet",
@@ -22,3 +41,5 @@ __all__ = [
     "CalibrationResult",
     "calibrate",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ..config import Settings
 from ..errors import CtxPrecError, IdentifierError, JudgeConfigurationError
@@ -18,8 +16,6 @@ from ..pipeline.columns import parse_column_flags
 from ..pipeline.outcome import EXIT_BUDGET, decide_error
 from ..scoring.consistency import check_samples
 from ..secrets import redact
-from ..warehouse.engine import MissingDriverError, UnknownDialectError, check_dialect
-from ..warehouse.source import PartitionKeyError, parse_partition_key
 from ._common import err_console
 
 __all__ = [
@@ -154,6 +150,8 @@ def add_source(parser: argparse.ArgumentParser) -> None:
 
 
 def check_partition(value: str) -> str:
+    from ..warehouse.source import PartitionKeyError, parse_partition_key
+
     try:
         parse_partition_key(value)
     except PartitionKeyError as exc:
@@ -163,6 +161,10 @@ def check_partition(value: str) -> str:
 
 def check_warehouse(url: str) -> None:
     """Refuse a malformed URL, or a SQLite file that does not exist (instead of creating it)."""
+    from sqlalchemy.engine import make_url
+
+    from ..warehouse.engine import MissingDriverError, UnknownDialectError, check_dialect
+
     try:
         u = make_url(url)
     except Exception:
@@ -230,6 +232,10 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> PipelineConfig:
 
 def one_line(exc: BaseException) -> str:
     """A secret-free, single-line description of ``exc`` (SQLAlchemy's SQL and links dropped)."""
+    if "sqlalchemy.exc" in sys.modules:  # else no warehouse code ran: the error is not SQLAlchemy's
+        from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+    else:
+        DBAPIError = SQLAlchemyError = ()  # type: ignore[assignment,misc]
     if isinstance(exc, DBAPIError) and exc.orig is not None:
         text = f"{type(exc.orig).__name__}: {exc.orig}"
         prefix = "warehouse error: "

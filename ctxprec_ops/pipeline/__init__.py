@@ -18,24 +18,61 @@ Each step can run on its own (Airflow maps ``score_chunk`` over the planned chun
 Re-running a partition is idempotent and only judges what is missing.
 """
 
-from .columns import ColumnSet, ConversationColumns, SourceColumns
-from .config import PipelineConfig
-from .context import PipelineContext, prepare
-from .finalize import finalize_run
-from .kinds import DEFAULT_METRIC, METRIC_KINDS, METRIC_NAMES, MetricKind, metric_kind
-from .outcome import Decision, Outcome, decide, decide_error
-from .plan import plan_chunks
-from .records import (
-    INPUT_PROBLEMS,
-    Chunk,
-    ChunkResult,
-    ProgressCallback,
-    ProgressEvent,
-    RunStatus,
-    RunSummary,
-)
-from .run import score_partition
-from .stream import score_chunk
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .columns import ColumnSet, ConversationColumns, SourceColumns
+    from .config import PipelineConfig
+    from .context import PipelineContext, prepare
+    from .finalize import finalize_run
+    from .kinds import DEFAULT_METRIC, METRIC_KINDS, METRIC_NAMES, MetricKind, metric_kind
+    from .outcome import Decision, Outcome, decide, decide_error
+    from .plan import plan_chunks
+    from .records import (
+        INPUT_PROBLEMS,
+        Chunk,
+        ChunkResult,
+        ProgressCallback,
+        ProgressEvent,
+        RunStatus,
+        RunSummary,
+    )
+    from .run import score_partition
+    from .stream import score_chunk
+
+#: public name -> its module (imported on first use, ``ctxprec_ops._lazy``)
+_EXPORTS = {
+    "ColumnSet": ".columns",
+    "ConversationColumns": ".columns",
+    "SourceColumns": ".columns",
+    "PipelineConfig": ".config",
+    "PipelineContext": ".context",
+    "prepare": ".context",
+    "finalize_run": ".finalize",
+    "DEFAULT_METRIC": ".kinds",
+    "METRIC_KINDS": ".kinds",
+    "METRIC_NAMES": ".kinds",
+    "MetricKind": ".kinds",
+    "metric_kind": ".kinds",
+    "Decision": ".outcome",
+    "Outcome": ".outcome",
+    "decide": ".outcome",
+    "decide_error": ".outcome",
+    "plan_chunks": ".plan",
+    "INPUT_PROBLEMS": ".records",
+    "Chunk": ".records",
+    "ChunkResult": ".records",
+    "ProgressCallback": ".records",
+    "ProgressEvent": ".records",
+    "RunStatus": ".records",
+    "RunSummary": ".records",
+    "score_partition": ".run",
+    "score_chunk": ".stream",
+}
 
 #: kept for callers of the 0.1 API: a metric name is any key of ``METRIC_KINDS``
 MetricName = str
@@ -69,3 +106,5 @@ __all__ = [
     "decide",
     "decide_error",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

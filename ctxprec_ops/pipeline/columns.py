@@ -12,8 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
 
-from ..warehouse.identifiers import validate_identifier
-from ..warehouse.segments import MAX_SEGMENT_NAME
+from ..warehouse.identifiers import MAX_SEGMENT_NAME, validate_identifier
 
 __all__ = [
     "ColumnSet",

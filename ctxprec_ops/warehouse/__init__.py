@@ -9,9 +9,28 @@
 - ``store``: the output-table queries the pipeline needs.
 """
 
-from .engine import display_url, get_engine, normalize_url, write_transaction
-from .identifiers import split_table_name, validate_identifier
-from .schema import ensure_output_tables, output_tables
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .engine import display_url, get_engine, normalize_url, write_transaction
+    from .identifiers import split_table_name, validate_identifier
+    from .schema import ensure_output_tables, output_tables
+
+#: public name -> its module (imported on first use, ``ctxprec_ops._lazy``)
+_EXPORTS = {
+    "display_url": ".engine",
+    "get_engine": ".engine",
+    "normalize_url": ".engine",
+    "write_transaction": ".engine",
+    "split_table_name": ".identifiers",
+    "validate_identifier": ".identifiers",
+    "ensure_output_tables": ".schema",
+    "output_tables": ".schema",
+}
 
 __all__ = [
     "get_engine",
@@ -23,3 +42,5 @@ __all__ = [
     "ensure_output_tables",
     "output_tables",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

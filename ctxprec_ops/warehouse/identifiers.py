@@ -11,6 +11,9 @@ import re
 
 from ..errors import IdentifierError
 
+#: a segment column's name at most: PostgreSQL names hold 63 bytes and its ``seg_`` column takes 4
+MAX_SEGMENT_NAME = 59
+
 __all__ = ["MAX_IDENTIFIER_LENGTH", "validate_identifier", "split_table_name"]
 
 #: PostgreSQL truncates identifiers at 63 bytes; refusing longer names avoids silent aliasing

@@ -45,7 +45,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateColumn
 
 from .engine import write_transaction
-from .identifiers import validate_identifier
+from .identifiers import MAX_SEGMENT_NAME, validate_identifier
 from .store import IN_BATCH, ScoringKey
 from .upsert import upsert
 
@@ -67,8 +67,6 @@ __all__ = [
 
 SEGMENTS = "ctxprec_segments"
 PREFIX = "seg_"
-#: PostgreSQL names hold 63 bytes; ``seg_`` takes 4
-MAX_SEGMENT_NAME = 59
 #: how a NULL segment value is shown (stored as SQL NULL)
 NULL_LABEL = "(null)"
 
