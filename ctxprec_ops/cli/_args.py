@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import make_url
@@ -18,7 +17,7 @@ from ..pipeline.columns import parse_column_flags
 from ..pipeline.outcome import EXIT_BUDGET, decide_error
 from ..scoring.consistency import check_samples
 from ..secrets import redact
-from ..warehouse.engine import MissingDriverError, UnknownDialectError, check_dialect
+from ..warehouse.engine import MissingDriverError, UnknownDialectError, check_dialect, require_sqlite_file
 from ..warehouse.source import PartitionKeyError, parse_partition_key
 from ._common import err_console
 
@@ -165,13 +164,7 @@ def check_warehouse(url: str) -> None:
         raise CtxPrecError(str(exc)) from None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if (
-        u.get_backend_name() == "sqlite"
-        and u.database not in (None, "", ":memory:")
-        and not u.database.startswith("file:")
-    ):
-        if not Path(u.database).exists():
-            raise CtxPrecError(f"the SQLite warehouse file {u.database!r} does not exist")
+    require_sqlite_file(u, setting="--warehouse / CTXPREC_WAREHOUSE_URL")
 
 
 def check_judge(judge: Any) -> None:

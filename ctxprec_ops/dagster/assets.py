@@ -45,7 +45,7 @@ def build_pipeline_config(
     """The same ``PipelineConfig`` the CLI builds, from the Dagster resources."""
     register_secret(judge.api_key)  # redact() now masks it wherever it shows up
     return PipelineConfig(
-        warehouse=warehouse.url,
+        warehouse=warehouse.checked_url(),
         metric=metric,
         judge=judge.model,
         judge_base_url=judge.base_url,
