@@ -85,13 +85,13 @@ def source_table_name(table: str, schema: str | None) -> str:
 
 
 def prepare(config: PipelineConfig) -> PipelineContext:
-    """Resolve the config: engine, output tables (created if missing), source table (reflected
-    and checked against the metric's column set), judge and metric."""
+    """Resolve the config: engine, source table (reflected and checked against the metric's
+    column set), judge and metric, then the output tables (created if missing). Validate first,
+    create after: a run refused for a missing table or column, or a judge that cannot be built,
+    leaves the user's warehouse as it was."""
     from ..judge.models import make_judge
 
     engine = get_engine(config.warehouse)
-    tables = ensure_output_tables(engine, config.output_schema, legacy_sources=legacy_sources(config))
-    check_output_writable(engine, tables)  # before any judge call: a missing grant fails now, not after paying
     source = reflect_source(
         engine,
         config.table_name,
@@ -106,6 +106,8 @@ def prepare(config: PipelineConfig) -> PipelineContext:
             config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key, timeout=config.judge_timeout
         )
     metric = config.kind.build(config, judge)
+    tables = ensure_output_tables(engine, config.output_schema, legacy_sources=legacy_sources(config))
+    check_output_writable(engine, tables)  # before any judge call: a missing grant fails now, not after paying
     key = ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version, source.name)
     check_key_fits(tables, key)
     breaker = CircuitBreaker(
