@@ -116,3 +116,16 @@ def test_an_unknown_warehouse_host_says_to_check_the_host_name(capsys: pytest.Ca
     assert ctxprec(["trend", "--warehouse", url]) == 1
     err = capsys.readouterr().err
     assert "check the host name" in err and "Wh-secret-9876" not in err
+
+
+def test_the_tokens_hint_installs_from_what_exists() -> None:
+    """ctxprec-ops is on no index: the estimate's hint names the extra's package or the clone install."""
+    import tomllib
+
+    from ctxprec_ops.judge.tokens import TOKENS_HINT
+
+    root = Path(__file__).resolve().parent.parent
+    extra = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]["tokens"]
+    package = extra[0].split(">")[0].split("=")[0].strip()
+    assert f"pip install {package}" in TOKENS_HINT and "-e '.[tokens]'" in TOKENS_HINT
+    assert "ctxprec-ops[tokens]" not in TOKENS_HINT
