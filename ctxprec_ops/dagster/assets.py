@@ -45,7 +45,7 @@ def build_pipeline_config(
     """The same ``PipelineConfig`` the CLI builds, from the Dagster resources."""
     register_secret(judge.api_key)  # redact() now masks it wherever it shows up
     return PipelineConfig(
-        warehouse=warehouse.checked_url(),
+        warehouse=warehouse.url,
         metric=metric,
         judge=judge.model,
         judge_base_url=judge.base_url,
@@ -128,6 +128,7 @@ def build_scores_asset(
     ) -> MaterializeResult:
         partition_key = context.partition_key
         try:
+            warehouse.checked_url()  # a SQLite file that does not exist: an error, never a new empty file
             config = build_pipeline_config(kind.name, warehouse, judge, thresholds)
             context.log.info(
                 f"scoring {kind.name} {partition_key} from {warehouse.display_url()} table {config.table_name} "
