@@ -5,6 +5,9 @@
 directory, so a user's ``.env`` (or its exported variables) never reaches a test. It also sets
 the suite's fast retry and outage settings (``SUITE_SETTINGS``).
 
+``tests.fixtures.scheduling`` keeps tests that share a per-worker fixture (Airflow's metadata
+DB, module-scoped fixtures) on one xdist worker.
+
 To add a component, add its module to ``PLUGINS`` (a module whose optional dependency is not
 installed is skipped here; its tests skip themselves).
 """
@@ -20,6 +23,7 @@ settings.load_profile("ctxprec")
 
 PLUGINS = (
     "tests.fixtures.isolation",
+    "tests.fixtures.scheduling",
     "tests.fixtures.judge_server",
     "tests.fixtures.postgres",
     "tests.fixtures.airflow_env",

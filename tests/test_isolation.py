@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tests.fixtures.isolation import SUITE_SETTINGS, clean_cwd, clean_env, scrub_environment
+from tests.fixtures.isolation import SUITE_SETTINGS, SUITE_TERMINAL, clean_cwd, clean_env, scrub_environment
 from tests.fixtures.warehouse_data import create_logs, day_rows, query
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +40,13 @@ def test_scrub_environment_removes_user_settings_and_keeps_the_rest() -> None:
         "HOME": "/root",
     }
     removed = scrub_environment(environ)
-    assert environ == {"CTXPREC_SLOW_TESTS": "1", "PATH": "/usr/bin", "HOME": "/root", **SUITE_SETTINGS}
+    assert environ == {
+        "CTXPREC_SLOW_TESTS": "1",
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        **SUITE_SETTINGS,
+        **SUITE_TERMINAL,
+    }
     assert "OPENAI_API_KEY" in removed and "CTXPREC_SLOW_TESTS" not in removed
 
 
