@@ -11,6 +11,9 @@ UV     := $(BIN)/uv
 EXTRAS ?= test,postgres,airflow,dagster,lint,tokens
 DEMO_EXTRAS ?=
 PYTEST_ARGS ?=
+# the suite in parallel (pytest-xdist): one worker per core; tests that share a per-worker fixture
+# stay on one worker (tests/fixtures/scheduling.py). PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= auto
 
 .PHONY: venv install demo test lint bench clean
 
@@ -24,12 +27,12 @@ comma := ,
 spec = $(if $(1),".[$(1)]",".")
 
 $(call stamp,$(EXTRAS)): $(BIN)/python pyproject.toml constraints.txt
-	$(UV) pip install --quiet -p $(BIN)/python -c constraints.txt -e $(call spec,$(EXTRAS))
+	$(UV) pip install --quiet --compile-bytecode -p $(BIN)/python -c constraints.txt -e $(call spec,$(EXTRAS))
 	@touch $@
 
 ifneq ($(DEMO_EXTRAS),$(EXTRAS))
 $(call stamp,$(DEMO_EXTRAS)): $(BIN)/python pyproject.toml constraints.txt
-	$(UV) pip install --quiet -p $(BIN)/python -c constraints.txt -e $(call spec,$(DEMO_EXTRAS))
+	$(UV) pip install --quiet --compile-bytecode -p $(BIN)/python -c constraints.txt -e $(call spec,$(DEMO_EXTRAS))
 	@touch $@
 endif
 
@@ -38,8 +41,11 @@ venv install: $(call stamp,$(EXTRAS))
 demo: $(call stamp,$(DEMO_EXTRAS))
 	$(BIN)/ctxprec demo
 
+# the 15 slowest tests are listed at the end. Bytecode is written even under
+# PYTHONDONTWRITEBYTECODE: the suite starts many Python processes (CLI, Airflow, Dagster), each
+# of which would otherwise compile every module it imports again.
 test: $(call stamp,$(EXTRAS))
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 $(PYTEST_ARGS)
 
 lint: $(call stamp,$(EXTRAS))
 	$(BIN)/ruff check .
@@ -53,7 +59,13 @@ bench: $(call stamp,$(EXTRAS))
 	$(BIN)/python bench/bench_saturation.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
-	rm -f ctxprec.db ctxprec.db-wal ctxprec.db-shm ctxprec.db-journal \
-	      ctxprec_demo.db ctxprec_demo.db-wal ctxprec_demo.db-shm ctxprec_demo.db-journal \
-	      ctxprec_report.html ctxprec_report_conversations.html
+	rm -rf $(VENV) .pytest_cache .hypothesis .airflow
+	rm -f $(DEMO_FILES)
+
+# every file `ctxprec demo` writes with its defaults (the warehouse and the reports next to
+# ctxprec_report.html), and the default ctxprec.db; tests/test_make_install.py runs the demo and
+# this target and checks that nothing is left
+DEMO_FILES = ctxprec.db ctxprec.db-wal ctxprec.db-shm ctxprec.db-journal \
+	ctxprec_demo.db ctxprec_demo.db-wal ctxprec_demo.db-shm ctxprec_demo.db-journal \
+	ctxprec_report.html ctxprec_report_conversations.html ctxprec_report_labels.html \
+	ctxprec_report_node_labels.csv

@@ -1,7 +1,18 @@
-"""Shared fixtures live in tests/fixtures/ as pytest plugins (one module per real component)."""
+"""Shared fixtures live in tests/fixtures/ as pytest plugins (one module per real component).
+
+``tests.fixtures.isolation`` comes first: it removes the calling shell's ``CTXPREC_*``,
+``OPENAI_*``, ``AIRFLOW_*`` and ``DAGSTER_*`` variables and runs the session in an empty
+directory, so a user's ``.env`` (or its exported variables) never reaches a test. It also sets
+the suite's fast retry and outage settings (``SUITE_SETTINGS``).
+
+``tests.fixtures.scheduling`` keeps tests that share a per-worker fixture (Airflow's metadata
+DB, module-scoped fixtures) on one xdist worker.
+
+To add a component, add its module to ``PLUGINS`` (a module whose optional dependency is not
+installed is skipped here; its tests skip themselves).
+"""
 
 import importlib.util
-import os
 
 from hypothesis import settings
 
@@ -10,19 +21,12 @@ from hypothesis import settings
 settings.register_profile("ctxprec", deadline=None)
 settings.load_profile("ctxprec")
 
-# fast retry backoff for the whole suite (the production default starts at 0.5 s)
-os.environ.setdefault("CTXPREC_RETRY_INITIAL_WAIT", "0.01")
-os.environ.setdefault("CTXPREC_RETRY_MAX_WAIT", "0.2")
-# a judge that fails every request is given up after 5 s (production default: 600 s, or 30 s when
-# it never answered); tests of the outage behaviour set their own tolerance
-os.environ.setdefault("CTXPREC_OUTAGE_TOLERANCE", "5")
+PLUGINS = (
+    "tests.fixtures.isolation",
+    "tests.fixtures.scheduling",
+    "tests.fixtures.judge_server",
+    "tests.fixtures.postgres",
+    "tests.fixtures.airflow_env",
+)
 
-pytest_plugins = [
-    name
-    for name in (
-        "tests.fixtures.judge_server",
-        "tests.fixtures.postgres",
-        "tests.fixtures.airflow_env",
-    )
-    if importlib.util.find_spec(name) is not None
-]
+pytest_plugins = [name for name in PLUGINS if importlib.util.find_spec(name) is not None]

@@ -72,6 +72,7 @@ def probes(airflow_env: AirflowEnv, tmp_path_factory: pytest.TempPathFactory) ->
         "CTXPREC_CONVERSATION_TABLE": "chats",
         "CTXPREC_JUDGE": "env-judge",
     }
+    (tmp / "wh.db").touch()  # the warehouse file exists (an empty SQLite file): a missing one is refused
     head = f"PASSWORD = {PASSWORD!r}\nURL = {url!r}\nKEY = {JUDGE_KEY!r}\n"
     out = airflow_env.run_python(head + HOOK_PROBE + OPERATOR_PROBE, env)
     out["sqlite_file"] = str(sqlite_file)
@@ -240,6 +241,18 @@ try:
     out["task"] = "no error"
 except Exception as exc:
     out["task"] = f"{type(exc).__name__}: {exc}"
+from ctxprec_ops.warehouse.engine import MissingWarehouseFileError
+try:
+    CtxPrecWarehouseHook(warehouse_url="sqlite:///missing.db").get_engine()
+except MissingWarehouseFileError as exc:
+    out["missing_file_hook"] = str(exc)
+missing = ContextualPrecisionPlanOperator(task_id="plan_missing", partition_key="2026-11-28",
+                                          warehouse_url="sqlite:///missing.db")
+try:
+    missing.execute({})
+    out["missing_file_task"] = "no error"
+except Exception as exc:
+    out["missing_file_task"] = f"{type(exc).__name__}: {exc}"
 out["files"] = sorted(os.listdir(work))
 emit(out)
 """
@@ -251,4 +264,7 @@ def test_missing_warehouse_setting_fails_first_and_clearly(airflow_env: AirflowE
     out = airflow_env.run_python(NO_WAREHOUSE_PROBE)
     assert "no Airflow connection 'ctxprec_warehouse'" in out["hook"] and "CTXPREC_WAREHOUSE_URL" in out["hook"]
     assert out["task"].startswith("AirflowFailException: no warehouse configured")
+    # a SQLite warehouse file that does not exist: refused at once (never created, not retried)
+    assert "SQLite warehouse file 'missing.db' named by warehouse_url does not exist" in out["missing_file_hook"]
+    assert out["missing_file_task"].startswith("AirflowFailException: the SQLite warehouse file 'missing.db'")
     assert out["files"] == []

@@ -22,6 +22,7 @@ from ctxprec_ops.dagster import build_daily_partitions, build_nightly_schedule
 from ctxprec_ops.dagster.resources import JudgeResource, WarehouseResource, resources_for
 from dagster_defs import defs
 from dagster_defs.definitions import log_tables, score_checks, score_job, scores_assets
+from tests.fixtures.isolation import clean_cwd
 
 retrieval_logs, conversation_logs = log_tables
 contextual_precision_scores = scores_assets["contextual_precision"]
@@ -142,7 +143,7 @@ def test_dagster_definitions_validate(tmp_path):
     """The real CLI check, on the default (local) deployment."""
     proc = subprocess.run(
         [DAGSTER, "definitions", "validate", "-m", "dagster_defs"],
-        cwd=ROOT,
+        cwd=clean_cwd(),  # an empty directory: dagster reads the .env of its cwd
         env=_env(tmp_path),
         capture_output=True,
         text=True,
@@ -192,7 +193,7 @@ def test_dagster_dev_loads_the_code_location(tmp_path):
     log = (tmp_path / "dev.log").open("w")
     proc = subprocess.Popen(
         [DAGSTER, "dev", "-m", "dagster_defs", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=ROOT,
+        cwd=clean_cwd(),  # an empty directory: dagster reads the .env of its cwd
         env={**_env(tmp_path), "no_proxy": "127.0.0.1"},
         stdout=log,
         stderr=subprocess.STDOUT,

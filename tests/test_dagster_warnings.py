@@ -8,20 +8,20 @@ from __future__ import annotations
 import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
 
+from tests.fixtures.isolation import clean_cwd
+
 dagster = pytest.importorskip("dagster")
 
-ROOT = Path(__file__).resolve().parent.parent
 NOISY = ("BetaWarning", "PreviewWarning", "SupersessionWarning")
 
 
 def test_loading_the_definitions_warns_nothing():
     proc = subprocess.run(
         [sys.executable, "-W", "always", "-c", "import dagster_defs.definitions as d; d.defs.get_repository_def()"],
-        cwd=ROOT,
+        cwd=clean_cwd(),  # an empty directory: dagster reads the .env of its cwd
         capture_output=True,
         text=True,
         timeout=180,

@@ -154,10 +154,12 @@ def test_demo_on_postgres_with_force(pg_url, tmp_path, capsys):
 
 
 def test_demo_with_an_llm_judge_over_http(tmp_path, openai_env, capsys):
-    """OPENAI_API_KEY set: the default judge is the LLM judge; the demo announces its estimate."""
+    """``--judge gpt-4o-mini`` (and OPENAI_API_KEY): the LLM judge; the demo announces its estimate."""
     server = openai_env
     args = [
         "demo",
+        "--judge",
+        "gpt-4o-mini",
         "--warehouse",
         f"sqlite:///{tmp_path / 'llm.db'}",
         "--days",
@@ -179,3 +181,60 @@ def test_demo_with_an_llm_judge_over_http(tmp_path, openai_env, capsys):
     assert "judge gpt-4o-mini" in captured.out
     assert server.calls > 0
     assert "test-key" not in captured.out + captured.err
+
+
+def _small_demo(tmp_path, name: str, *extra: str) -> list[str]:
+    return [
+        "demo",
+        "--warehouse",
+        f"sqlite:///{tmp_path / (name + '.db')}",
+        "--days",
+        "2",
+        "--rows-per-day",
+        "8-10",
+        "--conversations-per-day",
+        "2-3",
+        "--end-date",
+        END,
+        "--out",
+        str(tmp_path / (name + ".html")),
+        "--quiet",
+        *extra,
+    ]
+
+
+def test_demo_is_offline_whatever_the_environment_says(tmp_path, openai_env, monkeypatch, capsys):
+    """OPENAI_API_KEY, OPENAI_BASE_URL, CTXPREC_JUDGE and CTXPREC_JUDGE_MODE all set: the demo
+    still scores with the lexical judge and sends no request (DESIGN: offline unless --judge)."""
+    monkeypatch.setenv("CTXPREC_JUDGE", "gpt-4o-mini")
+    monkeypatch.setenv("CTXPREC_JUDGE_MODE", "batch")
+    assert main(_small_demo(tmp_path, "offline")) == 0
+    captured = capsys.readouterr()
+    assert "judge lexical" in captured.out
+    assert openai_env.calls == 0 and openai_env.requests == []
+    assert "CTXPREC_JUDGE=gpt-4o-mini is not used by the demo" in captured.err
+    assert "estimated cost" not in captured.err
+    url = f"sqlite:///{tmp_path / 'offline.db'}"
+    assert _count(url, "SELECT count(*) FROM ctxprec_scores WHERE judge_model = 'gpt-4o-mini'") == 0
+    assert _count(url, "SELECT count(*) FROM ctxprec_scores WHERE judge_model = 'lexical'") > 0
+
+
+def test_a_demo_whose_partitions_failed_exits_non_zero(tmp_path, openai_env, capsys):
+    """An LLM judge endpoint that refuses the API key (HTTP 401): every judged run fails; the
+    demo says how many did not complete and why, and exits 1 (not 0)."""
+    openai_env.api_key = "another-key"  # the client sends test-key: 401
+    assert main(_small_demo(tmp_path, "failing", "--judge", "gpt-4o-mini")) == 1
+    err = capsys.readouterr().err
+    line = [ln for ln in err.splitlines() if ln.startswith("ctxprec demo:")]
+    assert len(line) == 1, err
+    assert "4 of 6 partition runs did not complete" in line[0]  # 2 days x 2 judged metrics; labels need no judge
+    assert "judge_configuration" in line[0] and "re-run to retry" not in line[0]
+    assert "test-key" not in err
+
+
+def test_a_demo_too_small_to_calibrate_still_completes(tmp_path, capsys):
+    args = _small_demo(tmp_path, "tiny")
+    args[args.index("--days") + 1] = "1"
+    args[args.index("--rows-per-day") + 1] = "3"
+    assert main(args) == 0
+    assert not (tmp_path / "tiny_node_labels.csv").exists()

@@ -73,3 +73,37 @@ def test_make_clean_and_gitignore_cover_the_demo_files():
         "ctxprec_report_conversations.html",
     ):
         assert pattern in ignore, pattern
+
+
+def test_make_clean_removes_every_file_the_demo_writes_and_git_ignores_them(tmp_path, monkeypatch):
+    """Run the demo with its default paths in an empty directory, then `make clean` there: nothing
+    is left, and git ignores every file the demo wrote in between."""
+    from ctxprec_ops.cli import main
+
+    work = tmp_path / "clone"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    args = ["demo", "--days", "2", "--rows-per-day", "30", "--conversations-per-day", "2", "--quiet"]
+    assert main([*args, "--end-date", "2026-11-28"]) == 0
+    written = sorted(p.name for p in work.iterdir())
+    assert {"ctxprec_demo.db", "ctxprec_report.html", "ctxprec_report_node_labels.csv"} <= set(written), written
+    if shutil.which("git") and (ROOT / ".git").exists():
+        ignored = subprocess.run(
+            ["git", "-C", str(ROOT), "check-ignore", "--no-index", *written], capture_output=True, text=True
+        )
+        assert sorted(ignored.stdout.split()) == written  # nothing shows up in `git status`
+    subprocess.run(
+        ["make", "-s", "-f", str(ROOT / "Makefile"), "-C", str(work), "clean", f"VENV={tmp_path / 'no-venv'}"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    assert list(work.iterdir()) == []
+
+
+def test_make_test_runs_in_parallel_and_lists_the_slowest(tmp_path):
+    out = _dry_run("test", tmp_path / "venv")
+    (line,) = [ln for ln in out.splitlines() if " -m pytest" in ln]
+    assert "-n auto --dist loadgroup" in line and "--durations=15" in line
+    assert "PYTHONDONTWRITEBYTECODE= " in line  # bytecode cached for the suite's many child processes
+    assert "--compile-bytecode" in _install_line(out)

@@ -5,9 +5,6 @@ honouring CTXPREC_JUDGE, and failure counts of the compared population only."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +14,7 @@ from ctxprec_ops.cli import main as ctxprec
 from ctxprec_ops.config import Settings, SettingsError, parse_bool
 from ctxprec_ops.pipeline import METRIC_KINDS, PipelineConfig, score_partition
 from tests.fixtures.warehouse_data import day_rows, query
+from tests.helpers.dagster_cli import materialize
 
 ROOT = Path(__file__).resolve().parent.parent
 DAY = "2026-11-28"
@@ -176,33 +174,15 @@ def test_local_dagster_deployment_scores_with_the_configured_judge(tmp_path: Pat
 
     create_logs(sa.create_engine(url), day_rows(5))
     env = {
-        **os.environ,
         "DAGSTER_HOME": str(tmp_path / "dh"),
         "CTXPREC_WAREHOUSE_URL": url,
         "CTXPREC_JUDGE": "gpt-4o-mini",
         "CTXPREC_DEPLOYMENT": "local",
-        "PYTHONWARNINGS": "ignore",
+        "OPENAI_BASE_URL": openai_env.base_url,
+        "OPENAI_API_KEY": "test-key",
     }
     Path(env["DAGSTER_HOME"]).mkdir()
-    dagster = str(Path(sys.executable).with_name("dagster"))
-    proc = subprocess.run(
-        [
-            dagster,
-            "asset",
-            "materialize",
-            "-m",
-            "dagster_defs",
-            "--select",
-            "contextual_precision_scores",
-            "--partition",
-            DAY,
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=200,
-    )
+    proc = materialize(DAY, env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert query(url, "SELECT DISTINCT judge_model FROM ctxprec_scores") == [("gpt-4o-mini",)]
     assert len(openai_env.requests) >= 5

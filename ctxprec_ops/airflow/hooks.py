@@ -147,9 +147,11 @@ class CtxPrecWarehouseHook(BaseHook):
 
     def get_engine(self) -> Engine:
         """The warehouse engine (ctxprec's engine factory: psycopg 3, SQLite WAL + busy timeout)."""
-        from ..warehouse.engine import get_engine
+        from ..warehouse.engine import get_engine, require_sqlite_file
 
-        return get_engine(self.get_url())
+        url = self.get_url()
+        require_sqlite_file(url, setting=self.source)  # never a new, empty SQLite file
+        return get_engine(url)
 
     def get_conn(self) -> Engine:
         """``BaseHook`` API: the engine."""

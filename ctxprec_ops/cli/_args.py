@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ..config import Settings
@@ -24,6 +24,7 @@ __all__ = [
     "add_warehouse",
     "add_metric",
     "add_columns",
+    "add_segments",
     "add_source",
     "metric_of",
     "columns_of",
@@ -31,6 +32,8 @@ __all__ = [
     "check_partition",
     "check_warehouse",
     "check_judge",
+    "check_judge_name",
+    "warehouse_hint",
     "config_from_args",
     "one_line",
     "fail",
@@ -118,6 +121,12 @@ def add_source(parser: argparse.ArgumentParser) -> None:
         "(default: CTXPREC_JUDGE, else gpt-4o-mini with OPENAI_API_KEY, else lexical)",
     )
     parser.add_argument(
+        "--judge-url",
+        metavar="URL",
+        help="the judge's OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 for vLLM "
+        "(default: OPENAI_BASE_URL, else OpenAI); --judge names the model served there",
+    )
+    parser.add_argument(
         "--source-table",
         metavar="NAME",
         help="input table, 'table' or 'schema.table' (default: CTXPREC_SOURCE_TABLE or "
@@ -163,7 +172,7 @@ def check_warehouse(url: str) -> None:
     """Refuse a malformed URL, or a SQLite file that does not exist (instead of creating it)."""
     from sqlalchemy.engine import make_url
 
-    from ..warehouse.engine import MissingDriverError, UnknownDialectError, check_dialect
+    from ..warehouse.engine import MissingDriverError, UnknownDialectError, check_dialect, require_sqlite_file
 
     try:
         u = make_url(url)
@@ -179,17 +188,28 @@ def check_warehouse(url: str) -> None:
         raise CtxPrecError(str(exc)) from None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if (
-        u.get_backend_name() == "sqlite"
-        and u.database not in (None, "", ":memory:")
-        and not u.database.startswith("file:")
-    ):
-        if not Path(u.database).exists():
-            raise CtxPrecError(f"the SQLite warehouse file {u.database!r} does not exist")
+    require_sqlite_file(u, setting="--warehouse / CTXPREC_WAREHOUSE_URL")
+
+
+#: what an endpoint looks like: a scheme (``http://``, ``https://``), or ``localhost``/an IP with a port
+_URL_LIKE = re.compile(r"^\s*([a-z][a-z0-9+.-]*://|(localhost|\d{1,3}(\.\d{1,3}){3})(:\d+)?(/|$))", re.IGNORECASE)
+
+
+def check_judge_name(judge: Any) -> None:
+    """Refuse at once a judge setting that is an endpoint URL, not a model name (it would be sent
+    as the model name to OpenAI's endpoint and fail much later)."""
+    if isinstance(judge, str) and _URL_LIKE.match(judge):
+        raise UsageError(
+            f"the judge is a model name, not an endpoint URL: got {redact(judge.strip())!r} (from --judge or "
+            "CTXPREC_JUDGE). Give the endpoint with --judge-url URL (or OPENAI_BASE_URL) and the model served "
+            "there with --judge NAME, e.g. --judge-url http://localhost:8000/v1 --judge Qwen/Qwen2.5-7B-Instruct"
+        )
 
 
 def check_judge(judge: Any) -> None:
-    """Fail before any work when an LLM judge has no API key (the client would fail later)."""
+    """Fail before any work when the judge setting is a URL, or an LLM judge has no API key (the
+    client would fail later)."""
+    check_judge_name(judge)
     if not isinstance(judge, str) or judge.strip().lower() == "lexical":
         return
     if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("AZURE_OPENAI_API_KEY")):
@@ -219,34 +239,78 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> PipelineConfig:
             threshold=getattr(args, "threshold", None),
             max_nodes_per_call=getattr(args, "max_nodes_per_call", None),
             judge_samples=getattr(args, "samples", None),
+            **({"judge_base_url": args.judge_url} if getattr(args, "judge_url", None) else {}),
             **extra,
         )
     except (IdentifierError, TypeError) as exc:
         raise UsageError(str(exc)) from None
     except ValueError as exc:  # bad numbers (flags or CTXPREC_* variables)
         raise UsageError(str(exc)) from None
+    check_judge_name(config.judge)
     if isinstance(config.warehouse, str):
         check_warehouse(config.warehouse)
     return config
 
 
+#: (pattern of a warehouse driver's error, what to check), first match wins; secret-free by construction
+_WAREHOUSE_HINTS = (
+    (
+        r"could not translate host name|failed to resolve host|name or service not known|nodename nor servname"
+        r"|unknown host|getaddrinfo failed",
+        "check the host name in the warehouse URL",
+    ),
+    (
+        r"connection refused|could not connect to server|can't connect to|is the server running",
+        "check the host and port in the warehouse URL and that the database server is running and accepts "
+        "connections there",
+    ),
+    (
+        r"timeout expired|timed out|connection timeout",
+        "the server did not answer: check the host and port in the warehouse URL, that the server is running "
+        "and that no firewall is in the way",
+    ),
+    (
+        r"password authentication failed|access denied for user|authentication failed",
+        "check the user name and password of the warehouse URL",
+    ),
+    (r'database "[^"]*" does not exist|unknown database', "check the database name in the warehouse URL"),
+    (r"no such file or directory.*\.s\.pgsql", "check the socket directory (host=...) of the warehouse URL"),
+)
+
+
+def warehouse_hint(text: str) -> str | None:
+    """What to check for a warehouse connection error's text (``None`` when it is not one)."""
+    for pattern, hint in _WAREHOUSE_HINTS:
+        if re.search(pattern, text, re.IGNORECASE):
+            return hint
+    return None
+
+
 def one_line(exc: BaseException) -> str:
     """A secret-free, single-line description of ``exc`` (SQLAlchemy's SQL and links dropped)."""
-    if "sqlalchemy.exc" in sys.modules:  # else no warehouse code ran: the error is not SQLAlchemy's
-        from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-    else:
-        DBAPIError = SQLAlchemyError = ()  # type: ignore[assignment,misc]
+    if "sqlalchemy.exc" not in sys.modules:  # no warehouse code ran: the error is not SQLAlchemy's
+        return redact(
+            _first_line(exc, f"{type(exc).__name__}: {exc}" if not isinstance(exc, CtxPrecError) else str(exc))
+        )
+    from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
+
+    hint = None
     if isinstance(exc, DBAPIError) and exc.orig is not None:
         text = f"{type(exc.orig).__name__}: {exc.orig}"
         prefix = "warehouse error: "
+        if isinstance(exc, (OperationalError, InterfaceError)):  # the connection, not the statement
+            hint = warehouse_hint(text)
     elif isinstance(exc, SQLAlchemyError):
         text, prefix = str(exc), "warehouse error: "
     elif isinstance(exc, CtxPrecError):
         text, prefix = str(exc), ""
     else:
         text, prefix = f"{type(exc).__name__}: {exc}", ""
-    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
-    return redact(prefix + first)
+    return redact(prefix + _first_line(exc, text) + (f" — {hint}" if hint else ""))
+
+
+def _first_line(exc: BaseException, text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
 
 
 def fail(command: str, exc: BaseException) -> int:

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 
-from ..demo.job import DEFAULT_DEMO_URL, DEFAULT_REPORT, METRICS, check_demo_warehouse, check_report_path, run_demo
+from ..demo.job import (
+    DEFAULT_DEMO_URL,
+    DEFAULT_REPORT,
+    DEMO_JUDGE,
+    METRICS,
+    check_demo_warehouse,
+    check_report_path,
+    run_demo,
+)
+from ..secrets import redact
 from ._args import RAW, UsageError, check_judge, guarded
-from ._common import EXIT_OK
+from ._common import EXIT_OK, err_console
 from ._render import runs_table, stdout_console
 from .progress import ProgressDisplay
 
@@ -17,8 +27,11 @@ examples:
   OPENAI_API_KEY=sk-... ctxprec demo --days 3 --rows-per-day 20 --judge gpt-4o-mini
 
 The warehouse is recreated on every run (a SQLite file is deleted first; any other URL needs
---force and gets its sample and ctxprec_* tables dropped). The judge defaults to CTXPREC_JUDGE,
-else gpt-4o-mini when OPENAI_API_KEY is set, else the offline lexical judge.
+--force and gets its sample and ctxprec_* tables dropped). The demo is offline: it uses the
+lexical judge unless --judge names another, whatever OPENAI_API_KEY or CTXPREC_JUDGE say.
+Files written: the warehouse, FILE.html and, next to it, FILE_conversations.html,
+FILE_labels.html and FILE_node_labels.csv (`make clean` removes the default ones).
+Exit code: 0 when every partition run completed, 1 when one did not (the reason is printed).
 """
 
 
@@ -64,7 +77,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="LOW-HIGH",
         help="conversations per day (default: 20-40)",
     )
-    p.add_argument("--judge", metavar="MODEL", help="'lexical' or an OpenAI-compatible model name")
+    p.add_argument(
+        "--judge",
+        metavar="MODEL",
+        help=f"an OpenAI-compatible model name (with OPENAI_API_KEY / OPENAI_BASE_URL) to score with an LLM "
+        f"judge (default: {DEMO_JUDGE}, the offline judge; CTXPREC_JUDGE is not read)",
+    )
     p.add_argument(
         "--out", default=DEFAULT_REPORT, metavar="FILE.html", help=f"HTML report path (default: {DEFAULT_REPORT})"
     )
@@ -84,12 +102,19 @@ def run(args: argparse.Namespace) -> int:
         from ._args import check_partition
 
         check_partition(args.end_date)
-    from ..config import Settings
-
-    judge = args.judge or Settings.from_env().judge
+    judge = args.judge or DEMO_JUDGE
     check_judge(judge)
     check_demo_warehouse(args.warehouse, force=args.force)
     check_report_path(args.out)
+    configured = os.environ.get("CTXPREC_JUDGE", "").strip()
+    if not args.judge and configured and configured.lower() != DEMO_JUDGE:
+        err_console.print(
+            f"ctxprec demo: note: CTXPREC_JUDGE={redact(configured)} is not used by the demo, which is offline "
+            "unless --judge names a judge",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     runs = args.days * len(METRICS)
     with ProgressDisplay(
         enabled=not args.quiet, total_runs=runs, overall_label="partition runs", compact=True
@@ -147,4 +172,16 @@ def run(args: argparse.Namespace) -> int:
         markup=False,
         highlight=False,
     )
+    incomplete = result.incomplete
+    if incomplete:  # a demo whose partitions failed did not demonstrate the job: say so, exit non-zero
+        summary, decision = incomplete[0]
+        more = f" (and {len(incomplete) - 1} more)" if len(incomplete) > 1 else ""
+        err_console.print(
+            f"ctxprec demo: {len(incomplete)} of {len(result.summaries)} partition runs did not complete; "
+            f"first: {summary.metric} {decision.reason}{more}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        return max(d.exit_code for _s, d in incomplete)
     return EXIT_OK

@@ -159,6 +159,7 @@ def build_scores_asset(
     ) -> MaterializeResult:
         partition_key = context.partition_key
         try:
+            warehouse.checked_url()  # a SQLite file that does not exist: an error, never a new empty file
             config = build_pipeline_config(kind.name, warehouse, judge, thresholds)
             context.log.info(
                 f"scoring {kind.name} {partition_key} from {warehouse.display_url()} table {config.table_name} "

@@ -182,7 +182,7 @@ def build_score_checks(
     def _checks(context: AssetCheckExecutionContext, warehouse: WarehouseResource, thresholds: AlertThresholdsResource):
         partition_key = context.partition_key
         result = check_partition(
-            warehouse.url,
+            warehouse.checked_url(),
             partition_key,
             metric=metric,
             source_table=source_table_name(warehouse.table_for(metric), None),

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from ctxprec_ops.config import DEFAULT_WAREHOUSE_URL, Settings
 from ctxprec_ops.pipeline.kinds import metric_kind
-from ctxprec_ops.warehouse.engine import display_url
+from ctxprec_ops.warehouse.engine import display_url, require_sqlite_file
 
 __all__ = [
     "WarehouseResource",
@@ -61,6 +61,11 @@ class WarehouseResource(ConfigurableResource):
     def display_url(self) -> str:
         """The URL with any password masked: safe for logs and metadata."""
         return display_url(self.url)
+
+    def checked_url(self) -> str:
+        """``url``, refused at once when it names a SQLite file that does not exist (never created)."""
+        require_sqlite_file(self.url, setting="the warehouse resource's url (CTXPREC_WAREHOUSE_URL)")
+        return self.url
 
 
 class JudgeResource(ConfigurableResource):

@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine
 from ..config import Settings
 from ..errors import CtxPrecError
 from ..pipeline import METRIC_KINDS, PipelineConfig, ProgressCallback, RunSummary, score_partition
+from ..pipeline.outcome import Decision, Outcome, decide
 from ..secrets import redact, redact_url
 from ..warehouse.engine import normalize_url
 from ..warehouse.schema import output_tables
@@ -27,6 +28,7 @@ from .sample import SampleInfo, create_sample_warehouse
 __all__ = [
     "DEFAULT_DEMO_URL",
     "DEFAULT_REPORT",
+    "DEMO_JUDGE",
     "DemoResult",
     "run_demo",
     "METRICS",
@@ -36,6 +38,9 @@ __all__ = [
 
 DEFAULT_DEMO_URL = "sqlite:///ctxprec_demo.db"
 DEFAULT_REPORT = "ctxprec_report.html"
+#: the demo's judge unless the caller names another: offline, whatever OPENAI_API_KEY or
+#: CTXPREC_JUDGE say (a demo never spends money or waits on an endpoint it was not asked to use)
+DEMO_JUDGE = "lexical"
 #: the metrics the demo scores: every kind of the registry, each on its default table of the sample warehouse
 METRICS = tuple(METRIC_KINDS.values())
 
@@ -55,9 +60,16 @@ class DemoResult:
     estimate: tuple[int, float | None] | None = None  # (judge calls, USD) predicted for an LLM judge
     calibration: Any = None  # calibration.CalibrationResult of the judge against the sample's labels
     labels_path: Path | None = None  # the labelled sample (CSV) written next to the report
+    calibration_note: str | None = None  # why the judge was not calibrated, if it was not
 
     def by_metric(self, metric: str) -> list[RunSummary]:
         return [s for s in self.summaries if s.metric == metric]
+
+    @property
+    def incomplete(self) -> list[tuple[RunSummary, Decision]]:
+        """The partition runs that did not complete (outcome ``retry`` or ``fail``), with the decision."""
+        pairs = [(s, decide(s)) for s in self.summaries]
+        return [(s, d) for s, d in pairs if d.outcome is not Outcome.DONE]
 
     @property
     def alerts(self) -> list[tuple[str, str, str]]:
@@ -128,14 +140,15 @@ def run_demo(
     progress_for: Callable[[str], ProgressCallback] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> DemoResult:
-    """Create the sample warehouse at ``warehouse`` (recreated), score every partition of both
-    tables with ``judge`` (default ``Settings.from_env().judge``: lexical unless
-    OPENAI_API_KEY is set), load the trend and alerts, write the HTML report to ``out``."""
+    """Create the sample warehouse at ``warehouse`` (recreated), score every partition of every
+    metric with ``judge`` (default ``DEMO_JUDGE``, the offline lexical judge, whatever
+    ``OPENAI_API_KEY`` and ``CTXPREC_JUDGE`` say), load the trend and alerts, write the HTML
+    reports next to ``out``. Runs that did not complete are in ``DemoResult.incomplete``."""
     started = time.perf_counter()
     if out is not None:
         check_report_path(out)
     settings = Settings.from_env()
-    judge_name = judge or settings.judge
+    judge_name = judge or DEMO_JUDGE
     engine = _fresh_engine(warehouse, force=force)
     try:
         info = create_sample_warehouse(
@@ -167,6 +180,7 @@ def run_demo(
                 columns=kind.columns(),
                 concurrency=concurrency,
                 chunk_size=chunk_size,
+                judge_mode="sync",  # results now, whatever CTXPREC_JUDGE_MODE says
             )
             for kind in METRICS
         ]
@@ -209,6 +223,11 @@ def _calibrate(
     from ..calibration.demo_labels import demo_label_csv
 
     text = demo_label_csv(engine)
+    if text.count("\n") < 2:  # the header only: a sample too small to hold a labelled retrieval
+        result.calibration_note = "too few well-formed retrievals to calibrate the judge against labels"
+        if log:
+            log(f"judge {judge} not calibrated: {result.calibration_note}")
+        return
     if out is not None:
         path = Path(out)
         result.labels_path = path.with_name(f"{path.stem}_node_labels.csv")

@@ -64,6 +64,10 @@ class TokenCounter:
         return len(self._encode(text))
 
 
+#: how to get exact counts: ctxprec-ops is on no package index, so its extra installs from the repository
+TOKENS_HINT = "pip install bpe-openai, or from a clone: pip install -e '.[tokens]' (the tokens extra)"
+
+
 @lru_cache(maxsize=4)
 def _encoding(name: str) -> Any:
     import bpe_openai
@@ -74,7 +78,7 @@ def _encoding(name: str) -> Any:
 def token_counter(model: str, *, tokenizer: str = "auto") -> TokenCounter:
     """How to count ``model``'s prompt tokens. ``tokenizer="heuristic"`` forces characters / 4."""
     heuristic = TokenCounter(
-        f"characters/{CHARS_PER_TOKEN} (no offline tokenizer installed: pip install 'ctxprec-ops[tokens]')", exact=False
+        f"characters/{CHARS_PER_TOKEN} (no offline tokenizer installed: {TOKENS_HINT})", exact=False
     )
     if tokenizer == "heuristic":
         return TokenCounter(f"characters/{CHARS_PER_TOKEN} (asked for)", exact=False)

@@ -126,13 +126,13 @@ def with_segments(source: SourceTable, segments: tuple[str, ...]) -> SourceTable
 
 
 def prepare(config: PipelineConfig) -> PipelineContext:
-    """Resolve the config: engine, output tables (created if missing), source table (reflected
-    and checked against the metric's column set), judge and metric."""
+    """Resolve the config: engine, source table (reflected and checked against the metric's
+    column set), judge and metric, then the output tables (created if missing). Validate first,
+    create after: a run refused for a missing table or column, or a judge that cannot be built,
+    leaves the user's warehouse as it was."""
     from ..judge.models import make_judge
 
     engine = get_engine(config.warehouse)
-    tables = ensure_output_tables(engine, config.output_schema, legacy_sources=legacy_sources(config))
-    check_output_writable(engine, tables)  # before any judge call: a missing grant fails now, not after paying
     source = reflect_source(
         engine,
         config.table_name,
@@ -143,14 +143,16 @@ def prepare(config: PipelineConfig) -> PipelineContext:
     )
     segments = tuple(config.segments or ())
     source = with_segments(source, segments)
-    if segments:
-        ensure_segments_table(engine, config.output_schema, segments)
     judge = None
     if config.kind.needs_judge:  # a pure computation (labels) needs no judge, key or endpoint
         judge = make_judge(
             config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key, timeout=config.judge_timeout
         )
     metric = config.kind.build(config, judge)
+    tables = ensure_output_tables(engine, config.output_schema, legacy_sources=legacy_sources(config))
+    if segments:
+        ensure_segments_table(engine, config.output_schema, segments)
+    check_output_writable(engine, tables)  # before any judge call: a missing grant fails now, not after paying
     key = scoring_key(metric, source, config)
     check_key_fits(tables, key)
     breaker = CircuitBreaker(

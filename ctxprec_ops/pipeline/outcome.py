@@ -93,6 +93,14 @@ def decide(result: RunSummary | ChunkResult) -> Decision:
         return Decision(
             Outcome.FAIL, f"{where} incomplete ({status.value}; {detail}): {why}; fix it and re-run{suffix}", EXIT_ERROR
         )
+    if message and message.startswith("judge unreachable"):
+        # never reached (no such host, nothing listening): most often the endpoint setting; say what to check
+        return Decision(
+            Outcome.RETRY,
+            f"{where} incomplete ({status.value}; {detail}){suffix}; check the judge endpoint (--judge-url / "
+            "OPENAI_BASE_URL, or the judge's base_url) and that its server is running, then re-run",
+            EXIT_ERROR,
+        )
     return Decision(
         Outcome.RETRY,
         f"{where} incomplete ({status.value}; {detail}); re-run to retry the failed rows{suffix}",

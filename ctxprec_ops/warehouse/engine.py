@@ -10,6 +10,8 @@
   so copying the ``.db`` file alone copies every row.
 - ``check_dialect()`` turns an unknown dialect or a missing DB driver into a one-line error that
   names the package to install.
+- ``require_sqlite_file()`` refuses a SQLite URL whose database file does not exist (SQLite would
+  create an empty one): every entry point (CLI, Dagster resources, Airflow hook) calls it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.engine.url import URL
 from sqlalchemy.pool import StaticPool
 
+from ..errors import CtxPrecError
 from ..secrets import redact_url, register_secret
 
 __all__ = [
@@ -41,6 +44,8 @@ __all__ = [
     "release_sqlite_files",
     "UnknownDialectError",
     "MissingDriverError",
+    "MissingWarehouseFileError",
+    "require_sqlite_file",
 ]
 
 SQLITE_BUSY_TIMEOUT_MS = 60_000
@@ -127,6 +132,29 @@ def check_dialect(url: str | URL) -> None:
             f"the warehouse URL {u.drivername}://… needs the Python DB driver {module!r}, which is not "
             f"installed: pip install {pkg}"
         ) from None
+
+
+class MissingWarehouseFileError(CtxPrecError, ValueError):
+    """The warehouse URL names a SQLite file that does not exist (a setting to fix: no retry)."""
+
+    error_type = "missing_warehouse"
+    retryable = False
+
+
+def require_sqlite_file(url: str | URL | Engine, *, setting: str = "the warehouse URL") -> None:
+    """Raise ``MissingWarehouseFileError`` when ``url`` is a SQLite URL whose database file does not
+    exist, instead of letting SQLite create an empty file (and the run then fail on a missing
+    source table, leaving the file behind). In-memory and ``file:`` URI databases, and every
+    other dialect, pass. ``setting`` names where the URL came from, for the message."""
+    u = url.url if isinstance(url, Engine) else normalize_url(url)
+    path = _sqlite_path(u)
+    if path is None or os.path.exists(path):
+        return
+    where = "" if os.path.isabs(path) else f" (a relative path: resolved from {os.getcwd()})"
+    raise MissingWarehouseFileError(
+        f"the SQLite warehouse file {path!r} named by {setting} does not exist{where}; nothing was read "
+        "or created. Check the path (`ctxprec demo` creates sqlite:///ctxprec_demo.db in its working directory)"
+    )
 
 
 def display_url(url: str | URL | Engine) -> str:
