@@ -27,6 +27,7 @@ from .hooks import (
     mask_url_password,
     optional_connection,
 )
+from .lineage import LineageMixin
 from .values import columns_value, opt_float, opt_int
 
 __all__ = [
@@ -72,7 +73,7 @@ class JudgeSettings:
         return f"JudgeSettings(model={self.model!r}, base_url={self.base_url!r})"
 
 
-class CtxPrecBaseOperator(BaseOperator):
+class CtxPrecBaseOperator(LineageMixin, BaseOperator):
     """Shared arguments: partition, metric, warehouse (connection or URL) and judge settings."""
 
     template_fields: Sequence[str] = (
@@ -234,6 +235,17 @@ class CtxPrecBaseOperator(BaseOperator):
         )
         return config
 
+    def record_result(self, context: Any, result: dict[str, Any], *, partition_key: str, config: Any) -> None:
+        """Keep ``result``'s figures for OpenLineage and attach them to the task's Asset outlets
+        (the asset event's ``Metadata`` extra: partition, metric, source table, rows, mean, cost ...)."""
+        from .assets import attach_run_metadata, run_extra
+
+        extra = run_extra(result, partition_key=partition_key, metric=config.metric, source_table=config.table_name)
+        judge = config.judge if isinstance(config.judge, str) else None
+        self._lineage = {**extra, "judge_model": result.get("judge_model") or judge}
+        for meta in attach_run_metadata(context, list(self.outlets or []), extra):
+            self.log.info("asset event %s: %s", meta.asset.uri, meta.extra)
+
     @staticmethod
     def ctxprec_run_id(context: Any) -> str:
         """One ctxprec run id per Airflow DAG run, shared by every chunk task of that run."""
@@ -246,10 +258,12 @@ class CtxPrecBaseOperator(BaseOperator):
         retries it."""
         try:
             return fn(*args, **kwargs)
-        except AirflowFailException:
+        except AirflowFailException as exc:
+            self._lineage = {**(self._lineage or {}), "error": redact(f"AirflowFailException: {exc}")}
             raise
         except Exception as exc:
             message = f"{type(exc).__name__}: {redact(str(exc))}"[:2000]
+            self._lineage = {**(self._lineage or {}), "error": message}
             if decide_error(exc).outcome is Outcome.FAIL:
                 raise AirflowFailException(message) from None
             self.log.error("%s", redact(traceback.format_exc()))

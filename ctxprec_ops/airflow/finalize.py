@@ -29,6 +29,7 @@ class ContextualPrecisionFinalizeOperator(CtxPrecBaseOperator):
     """
 
     template_fields: Sequence[str] = (*CtxPrecBaseOperator.template_fields, "chunk_results")
+    lineage_outputs = ("ctxprec_scores", "ctxprec_failures", "ctxprec_runs")
 
     def __init__(self, *, chunk_results: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -51,6 +52,7 @@ class ContextualPrecisionFinalizeOperator(CtxPrecBaseOperator):
             started_at=started if isinstance(started, datetime) else None,
         )
         out = public(summary.to_dict())
+        self.record_result(context, out, partition_key=key, config=config)
         self.log.info(
             "partition %s %s: status %s, %s/%s scored, %s failed, mean %s, pass rate %s",
             key,
@@ -80,6 +82,8 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         "min_drop",
         "max_failure_rate",
     )
+    lineage_inputs = ("ctxprec_scores", "ctxprec_runs")  # the check reads the scores, writes nothing
+    lineage_outputs = ()
 
     def __init__(
         self,
@@ -126,9 +130,19 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         summary = redact(result.summary())
         for line in summary.splitlines():
             self.log.info("%s", line)
+        self.leave_notice(context, result)
         failing = result.alerts if self.fail_on == "any" else result.errors
         if failing:
             rules = ", ".join(sorted({a.rule for a in failing}))
             messages = "; ".join(redact(a.message) for a in failing)
             raise AirflowFailException(f"ctxprec alert on {key} ({metric}): {rules}: {messages}")
         return result.to_dict()
+
+    def leave_notice(self, context: Any, result: Any) -> None:
+        """Leave the check's notice in XCom (``ctxprec_notice``) for the notifiers of this task."""
+        from ..monitoring.notice import notice_from_check
+        from .notifiers import NOTICE_XCOM_KEY
+
+        ti = context.get("ti") if hasattr(context, "get") else None
+        if ti is not None:
+            ti.xcom_push(key=NOTICE_XCOM_KEY, value=notice_from_check(result, source="airflow").to_dict())

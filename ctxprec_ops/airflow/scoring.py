@@ -31,6 +31,7 @@ class ContextualPrecisionPlanOperator(CtxPrecBaseOperator):
     """
 
     template_fields: Sequence[str] = (*CtxPrecBaseOperator.template_fields, "max_chunks")
+    lineage_outputs = ()  # planning only reads the logs
 
     def __init__(self, *, max_chunks: int | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -121,11 +122,13 @@ class ContextualPrecisionOperator(CtxPrecBaseOperator):
             )
             result = self._call(score_chunk, config, chunk, run_id=run_id)
             out = public(result.to_dict())
+            self.record_result(context, out, partition_key=chunk.partition_key, config=config)
         else:
             key = partition_value(self.partition_key)
             self.log.info("scoring the whole partition %s", key)
             summary = self._call(score_partition, config, key, run_id=run_id)
             out = public(summary.to_dict())
+            self.record_result(context, out, partition_key=key, config=config)
             result = summary
         self.log.info("result: %s", out)
         self.finish(result)
@@ -157,6 +160,7 @@ class ContextualPrecisionOperator(CtxPrecBaseOperator):
                 kwargs={"state": waiting.resume},
             )
         out = public(summary.to_dict())
+        self.record_result(context, out, partition_key=key, config=config)
         self.log.info("result: %s", out)
         self.finish(summary)
         return out
