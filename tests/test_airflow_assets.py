@@ -25,8 +25,13 @@ def test_table_references_name_the_table_never_a_credential(airflow_env: Airflow
         f"pg = table_ref({PG_URL!r}, 'ctxprec_scores')\n"
         f"lite = table_ref('sqlite:///{db}', 'retrieval_logs')\n"
         "none = table_ref(None, 'ctxprec_scores', conn_id='ctxprec_warehouse')\n"
+        "from sqlalchemy.engine import URL\n"
+        "from ctxprec_ops.airflow.assets import _asset\n"
+        "sock = URL.create('postgresql+psycopg', username='u', password='pw', host='/run/pg', port=5432, database='a')\n"
+        "socket_uri = _asset(table_ref(sock, 'ctxprec_scores')).uri\n"
         "emit({'pg': pg.__dict__, 'lite': lite.__dict__, 'none': none.__dict__,\n"
-        "      'scores': scores_asset().uri, 'logs': source_asset('turn_contextual_precision').uri})",
+        "      'scores': scores_asset().uri, 'logs': source_asset('turn_contextual_precision').uri,\n"
+        "      'socket': socket_uri})",
         env={"AIRFLOW_CONN_CTXPREC_WAREHOUSE": json.dumps({"conn_type": "sqlite", "host": str(db)})},
     )
     # the postgres provider's AIP-60 form, and OpenLineage's postgres naming
@@ -41,6 +46,8 @@ def test_table_references_name_the_table_never_a_credential(airflow_env: Airflow
     assert out["lite"]["uri"] == f"sqlite:{db}/retrieval_logs" and out["lite"]["name"] == "retrieval_logs"
     assert out["lite"]["namespace"] == f"sqlite://{db}"
     assert out["none"]["uri"] == "x-ctxprec://ctxprec_warehouse/ctxprec_scores"
+    # a unix-socket host (a path) is this machine: the provider's URI form still holds
+    assert out["socket"] == "postgres://localhost:5432/a/public/ctxprec_scores"
     # from the ctxprec_warehouse connection, as the tasks resolve it
     assert out["scores"] == f"sqlite:{db}/ctxprec_scores"
     assert out["logs"] == f"sqlite:{db}/conversation_logs"

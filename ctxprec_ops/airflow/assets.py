@@ -8,6 +8,7 @@ in the AIP-60 form the database's provider defines where it has one:
   OpenLineage ``postgres://host:5432`` / ``database.schema.table``.
 - SQLite, DuckDB (a file): ``sqlite:/abs/path/file.db/table`` (Airflow's normal form of
   ``sqlite:///abs/...``); OpenLineage ``sqlite:///abs/path/file.db`` / ``table``.
+- a unix-socket (or missing) host is written ``localhost``.
 - other (MySQL, Snowflake ...): ``<backend>://host:port/database/table``; ``<backend>://host:port`` /
   ``database.table``.
 - no warehouse resolvable where the DAG file is parsed: ``x-ctxprec://<connection id>/table``.
@@ -86,7 +87,8 @@ def table_ref(url: URL | str | None, table: str, *, conn_id: str | None = None) 
         path = path if path == ":memory:" else os.path.abspath(path)
         ns = f"{backend}://{path}" if path.startswith("/") else f"{backend}:///{path}"
         return TableRef(ns, table, _normal(f"{ns}/{table}"), table)
-    host = u.host or "localhost"
+    # a unix-socket directory (or no host) is this machine: the URI names no path as a host
+    host = u.host if u.host and "/" not in u.host else "localhost"
     if backend == "postgresql":
         ns = f"postgres://{host}:{u.port or 5432}"
         schema = (u.query.get("schema") if isinstance(u.query.get("schema"), str) else None) or "public"
@@ -114,14 +116,20 @@ def warehouse_url_at_parse(warehouse_conn_id: str | None, warehouse_url: str | N
         return None
 
 
-def _asset(ref: TableRef, **extra: Any) -> Asset:
-    return Asset(uri=ref.uri, group="ctxprec", extra={"table": ref.table, **extra})
+def _asset(ref: TableRef, *, conn_id: str | None = None) -> Asset:
+    """The Asset of ``ref``; a URI the scheme's provider refuses falls back to the connection-named
+    form (a DAG file must parse whatever the warehouse looks like)."""
+    try:
+        return Asset(uri=ref.uri, group="ctxprec", extra={"table": ref.table})
+    except ValueError:
+        fallback = table_ref(None, ref.table, conn_id=conn_id)
+        return Asset(uri=fallback.uri, group="ctxprec", extra={"table": ref.table})
 
 
 def scores_asset(warehouse_conn_id: str | None = DEFAULT_WAREHOUSE_CONN_ID, warehouse_url: str | None = None) -> Asset:
     """The Asset of ``ctxprec_scores`` in the configured warehouse."""
     url = warehouse_url_at_parse(warehouse_conn_id, warehouse_url)
-    return _asset(table_ref(url, SCORES_TABLE, conn_id=warehouse_conn_id))
+    return _asset(table_ref(url, SCORES_TABLE, conn_id=warehouse_conn_id), conn_id=warehouse_conn_id)
 
 
 def failures_asset(
@@ -129,7 +137,7 @@ def failures_asset(
 ) -> Asset:
     """The Asset of ``ctxprec_failures`` (lineage output of every scoring task)."""
     url = warehouse_url_at_parse(warehouse_conn_id, warehouse_url)
-    return _asset(table_ref(url, FAILURES_TABLE, conn_id=warehouse_conn_id))
+    return _asset(table_ref(url, FAILURES_TABLE, conn_id=warehouse_conn_id), conn_id=warehouse_conn_id)
 
 
 def source_asset(
@@ -144,7 +152,7 @@ def source_asset(
     kind = metric_kind(metric)
     table = source_table or str(getattr(Settings.from_env(), kind.table_setting))
     url = warehouse_url_at_parse(warehouse_conn_id, warehouse_url)
-    return _asset(table_ref(url, table, conn_id=warehouse_conn_id))
+    return _asset(table_ref(url, table, conn_id=warehouse_conn_id), conn_id=warehouse_conn_id)
 
 
 def run_extra(result: Mapping[str, Any], *, partition_key: str, metric: str, source_table: str) -> dict[str, Any]:
