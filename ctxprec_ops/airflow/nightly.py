@@ -1,7 +1,11 @@
-"""``nightly_dag``: the nightly scoring DAG (plan -> mapped chunk scoring -> aggregate -> alert).
+"""``nightly_dag``: the nightly scoring DAG (plan -> mapped chunk scoring -> aggregate -> alert), and
+``on_new_logs_dag``: the same DAG scheduled on the source table's Asset (a partitioned DAG run per
+day an upstream DAG reports as written).
 
-The files in ``dags/`` call this with a DAG id and a metric; everything they wire is here so the
-retrieval-log DAG and the conversation-log DAG stay identical in shape.
+The files in ``dags/`` call these with a DAG id and a metric; everything they wire is here so the
+retrieval-log DAG and the conversation-log DAG stay identical in shape. The task that completes the
+partition (``aggregate``, or ``score_batch``) declares the ``ctxprec_scores`` Asset as its outlet
+(and the source table's Asset as its inlet) and attaches the run's figures to the asset event.
 
 Airflow-only knobs (the ``CTXPREC_*`` variables of ``ctxprec_ops.config`` configure the rest):
 
@@ -17,15 +21,17 @@ Airflow-only knobs (the ``CTXPREC_*`` variables of ``ctxprec_ops.config`` config
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import DAG, CronDataIntervalTimetable, Param
+from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, PartitionedAssetTimetable, StartOfDayMapper
 
 from ..config import Settings
 from ..pipeline.kinds import DEFAULT_METRIC, METRIC_KINDS
+from .assets import scores_asset, source_asset
 from .callbacks import failure_callbacks
+from .dag_params import dag_params, templated_arguments
 from .operators import (
     ContextualPrecisionAlertOperator,
     ContextualPrecisionFinalizeOperator,
@@ -33,7 +39,12 @@ from .operators import (
     ContextualPrecisionPlanOperator,
 )
 
-__all__ = ["nightly_dag", "nightly_dags", "nightly_timetable"]
+__all__ = ["nightly_dag", "nightly_dags", "nightly_timetable", "on_new_logs_dag", "on_new_logs_dags"]
+
+#: the partition a task scores: a manual trigger's param, else the run's data-interval day
+NIGHTLY_PARTITION = "{{ params.partition_key or ds }}"
+#: on a partitioned (asset-triggered) run: the param, else the run's partition key (no logical date)
+PARTITIONED_PARTITION = "{{ params.partition_key or partition_key or '' }}"
 
 
 def nightly_timetable() -> CronDataIntervalTimetable:
@@ -49,15 +60,6 @@ def _start_date(value: str) -> datetime:
     return d.replace(tzinfo=UTC) if d.tzinfo is None else d
 
 
-def _number_param(
-    default: float | None, description: str, *, integer: bool = False, lo: float | None = 0, hi: float | None = 1
-) -> Param:
-    kind = "integer" if integer else "number"
-    # JSON-schema keywords for Param's **schema; a bound left out (None) is no bound at all
-    bounds: dict[str, Any] = {k: v for k, v in (("minimum", lo), ("maximum", hi)) if v is not None}
-    return Param(default, type=[kind, "null"], description=description, **bounds)
-
-
 def nightly_dag(
     dag_id: str,
     *,
@@ -70,6 +72,8 @@ def nightly_dag(
     doc_md: str | None = None,
     pool: str | None = None,
     judge_mode: str | None = None,
+    assets: bool = True,
+    alert_notifiers: Sequence[Callable[[Any], None]] | None = None,
 ) -> DAG:
     """Build the nightly DAG for ``metric``: ``plan_chunks`` -> ``score_chunk`` (mapped, one
     task per chunk, capped and retried with exponential backoff) -> ``aggregate`` ->
@@ -82,85 +86,96 @@ def nightly_dag(
     shown in the DAG params as ``judge_pool`` (fixed when the DAG file is parsed).
 
     ``judge_mode="batch"`` (default: ``CTXPREC_JUDGE_MODE``): ``score_batch`` (one deferrable
-    task through the OpenAI Batch API) -> ``alert``."""
+    task through the OpenAI Batch API) -> ``alert``.
+
+    ``assets`` (default True): the completing task's outlet is the ``ctxprec_scores`` Asset, its
+    inlet the source table's. ``alert_notifiers``: notifiers (``BaseNotifier``: the webhook one of
+    ``ctxprec_ops.airflow.notifiers``, Slack's, SMTP's ...) called when the ``alert`` task fails."""
+    return _build(
+        dag_id,
+        schedule=nightly_timetable(),
+        partition_template=NIGHTLY_PARTITION,
+        metric=metric,
+        source_table=source_table,
+        warehouse_conn_id=warehouse_conn_id,
+        start_date=start_date,
+        on_failure_callback=on_failure_callback,
+        tags=tags,
+        doc_md=doc_md,
+        pool=pool,
+        judge_mode=judge_mode,
+        assets=assets,
+        alert_notifiers=alert_notifiers,
+    )
+
+
+def on_new_logs_dag(
+    dag_id: str,
+    *,
+    metric: str = DEFAULT_METRIC,
+    source_table: str | None = None,
+    warehouse_conn_id: str = "ctxprec_warehouse",
+    logs_asset: Asset | None = None,
+    partition_mapper: Any = None,
+    **kwargs: Any,
+) -> DAG:
+    """The nightly DAG's tasks, run when an upstream DAG updates the source table's Asset.
+
+    Scheduled on ``PartitionedAssetTimetable`` (Airflow 3.2+ partitioned DAG runs): each partition
+    key the upstream reports — its own partitioned run's key, or ``outlet_events[asset]
+    .add_partitions(key)`` — becomes one run of this DAG whose ``partition_key`` is the day.
+    ``partition_mapper`` maps the upstream key to the day: default ``StartOfDayMapper()`` for
+    Airflow's timestamp keys (``2026-11-28T00:00:00`` -> ``2026-11-28``); pass
+    ``StartOfDayMapper(input_format="%Y-%m-%d")`` for keys that are already days.
+
+    ``logs_asset`` (default ``source_asset(metric, ...)``, the table's URI in the warehouse):
+    the Asset the upstream DAG declares as its outlet. Other arguments are ``nightly_dag``'s."""
+    asset = logs_asset or source_asset(metric, source_table=source_table, warehouse_conn_id=warehouse_conn_id)
+    schedule = PartitionedAssetTimetable(assets=asset, default_partition_mapper=partition_mapper or StartOfDayMapper())
+    kwargs.setdefault("tags", ["ctxprec", metric, "asset-triggered"])
+    return _build(
+        dag_id,
+        schedule=schedule,
+        partition_template=PARTITIONED_PARTITION,
+        metric=metric,
+        source_table=source_table,
+        warehouse_conn_id=warehouse_conn_id,
+        logs_asset=asset,
+        **kwargs,
+    )
+
+
+def _build(
+    dag_id: str,
+    *,
+    schedule: Any,
+    partition_template: str,
+    metric: str,
+    source_table: str | None,
+    warehouse_conn_id: str,
+    start_date: datetime | None = None,
+    on_failure_callback: list[Callable[[Any], None]] | None = None,
+    tags: list[str] | None = None,
+    doc_md: str | None = None,
+    pool: str | None = None,
+    judge_mode: str | None = None,
+    assets: bool = True,
+    alert_notifiers: Sequence[Callable[[Any], None]] | None = None,
+    logs_asset: Asset | None = None,
+) -> DAG:
     settings = Settings.from_env()
     pool = pool or settings.airflow_pool
     callbacks = failure_callbacks(on_failure_callback, settings)
-    params = {
-        "partition_key": Param(
-            None,
-            type=["null", "string"],
-            pattern=r"^\d{4}-\d{2}-\d{2}$",
-            description="Day to score (YYYY-MM-DD); empty = the run's data interval day",
-        ),
-        "threshold": _number_param(settings.threshold, "Per-case pass threshold"),
-        "min_mean": _number_param(settings.min_mean, "Alert when the partition mean is below this"),
-        "min_pass_rate": _number_param(settings.min_pass_rate, "Alert when the pass rate is below this"),
-        "min_drop": _number_param(0.05, "Regression alert: drop below the 7-partition baseline mean"),
-        "chunk_size": _number_param(settings.chunk_size, "Rows per mapped chunk task", integer=True, lo=1, hi=None),
-        "concurrency": _number_param(
-            settings.concurrency, "Judge calls in flight per chunk task", integer=True, lo=1, hi=None
-        ),
-        "judge_max_retries": _number_param(
-            None, "Judge retries inside a task (empty = library default)", integer=True, lo=0, hi=None
-        ),
-        "max_rpm": _number_param(
-            settings.max_rpm,
-            "Judge requests per minute per chunk task: the quota divided by "
-            "the tasks that run at once (the judge_pool's slots)",
-            lo=0,
-            hi=None,
-        ),
-        "max_tpm": _number_param(
-            settings.max_tpm, "Judge tokens per minute per chunk task (quota / slots)", lo=0, hi=None
-        ),
-        "outage_tolerance": _number_param(
-            settings.outage_tolerance,
-            "Seconds a chunk task waits out a judge outage before its remaining rows fail (and Airflow retries it)",
-            lo=0,
-            hi=None,
-        ),
-        "sample_rate": _number_param(
-            settings.sample_rate,
-            "Share of the day's rows to score (0, 1]: the same rows on every run, by a hash of the log id",
-            lo=0,
-            hi=1,
-        ),
-        "max_rows": _number_param(
-            settings.max_rows, "Score at most this many rows of the day (empty = no cap)", integer=True, lo=1, hi=None
-        ),
-        "judge_samples": _number_param(
-            settings.judge_samples,
-            "Self-consistency: sampled judge answers per node, odd (majority verdict; ~N times the "
-            "completion tokens; 1 = one answer)",
-            integer=True,
-            lo=1,
-            hi=None,
-        ),
-        "judge_pool": Param(
-            pool,
-            type=["null", "string"],
-            enum=[pool],
-            description="Airflow pool of the score_chunk tasks (set by nightly_dag(pool=...) or "
-            "CTXPREC_AIRFLOW_POOL when the DAG file is parsed; shown, not changeable)",
-        ),
-    }
     common: dict[str, Any] = dict(
-        partition_key="{{ params.partition_key or ds }}",
         metric=metric,
         warehouse_conn_id=warehouse_conn_id,
         source_table=source_table,
-        threshold="{{ params.threshold }}",
-        chunk_size="{{ params.chunk_size }}",
-        concurrency="{{ params.concurrency }}",
-        judge_max_retries="{{ params.judge_max_retries }}",
-        max_rpm="{{ params.max_rpm }}",
-        max_tpm="{{ params.max_tpm }}",
-        outage_tolerance="{{ params.outage_tolerance }}",
-        sample_rate="{{ params.sample_rate }}",
-        max_rows="{{ params.max_rows }}",
-        judge_samples="{{ params.judge_samples }}",
+        **templated_arguments(partition_template),
     )
+    lineage: dict[str, Any] = {}
+    if assets:  # the task that completes the partition: outlet = the scores, inlet = the logs
+        logs = logs_asset or source_asset(metric, source_table=source_table, warehouse_conn_id=warehouse_conn_id)
+        lineage = {"outlets": [scores_asset(warehouse_conn_id)], "inlets": [logs]}
     retry_args: dict[str, Any] = dict(
         retries=settings.airflow_retries,
         retry_delay=timedelta(seconds=settings.airflow_retry_delay),
@@ -169,10 +184,10 @@ def nightly_dag(
     )
     with DAG(
         dag_id=dag_id,
-        schedule=nightly_timetable(),
+        schedule=schedule,
         start_date=start_date or _start_date(settings.start_date),
         catchup=False,
-        params=params,
+        params=dag_params(settings, pool),
         default_args={"owner": "ctxprec", "on_failure_callback": callbacks, **retry_args},
         tags=tags or ["ctxprec", metric],
         doc_md=doc_md or __doc__,
@@ -184,6 +199,7 @@ def nightly_dag(
             min_pass_rate="{{ params.min_pass_rate }}",
             min_drop="{{ params.min_drop }}",
             retries=0,
+            on_failure_callback=[*callbacks, *(alert_notifiers or [])],
             **common,
         )
         if (judge_mode or settings.judge_mode) == "batch":
@@ -194,6 +210,7 @@ def nightly_dag(
                 task_id="score_batch",
                 judge_mode="batch",
                 **pool_arg,
+                **lineage,
                 **common,
             )
             batch >> alert
@@ -209,6 +226,7 @@ def nightly_dag(
             task_id="aggregate",
             chunk_results=score.output,
             trigger_rule="none_failed",
+            **lineage,
             **common,
         )
         aggregate >> alert
@@ -220,6 +238,15 @@ def nightly_dags(**kwargs: Any) -> dict[str, DAG]:
     (a DAG file puts them in its globals); ``kwargs`` go to every ``nightly_dag``."""
     return {
         f"{kind.name}_nightly": nightly_dag(f"{kind.name}_nightly", metric=kind.name, **kwargs)
+        for kind in METRIC_KINDS.values()
+        if kind.nightly
+    }
+
+
+def on_new_logs_dags(**kwargs: Any) -> dict[str, DAG]:
+    """One asset-triggered DAG per nightly metric kind, as ``{"<metric>_on_new_logs": dag}``."""
+    return {
+        f"{kind.name}_on_new_logs": on_new_logs_dag(f"{kind.name}_on_new_logs", metric=kind.name, **kwargs)
         for kind in METRIC_KINDS.values()
         if kind.nightly
     }

@@ -3,6 +3,10 @@
 Each asset reads its log table itself (the table is upstream only for lineage) and writes
 ``ctxprec_scores`` / ``ctxprec_failures`` / ``ctxprec_runs``; nothing goes through an IO manager.
 
+Automation (``automation.py``: an ``AutomationCondition`` / ``FreshnessPolicy`` chosen by
+configuration), resource keys, the asset key and the upstream source key are arguments, so the
+``ContextualPrecisionComponent`` and ``dagster_defs`` build the same asset.
+
 The outcome of a partition run is decided by ``ctxprec_ops.pipeline.outcome`` — the same
 decision the CLI's exit code and the Airflow operators take: ``done`` materializes; ``retry``
 (judge failures left after the per-request retries, an outage, the warehouse unreachable) fails
@@ -12,11 +16,16 @@ pays for rows not yet scored; ``fail`` (misconfiguration, bad names, a missing t
 """
 
 import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from dagster import (
     AssetExecutionContext,
+    AssetKey,
     AssetsDefinition,
+    AutomationCondition,
     Failure,
+    FreshnessPolicy,
     MaterializeResult,
     MetadataValue,
     PartitionsDefinition,
@@ -29,18 +38,27 @@ from ctxprec_ops.pipeline.kinds import metric_kind
 from ctxprec_ops.pipeline.outcome import Decision, Outcome, decide, decide_error
 from ctxprec_ops.secrets import redact, register_secret
 
-from .metadata import summary_metadata
+from .automation import automation_condition, freshness_policy
+from .metadata import column_lineage, definition_metadata, summary_metadata
 from .partitions import build_daily_partitions
 from .policies import scoring_retry_policy
 from .progress import RunLogProgress
 from .resources import AlertThresholdsResource, JudgeResource, WarehouseResource
 from .sources import GROUP
 
-__all__ = ["apply_decision", "build_pipeline_config", "build_scores_asset"]
+__all__ = ["RESOURCE_KEYS", "apply_decision", "build_pipeline_config", "build_scores_asset"]
+
+#: role -> resource key the scores asset and its checks use by default
+RESOURCE_KEYS = {"warehouse": "warehouse", "judge": "judge", "thresholds": "thresholds"}
+_UNSET: Any = object()
 
 
 def build_pipeline_config(
-    metric: str, warehouse: WarehouseResource, judge: JudgeResource, thresholds: AlertThresholdsResource
+    metric: str,
+    warehouse: WarehouseResource,
+    judge: JudgeResource,
+    thresholds: AlertThresholdsResource,
+    segments: Sequence[str] | None = None,
 ) -> PipelineConfig:
     """The same ``PipelineConfig`` the CLI builds, from the Dagster resources."""
     register_secret(judge.api_key)  # redact() now masks it wherever it shows up
@@ -53,7 +71,7 @@ def build_pipeline_config(
         judge_timeout=judge.timeout,
         source_table=warehouse.table_for(metric),
         columns=warehouse.columns_for(metric) or None,
-        segments=list(warehouse.segments),
+        segments=list(segments) if segments else list(warehouse.segments),  # a component's own list first
         threshold=thresholds.threshold,
         chunk_size=judge.chunk_size,
         concurrency=judge.concurrency,
@@ -134,33 +152,47 @@ def build_scores_asset(
     *,
     partitions_def: PartitionsDefinition | None = None,
     retry_policy: RetryPolicy | None = None,
+    name: str | None = None,
+    source_key: AssetKey | str | None = None,
+    resource_keys: Mapping[str, str] | None = None,
+    segments: Sequence[str] | None = None,
+    automation: AutomationCondition | None = _UNSET,
+    freshness: FreshnessPolicy | None = _UNSET,
+    group_name: str = GROUP,
 ) -> AssetsDefinition:
-    """The daily-partitioned scores asset of ``metric`` (``<metric>_scores``)."""
+    """The daily-partitioned scores asset of ``metric`` (key ``<metric>_scores`` unless ``name``).
+
+    ``automation`` / ``freshness`` default to ``CTXPREC_DAGSTER_AUTOMATION`` /
+    ``CTXPREC_DAGSTER_FRESHNESS_HOURS``; ``resource_keys`` maps ``warehouse`` / ``judge`` /
+    ``thresholds`` to other resource keys; ``source_key`` is the upstream log table (lineage)."""
     kind = metric_kind(metric)
+    keys = {**RESOURCE_KEYS, **(resource_keys or {})}
+    source = AssetKey.from_coercible(source_key or kind.default_table)
 
     @asset(
-        name=f"{kind.name}_scores",
+        name=name or f"{kind.name}_scores",
         description=f"{kind.description} Rows in ctxprec_scores (metric = {kind.name}).",
         partitions_def=partitions_def or build_daily_partitions(),
-        deps=[kind.default_table],
+        deps=[source],
         retry_policy=retry_policy or scoring_retry_policy(),
         # no backfill_policy (a beta parameter that warns on every load): Dagster's default for an
         # asset without one is already one run per partition
         pool="ctxprec_judge",
-        group_name=GROUP,
+        group_name=group_name,
         kinds={"python", "sql"},
-        metadata={"table": "ctxprec_scores", "metric": kind.name},
+        metadata=definition_metadata(kind),
+        automation_condition=automation_condition() if automation is _UNSET else automation,
+        freshness_policy=freshness_policy() if freshness is _UNSET else freshness,
+        required_resource_keys=set(keys.values()),
     )
-    def _scores(
-        context: AssetExecutionContext,
-        warehouse: WarehouseResource,
-        judge: JudgeResource,
-        thresholds: AlertThresholdsResource,
-    ) -> MaterializeResult:
+    def _scores(context: AssetExecutionContext) -> MaterializeResult:
+        warehouse: WarehouseResource = getattr(context.resources, keys["warehouse"])
+        judge: JudgeResource = getattr(context.resources, keys["judge"])
+        thresholds: AlertThresholdsResource = getattr(context.resources, keys["thresholds"])
         partition_key = context.partition_key
         try:
             warehouse.checked_url()  # a SQLite file that does not exist: an error, never a new empty file
-            config = build_pipeline_config(kind.name, warehouse, judge, thresholds)
+            config = build_pipeline_config(kind.name, warehouse, judge, thresholds, segments)
             context.log.info(
                 f"scoring {kind.name} {partition_key} from {warehouse.display_url()} table {config.table_name} "
                 f"with judge {judge.model}{' at ' + judge.base_url if judge.base_url else ''} "
@@ -172,7 +204,10 @@ def build_scores_asset(
         except Exception as exc:  # re-raised as a redacted Failure, retried or not by the policy
             raise _error_failure(exc, kind.name, partition_key) from None
 
-        metadata = summary_metadata(summary, {"warehouse": warehouse.display_url(), "source_table": config.table_name})
+        metadata: dict[str, Any] = summary_metadata(
+            summary, {"warehouse": warehouse.display_url(), "source_table": config.table_name}
+        )
+        metadata["dagster/column_lineage"] = column_lineage(kind, warehouse.columns_for(kind.name), source)
         metadata.update(_segment_metadata(config, summary, partition_key, context))
         decision = decide(summary)
         if summary.rows_failed:

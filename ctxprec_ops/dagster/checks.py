@@ -10,10 +10,14 @@ Per scores asset, three checks run after each partition is materialized:
 - ``volume`` (WARN): far fewer rows than the baseline's median, or too many failed rows.
 
 One ``multi_asset_check`` per asset loads the history once and answers all three; each check's
-metadata carries the figures it judged.
+metadata carries the figures it judged and its partition. The checks are partitioned like their
+asset: each result belongs to one day (the asset's partition page shows them day by day). Where the
+check names segments (alerts with a ``segment``, once the run has ``segments``), the result lists
+them in its description and in the ``segments`` metadata.
 """
 
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 from dagster import (
@@ -35,7 +39,7 @@ from ctxprec_ops.pipeline.context import source_table_name
 from .partitions import build_daily_partitions
 from .resources import AlertThresholdsResource, WarehouseResource
 
-__all__ = ["CHECK_KINDS", "build_score_checks", "check_metadata"]
+__all__ = ["CHECK_KINDS", "build_score_checks", "check_metadata", "segment_lines"]
 
 #: check name -> (severity when it fails, what it checks). The spec's description names the rule,
 #: never an outcome: Dagster shows it next to a failed result too (the result's own description
@@ -149,15 +153,25 @@ def _add_segment_alerts(context: AssetCheckExecutionContext, result: CheckResult
             result.notes.append(f"{col}: {few}")
 
 
+def segment_lines(result: CheckResult, kind: str) -> list[str]:
+    """``segment <value>: <message>`` for each alert of ``kind`` that names a segment (the hook for
+    segment-aware checks: an alert without a ``segment`` attribute names none)."""
+    named = [(getattr(a, "segment", None), a.message) for a in result.alerts_of(kind)]
+    return [f"segment {segment}: {message}" for segment, message in named if segment not in (None, "")]
+
+
 def build_score_checks(
     scores_asset: AssetsDefinition,
     metric: str,
     *,
     partitions_def: PartitionsDefinition | None = None,
     blocking: bool | None = None,
+    resource_keys: Mapping[str, str] | None = None,
+    name: str | None = None,
 ) -> AssetChecksDefinition:
     """The threshold / regression / volume checks of one scores asset (``blocking`` default:
-    ``CTXPREC_BLOCKING_CHECKS``)."""
+    ``CTXPREC_BLOCKING_CHECKS``; ``resource_keys``: ``warehouse`` / ``thresholds`` -> resource keys)."""
+    keys = {"warehouse": "warehouse", "thresholds": "thresholds", **(resource_keys or {})}
     blocking = Settings.from_env().blocking_checks if blocking is None else blocking
     partitions_def = partitions_def or build_daily_partitions()
     with warnings.catch_warnings():  # partitioned check specs are a Dagster "preview" feature
@@ -174,12 +188,15 @@ def build_score_checks(
         ]
 
     @multi_asset_check(
-        name=f"{metric}_score_checks",
+        name=name or f"{metric}_score_checks",
         specs=specs,
         can_subset=True,
         description=f"Threshold, regression and volume rules on each {metric} partition.",
+        required_resource_keys={keys["warehouse"], keys["thresholds"]},
     )
-    def _checks(context: AssetCheckExecutionContext, warehouse: WarehouseResource, thresholds: AlertThresholdsResource):
+    def _checks(context: AssetCheckExecutionContext):
+        warehouse: WarehouseResource = getattr(context.resources, keys["warehouse"])
+        thresholds: AlertThresholdsResource = getattr(context.resources, keys["thresholds"])
         partition_key = context.partition_key
         result = check_partition(
             warehouse.checked_url(),
@@ -192,13 +209,18 @@ def build_score_checks(
         _add_segment_alerts(context, result, warehouse)
         for key in sorted(context.selected_asset_check_keys, key=lambda k: k.name):
             severity, _ = CHECK_KINDS[key.name]
+            metadata = {**check_metadata(result, key.name), "partition_key": MetadataValue.text(partition_key)}
+            description = _description(result, key.name)
+            segments = segment_lines(result, key.name)
+            if segments:  # the alerts' messages (the description) name their segments already
+                metadata["segments"] = MetadataValue.text("\n".join(segments))
             yield AssetCheckResult(
                 asset_key=key.asset_key,
                 check_name=key.name,
                 passed=not result.alerts_of(key.name),
                 severity=severity,
-                metadata=check_metadata(result, key.name),
-                description=_description(result, key.name),
+                metadata=metadata,
+                description=description,
             )
 
     return _checks

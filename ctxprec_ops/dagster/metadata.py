@@ -1,18 +1,54 @@
-"""A partition run's summary as Dagster materialization metadata.
+"""A partition run's summary as Dagster materialization metadata, and the scores table's schema
+and column lineage as Dagster renders them.
 
-Numbers are typed ``MetadataValue.int``/``float`` so Dagster plots them across partitions; a
-figure the run could not compute (e.g. the mean of an empty day) is ``null``, never a fake 0.
+Numbers are typed ``MetadataValue.int``/``float`` so Dagster plots them across partitions (``cost``
+is the judge spend in USD); a figure the run could not compute (e.g. the mean of an empty day) is
+``null``, never a fake 0. ``dagster/row_count`` is the rows scored, ``summary`` a markdown table,
+``dagster/column_lineage`` maps each ``ctxprec_scores`` column to the source columns it comes from
+(through the run's column mapping); the asset's definition carries ``dagster/column_schema``.
 Nothing secret goes in here: the warehouse URL is shown with its password masked.
 """
 
 from collections.abc import Mapping
 from typing import Any
 
-from dagster import MetadataValue
+from dagster import AssetKey, MetadataValue, TableColumn, TableColumnDep, TableColumnLineage, TableSchema
 
 from ctxprec_ops.pipeline import RunSummary
+from ctxprec_ops.pipeline.kinds import MetricKind
 
-__all__ = ["INT_FIELDS", "FLOAT_FIELDS", "TEXT_FIELDS", "summary_metadata"]
+__all__ = [
+    "INT_FIELDS",
+    "FLOAT_FIELDS",
+    "TEXT_FIELDS",
+    "SCORES_SCHEMA",
+    "summary_metadata",
+    "summary_markdown",
+    "column_lineage",
+    "definition_metadata",
+]
+
+#: the public columns of ctxprec_scores (DESIGN.md)
+SCORES_SCHEMA = TableSchema(
+    columns=[
+        TableColumn("log_id", "text", description="id of the source row"),
+        TableColumn("partition_key", "text", description="UTC day of event_time, YYYY-MM-DD"),
+        TableColumn("metric", "text"),
+        TableColumn("score", "double precision", description="contextual precision, unrounded; NULL when failed"),
+        TableColumn("success", "boolean", description="score >= threshold"),
+        TableColumn("threshold", "double precision"),
+        TableColumn("verdicts", "json", description="per node: {node, relevant, reason}"),
+        TableColumn("reason", "text"),
+        TableColumn("judge_model", "text"),
+        TableColumn("prompt_version", "text"),
+        TableColumn("prompt_tokens", "integer"),
+        TableColumn("completion_tokens", "integer"),
+        TableColumn("cost", "double precision", description="judge spend, USD"),
+        TableColumn("run_id", "text"),
+        TableColumn("scored_at", "timestamp"),
+    ]
+)
+_JUDGED = ("score", "success", "verdicts", "reason")
 
 INT_FIELDS = (
     "rows_total",
@@ -52,4 +88,55 @@ def summary_metadata(summary: RunSummary, extra: Mapping[str, Any] | None = None
         md["duration_seconds"] = MetadataValue.float((summary.finished_at - summary.started_at).total_seconds())
     for key, value in (extra or {}).items():
         md[key] = MetadataValue.text(str(value))
+    md["dagster/row_count"] = MetadataValue.int(int(summary.rows_scored or 0))
+    md["summary"] = MetadataValue.md(summary_markdown(summary))
     return md
+
+
+def _fmt(value: Any, pattern: str = "{}") -> str:
+    return "n/a" if value is None else pattern.format(value)
+
+
+def summary_markdown(summary: RunSummary) -> str:
+    """A short markdown table of the run (the materialization's ``summary``)."""
+    rows = [
+        ("status", _fmt(summary.status)),
+        ("rows scored / total", f"{summary.rows_scored} / {summary.rows_total}"),
+        ("rows failed", _fmt(summary.rows_failed)),
+        ("mean score", _fmt(summary.mean_score, "{:.3f}")),
+        ("pass rate", _fmt(summary.pass_rate, "{:.1%}")),
+        ("95% CI", "n/a" if summary.ci_low is None else f"{summary.ci_low:.3f} - {summary.ci_high:.3f}"),
+        ("judge", f"{summary.judge_model} ({summary.prompt_version})"),
+        ("judge cost", _fmt(summary.cost, "${:.4f}")),
+    ]
+    if summary.failures_by_type:
+        rows.append(("failures", ", ".join(f"{k}: {v}" for k, v in sorted(summary.failures_by_type.items()))))
+    lines = [f"**{summary.partition_key}** {summary.metric}", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in rows]
+    return "\n".join(lines)
+
+
+def column_lineage(
+    kind: MetricKind, mapping: Mapping[str, str] | None = None, source: AssetKey | None = None
+) -> TableColumnLineage:
+    """Each ``ctxprec_scores`` column -> the columns of ``source`` (default: the kind's log table)
+    it is computed from (``mapping``: logical name -> column, as the run reads them)."""
+    columns = kind.columns.from_mapping(mapping).as_dict()
+    source = source or AssetKey(kind.default_table)
+
+    def deps(*logical: str) -> list[TableColumnDep]:
+        return [TableColumnDep(asset_key=source, column_name=columns[n]) for n in logical]
+
+    judged = [n for n in columns if n not in ("id", "event_time")]
+    return TableColumnLineage(
+        deps_by_column={
+            "log_id": deps("id"),
+            "partition_key": deps("event_time"),
+            **{name: deps(*judged) for name in _JUDGED},
+        }
+    )
+
+
+def definition_metadata(kind: MetricKind) -> dict[str, Any]:
+    """The scores asset's definition metadata: table, metric, the table's column schema."""
+    return {"table": "ctxprec_scores", "metric": kind.name, "dagster/column_schema": SCORES_SCHEMA}

@@ -13,12 +13,14 @@ __all__ = ["GROUP", "log_table_spec"]
 GROUP = "ctxprec"
 
 
-def log_table_spec(kind: MetricKind) -> AssetSpec:
-    """The ``AssetSpec`` of the log table ``kind`` reads (keyed by its default table name)."""
+def log_table_spec(kind: MetricKind, key: str | None = None, group_name: str = GROUP) -> AssetSpec:
+    """The ``AssetSpec`` of the log table ``kind`` reads (keyed by ``key``, default its default
+    table name). A loader that writes the table reports it (a materialization or observation of
+    this key), which is what the ``eager`` automation condition waits for."""
     return AssetSpec(
-        kind.default_table,
+        key or kind.default_table,
         description=f"Logs of the production RAG system that {kind.title} is computed from, written outside "
         f"Dagster. Table name: {kind.table_env}; column mapping: {kind.columns_env}.",
-        group_name=GROUP,
+        group_name=group_name,
         kinds={"sql"},
     )

@@ -52,6 +52,8 @@ class Alert:
     message: str
     value: float | None = None
     limit: float | None = None
+    #: ``column=value`` of the segment whose rows fired it (``check --by``); None for the partition
+    segment: str | None = None
 
     @property
     def kind(self) -> str:

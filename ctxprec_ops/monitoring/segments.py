@@ -176,7 +176,9 @@ def _segment_history(history: History, value_moments: dict[str, Any]) -> History
 
 
 def _named(alert: Alert, by: str, value: str | None, rows: int, extra: str = "") -> Alert:
-    return replace(alert, message=f"{by}={label(value)} ({rows} rows): {alert.message}{extra}")
+    return replace(
+        alert, message=f"{by}={label(value)} ({rows} rows): {alert.message}{extra}", segment=f"{by}={label(value)}"
+    )
 
 
 def _finish(check: SegmentCheck, raw: list[tuple[str | None, CheckResult]]) -> SegmentCheck:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import smtplib
 import ssl
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from email.message import EmailMessage
@@ -27,6 +28,7 @@ import httpx
 from ..config import Settings, parse_auto_bool
 from ..secrets import redact, register_secret
 from .check import CheckResult
+from .notice import notice_from_check, subject, webhook_payload
 
 __all__ = [
     "AlertSink",
@@ -38,6 +40,7 @@ __all__ = [
     "deliver",
     "sinks_from_env",
     "slack_payload",
+    "subject",
 ]
 
 log = logging.getLogger("ctxprec.alerts")
@@ -53,15 +56,6 @@ class AlertSink(Protocol):
     def send(self, result: CheckResult) -> None: ...
 
 
-def subject(result: CheckResult) -> str:
-    if result.fired:
-        rules = ", ".join(sorted({a.rule for a in result.alerts}))
-        return redact(
-            f"[ctxprec] ALERT {result.partition_key} {result.metric}: {len(result.alerts)} alert(s) ({rules})"
-        )
-    return redact(f"[ctxprec] OK {result.partition_key} {result.metric}")
-
-
 @dataclass
 class LogSink:
     """Log the summary: ERROR for threshold breaches, WARNING for other alerts, INFO when clean."""
@@ -75,20 +69,10 @@ class LogSink:
 
 
 def slack_payload(result: CheckResult) -> dict:
-    """``{"text": ..., "blocks": [...]}``: plain text for any Slack-compatible receiver, plus blocks."""
-    head = subject(result)
-    body = result.summary()
-    text = f"{head}\n{body}"
-    blocks: list[dict] = [
-        {"type": "header", "text": {"type": "plain_text", "text": head[:150]}},
-        {"type": "section", "text": {"type": "mrkdwn", "text": f"*{redact(result.headline())}*"[:3000]}},
-    ]
-    for a in result.alerts[:20]:
-        icon = ":red_circle:" if a.severity == "error" else ":warning:"
-        blocks.append(
-            {"type": "section", "text": {"type": "mrkdwn", "text": redact(f"{icon} `{a.rule}` {a.message}")[:3000]}}
-        )
-    return {"text": text, "blocks": blocks}
+    """``{"text": ..., "blocks": [...], "ctxprec": {...}}``: plain text for any Slack-compatible
+    receiver, blocks, and the machine-readable notice (``monitoring.notice``, shared with the
+    Airflow notifier and the Dagster alert sensors)."""
+    return webhook_payload(notice_from_check(result))
 
 
 def _host_only(url: str) -> str:
@@ -98,11 +82,16 @@ def _host_only(url: str) -> str:
 
 @dataclass
 class WebhookSink:
-    """POST Slack-compatible JSON to ``url`` (Slack, Mattermost, Teams workflows, any receiver)."""
+    """POST Slack-compatible JSON to ``url`` (Slack, Mattermost, Teams workflows, any receiver).
+
+    A 5xx answer or a transport error is retried ``retries`` times, waiting ``backoff`` seconds,
+    then twice that, ...; a 4xx answer is not (the request itself is wrong)."""
 
     url: str
     timeout: float = 10.0
     name: str = "webhook"
+    retries: int = 2
+    backoff: float = 0.5
 
     def __post_init__(self) -> None:
         if urlsplit(self.url).scheme not in ("http", "https"):
@@ -110,13 +99,26 @@ class WebhookSink:
         register_secret(self.url)  # the URL path is the credential of most webhooks
 
     def send(self, result: CheckResult) -> None:
+        self.post(slack_payload(result))
+
+    def post(self, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> int:
+        """POST ``payload`` as JSON; returns the number of attempts it took, raises ``DeliveryError``."""
         where = _host_only(self.url)
-        try:
-            resp = httpx.post(self.url, json=slack_payload(result), timeout=self.timeout)
-        except httpx.HTTPError as exc:
-            raise DeliveryError(redact(f"webhook POST to {where} failed: {type(exc).__name__}")) from None
-        if resp.status_code >= 300:
-            raise DeliveryError(f"webhook POST to {where} failed: HTTP {resp.status_code}")
+        problem = ""
+        for attempt in range(1, max(self.retries, 0) + 2):
+            if attempt > 1:
+                time.sleep(self.backoff * 2 ** (attempt - 2))
+            try:
+                resp = httpx.post(self.url, json=dict(payload), headers=dict(headers or {}), timeout=self.timeout)
+            except httpx.HTTPError as exc:
+                problem = redact(f"webhook POST to {where} failed: {type(exc).__name__}")
+                continue
+            if resp.status_code < 300:
+                return attempt
+            problem = f"webhook POST to {where} failed: HTTP {resp.status_code}"
+            if resp.status_code < 500:
+                break
+        raise DeliveryError(problem)
 
 
 @dataclass
