@@ -5,13 +5,16 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from ..pipeline import ChunkResult, RunSummary
-from ..pipeline.estimate import Estimate
+
+if TYPE_CHECKING:
+    from ..pipeline.estimate import Estimate
 
 __all__ = ["runs_table", "run_table", "chunk_table", "estimate_table", "fmt_cost", "fmt_num", "stdout_console"]
 

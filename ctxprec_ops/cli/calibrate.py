@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from ..calibration import read_labels
-from ..calibration.run import CalibrationResult, calibrate, compare
-from ..calibration.table import FIGURES
 from ..pipeline.columns import SourceColumns, merge_columns
-from ..scoring.consistency import check_samples
 from ._args import (
     RAW,
     UsageError,
@@ -89,7 +85,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=guarded("calibrate", run))
 
 
+if TYPE_CHECKING:
+    from ..calibration.run import CalibrationResult
+
+
 def _row(result: CalibrationResult) -> dict[str, Any]:
+    from ..calibration.table import FIGURES
+
     a = result.agreement
     out: dict[str, Any] = {
         "judge_model": result.judge_model,
@@ -110,6 +112,11 @@ def _row(result: CalibrationResult) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..calibration import read_labels
+    from ..calibration.run import calibrate, compare
+    from ..calibration.table import FIGURES
+    from ..scoring.consistency import check_samples
+
     s = settings()
     warehouse = args.warehouse or s.warehouse_url
     check_warehouse(warehouse)

@@ -5,20 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..demo.job import (
-    DEFAULT_DEMO_URL,
-    DEFAULT_REPORT,
-    DEMO_JUDGE,
-    METRICS,
-    check_demo_warehouse,
-    check_report_path,
-    run_demo,
-)
+from ..demo.defaults import DEFAULT_DEMO_URL, DEFAULT_REPORT, DEMO_JUDGE
 from ..secrets import redact
 from ._args import RAW, UsageError, check_judge, guarded
 from ._common import EXIT_OK, err_console
-from ._render import runs_table, stdout_console
-from .progress import ProgressDisplay
 
 EPILOG = f"""\
 examples:
@@ -95,6 +85,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..demo.job import METRICS, check_demo_warehouse, check_report_path, run_demo
+    from ._render import runs_table, stdout_console
+    from .progress import ProgressDisplay
+
     console = stdout_console()
     if args.days < 1 or args.days > 366:
         raise UsageError("--days must be between 1 and 366")

@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..pipeline.estimate import estimate_partition
 from ._args import RAW, add_source, add_warehouse, check_partition, config_from_args, guarded
 from ._common import EXIT_OK, err_console
-from ._render import estimate_table, stdout_console
 
 EPILOG = """\
 examples:
@@ -39,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..pipeline.estimate import estimate_partition
+    from ._render import estimate_table, stdout_console
+
     console = stdout_console()
     partition = check_partition(args.partition)
     config = config_from_args(args)

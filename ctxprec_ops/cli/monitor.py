@@ -11,11 +11,9 @@ from rich.text import Text
 
 from ..errors import IdentifierError
 from ..pipeline.columns import merge_columns
-from ..warehouse.engine import display_url
 from ._args import RAW, UsageError, add_columns, add_metric, check_warehouse, columns_of, guarded, metric_of, settings
 from ._args import check_partition as check_partition_key
 from ._common import EXIT_ALERT, EXIT_OK, err_console
-from ._monitor_render import figures_table, sample_notes
 from ._render import stdout_console
 
 if TYPE_CHECKING:  # the monitoring stack (pandas, scipy) is imported by the commands that use it
@@ -312,6 +310,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_trend(args: argparse.Namespace) -> int:
     from ..monitoring import format_trend_table, load_trend
     from ..monitoring.trend import staleness_note
+    from ..warehouse.engine import display_url
+    from ._monitor_render import sample_notes
 
     url, rules = _settings(args)
     if args.end:
@@ -350,6 +350,7 @@ def run_trend(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     from ..monitoring import check_partition, deliver, sinks_from_env
+    from ._monitor_render import figures_table
 
     url, rules = _settings(args)
     partition = check_partition_key(args.partition)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import uuid
+from typing import TYPE_CHECKING
 
-from ..pipeline import ChunkResult, RunSummary, finalize_run, plan_chunks, prepare, score_chunk, score_partition
 from ..pipeline.outcome import Outcome, decide
 from ._args import (
     RAW,
@@ -20,8 +20,9 @@ from ._args import (
     guarded,
 )
 from ._common import err_console
-from ._render import chunk_table, run_table, stdout_console
-from .progress import ProgressDisplay
+
+if TYPE_CHECKING:
+    from ..pipeline import ChunkResult, RunSummary
 
 EPILOG = """\
 examples:
@@ -142,6 +143,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..pipeline import finalize_run, score_partition
+    from ._render import run_table, stdout_console
+    from .progress import ProgressDisplay
+
     console = stdout_console()
     partition = check_partition(args.partition)
     if args.max_cost is not None and args.max_cost < 0:
@@ -210,6 +215,10 @@ def _exit_code(result: RunSummary | ChunkResult) -> int:
 
 
 def _one_chunk(args: argparse.Namespace, config, partition: str, run_id: str, label: str) -> int:
+    from ..pipeline import plan_chunks, prepare, score_chunk
+    from ._render import chunk_table, stdout_console
+    from .progress import ProgressDisplay
+
     console = stdout_console()
     ctx = prepare(config)
     chunks = plan_chunks(config, partition, context=ctx)

@@ -23,6 +23,7 @@ from ..pipeline.outcome import Decision, Outcome, decide
 from ..secrets import redact, redact_url
 from ..warehouse.engine import normalize_url
 from ..warehouse.schema import output_tables
+from .defaults import DEFAULT_DEMO_URL, DEFAULT_REPORT, DEMO_JUDGE
 from .sample import SampleInfo, create_sample_warehouse
 
 __all__ = [
@@ -36,11 +37,6 @@ __all__ = [
     "check_report_path",
 ]
 
-DEFAULT_DEMO_URL = "sqlite:///ctxprec_demo.db"
-DEFAULT_REPORT = "ctxprec_report.html"
-#: the demo's judge unless the caller names another: offline, whatever OPENAI_API_KEY or
-#: CTXPREC_JUDGE say (a demo never spends money or waits on an endpoint it was not asked to use)
-DEMO_JUDGE = "lexical"
 #: the metrics the demo scores: every kind of the registry, each on its default table of the sample warehouse
 METRICS = tuple(METRIC_KINDS.values())
 

@@ -6,8 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.engine import Engine
-
 from ..config import DEFAULT_WAREHOUSE_URL, Settings
 from ..judge.models.names import validate_judge_name
 from ..scoring.consistency import check_samples
@@ -18,6 +16,8 @@ from .kinds import DEFAULT_METRIC, MetricKind, metric_kind
 from .sampling import DEFAULT_SAMPLE_SEED, Sample
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from ..judge.models.base import JudgeModel
 
 __all__ = ["PipelineConfig"]
