@@ -12,11 +12,19 @@ import sys
 from collections.abc import Sequence
 
 from . import _common
+from .commands import COMMANDS
 
-_COMMAND_MODULES = ("score", "estimate", "demo", "monitor", "compare", "calibrate", "batches")
+
+def _command_of(argv: Sequence[str] | None) -> str | None:
+    """The sub-command named on the command line (its first word), if any."""
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    return words[0] if words and words[0] in COMMANDS else None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``ctxprec`` parser. Only the module of the command named in ``argv`` is imported (it adds
+    its full parser); every other command is listed by name and help (``commands.COMMANDS``), so
+    ``ctxprec --help`` and each command start without loading the others (``argv`` None: ``sys.argv``)."""
     parser = argparse.ArgumentParser(
         prog="ctxprec",
         description="Score the contextual precision of RAG retrievers from warehouse logs.",
@@ -29,13 +37,21 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _COMMAND_MODULES:
-        importlib.import_module(f"{__name__}.{name}").register(sub)
+    named = _command_of(argv)
+    wanted = {COMMANDS[named].module} if named else set()
+    done: set[str] = set()
+    for name, command in COMMANDS.items():
+        if command.module in wanted:
+            if command.module not in done:
+                importlib.import_module(f"{__name__}.{command.module}").register(sub)
+                done.add(command.module)
+        else:
+            sub.add_parser(name, help=command.help)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from ._args import RAW, UsageError, add_columns, add_warehouse, config_from_args, guarded
 from ._common import EXIT_OK
 from ._render import run_table, stdout_console
+from .commands import COMMANDS
 
 EPILOG = """\
 examples:
@@ -30,7 +31,7 @@ requests that come out differently are submitted again.
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "batches",
-        help="list, collect or cancel Batch API batches",
+        help=COMMANDS["batches"].help,
         description="List, collect or cancel the batches recorded in ctxprec_batches.",
         epilog=EPILOG,
         formatter_class=RAW,

@@ -22,6 +22,7 @@ from ._args import (
 )
 from ._common import EXIT_OK, err_console
 from ._render import stdout_console
+from .commands import COMMANDS
 
 EPILOG = """\
 examples:
@@ -52,7 +53,7 @@ _TITLES = {
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "calibrate",
-        help="measure judge(s) against labelled node judgments",
+        help=COMMANDS["calibrate"].help,
         description="Run judge(s) on labelled retrievals and report their agreement with the labels.",
         epilog=EPILOG,
         formatter_class=RAW,

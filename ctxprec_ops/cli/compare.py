@@ -13,6 +13,7 @@ from ._args import RAW, UsageError, check_warehouse, guarded, settings
 from ._args import check_partition as check_partition_key
 from ._common import EXIT_ALERT, EXIT_OK
 from ._render import stdout_console
+from .commands import COMMANDS
 
 if TYPE_CHECKING:  # pandas/scipy stay out of --help
     from ..monitoring.compare import Comparison
@@ -42,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "compare",
-        help="compare two values of a segment column (e.g. retriever v1 vs v2), paired or not",
+        help=COMMANDS["compare"].help,
         description="Compare the scores of --candidate with those of --baseline (two values of the segment "
         "column --by) over one partition or a range: delta, 95%% CI, p-value, per --within segment.",
         epilog=EPILOG,

@@ -9,6 +9,7 @@ from ..demo.defaults import DEFAULT_DEMO_URL, DEFAULT_REPORT, DEMO_JUDGE
 from ..secrets import redact
 from ._args import RAW, UsageError, check_judge, guarded
 from ._common import EXIT_OK, err_console
+from .commands import COMMANDS
 
 EPILOG = f"""\
 examples:
@@ -39,7 +40,7 @@ def _range(text: str) -> tuple[int, int]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "demo",
-        help="generate a sample warehouse, score every day, print the trend and alerts, write a report",
+        help=COMMANDS["demo"].help,
         description="Run the nightly job end to end on a generated sample warehouse: a support bot's "
         "retrieval and conversation logs over several days, with a quality dip and a few "
         "malformed rows.",

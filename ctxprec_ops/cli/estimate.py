@@ -7,6 +7,7 @@ import json
 
 from ._args import RAW, add_source, add_warehouse, check_partition, config_from_args, guarded
 from ._common import EXIT_OK, err_console
+from .commands import COMMANDS
 
 EPILOG = """\
 examples:
@@ -25,7 +26,7 @@ No judge is called and nothing is written; no API key is needed.
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "estimate",
-        help="tokens and cost a score run would spend, without calling the judge",
+        help=COMMANDS["estimate"].help,
         description="Estimate the judge calls, tokens and USD cost of scoring one partition.",
         epilog=EPILOG,
         formatter_class=RAW,

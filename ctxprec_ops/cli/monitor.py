@@ -15,6 +15,7 @@ from ._args import RAW, UsageError, add_columns, add_metric, check_warehouse, co
 from ._args import check_partition as check_partition_key
 from ._common import EXIT_ALERT, EXIT_OK, err_console
 from ._render import stdout_console
+from .commands import COMMANDS
 
 if TYPE_CHECKING:  # the monitoring stack (pandas, scipy) is imported by the commands that use it
     from ..monitoring import AlertRules
@@ -237,7 +238,7 @@ def _settings(args: argparse.Namespace) -> tuple[str, AlertRules]:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "trend", help="recent partitions with their figures, alerts and a compact trend",
+        "trend", help=COMMANDS["trend"].help,
         description="Show the last partitions (UTC days) with n, mean ± 95% CI, median, pass rate, volume and "
                     "the alerts each day would raise.",
         epilog=TREND_EPILOG + "\n" + RULES_HELP, formatter_class=RAW,
@@ -255,7 +256,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=guarded("trend", run_trend))
 
     p = subparsers.add_parser(
-        "check", help="check one partition; exit 3 when an alert fires",
+        "check", help=COMMANDS["check"].help,
         description="Check one partition against threshold, regression, volume and failure-rate rules. "
                     "Prints the figures and alerts; exits 3 when an alert fires.",
         epilog=CHECK_EPILOG, formatter_class=RAW,
@@ -276,7 +277,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=guarded("check", run_check))
 
     p = subparsers.add_parser(
-        "report", help="write a self-contained HTML report",
+        "report", help=COMMANDS["report"].help,
         description="Write one self-contained HTML file: daily mean with its 95% CI and thresholds, pass rate, "
                     "volume, alert markers and the worst cases of the latest partition with their node verdicts.",
         epilog=REPORT_EPILOG + "\n" + RULES_HELP, formatter_class=RAW,

@@ -20,6 +20,7 @@ from ._args import (
     guarded,
 )
 from ._common import err_console
+from .commands import COMMANDS
 
 if TYPE_CHECKING:
     from ..pipeline import ChunkResult, RunSummary
@@ -54,7 +55,7 @@ exit codes:  (the Airflow operator and the Dagster asset decide the same way)
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "score",
-        help="score one partition (UTC day) and write scores back",
+        help=COMMANDS["score"].help,
         description="Score the contextual precision of one partition of a warehouse table and upsert "
         "the results into ctxprec_scores / ctxprec_failures / ctxprec_runs.",
         epilog=EPILOG,
