@@ -19,6 +19,7 @@ from ..warehouse.schema import OutputTables, ensure_output_tables
 from ..warehouse.source import SourceTable, reflect_source
 from ..warehouse.store import ScoringKey
 from .config import PipelineConfig
+from .formats import SPAN_FORMATS, RowsReader, SourceReader, make_reader
 
 __all__ = ["PipelineContext", "prepare", "check_key_fits"]
 
@@ -37,6 +38,18 @@ class PipelineContext:
     key: ScoringKey
     #: circuit breaker and request quota shared by every chunk scored with this context
     guards: JudgeGuards = field(default_factory=JudgeGuards)
+    #: how the source's rows become cases (``formats.make_reader``: a flat table or spans)
+    reader: SourceReader | None = None
+
+    def __post_init__(self) -> None:
+        if self.reader is None:
+            self.reader = RowsReader(self.source, self.config.kind.row_to_case)
+
+    @property
+    def rows(self) -> SourceReader:
+        """``reader``, never None (set in ``__post_init__``)."""
+        assert self.reader is not None
+        return self.reader
 
     @property
     def judge_is_offline(self) -> bool:
@@ -97,16 +110,17 @@ def prepare(config: PipelineConfig) -> PipelineContext:
         config.table_name,
         config.source_schema,
         config.source_columns.as_dict(),
-        columns_env=config.kind.columns_env,
+        columns_env="CTXPREC_SPAN_COLUMNS" if config.source_format in SPAN_FORMATS else config.kind.columns_env,
         optional=config.source_columns.optional_missing_ok(),
     )
+    reader = make_reader(config, engine, source)
     judge = None
     if config.kind.needs_judge:  # a pure computation (labels) needs no judge, key or endpoint
         judge = make_judge(
             config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key, timeout=config.judge_timeout
         )
     metric = config.kind.build(config, judge)
-    key = ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version, source.name)
+    key = ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version, reader.name)
     check_key_fits(tables, key)
     breaker = CircuitBreaker(
         config.outage_tolerance,
@@ -114,4 +128,4 @@ def prepare(config: PipelineConfig) -> PipelineContext:
         trip_after=trip_after_for(config.concurrency),
     )
     guards = JudgeGuards(breaker=breaker, quota=RequestQuota.from_env(config.max_rpm, config.max_tpm))
-    return PipelineContext(config, engine, tables, source, metric, judge, key, guards)
+    return PipelineContext(config, engine, tables, source, metric, judge, key, guards, reader)
