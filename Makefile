@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 UV     := $(BIN)/uv
-EXTRAS ?= test,postgres,airflow,dagster,lint,tokens
+EXTRAS ?= test,postgres,airflow,dagster,lint,tokens,traces
 DEMO_EXTRAS ?=
 PYTEST_ARGS ?=
 

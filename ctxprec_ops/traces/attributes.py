@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["AttributesError", "parse_attributes", "decode_any_value", "group", "json_value"]
+__all__ = ["AttributesError", "parse_attributes", "decode_any_value", "key_values", "group", "json_value"]
 
 _ANY_KEYS = frozenset(
     {"stringValue", "boolValue", "intValue", "doubleValue", "arrayValue", "kvlistValue", "bytesValue"}
@@ -58,7 +58,7 @@ def _any_value(value: dict[str, Any]) -> Any:
         return [decode_any_value(v) for v in values]
     if kind == "kvlistValue":
         values = inner.get("values", []) if isinstance(inner, dict) else []
-        return _key_values(values)
+        return key_values(values)
     if kind == "bytesValue" and isinstance(inner, str):
         try:
             return base64.b64decode(inner).hex()
@@ -80,7 +80,7 @@ def _is_key_values(value: list[Any]) -> bool:
     return bool(value) and all(isinstance(kv, dict) and isinstance(kv.get("key"), str) for kv in value)
 
 
-def _key_values(items: Iterable[Any]) -> dict[str, Any]:
+def key_values(items: Iterable[Any]) -> dict[str, Any]:
     """An OTLP ``KeyValue`` list as a dict (a later duplicate key wins, as in the SDK)."""
     out: dict[str, Any] = {}
     for kv in items:
@@ -106,7 +106,7 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
 def _flatten_leaf(prefix: str, value: Any, out: dict[str, Any]) -> None:
     if isinstance(value, list):
         if _is_key_values(value) and all(set(kv) <= {"key", "value"} for kv in value):
-            _flatten(prefix, _key_values(value), out)
+            _flatten(prefix, key_values(value), out)
             return
         if any(isinstance(v, (dict, list)) for v in value):
             for i, item in enumerate(value):
@@ -139,7 +139,7 @@ def parse_attributes(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         value = _loads(value)
     if isinstance(value, list) and (_is_key_values(value) or not value):
-        value = _key_values(value)
+        value = key_values(value)
     if not isinstance(value, dict):
         raise AttributesError(f"attributes must be a JSON object, got {type(value).__name__}")
     if all(type(v) is not dict and type(v) is not list for v in value.values()):

@@ -70,6 +70,16 @@ class TraceOptions:
     def reference_configured(self) -> bool:
         return bool(self.expected_attribute or self.gold_table)
 
+    def notes(self) -> list[str]:
+        """What a run with these options should say about its scores (the reference-free note)."""
+        if self.reference_configured:
+            return []
+        return [
+            "reference-free: no expected output is configured, so each retrieval was judged against the "
+            "answer of its trace's LLM span (configure an expected-output attribute or a gold table for "
+            "reference-based scores)"
+        ]
+
 
 def _reflect(engine: Engine, name: str, need: Sequence[str], what: str) -> Table:
     schema, table = split_table_name(name, None, f"{what} name")
@@ -132,13 +142,7 @@ class SpanReader:
         return self.source.name + (RERANK_SUFFIX if self.options.stage == "rerank" else "")
 
     def notes(self) -> list[str]:
-        if self.options.reference_configured:
-            return []
-        return [
-            "reference-free: no expected output is configured, so each retrieval was judged against the "
-            "answer of its trace's LLM span (configure an expected-output attribute or a gold table for "
-            "reference-based scores)"
-        ]
+        return self.options.notes()
 
     def iter_ids(self, conn: Connection, partition_key: str, batch: int = 10_000) -> Iterator[Any]:
         src = self.source
