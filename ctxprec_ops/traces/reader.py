@@ -6,9 +6,9 @@ Memory is bounded by the chunk: a chunk's case spans are read by keyset on the s
 table's rows), then the LLM spans of *those* traces only (``trace_id IN (...)``: index
 ``trace_id``), the documents and the gold answers of those spans only. Which spans are candidates
 is decided in SQL by a text filter on the attributes (``"RETRIEVER"``, ``"retrieval"``, ...:
-portable, no JSON functions) and exactly in Python afterwards (``Convention.kind_of``): a span
-the filter lets through that is no case span is left out, one whose attributes are not JSON is
-a failure.
+portable, no JSON functions; attributes that do not end in a closing bracket, cut off by an
+export, pass it too) and exactly in Python afterwards (``Convention.kind_of``): a span the filter
+lets through that is no case span is left out, one whose attributes are not JSON is a failure.
 """
 
 from __future__ import annotations
@@ -120,7 +120,10 @@ class SpanReader:
         self._to_case = to_case
         self._sqlite = engine.dialect.name == "sqlite"
         self._attrs = _text_of(source.columns["attributes"])
-        self.case_filter = self._contains_any(self.convention.markers[options.stage])
+        # a span whose attributes were cut off (no closing bracket) may have lost its kind: it is
+        # read too, and ends as a failure ("not JSON") instead of out of sight
+        cut_off = ~or_(func.rtrim(self._attrs).like("%}"), func.rtrim(self._attrs).like("%]"))
+        self.case_filter = or_(self._contains_any(self.convention.markers[options.stage]), cut_off)
         self.llm_filter = self._contains_any(self.convention.markers["llm"])
         self.gold = None
         if options.gold_table:

@@ -74,10 +74,15 @@ def langchain_spans(cases: Sequence[Case]) -> list[ReadableSpan]:
 
 
 def openinference_manual_spans(
-    cases: Sequence[Case], *, reranked: Sequence[Sequence[int]] | None = None, with_llm: bool = True
+    cases: Sequence[Case],
+    *,
+    reranked: Sequence[Sequence[int]] | None = None,
+    with_llm: bool = True,
+    expected: Sequence[str] | None = None,
 ) -> list[ReadableSpan]:
     """Per case a CHAIN root with a RETRIEVER span, a RERANKER span (when ``reranked`` gives the
-    new order of each case's documents) and an LLM span, made with OpenInference's OITracer."""
+    new order of each case's documents) and an LLM span, made with OpenInference's OITracer;
+    ``expected``: each case's reference answer as the retriever span's ``eval.expected_output``."""
     from openinference.instrumentation import (
         OITracer,
         TraceConfig,
@@ -97,6 +102,8 @@ def openinference_manual_spans(
                     span.set_attributes(get_span_kind_attributes("retriever"))
                     span.set_attributes(get_input_attributes(query))
                     span.set_attributes(get_retriever_attributes(documents=documents))
+                    if expected is not None:
+                        span.set_attribute("eval.expected_output", expected[n])
                 if reranked is not None:
                     order = reranked[n]
                     with tracer.start_as_current_span("rerank") as span:
