@@ -15,7 +15,7 @@ from ..secrets import register_secret
 from ..traces.reader import TraceOptions
 from ..warehouse.identifiers import split_table_name, validate_identifier
 from .columns import ColumnSet, merge_columns
-from .formats import DEFAULT_SPAN_TABLE, SOURCE_FORMATS, SPAN_FORMATS, SpanColumns
+from .formats import DEFAULT_SPAN_TABLE, SOURCE_FORMATS, SPAN_FORMATS, SpanColumns, reads_spans
 from .kinds import DEFAULT_METRIC, MetricKind, metric_kind
 from .sampling import DEFAULT_SAMPLE_SEED, Sample
 
@@ -167,7 +167,7 @@ class PipelineConfig:
                 formats = ", ".join(SPAN_FORMATS)
                 raise ValueError(f"{', '.join(given)} applies to a spans table: set source_format to one of {formats}")
             return None
-        if self.kind.table_setting != "source_table" or not self.kind.needs_judge:
+        if not reads_spans(self.kind):
             raise ValueError(
                 f"source_format {self.source_format!r} builds single-turn cases: use metric "
                 f"{DEFAULT_METRIC!r}, not {self.metric!r}"
@@ -191,7 +191,10 @@ class PipelineConfig:
         if unknown:
             raise TypeError(f"unknown pipeline settings: {', '.join(sorted(unknown))}")
         kind = metric_kind(given.get("metric", DEFAULT_METRIC))
-        spans = given.get("source_format", s.source_format) in SPAN_FORMATS
+        # CTXPREC_SOURCE_FORMAT configures the metrics that can read spans (single-turn, judged);
+        # the others keep reading their tables
+        fmt = given.get("source_format") or (s.source_format if reads_spans(kind) else "rows")
+        spans = fmt in SPAN_FORMATS
         columns = given.pop("columns", None)
         if not isinstance(columns, ColumnSet):
             mapped = s.span_columns if spans else getattr(s, kind.columns_setting)
@@ -202,11 +205,6 @@ class PipelineConfig:
             "metric": kind.name,
             "source_table": s.span_table if spans else getattr(s, kind.table_setting),
             "columns": columns,
-            "source_format": s.source_format,
-            "stage": s.stage,
-            "expected_attribute": s.expected_attribute,
-            "gold_table": s.gold_table,
-            "documents_table": s.documents_table,
             "threshold": s.threshold,
             "concurrency": s.concurrency,
             "chunk_size": s.chunk_size,
@@ -219,6 +217,14 @@ class PipelineConfig:
             "judge_samples": s.judge_samples,
             "batch_poll_seconds": s.batch_poll_seconds,
             "batch_retry": s.batch_retry,
+            "source_format": fmt,
         }
+        if spans:
+            base.update(
+                stage=s.stage,
+                expected_attribute=s.expected_attribute,
+                gold_table=s.gold_table,
+                documents_table=s.documents_table,
+            )
         base.update(given)
         return cls(**base)

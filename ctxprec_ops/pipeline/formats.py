@@ -30,6 +30,8 @@ __all__ = [
     "SourceReader",
     "RowsReader",
     "make_reader",
+    "reads_spans",
+    "recorded_source",
 ]
 
 SOURCE_FORMATS = ("rows", "openinference", "otel-genai")
@@ -119,6 +121,19 @@ class RowsReader:
 
     def notes(self) -> list[str]:
         return []
+
+
+def reads_spans(kind: Any) -> bool:
+    """Whether a metric kind can score a spans table (single-turn cases, judged)."""
+    return kind.table_setting == "source_table" and kind.needs_judge
+
+
+def recorded_source(table: str, stage: str = "retrieve") -> str:
+    """The ``source_table`` a spans source's scores are recorded under: the table, with
+    ``__rerank`` for the reranker stage (another population than its retriever's)."""
+    from ..traces.reader import RERANK_SUFFIX
+
+    return table + (RERANK_SUFFIX if stage == "rerank" else "")
 
 
 def make_reader(config: Any, engine: Engine, source: SourceTable) -> SourceReader:
