@@ -119,6 +119,11 @@ def test_score_otlp_json_creates_the_warehouse_and_scores_it(tmp_path, capsys, c
     assert (
         f"{len(spans)} were already there" in err and summary["rows_cached"] == 3 and summary["source_table"] == "spans"
     )
+    # the report says the scores are reference-free
+    out_html = tmp_path / "report.html"
+    assert main(["report", "--warehouse", url, "--source-table", "spans", "--end", DAY, "--out", str(out_html)]) == 0
+    html = out_html.read_text()
+    assert 'id="reference-free"' in html and "3 of these scores judged each retrieval against the answer" in html
 
 
 def test_score_flags_and_env_for_a_spans_table(tmp_path, capsys, clean_env, monkeypatch):
