@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from typing import Any
@@ -50,6 +50,10 @@ def instant(value: Any) -> float | None:
         value = bytes(value).decode("utf-8", "replace")
     if not isinstance(value, str):
         return None
+    try:  # the usual form ('2026-11-28 09:30:15.250000', ISO with Z or +hh:mm): no normalising
+        return instant(datetime.fromisoformat(value))
+    except ValueError:
+        pass
     text = value.strip()
     if text.replace(".", "", 1).isdigit():
         return instant(float(text))
@@ -83,7 +87,7 @@ def _id_text(value: Any) -> str | None:
     return str(value)
 
 
-def read_span(row: Mapping[str, Any]) -> Span:
+def read_span(row: Any) -> Span:
     """A span row (logical names ``id``, ``trace_id``, ``event_time``, ``attributes``)."""
     span = Span(str(row["id"]), _id_text(row.get("trace_id")), instant(row.get("event_time")))
     try:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -29,7 +28,6 @@ _ANY_KEYS = frozenset(
     {"stringValue", "boolValue", "intValue", "doubleValue", "arrayValue", "kvlistValue", "bytesValue"}
 )
 _NOT_ANY = object()
-_INDEXED = re.compile(r"(\d+)\.(.+)", re.DOTALL)
 
 
 class AttributesError(ValueError):
@@ -142,7 +140,10 @@ def parse_attributes(value: Any) -> dict[str, Any]:
         value = key_values(value)
     if not isinstance(value, dict):
         raise AttributesError(f"attributes must be a JSON object, got {type(value).__name__}")
-    if all(type(v) is not dict and type(v) is not list for v in value.values()):
+    for v in value.values():
+        if type(v) is dict or type(v) is list:
+            break
+    else:
         return value  # already flat (the usual case): no copy
     out: dict[str, Any] = {}
     try:
@@ -179,10 +180,10 @@ def group(attrs: Mapping[str, Any], prefix: str) -> list[tuple[int, dict[str, An
                 else:
                     flat[""] = item
                 items[i] = flat
-    start = prefix + "."
+    start, n = prefix + ".", len(prefix) + 1
     for key, value in attrs.items():
         if key.startswith(start):
-            m = _INDEXED.fullmatch(key[len(start) :])
-            if m is not None:
-                items.setdefault(int(m.group(1)), {})[m.group(2)] = value
+            index, dot, rest = key[n:].partition(".")
+            if dot and rest and index.isdigit() and index.isascii():
+                items.setdefault(int(index), {})[rest] = value
     return sorted(items.items())

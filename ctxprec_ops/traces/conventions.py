@@ -19,8 +19,8 @@ keep the query, the ranked documents and the answer.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from operator import methodcaller
+from typing import Any, NamedTuple
 
 from .attributes import group, json_value
 
@@ -33,8 +33,7 @@ class SpanProblem(ValueError):
     """Why a retriever (or reranker) span cannot become a case: one line, no row data."""
 
 
-@dataclass(frozen=True)
-class Node:
+class Node(NamedTuple):
     """One retrieved document, in rank order: its text and what the trace says about it."""
 
     content: str | None
@@ -146,6 +145,9 @@ class OpenInference(Convention):
         return "reranker.output_documents" if stage == "rerank" else "retrieval.documents"
 
     def nodes(self, attrs: Mapping[str, Any], stage: str) -> list[Node]:
+        fast = self._flat_nodes(attrs, self.documents_key(stage))
+        if fast is not None:
+            return fast
         out = []
         for _i, fields in group(attrs, self.documents_key(stage)):
             meta = fields.get("document.metadata")
@@ -159,6 +161,29 @@ class OpenInference(Convention):
                     metadata=json_value(meta),
                 )
             )
+        return out
+
+    @staticmethod
+    def _flat_nodes(attrs: Mapping[str, Any], key: str) -> list[Node] | None:
+        """The documents when they are stored as the SDK records them (flat keys ``key.0.document.
+        content`` ..., indices 0..n-1, only the four standard fields, metadata as JSON text);
+        None otherwise (then ``group`` reads any form)."""
+        out: list[Node] = []
+        used = 0
+        get = attrs.get
+        while True:
+            head = f"{key}.{len(out)}.document."
+            content, doc_id = get(head + "content"), get(head + "id")
+            score, meta = get(head + "score"), get(head + "metadata")
+            found = (content is not None) + (doc_id is not None) + (score is not None) + (meta is not None)
+            if not found:
+                break
+            used += found
+            if content is not None and type(content) is not str:
+                return None
+            out.append(Node(content, doc_id, score, json_value(meta)))
+        if used != sum(map(methodcaller("startswith", key + "."), attrs)) or key in attrs:
+            return None  # other fields, gaps or another form: the general reading
         return out
 
     def answer(self, attrs: Mapping[str, Any]) -> str | None:
