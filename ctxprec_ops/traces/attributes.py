@@ -119,7 +119,7 @@ def _loads(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AttributesError(f"attributes are not JSON ({exc.msg} at position {exc.pos})") from None
+        raise AttributesError(f"attributes are not JSON ({exc})") from None
     except RecursionError:
         raise AttributesError("attributes are JSON nested too deeply to read") from None
 
