@@ -146,6 +146,12 @@ def test_score_flags_and_env_for_a_spans_table(tmp_path, capsys, clean_env, monk
     main(["check", "--warehouse", url, "--partition", DAY, "--json"])
     check = json.loads(capsys.readouterr().out)
     assert check["source_table"] == "app_spans__rerank" and check["figures"]["rows"] == 3, check
+    # estimate reads the same source (the reranker's spans), without a judge call
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-used")
+    assert main(["estimate", "--warehouse", url, "--partition", DAY, "--judge", "gpt-4o-mini", "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert (est["rows_total"], est["rows_to_score"], est["judge_calls"]) == (3, 3, 3)
+    monkeypatch.delenv("OPENAI_API_KEY")
     # bad combinations: one line, exit 2, before any work
     monkeypatch.delenv("CTXPREC_STAGE")
     for flags, why in [

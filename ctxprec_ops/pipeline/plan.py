@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from ..warehouse.engine import read_connection
-from ..warehouse.source import SourceTable, parse_partition_key, read_chunk_rows
+from ..warehouse.source import SourceTable, parse_partition_key
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .formats import RowsReader, SourceReader
@@ -87,13 +87,19 @@ def plan_chunks(config: PipelineConfig, partition_key: str, *, context: Pipeline
 
 
 def iter_chunk_rows(
-    engine: Engine, source: SourceTable, partition_key: str, size: int, sample: Sample | None = None
+    engine: Engine,
+    source: SourceTable,
+    partition_key: str,
+    size: int,
+    sample: Sample | None = None,
+    reader: SourceReader | None = None,
 ) -> Iterator[tuple[Chunk, list[dict[str, Any]]]]:
     """Every planned chunk with its rows (logical column names), one chunk in memory at a time;
-    with a ``sample``, only the rows in it."""
-    for chunk in plan_source(engine, source, partition_key, size, sample):
+    with a ``sample``, only the rows in it; ``reader``: the source format's (default: the rows)."""
+    rows_of = reader if reader is not None else RowsReader(source, None)
+    for chunk in plan_source(engine, source, partition_key, size, sample, rows_of):
         with read_connection(engine) as conn:
-            rows = read_chunk_rows(conn, source, partition_key, chunk.after_id, chunk.upto_id)
+            rows = rows_of.read_rows(conn, partition_key, chunk.after_id, chunk.upto_id)
         if sample is not None and chunk.sample_cutoff is not None:
             rows = [r for r in rows if sample.contains(str(r["id"]), chunk.sample_cutoff)]
         yield chunk, rows
