@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 UV     := $(BIN)/uv
-EXTRAS ?= test,postgres,airflow,openlineage,dagster,lint,tokens
+EXTRAS ?= test,postgres,airflow,openlineage,dagster,lint,tokens,traces
 DEMO_EXTRAS ?=
 PYTEST_ARGS ?=
 # the suite in parallel (pytest-xdist): one worker per core; tests that share a per-worker fixture

@@ -153,6 +153,41 @@ class Settings:
         [],
         kind="json_list",
     )
+    # -- traces (docs/traces.md) --------------------------------------------------------------
+    source_format: str = _setting(
+        "CTXPREC_SOURCE_FORMAT",
+        "input format: `rows` (a retrieval-log table) or a spans table of `openinference` / `otel-genai` "
+        "traces (one case per retriever span)",
+        "rows",
+        choices=("rows", "openinference", "otel-genai"),
+    )
+    stage: str = _setting(
+        "CTXPREC_STAGE",
+        "spans: score the `retrieve` (retriever spans) or the `rerank` stage (reranker spans)",
+        "retrieve",
+        choices=("retrieve", "rerank"),
+    )
+    span_table: str = _setting("CTXPREC_SPAN_TABLE", "spans table (span source formats)", "spans")
+    span_columns: dict = _setting(
+        "CTXPREC_SPAN_COLUMNS",
+        'column mapping of the spans table, JSON (`{"span_id": "SpanId", "attributes": "SpanAttributes"}`)',
+        {},
+        kind="json",
+    )
+    expected_attribute: str | None = _setting(
+        "CTXPREC_EXPECTED_ATTRIBUTE", "spans: the span attribute holding the reference answer", None
+    )
+    gold_table: str | None = _setting(
+        "CTXPREC_GOLD_TABLE",
+        "spans: table of reference answers (`expected_output` by `trace_id` or `input`); with neither this "
+        "nor an attribute, scoring is reference-free (the answer is the reference)",
+        None,
+    )
+    documents_table: str | None = _setting(
+        "CTXPREC_DOCUMENTS_TABLE",
+        "spans: table of document texts (`id`, `content`) for spans that record ids only",
+        None,
+    )
     # -- judge ------------------------------------------------------------------------------
     judge: str = _setting("CTXPREC_JUDGE", "judge: an OpenAI-compatible model name, or `lexical`", "lexical")
     concurrency: int = _setting("CTXPREC_CONCURRENCY", "judge requests in flight at most", 16, kind="int", minimum=1)

@@ -99,6 +99,8 @@ class CtxPrecBaseOperator(LineageMixin, BaseOperator):
         "sample_rate",
         "max_rows",
         "judge_samples",
+        "source_format",
+        "stage",
     )
     ui_color = "#e8f4f8"
 
@@ -126,6 +128,8 @@ class CtxPrecBaseOperator(LineageMixin, BaseOperator):
         sample_rate: float | str | None = None,
         max_rows: int | str | None = None,
         judge_samples: int | str | None = None,
+        source_format: str | None = None,
+        stage: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -154,6 +158,10 @@ class CtxPrecBaseOperator(LineageMixin, BaseOperator):
         self.max_rows = max_rows
         #: self-consistency: sampled judge answers per node, odd (default CTXPREC_JUDGE_SAMPLES or 1)
         self.judge_samples = judge_samples
+        #: a spans table (``openinference`` / ``otel-genai``) and its stage (docs/traces.md);
+        #: default CTXPREC_SOURCE_FORMAT / CTXPREC_STAGE; the reference and documents tables: CTXPREC_*
+        self.source_format = source_format
+        self.stage = stage
 
     # -- resolution (at execute time, after rendering) -------------------------------------
     def _metric(self) -> str:
@@ -166,10 +174,16 @@ class CtxPrecBaseOperator(LineageMixin, BaseOperator):
         """The input table this task's scores come from (``source_table`` or the metric's
         configured table), as recorded in ``ctxprec_scores.source_table``."""
         from ..pipeline.context import source_table_name
+        from ..pipeline.formats import SPAN_FORMATS, reads_spans, recorded_source
 
-        name = self.source_table or getattr(settings, metric_kind(metric).table_setting)
+        kind = metric_kind(metric)
+        fmt = self.source_format or (settings.source_format if reads_spans(kind) else "rows")
         try:
-            return source_table_name(name, None)
+            if fmt in SPAN_FORMATS:
+                return recorded_source(
+                    source_table_name(self.source_table or settings.span_table, None), self.stage or settings.stage
+                )
+            return source_table_name(self.source_table or getattr(settings, kind.table_setting), None)
         except ValueError as exc:
             raise AirflowFailException(str(exc)) from None
 
@@ -227,6 +241,8 @@ class CtxPrecBaseOperator(LineageMixin, BaseOperator):
                 max_rows=opt_int(self.max_rows, "max_rows"),
                 judge_mode=getattr(self, "judge_mode", None) or None,
                 judge_samples=opt_int(self.judge_samples, "judge_samples"),
+                source_format=self.source_format or None,
+                stage=self.stage or None,
             )
         except (TypeError, ValueError) as exc:  # bad names or numbers: retrying cannot help
             raise AirflowFailException(f"invalid ctxprec settings: {redact(str(exc))}") from None

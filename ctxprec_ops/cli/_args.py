@@ -26,6 +26,8 @@ __all__ = [
     "add_columns",
     "add_segments",
     "add_source",
+    "add_traces",
+    "traces_of",
     "metric_of",
     "columns_of",
     "settings",
@@ -156,6 +158,57 @@ def add_source(parser: argparse.ArgumentParser) -> None:
         "at temperature 1 where the endpoint supports it) and keep the majority verdict; costs ~N times "
         "the completion tokens (default: CTXPREC_JUDGE_SAMPLES or 1)",
     )
+
+
+def add_traces(parser: argparse.ArgumentParser) -> None:
+    """A spans table (or an OTLP/JSON file) as the source: ``--source-format``, ``--stage``, the
+    reference and documents lookups, ``--otlp-json`` (docs/traces.md)."""
+    g = parser.add_argument_group("traces (docs/traces.md)")
+    g.add_argument(
+        "--source-format",
+        choices=("rows", "openinference", "otel-genai"),
+        help="rows (a retrieval-log table) or a spans table of OpenInference / OTel GenAI traces: one case "
+        "per retriever span (default: CTXPREC_SOURCE_FORMAT or rows; with --otlp-json: the file's convention)",
+    )
+    g.add_argument(
+        "--stage",
+        choices=("retrieve", "rerank"),
+        help="spans: score the retriever spans or the reranker spans' order (default: CTXPREC_STAGE or retrieve)",
+    )
+    g.add_argument(
+        "--expected-attribute",
+        metavar="KEY",
+        help="spans: the span attribute holding the reference answer (default: CTXPREC_EXPECTED_ATTRIBUTE)",
+    )
+    g.add_argument(
+        "--gold-table",
+        metavar="NAME",
+        help="spans: table of reference answers, expected_output by trace_id or input (default: "
+        "CTXPREC_GOLD_TABLE); with neither this nor --expected-attribute scoring is reference-free",
+    )
+    g.add_argument(
+        "--documents-table",
+        metavar="NAME",
+        help="spans: table of document texts (id, content) for spans that record document ids only "
+        "(default: CTXPREC_DOCUMENTS_TABLE)",
+    )
+    g.add_argument(
+        "--otlp-json",
+        metavar="FILE",
+        help="load an OTLP/JSON trace export into the spans table (--source-table, default spans) of the "
+        "warehouse (a SQLite file is created if missing), then score it",
+    )
+
+
+def traces_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The trace settings given as flags (``PipelineConfig`` fields)."""
+    return {
+        "source_format": getattr(args, "source_format", None),
+        "stage": getattr(args, "stage", None),
+        "expected_attribute": getattr(args, "expected_attribute", None),
+        "gold_table": getattr(args, "gold_table", None),
+        "documents_table": getattr(args, "documents_table", None),
+    }
 
 
 def check_partition(value: str) -> str:

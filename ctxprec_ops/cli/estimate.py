@@ -5,7 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._args import RAW, add_source, add_warehouse, check_partition, config_from_args, guarded
+from ._args import (
+    RAW,
+    UsageError,
+    add_source,
+    add_traces,
+    add_warehouse,
+    check_partition,
+    config_from_args,
+    guarded,
+    traces_of,
+)
 from ._common import EXIT_OK, err_console
 from .commands import COMMANDS
 
@@ -33,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_warehouse(p)
     add_source(p)
+    add_traces(p)
     p.add_argument("--json", action="store_true", help="print the estimate as JSON on stdout")
     p.set_defaults(func=guarded("estimate", run))
 
@@ -43,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
 
     console = stdout_console()
     partition = check_partition(args.partition)
-    config = config_from_args(args)
+    if getattr(args, "otlp_json", None):
+        raise UsageError("--otlp-json loads a file for ctxprec score; estimate the spans table it loaded into")
+    config = config_from_args(args, **traces_of(args))
 
     def progress(rows: int, _total: int | None) -> None:
         if not args.json and err_console.is_terminal:

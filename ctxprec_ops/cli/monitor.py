@@ -205,10 +205,14 @@ def _source_table(args: argparse.Namespace) -> str:
     """The input table whose scores are compared: ``--source-table``, else the metric's
     configured table (validated: ``IdentifierError`` -> exit 2)."""
     from ..pipeline.context import source_table_name
+    from ..pipeline.formats import SPAN_FORMATS, reads_spans, recorded_source
 
-    name = getattr(args, "source_table", None) or getattr(settings(), metric_of(args).table_setting)
+    s, kind = settings(), metric_of(args)
+    given = getattr(args, "source_table", None)
     try:
-        return source_table_name(name, None)
+        if not given and s.source_format in SPAN_FORMATS and reads_spans(kind):
+            return recorded_source(source_table_name(s.span_table, None), s.stage)  # a spans table's scores
+        return source_table_name(given or getattr(s, kind.table_setting), None)
     except IdentifierError as exc:
         raise UsageError(str(exc)) from None
 

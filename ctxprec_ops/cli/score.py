@@ -13,11 +13,13 @@ from ._args import (
     UsageError,
     add_segments,
     add_source,
+    add_traces,
     add_warehouse,
     check_judge,
     check_partition,
     config_from_args,
     guarded,
+    traces_of,
 )
 from ._common import err_console
 from .commands import COMMANDS
@@ -35,6 +37,9 @@ examples:
   ctxprec score --partition 2026-11-28 --segment tenant --segment retriever_version   # per-segment figures
   ctxprec score --partition 2026-11-28 --chunk 3 --run-id nightly-2026-11-28   # one chunk only
   ctxprec score --partition 2026-11-28 --finalize --run-id nightly-2026-11-28   # then summarise
+  ctxprec score --partition 2026-11-28 --source-format openinference --source-table spans
+  ctxprec score --partition 2026-11-28 --source-format openinference --stage rerank
+  ctxprec score --warehouse sqlite:///traces.db --otlp-json traces.json --partition 2026-11-28
 
 Defaults come from CTXPREC_WAREHOUSE_URL, CTXPREC_JUDGE, CTXPREC_SOURCE_TABLE,
 CTXPREC_CONVERSATION_TABLE, CTXPREC_SOURCE_COLUMNS, CTXPREC_CONVERSATION_COLUMNS, CTXPREC_SEGMENTS,
@@ -64,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_warehouse(p)
     add_source(p)
     add_segments(p)
+    add_traces(p)
     p.add_argument(
         "--concurrency",
         type=int,
@@ -165,8 +171,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--sample-rate must be > 0 and <= 1")
     if args.max_rows is not None and args.max_rows < 1:
         raise UsageError("--max-rows must be at least 1")
+    traces = traces_of(args)
+    if args.otlp_json:
+        traces["source_format"] = load_otlp(args, traces["source_format"])
     config = config_from_args(
         args,
+        **traces,
         concurrency=args.concurrency,
         max_cost=args.max_cost,
         strict_mode=True if args.strict else None,
@@ -204,7 +214,48 @@ def run(args: argparse.Namespace) -> int:
         console.print_json(json.dumps(summary.to_dict(), default=str))
     else:
         console.print(run_table(summary, title=f"{config.table_name} · run {run_id}"))
+        for note in config.trace_options.notes() if config.trace_options else ():
+            console.print(f"note: {note}", markup=False, highlight=False)
     return _exit_code(summary)
+
+
+def load_otlp(args: argparse.Namespace, source_format: str | None) -> str:
+    """``--otlp-json FILE``: load the file into the spans table; the source format to score it
+    with (the flag, else ``CTXPREC_SOURCE_FORMAT`` when it names a span format, else the file's)."""
+    from pathlib import Path
+
+    from sqlalchemy.engine import make_url
+
+    from ..traces.otlp import load_otlp_json
+    from ..warehouse.engine import get_engine
+    from ._args import settings
+
+    s = settings()
+    url = args.warehouse or s.warehouse_url
+    try:
+        database = make_url(url).database if make_url(url).get_backend_name() == "sqlite" else None
+    except Exception:
+        database = None  # config_from_args says what is wrong with it
+    if database and database != ":memory:" and not database.startswith("file:") and not Path(database).exists():
+        if not Path(database).parent.exists():
+            raise UsageError(f"the directory of the SQLite warehouse {database!r} does not exist")
+        import sqlite3
+
+        sqlite3.connect(database).close()  # a new, empty warehouse for the file's spans
+    if source_format == "rows":
+        raise UsageError("--otlp-json loads spans: use --source-format openinference or otel-genai")
+    table = args.source_table or s.span_table
+    loaded = load_otlp_json(get_engine(url), args.otlp_json, table)
+    err_console.print(loaded.summary(), markup=False, highlight=False, soft_wrap=True)
+    chosen = source_format or (s.source_format if s.is_set("CTXPREC_SOURCE_FORMAT") else None)
+    chosen = chosen or loaded.detected_format()
+    if chosen is None or chosen == "rows":
+        seen = ", ".join(f"{k} {v}" for k, v in loaded.conventions.items()) or "none"
+        raise UsageError(
+            f"cannot tell which convention {args.otlp_json} follows (spans by convention: {seen}): "
+            "give --source-format openinference or otel-genai"
+        )
+    return chosen
 
 
 def _exit_code(result: RunSummary | ChunkResult) -> int:

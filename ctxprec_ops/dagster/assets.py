@@ -85,6 +85,7 @@ def build_pipeline_config(
         judge_mode=judge.judge_mode,
         batch_poll_seconds=judge.batch_poll_seconds,
         judge_samples=judge.samples,
+        **warehouse.traces_for(metric),
     )
 
 

@@ -34,7 +34,6 @@ from dagster import (
 
 from ctxprec_ops.config import Settings
 from ctxprec_ops.monitoring.check import CheckResult, check_partition
-from ctxprec_ops.pipeline.context import source_table_name
 
 from .partitions import build_daily_partitions
 from .resources import AlertThresholdsResource, WarehouseResource
@@ -202,7 +201,7 @@ def build_score_checks(
             warehouse.checked_url(),
             partition_key,
             metric=metric,
-            source_table=source_table_name(warehouse.table_for(metric), None),
+            source_table=warehouse.recorded_table_for(metric),
             **thresholds.rule_kwargs(),
         )
         context.log.info(result.summary())

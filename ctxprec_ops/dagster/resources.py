@@ -15,6 +15,7 @@ from dagster import ConfigurableResource, EnvVar
 from pydantic import Field
 
 from ctxprec_ops.config import DEFAULT_WAREHOUSE_URL, Settings
+from ctxprec_ops.pipeline.formats import reads_spans, recorded_source
 from ctxprec_ops.pipeline.kinds import metric_kind
 from ctxprec_ops.warehouse.engine import display_url, require_sqlite_file
 
@@ -49,14 +50,50 @@ class WarehouseResource(ConfigurableResource):
         description="Segment columns copied into the score rows (CTXPREC_SEGMENTS); the checks also check "
         "each of their values (per-segment regression, Holm-corrected) and the metadata carries their means.",
     )
+    # a spans table as the single-turn metric's source (docs/traces.md)
+    source_format: str = Field(default="rows", description="rows, openinference or otel-genai (CTXPREC_SOURCE_FORMAT).")
+    stage: str = Field(default="retrieve", description="Spans: retrieve or rerank (CTXPREC_STAGE).")
+    span_table: str = Field(default="spans", description="Spans table (CTXPREC_SPAN_TABLE).")
+    span_columns: dict[str, str] = Field(
+        default_factory=dict, description="Column mapping of the spans table (CTXPREC_SPAN_COLUMNS)."
+    )
+    expected_attribute: str | None = Field(default=None, description="Spans: attribute of the reference answer.")
+    gold_table: str | None = Field(default=None, description="Spans: table of reference answers.")
+    documents_table: str | None = Field(default=None, description="Spans: table of document texts by id.")
+
+    def _spans(self, metric: str) -> bool:
+        return self.source_format != "rows" and reads_spans(metric_kind(metric))
 
     def table_for(self, metric: str) -> str:
         """The input table a metric reads."""
+        if self._spans(metric):
+            return self.span_table
         return str(getattr(self, metric_kind(metric).table_setting))
 
     def columns_for(self, metric: str) -> dict[str, str]:
         """The column mapping of the table a metric reads."""
+        if self._spans(metric):
+            return dict(self.span_columns)
         return dict(getattr(self, metric_kind(metric).columns_setting))
+
+    def traces_for(self, metric: str) -> dict[str, Any]:
+        """The ``PipelineConfig`` span settings of a metric (none for a log table)."""
+        if not self._spans(metric):
+            return {}
+        return {
+            "source_format": self.source_format,
+            "stage": self.stage,
+            "expected_attribute": self.expected_attribute,
+            "gold_table": self.gold_table,
+            "documents_table": self.documents_table,
+        }
+
+    def recorded_table_for(self, metric: str) -> str:
+        """The ``source_table`` a metric's scores are recorded under (the reranker stage's differs)."""
+        from ctxprec_ops.pipeline.context import source_table_name
+
+        name = source_table_name(self.table_for(metric), None)
+        return recorded_source(name, self.stage) if self._spans(metric) else name
 
     def display_url(self) -> str:
         """The URL with any password masked: safe for logs and metadata."""
@@ -169,6 +206,13 @@ def _warehouse(settings: Settings, url: Any) -> WarehouseResource:
         source_columns=settings.source_columns,
         conversation_columns=settings.conversation_columns,
         segments=list(settings.segments),
+        source_format=settings.source_format,
+        stage=settings.stage,
+        span_table=settings.span_table,
+        span_columns=settings.span_columns,
+        expected_attribute=settings.expected_attribute,
+        gold_table=settings.gold_table,
+        documents_table=settings.documents_table,
     )
 
 

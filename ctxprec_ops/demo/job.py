@@ -173,6 +173,7 @@ def run_demo(
                 judge=judge_name,
                 metric=kind.name,
                 source_table=kind.default_table,
+                source_format="rows",  # the sample warehouse holds log tables, whatever CTXPREC_SOURCE_FORMAT says
                 columns=kind.columns(),
                 concurrency=concurrency,
                 chunk_size=chunk_size,

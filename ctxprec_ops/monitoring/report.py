@@ -23,6 +23,7 @@ from sqlalchemy.engine import Engine
 from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.identifiers import split_table_name
+from ..warehouse.schema import existing_output_tables
 from .alerts import AlertRules
 from .cases import case_threshold, load_worst_cases
 from .charts import COLORS, NARROW_H, NARROW_W, H, HLine, W, bar_chart, line_chart
@@ -194,6 +195,28 @@ def _segment_sections(
     return [segment_checks(engine, history, col, [partition], rules, min_rows=min_rows)[0] for col in by]
 
 
+def _reference_free(engine: Engine, metric: str, history: History, partitions: list[str]) -> int:
+    """How many of the window's scores were reference-free (a spans source judged against each
+    retrieval's own answer, ``ctxprec_scores.reference = 'answer'``); 0 on any error."""
+    import sqlalchemy as sa
+
+    pop = history.population
+    try:
+        t = existing_output_tables(engine).scores
+        if (
+            pop is None
+            or not partitions
+            or "reference" not in {c["name"] for c in sa.inspect(engine).get_columns(t.name)}
+        ):
+            return 0
+        where = [t.c.metric == metric, pop.where(t), t.c.partition_key.in_(partitions)]
+        with engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).where(*where, t.c.reference == "answer")).scalar_one())
+    except Exception as exc:  # a note: never fails the report
+        logging.getLogger("ctxprec_ops.monitoring").warning("report: reference note not shown: %s", type(exc).__name__)
+        return 0
+
+
 def render_report(
     engine_or_url: Engine | str,
     out_path: str | os.PathLike[str],
@@ -272,6 +295,7 @@ def render_report(
         )  # fmt: skip
         ctx["calibrations"] = _calibrations(engine)
         ctx["flip_rates"] = _flip_rates(engine, metric, history, scored)
+        ctx["reference_free"] = _reference_free(engine, metric, history, scored)
     html = render_report_html(ctx)
     # write atomically: a reader (or a browser refresh) never sees half a report
     fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=out.parent)

@@ -182,6 +182,18 @@ def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]], 
     )
 
 
+def _add_extras(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]]) -> None:
+    """The reader's extra columns (a span's trace id, ...) on the chunk's score and failure rows
+    (every row of a table gets the same keys: the write takes one column list per table)."""
+    extra = ctx.rows.extra_columns
+    blank: dict[str, Any] = dict.fromkeys(extra)
+    for rows, table in ((scores, ctx.tables.scores), (intake.failures, ctx.tables.failures)):
+        names = [c for c in extra if c in table.c]
+        for row in rows:
+            values = intake.extras.get(row["log_id"], blank)
+            row.update({c: values.get(c) for c in names})
+
+
 def finish_chunk(
     ctx: PipelineContext, chunk: Chunk, intake: _Intake, results: list[MetricResult], run_id: str, started: float
 ) -> ChunkResult:
@@ -193,6 +205,8 @@ def finish_chunk(
         scores = _collect_computed(ctx, chunk, intake, run_id)
     else:
         scores = _collect(ctx, chunk, intake, results, run_id, result)
+    if intake.extras:
+        _add_extras(ctx, intake, scores)
     _write(ctx, intake, scores, intake.cache)
     result.rows_scored = len(intake.done_ids) + len(scores)
     # rows_total = scored + failed + deferred (deferred rows are written by a later pass)

@@ -10,8 +10,10 @@ from ..config import DEFAULT_WAREHOUSE_URL, Settings
 from ..judge.models.names import validate_judge_name
 from ..scoring.consistency import check_samples
 from ..secrets import register_secret
+from ..traces.options import TraceOptions
 from ..warehouse.identifiers import split_table_name, validate_identifier
 from .columns import ColumnSet, merge_columns, parse_segments
+from .formats import DEFAULT_SPAN_TABLE, SOURCE_FORMATS, SPAN_FORMATS, SpanColumns, reads_spans
 from .kinds import DEFAULT_METRIC, MetricKind, metric_kind
 from .sampling import DEFAULT_SAMPLE_SEED, Sample
 
@@ -72,22 +74,38 @@ class PipelineConfig:
     batch_poll_seconds: float = 60.0
     #: batch mode: requests a batch did not answer usably: ``batch`` (next batch) or ``sync`` (at once)
     batch_retry: str = "batch"
+    #: ``rows`` (a flat table: one case per row) or a spans table: ``openinference`` / ``otel-genai``
+    #: (one case per retriever span; ``pipeline/formats.py``, ``traces/``). With a span format
+    #: ``source_table`` defaults to ``spans`` and ``columns`` maps a spans table (``SpanColumns``)
+    source_format: str = "rows"
+    #: span formats: ``retrieve`` (retriever spans) or ``rerank`` (reranker spans, OpenInference)
+    stage: str = "retrieve"
+    #: span formats: the reference answer: a span attribute, or a gold table (``expected_output``
+    #: by ``trace_id`` or ``input``); neither: reference-free (the LLM span's answer is the reference)
+    expected_attribute: str | None = None
+    gold_table: str | None = None
+    #: span formats: a table of document texts (``id``, ``content``) for spans that record ids only
+    documents_table: str | None = None
 
     def __post_init__(self) -> None:
-        kind = metric_kind(self.metric)
+        metric_kind(self.metric)  # ValueError naming the metrics
+        if self.source_format not in SOURCE_FORMATS:
+            raise ValueError(f"source_format must be one of {', '.join(SOURCE_FORMATS)}, got {self.source_format!r}")
+        _ = self.trace_options  # validates the span settings (or refuses them for a flat table)
         if self.source_table is not None:
             split_table_name(self.source_table, self.source_schema, "source table name")
         elif self.source_schema is not None:
             validate_identifier(self.source_schema, "source schema name")
         if self.output_schema is not None:
             validate_identifier(self.output_schema, "output schema name")
-        if self.columns is not None and not isinstance(self.columns, kind.columns):
+        columns_type = self._columns_type
+        if self.columns is not None and not isinstance(self.columns, columns_type):
             if isinstance(self.columns, ColumnSet) or not isinstance(self.columns, Mapping):
                 raise TypeError(
-                    f"columns for metric {self.metric!r} must be a {kind.columns.__name__} or a "
+                    f"columns for metric {self.metric!r} must be a {columns_type.__name__} or a "
                     f"mapping of logical column names, got {type(self.columns).__name__}"
                 )
-            self.columns = kind.columns.from_mapping(self.columns, source=f"columns of {self.metric}")
+            self.columns = columns_type.from_mapping(self.columns, source=f"columns of {self.metric}")
         self.segments = parse_segments(self.segments, "segments")
         if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:
             raise ValueError(f"chunk_size must be a positive integer, got {self.chunk_size!r}")
@@ -128,13 +146,39 @@ class PipelineConfig:
 
     @property
     def table_name(self) -> str:
-        return self.source_table or self.kind.default_table
+        if self.source_table:
+            return self.source_table
+        return DEFAULT_SPAN_TABLE if self.source_format in SPAN_FORMATS else self.kind.default_table
+
+    @property
+    def _columns_type(self) -> type[ColumnSet]:
+        return SpanColumns if self.source_format in SPAN_FORMATS else self.kind.columns
 
     @property
     def source_columns(self) -> ColumnSet:
         if isinstance(self.columns, ColumnSet):
             return self.columns
-        return self.kind.columns()
+        return self._columns_type()
+
+    @property
+    def trace_options(self) -> TraceOptions | None:
+        """How spans become cases (None for a flat table); ``ValueError`` for settings that do not fit."""
+        if self.source_format not in SPAN_FORMATS:
+            given = [n for n in ("expected_attribute", "gold_table", "documents_table") if getattr(self, n) is not None]
+            if self.stage != "retrieve":
+                given.append("stage")
+            if given:
+                formats = ", ".join(SPAN_FORMATS)
+                raise ValueError(f"{', '.join(given)} applies to a spans table: set source_format to one of {formats}")
+            return None
+        if not reads_spans(self.kind):
+            raise ValueError(
+                f"source_format {self.source_format!r} builds single-turn cases: use metric "
+                f"{DEFAULT_METRIC!r}, not {self.metric!r}"
+            )
+        return TraceOptions(
+            self.source_format, self.stage, self.expected_attribute, self.gold_table, self.documents_table
+        )
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> PipelineConfig:
@@ -151,14 +195,19 @@ class PipelineConfig:
         if unknown:
             raise TypeError(f"unknown pipeline settings: {', '.join(sorted(unknown))}")
         kind = metric_kind(given.get("metric", DEFAULT_METRIC))
+        # CTXPREC_SOURCE_FORMAT configures the metrics that can read spans (single-turn, judged);
+        # the others keep reading their tables
+        fmt = given.get("source_format") or (s.source_format if reads_spans(kind) else "rows")
+        spans = fmt in SPAN_FORMATS
         columns = given.pop("columns", None)
         if not isinstance(columns, ColumnSet):
-            columns = merge_columns(getattr(s, kind.columns_setting), columns) or None
+            mapped = s.span_columns if spans else getattr(s, kind.columns_setting)
+            columns = merge_columns(mapped, columns) or None
         base: dict[str, Any] = {
             "warehouse": s.warehouse_url,
             "judge": s.judge,
             "metric": kind.name,
-            "source_table": getattr(s, kind.table_setting),
+            "source_table": s.span_table if spans else getattr(s, kind.table_setting),
             "columns": columns,
             "segments": tuple(s.segments),
             "threshold": s.threshold,
@@ -173,6 +222,14 @@ class PipelineConfig:
             "judge_samples": s.judge_samples,
             "batch_poll_seconds": s.batch_poll_seconds,
             "batch_retry": s.batch_retry,
+            "source_format": fmt,
         }
+        if spans:
+            base.update(
+                stage=s.stage,
+                expected_attribute=s.expected_attribute,
+                gold_table=s.gold_table,
+                documents_table=s.documents_table,
+            )
         base.update(given)
         return cls(**base)

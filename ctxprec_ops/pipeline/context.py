@@ -21,6 +21,7 @@ from ..warehouse.segments import ensure_segments_table, segment_column, segments
 from ..warehouse.source import SourceTable, SourceTableError, reflect_source
 from ..warehouse.store import ScoringKey
 from .config import PipelineConfig
+from .formats import SPAN_FORMATS, RowsReader, SourceReader, make_reader
 
 __all__ = ["PipelineContext", "prepare", "check_key_fits", "scoring_key", "with_segments"]
 
@@ -39,6 +40,18 @@ class PipelineContext:
     key: ScoringKey
     #: circuit breaker and request quota shared by every chunk scored with this context
     guards: JudgeGuards = field(default_factory=JudgeGuards)
+    #: how the source's rows become cases (``formats.make_reader``: a flat table or spans)
+    reader: SourceReader | None = None
+
+    def __post_init__(self) -> None:
+        if self.reader is None:
+            self.reader = RowsReader(self.source, self.config.kind.row_to_case)
+
+    @property
+    def rows(self) -> SourceReader:
+        """``reader``, never None (set in ``__post_init__``)."""
+        assert self.reader is not None
+        return self.reader
 
     @property
     def segments(self) -> tuple[str, ...]:
@@ -96,13 +109,13 @@ def source_table_name(table: str, schema: str | None) -> str:
     return f"{schema}.{name}" if schema else name
 
 
-def scoring_key(metric: BaseRetrievalMetric, source: SourceTable, config: PipelineConfig) -> ScoringKey:
+def scoring_key(metric: BaseRetrievalMetric, source_name: str, config: PipelineConfig) -> ScoringKey:
     """What identifies a score of this run: metric, judge model, prompt version, input table —
     the one place the key is built. The segment columns (``config.segments``) are part of the
     identity too: a score counts as done for this configuration only when its segment row was
     recorded with exactly these columns (``intake``), so a changed list re-scores (the judgment
     cache answers every node already judged)."""
-    return ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version, source.name)
+    return ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version, source_name)
 
 
 def with_segments(source: SourceTable, segments: tuple[str, ...]) -> SourceTable:
@@ -138,11 +151,12 @@ def prepare(config: PipelineConfig) -> PipelineContext:
         config.table_name,
         config.source_schema,
         config.source_columns.as_dict(),
-        columns_env=config.kind.columns_env,
+        columns_env="CTXPREC_SPAN_COLUMNS" if config.source_format in SPAN_FORMATS else config.kind.columns_env,
         optional=config.source_columns.optional_missing_ok(),
     )
     segments = tuple(config.segments or ())
     source = with_segments(source, segments)
+    reader = make_reader(config, engine, source)
     judge = None
     if config.kind.needs_judge:  # a pure computation (labels) needs no judge, key or endpoint
         judge = make_judge(
@@ -153,7 +167,7 @@ def prepare(config: PipelineConfig) -> PipelineContext:
     if segments:
         ensure_segments_table(engine, config.output_schema, segments)
     check_output_writable(engine, tables)  # before any judge call: a missing grant fails now, not after paying
-    key = scoring_key(metric, source, config)
+    key = scoring_key(metric, reader.name, config)
     check_key_fits(tables, key)
     breaker = CircuitBreaker(
         config.outage_tolerance,
@@ -161,4 +175,4 @@ def prepare(config: PipelineConfig) -> PipelineContext:
         trip_after=trip_after_for(config.concurrency),
     )
     guards = JudgeGuards(breaker=breaker, quota=RequestQuota.from_env(config.max_rpm, config.max_tpm))
-    return PipelineContext(config, engine, tables, source, metric, judge, key, guards)
+    return PipelineContext(config, engine, tables, source, metric, judge, key, guards, reader)

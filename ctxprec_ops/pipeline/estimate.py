@@ -37,6 +37,7 @@ from ..warehouse.schema import JUDGMENTS, SCORES, output_tables
 from ..warehouse.source import parse_partition_key, reflect_source
 from ..warehouse.store import ScoringKey, load_judgments, scored_ids
 from . import PipelineConfig
+from .formats import SPAN_FORMATS, make_reader
 from .plan import iter_chunk_rows
 
 __all__ = [
@@ -142,19 +143,20 @@ def estimate_partition(
         config.table_name,
         config.source_schema,
         config.source_columns.as_dict(),
-        columns_env=kind.columns_env,
+        columns_env="CTXPREC_SPAN_COLUMNS" if config.source_format in SPAN_FORMATS else kind.columns_env,
         optional=config.source_columns.optional_missing_ok(),
     )
+    reader = make_reader(config, engine, src)
     existing = set(inspect(engine).get_table_names(schema=config.output_schema))
     tables = output_tables(config.output_schema)
     # scores of this input table (tables written before source_table existed: of any table)
     keyed_by_table = SCORES in existing and "source_table" in {
         c["name"] for c in inspect(engine).get_columns(SCORES, schema=config.output_schema)
     }
-    key = ScoringKey(metric.metric_name, model, version, src.name if keyed_by_table else None)
+    key = ScoringKey(metric.metric_name, model, version, reader.name if keyed_by_table else None)
     prompt_tokens = 0
 
-    for _chunk, rows in iter_chunk_rows(engine, src, partition_key, config.chunk_size, config.sample):
+    for _chunk, rows in iter_chunk_rows(engine, src, partition_key, config.chunk_size, config.sample, reader):
         est.rows_total += len(rows)
         ids = [str(r["id"]) for r in rows]
         with read_connection(engine) as conn:
@@ -166,7 +168,7 @@ def estimate_partition(
             if log_id in done:
                 continue
             try:
-                for q, a, texts in metric.judge_requests(kind.row_to_case(row)):
+                for q, a, texts in metric.judge_requests(reader.to_case(row)):
                     requests.append((q, a, list(enumerate(texts, start=1))))
             except CtxPrecError as exc:
                 est.rows_invalid += 1

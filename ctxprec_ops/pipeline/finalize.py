@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import one_line
 from ..secrets import redact
 from ..warehouse.engine import read_connection, write_transaction
-from ..warehouse.source import count_null_ids, count_unpartitioned, iter_partition_ids, parse_partition_key
+from ..warehouse.source import parse_partition_key
 from ..warehouse.store import failure_counts, mark_interrupted_runs, partition_counts, partition_scores, run_spend
 from ..warehouse.upsert import upsert
 from .config import PipelineConfig
@@ -44,7 +44,7 @@ def _sampled_rows(conn: Any, ctx: PipelineContext, partition_key: str) -> tuple[
     if not sample.active:  # rows_total stays every row of the partition (the volume rule's figure)
         return None
     planner = CutoffPlanner(sample)
-    for value in iter_partition_ids(conn, ctx.source, partition_key):
+    for value in ctx.rows.iter_ids(conn, partition_key):
         planner.add(str(value))
     _cutoff, all_rows, in_sample = planner.result()
     return all_rows, in_sample
@@ -53,8 +53,8 @@ def _sampled_rows(conn: Any, ctx: PipelineContext, partition_key: str) -> tuple[
 def _rows_outside(ctx: PipelineContext, partition_key: str) -> tuple[int, int]:
     """Rows of the source in no partition, and rows of this partition without an id (warned)."""
     with read_connection(ctx.engine) as conn:
-        unpartitioned = count_unpartitioned(conn, ctx.source)
-        without_id = count_null_ids(conn, ctx.source, partition_key)
+        unpartitioned = ctx.rows.count_unpartitioned(conn)
+        without_id = ctx.rows.count_null_ids(conn, partition_key)
     if unpartitioned:
         log.warning(
             "%s: %d row(s) belong to no partition (%s is NULL or not readable as a time) and are "

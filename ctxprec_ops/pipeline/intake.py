@@ -18,7 +18,6 @@ from ..secrets import redact
 from ..warehouse.engine import read_connection
 from ..warehouse.rows import case_or_failure
 from ..warehouse.segments import segment_column, segment_state
-from ..warehouse.source import read_chunk_rows
 from ..warehouse.store import ScoringKey, load_judgments, run_spend, scored_ids
 from .context import PipelineContext
 from .records import Chunk
@@ -53,6 +52,9 @@ class _Intake:
     #: partition, whose segment rows there are replaced
     segment_values: dict[str, dict[str, Any]] = field(default_factory=dict)
     moved: list[str] = field(default_factory=list)
+    #: log id -> the reader's extra columns of its row (``SourceReader.extra_columns``: a span's
+    #: trace id, ...), added to its score or failure row
+    extras: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _failure(
@@ -87,7 +89,7 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
     key, pk = ctx.key, chunk.partition_key
     sample, cutoff = ctx.config.sample, chunk.sample_cutoff
     with read_connection(ctx.engine) as conn:
-        every = read_chunk_rows(conn, ctx.source, pk, chunk.after_id, chunk.upto_id)
+        every = ctx.rows.read_rows(conn, pk, chunk.after_id, chunk.upto_id)
         every_id = [str(r["id"]) for r in every]
         if takes_every_row(cutoff):
             rows, log_ids = every, every_id
@@ -106,7 +108,10 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
     if len(rows) < len(every):  # outside the sample: neither scored nor a failure
         intake.unsampled_ids = list(set(every_id) - set(log_ids))
     now = _now()
-    to_case = ctx.config.kind.row_to_case
+    to_case = ctx.rows.to_case
+    extra = ctx.rows.extra_columns
+    if extra:
+        intake.extras = {i: {c: r.get(c) for c in extra} for i, r in zip(log_ids, rows)}
     duplicated: set[str] = set()
     if len(set(log_ids)) < len(log_ids):
         for log_id, n in Counter(log_ids).items():
@@ -116,8 +121,8 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
                     continue
                 # which of the rows is the real one is unknowable: score none, say why (once per id)
                 msg = (
-                    f"column 'id' value {log_id[:100]!r} is not unique: {n} rows of partition {pk} share it; "
-                    "none of them is scored until the duplicates are removed"
+                    f"column {ctx.source.id.name!r} value {log_id[:100]!r} is not unique: {n} rows of partition "
+                    f"{pk} share it; none of them is scored until the duplicates are removed"
                 )
                 intake.failures.append(
                     _failure(log_id, pk, key, InvalidTestCaseError.error_type, msg, 0, run_id, now, chunk.index)

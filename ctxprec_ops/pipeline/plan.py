@@ -10,9 +10,10 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from ..warehouse.engine import read_connection
-from ..warehouse.source import SourceTable, count_null_ids, iter_partition_ids, parse_partition_key, read_chunk_rows
+from ..warehouse.source import SourceTable, parse_partition_key
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
+from .formats import RowsReader, SourceReader
 from .records import Chunk
 from .sampling import CutoffPlanner, Sample
 
@@ -22,14 +23,20 @@ log = logging.getLogger("ctxprec_ops.pipeline")
 
 
 def plan_source(
-    engine: Engine, source: SourceTable, partition_key: str, size: int, sample: Sample | None = None
+    engine: Engine,
+    source: SourceTable,
+    partition_key: str,
+    size: int,
+    sample: Sample | None = None,
+    reader: SourceReader | None = None,
 ) -> list[Chunk]:
     """Cut the partition of ``source`` into chunks of ``size`` rows by keyset on ``id``.
 
     Streams ids only (memory: the boundaries, not the rows). A chunk is ``(after_id, upto_id]``;
     rows added to the partition later inside a chunk's range are scored with that chunk. Read-only.
     With an active ``sample`` every chunk carries the partition's sampling cutoff (chunks still
-    count all their rows).
+    count all their rows). ``reader`` says which of the partition's rows are cases (default:
+    all of them; a spans table's: its retriever spans).
     """
     parse_partition_key(partition_key)
     chunks: list[Chunk] = []
@@ -37,8 +44,9 @@ def plan_source(
     last: Any = None
     n = 0
     planner = CutoffPlanner(sample) if sample is not None and sample.active else None
+    ids: SourceReader = reader if reader is not None else RowsReader(source, None)
     with read_connection(engine) as conn:
-        for value in iter_partition_ids(conn, source, partition_key):
+        for value in ids.iter_ids(conn, partition_key):
             n += 1
             last = value
             if planner is not None:
@@ -46,7 +54,7 @@ def plan_source(
             if n == size:
                 chunks.append(Chunk(partition_key, len(chunks), after, last, n))
                 after, n = last, 0
-        nulls = count_null_ids(conn, source, partition_key)
+        nulls = ids.count_null_ids(conn, partition_key)
     if nulls:  # no log_id to record them under: say so rather than drop them silently
         log.warning(
             "partition %s of %s: %d row(s) have a NULL %s and cannot be scored or recorded as failures; give them ids",
@@ -75,17 +83,23 @@ def plan_chunks(config: PipelineConfig, partition_key: str, *, context: Pipeline
     """Cut the partition into chunks of ``config.chunk_size`` rows (see ``plan_source``)."""
     parse_partition_key(partition_key)
     ctx = context or prepare(config)
-    return plan_source(ctx.engine, ctx.source, partition_key, config.chunk_size, config.sample)
+    return plan_source(ctx.engine, ctx.source, partition_key, config.chunk_size, config.sample, ctx.rows)
 
 
 def iter_chunk_rows(
-    engine: Engine, source: SourceTable, partition_key: str, size: int, sample: Sample | None = None
+    engine: Engine,
+    source: SourceTable,
+    partition_key: str,
+    size: int,
+    sample: Sample | None = None,
+    reader: SourceReader | None = None,
 ) -> Iterator[tuple[Chunk, list[dict[str, Any]]]]:
     """Every planned chunk with its rows (logical column names), one chunk in memory at a time;
-    with a ``sample``, only the rows in it."""
-    for chunk in plan_source(engine, source, partition_key, size, sample):
+    with a ``sample``, only the rows in it; ``reader``: the source format's (default: the rows)."""
+    rows_of = reader if reader is not None else RowsReader(source, None)
+    for chunk in plan_source(engine, source, partition_key, size, sample, rows_of):
         with read_connection(engine) as conn:
-            rows = read_chunk_rows(conn, source, partition_key, chunk.after_id, chunk.upto_id)
+            rows = rows_of.read_rows(conn, partition_key, chunk.after_id, chunk.upto_id)
         if sample is not None and chunk.sample_cutoff is not None:
             rows = [r for r in rows if sample.contains(str(r["id"]), chunk.sample_cutoff)]
         yield chunk, rows

@@ -226,7 +226,7 @@ def score_partition(
             started_at=base.started_at,
             context=ctx,
         )
-        notes = transport.notes()
+        notes = transport.notes() + ctx.rows.notes()
         cause = next((r.error_message for r in results if r.error_message), None)
         if cause and not summary.completed:
             notes.append(cause)  # e.g. "judge unreachable: connection refused at URL"

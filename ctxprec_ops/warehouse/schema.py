@@ -80,6 +80,8 @@ _DOUBLE = Float(precision=53)
 _KEYTEXT = String(255).with_variant(Text(), "postgresql", "sqlite")
 # judgment-cache keys are 23-byte digests (``cache.KEY_BYTES``), stored as bytes: compared with
 # memcmp, and on PostgreSQL a 32-byte key-index entry instead of the 80 bytes of 64 hex digits
+#: trace and span ids as text (OTLP's 32 / 16 hex digits; room for other id forms)
+_TRACE_ID = String(128)
 _HASHKEY = VARBINARY(KEY_BYTES).with_variant(LargeBinary(), "postgresql", "sqlite")
 
 
@@ -119,6 +121,12 @@ def _build(schema: str | None) -> OutputTables:
         Column("judge_calls", Integer),
         Column("cached_nodes", Integer),
         Column("chunk_index", Integer),
+        # a spans source (docs/traces.md): the case's trace and span (joins back to the trace), its
+        # documents' ids / scores / metadata by rank, and which reference it was judged against
+        Column("trace_id", _TRACE_ID),
+        Column("span_id", _TRACE_ID),
+        Column("documents", _JSON),
+        Column("reference", Text),
         PrimaryKeyConstraint("log_id", "metric", "judge_model", "prompt_version", "source_table", name=f"{SCORES}_pk"),
         Index(f"ix_{SCORES}_partition", "partition_key", "metric"),
         Index(f"ix_{SCORES}_run", "run_id"),
@@ -138,6 +146,8 @@ def _build(schema: str | None) -> OutputTables:
         Column("run_id", _KEYTEXT, nullable=False),
         Column("failed_at", _TS, nullable=False),
         Column("chunk_index", Integer),
+        Column("trace_id", _TRACE_ID),
+        Column("span_id", _TRACE_ID),
         PrimaryKeyConstraint(
             "log_id", "metric", "judge_model", "prompt_version", "source_table", name=f"{FAILURES}_pk"
         ),

@@ -256,6 +256,14 @@ def sqlite_instant(col: Any) -> ColumnElement[Any]:
     # SQLite the ~40 trims, substrings and comparisons of the general one (most of a chunk's read)
     return case(
         (raw.op("GLOB")(literal(_CANONICAL_GLOB, type_=String())), func.datetime(raw)),
+        # ... and with a fraction of digits only ('2026-11-28 09:15:02.123456': span start times)
+        (
+            and_(
+                raw.op("GLOB")(literal(_CANONICAL_GLOB + ".[0-9]*", type_=String())),
+                func.substr(raw, 21).op("NOT GLOB")(literal("*[^0-9]*", type_=String())),
+            ),
+            func.datetime(raw),
+        ),
         else_=sqlite_instant_general(col),
     )
 

@@ -1,0 +1,327 @@
+"""A spans table read as a source of cases: plan the retriever (or reranker) spans of a UTC day,
+read a chunk of them, find each one's LLM span in its trace, look up missing document texts and
+gold answers, and hand the pipeline one logical row per case span.
+
+Memory is bounded by the chunk: a chunk's case spans are read by keyset on the span id (as a flat
+table's rows), then the LLM spans of *those* traces only (``trace_id IN (...)``: index
+``trace_id``), the documents and the gold answers of those spans only. Which spans are candidates
+is decided in SQL by a text filter on the attributes (``"RETRIEVER"``, ``"retrieval"``, ...:
+portable, no JSON functions; attributes that do not end in a closing bracket, cut off by an
+export, pass it too) and exactly in Python afterwards (``Convention.kind_of``): a span the filter
+lets through that is no case span is left out, one whose attributes are not JSON is a failure.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    bindparam,
+    cast,
+    func,
+    literal_column,
+    or_,
+    select,
+    type_coerce,
+)
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import NoSuchTableError
+from sqlalchemy.sql.elements import ColumnElement
+
+from ..errors import InvalidTestCaseError
+from ..warehouse.engine import stream_batches
+from ..warehouse.identifiers import split_table_name
+from ..warehouse.source import SourceTable, SourceTableError, sqlite_instant
+from .assemble import Draft, Span, draft, finish, pair_llm, read_span
+from .conventions import CONVENTIONS
+from .options import RERANK_SUFFIX, TraceOptions
+
+__all__ = ["TraceOptions", "SpanReader", "RERANK_SUFFIX"]
+
+#: the ``source_table`` recorded for a reranker stage: ``<table>__rerank`` (its scores are another
+#: population than the retriever's of the same table)
+_IN_BATCH = 500
+
+
+def _reflect(engine: Engine, name: str, need: Sequence[str], what: str) -> Table:
+    schema, table = split_table_name(name, None, f"{what} name")
+    try:
+        t = Table(table, MetaData(), schema=schema, autoload_with=engine)
+    except NoSuchTableError:
+        raise SourceTableError(f"{what} {name!r} does not exist in the warehouse") from None
+    lower = {c.name.lower() for c in t.columns}
+    missing = [c for c in need if c not in lower]
+    if missing:
+        raise SourceTableError(
+            f"{what} {name!r} has no column {', '.join(map(repr, missing))}; its columns are: "
+            f"{', '.join(c.name for c in t.columns)}"
+        )
+    return t
+
+
+def _col(t: Table, name: str) -> Any:
+    return next(c for c in t.columns if c.name.lower() == name)
+
+
+def _text_of(col: Any) -> ColumnElement[Any]:
+    """A column read as text: JSON columns as their JSON text (bad JSON stays a row problem)."""
+    return cast(col, Text()) if isinstance(col.type, JSON) else type_coerce(col, Text())
+
+
+class SpanReader:
+    """The pipeline's source reader for a spans table (``pipeline.formats.SourceReader``)."""
+
+    extra_columns: tuple[str, ...] = ("trace_id", "span_id", "documents", "reference")
+
+    def __init__(
+        self, engine: Engine, source: SourceTable, options: TraceOptions, to_case: Callable[[dict[str, Any]], Any]
+    ) -> None:
+        self.source = source
+        self.options = options
+        self.convention = CONVENTIONS[options.convention]
+        self._to_case = to_case
+        self._sqlite = engine.dialect.name == "sqlite"
+        self._attrs = _text_of(source.columns["attributes"])
+        # a span whose attributes were cut off (no closing bracket) may have lost its kind: it is
+        # read too, and ends as a failure ("not JSON") instead of out of sight
+        if self._sqlite:  # the last character, without a pattern match over the whole text
+            cut_off: ColumnElement[bool] = func.substr(self._attrs, -1).not_in(["}", "]"])
+        else:
+            cut_off = ~or_(self._attrs.like("%}"), self._attrs.like("%]"))
+        self.case_filter = or_(self._contains_any(self.convention.markers[options.stage]), cut_off)
+        self.llm_filter = self._contains_any(self.convention.markers["llm"])
+        self.gold = None
+        if options.gold_table:
+            self.gold = _reflect(engine, options.gold_table, ["expected_output"], "gold table")
+        if self.gold is not None and not {"trace_id", "input"} & {c.name.lower() for c in self.gold.columns}:
+            raise SourceTableError(f"gold table {options.gold_table!r} needs a column trace_id or input to join on")
+        self.docs = (
+            _reflect(engine, options.documents_table, ["id", "content"], "documents table")
+            if options.documents_table
+            else None
+        )
+        self._reads: dict[tuple[str, bool], Any] = {}
+
+    # --- what the pipeline calls ---------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The ``source_table`` its scores are recorded under."""
+        return self.source.name + (RERANK_SUFFIX if self.options.stage == "rerank" else "")
+
+    def notes(self) -> list[str]:
+        return self.options.notes()
+
+    def iter_ids(self, conn: Connection, partition_key: str, batch: int = 10_000) -> Iterator[Any]:
+        src = self.source
+        order: Any = src.id
+        if self._sqlite:
+            # one scan and a sort of the ids (SQLite's sorter spills to disk past its cache): the
+            # span-id index would visit every span of the table in random heap order (random span
+            # ids), a page read per span — 2x slower at 100k spans (bench/bench_traces.py)
+            order = literal_column("+" + conn.dialect.identifier_preparer.quote(src.id.name))
+        stmt = select(src.id).where(src.id.is_not(None), self.case_filter, src.partition_filter(partition_key))
+        stmt = stmt.order_by(order)
+        for part in stream_batches(conn, stmt, batch):
+            for (value,) in part:
+                yield value
+
+    def count_null_ids(self, conn: Connection, partition_key: str) -> int:
+        src = self.source
+        where = [src.id.is_(None), self.case_filter, src.partition_filter(partition_key)]
+        return int(conn.execute(select(func.count()).select_from(src.table).where(*where)).scalar_one())
+
+    def count_unpartitioned(self, conn: Connection) -> int:
+        src, col = self.source, self.source.event_time
+        if src.time_mode == "sqlite_text":
+            cond: ColumnElement[bool] = sqlite_instant(col).is_(None)
+        elif src.time_mode == "text":
+            cond = or_(col.is_(None), ~type_coerce(col, String()).like("____-__-__%"))
+        else:
+            cond = col.is_(None)
+        stmt = select(func.count()).select_from(src.table).where(self.case_filter, cond)
+        return int(conn.execute(stmt).scalar_one())
+
+    def read_rows(self, conn: Connection, partition_key: str, after_id: Any, upto_id: Any) -> list[dict[str, Any]]:
+        """The chunk's case spans as logical rows, in span-id order."""
+        src = self.source
+        params = {"upto": src.coerce_id(upto_id)}
+        if after_id is not None:
+            params["after"] = src.coerce_id(after_id)
+        result = conn.execute(self._chunk_read(partition_key, after_id is not None), params)
+        drafts = []
+        for raw in result.all():
+            span = read_span(raw._mapping)
+            if span.problem is None and self.convention.kind_of(span.attrs) != self.options.stage:
+                continue  # let through by the text filter, but no span of this stage
+            drafts.append(draft(span, self.convention, self.options.stage))
+        ok = [d for d in drafts if d.problem is None]
+        if self.docs is not None:
+            self._fill_documents(conn, ok)
+        unreadable: dict[str, list[str]] = {}
+        if self.options.reference_configured:
+            self._references(conn, ok)
+        else:
+            unreadable = self._pair(conn, ok)
+        opts = self.options
+        return [
+            finish(
+                d,
+                reference_configured=opts.reference_configured,
+                unreadable=unreadable.get(d.span.trace_id or "", ()),
+                documents_table=opts.documents_table,
+            )
+            for d in drafts
+        ]
+
+    def to_case(self, row: dict[str, Any]) -> Any:
+        """The row's test case; ``InvalidTestCaseError`` naming the span's problem."""
+        if row.get("problem"):
+            raise InvalidTestCaseError(f"span {row['id']} of trace {row.get('trace_id')}: {row['problem']}")
+        return self._to_case(row)
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def _contains_any(self, texts: Sequence[str]) -> ColumnElement[bool]:
+        if self._sqlite:  # instr: case-sensitive, no pattern (LIKE ignores ASCII case in SQLite)
+            return or_(*(func.instr(self._attrs, t) > 0 for t in texts))
+        return or_(*(self._attrs.contains(t, autoescape=True) for t in texts))
+
+    def _chunk_read(self, partition_key: str, bounded_below: bool) -> Any:
+        stmt = self._reads.get((partition_key, bounded_below))
+        if stmt is None:
+            src = self.source
+            id_type = src.id.type
+            conds = [src.id <= bindparam("upto", type_=id_type)]
+            if bounded_below:
+                conds.append(src.id > bindparam("after", type_=id_type))
+            conds += [self.case_filter, src.partition_filter(partition_key, indexable=False)]
+            cols = [
+                src.id.label("id"),
+                src.columns["trace_id"].label("trace_id"),
+                src.event_time.label("event_time"),
+                self._attrs.label("attributes"),
+            ]
+            stmt = select(*cols).where(*conds).order_by(src.id)
+            if len(self._reads) >= 64:
+                self._reads.clear()
+            self._reads[(partition_key, bounded_below)] = stmt
+        return stmt
+
+    def _pair(self, conn: Connection, drafts: list[Draft]) -> dict[str, list[str]]:
+        """Each draft's LLM span (the first of its trace starting at or after it); returns the
+        spans per trace whose attributes could not be read (they might have been the LLM span)."""
+        traces = sorted({d.span.trace_id for d in drafts if d.span.trace_id is not None})
+        llm: dict[str, list[Span]] = defaultdict(list)
+        unreadable: dict[str, list[str]] = defaultdict(list)
+        src = self.source
+        trace_col = src.columns["trace_id"]
+        cols = [
+            src.id.label("id"),
+            trace_col.label("trace_id"),
+            src.event_time.label("event_time"),
+            self._attrs.label("attributes"),
+        ]
+        for part in _batches(traces):
+            stmt = select(*cols).where(trace_col.in_([_bound(trace_col, t) for t in part]), self.llm_filter)
+            for raw in conn.execute(stmt).all():
+                span = read_span(raw._mapping)
+                key = span.trace_id or ""
+                if span.problem is not None:
+                    unreadable[key].append(span.span_id)
+                elif self.convention.kind_of(span.attrs) == "llm":
+                    llm[key].append(span)
+        for spans in llm.values():
+            spans.sort(key=lambda s: (s.start if s.start is not None else float("inf"), s.span_id))
+        for d in drafts:
+            pair_llm(d, llm.get(d.span.trace_id or "", ()), self.convention)
+        return unreadable
+
+    def _fill_documents(self, conn: Connection, drafts: list[Draft]) -> None:
+        """Texts of documents recorded by id only, from the documents table."""
+        assert self.docs is not None
+        id_col, content_col = _col(self.docs, "id"), _col(self.docs, "content")
+        wanted = sorted({str(n.id) for d in drafts for n in d.nodes if n.content is None and n.id is not None})
+        found: dict[str, str] = {}
+        for part in _batches(wanted):
+            values = [_bound(id_col, v) for v in part]
+            for doc_id, content in conn.execute(select(id_col, content_col).where(id_col.in_(values))):
+                if content is not None:
+                    found[str(doc_id)] = str(content)
+        for d in drafts:
+            for i, n in enumerate(d.nodes):
+                if n.content is None and n.id is not None and str(n.id) in found:
+                    d.nodes[i] = n._replace(content=found[str(n.id)])
+
+    def _references(self, conn: Connection, drafts: list[Draft]) -> None:
+        """Each draft's reference: the configured attribute, else the gold table's answer for its
+        trace, else for its query; a problem naming where it looked when none is found."""
+        key = self.options.expected_attribute
+        for d in drafts:
+            value = d.span.attrs.get(key) if key else None
+            if isinstance(value, str) and value.strip():
+                d.reference, d.reference_kind = value, f"attribute:{key}"
+        rest = [d for d in drafts if d.reference is None and _docs_ok(d)]
+        if self.gold is not None and rest:
+            by_trace, by_input = self._gold(conn, rest)
+            for d in rest:
+                answers = by_trace.get(d.span.trace_id or "") or by_input.get(d.query or "")
+                if answers and len(answers) == 1:
+                    d.reference, d.reference_kind = next(iter(answers)), f"gold:{self.options.gold_table}"
+                elif answers:
+                    n = len(answers)
+                    d.problem = f"gold table {self.options.gold_table} has {n} different expected outputs for it"
+        for d in rest:
+            if d.reference is None and d.problem is None:
+                looked = []
+                if key:
+                    looked.append(f"no attribute {key!r} on the span")
+                if self.gold is not None:
+                    looked.append(f"no row in gold table {self.options.gold_table} for its trace or query")
+                d.problem = "no expected output: " + ", ".join(looked)
+
+    def _gold(self, conn: Connection, drafts: list[Draft]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        assert self.gold is not None
+        names = {c.name.lower() for c in self.gold.columns}
+        expected = _col(self.gold, "expected_output")
+        by_trace: dict[str, set[str]] = defaultdict(set)
+        by_input: dict[str, set[str]] = defaultdict(set)
+        for column, values, out in (
+            ("trace_id", {d.span.trace_id for d in drafts if d.span.trace_id}, by_trace),
+            ("input", {d.query for d in drafts if d.query}, by_input),
+        ):
+            if column not in names:
+                continue
+            col = _col(self.gold, column)
+            for part in _batches(sorted(v for v in values if v is not None)):
+                stmt = select(col, expected).where(col.in_([_bound(col, v) for v in part]), expected.is_not(None))
+                for k, v in conn.execute(stmt):
+                    if isinstance(v, str) and v.strip():
+                        out[str(k)].add(v)
+        return by_trace, by_input
+
+
+def _docs_ok(d: Draft) -> bool:
+    return d.problem is None and all(n.content is not None for n in d.nodes)
+
+
+def _bound(col: Any, value: str) -> Any:
+    if isinstance(col.type, Integer):
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _batches(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(values), _IN_BATCH):
+        yield values[i : i + _IN_BATCH]
