@@ -40,6 +40,17 @@ def test_cli_help_loads_no_heavy_library(argv):
     assert _imported(code) == set()
 
 
+@pytest.mark.parametrize("argv", [["score", "--help"], ["check", "--help"]])
+def test_score_and_check_help_load_no_pydantic(argv):
+    """Their parsers read the metric registry's names only: no metric class, no verdict model."""
+    code = (
+        f"from ctxprec_ops.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "import json, sys\nprint(json.dumps(sorted(m for m in ('pydantic', 'pydantic_core') if m in sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
 def test_unknown_public_name_is_an_attribute_error():
     import ctxprec_ops
 

@@ -14,7 +14,7 @@ from ..errors import CtxPrecError, IdentifierError, JudgeConfigurationError
 from ..pipeline import DEFAULT_METRIC, METRIC_KINDS, METRIC_NAMES, MetricKind, PipelineConfig
 from ..pipeline.columns import parse_column_flags
 from ..pipeline.outcome import EXIT_BUDGET, decide_error
-from ..scoring.consistency import check_samples
+from ..scoring.samples import check_samples
 from ..secrets import redact
 from ._common import err_console
 

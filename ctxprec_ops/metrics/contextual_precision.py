@@ -15,6 +15,7 @@ from ..judge.calls import JudgeRun, Usage
 from ..judge.nodes import judge_nodes
 from ..scoring.formula import apply_strict, contextual_precision
 from ..scoring.template import ContextualPrecisionTemplate
+from . import names
 from .base import BaseRetrievalMetric, record_usage
 from .reasons import compose_reason, verbose_logs
 
@@ -31,7 +32,7 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
     cumulative precision.
     """
 
-    metric_name = "contextual_precision"
+    metric_name = names.CONTEXTUAL_PRECISION
     __name__ = "Contextual Precision"
     default_template = ContextualPrecisionTemplate
 

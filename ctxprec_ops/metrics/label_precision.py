@@ -27,6 +27,7 @@ from ..judge.calls import JudgeRun
 from ..scoring.formula import apply_strict
 from ..scoring.ranking import RankingFigures, ranking_figures
 from ..scoring.verdicts import NodeVerdict
+from . import names
 from .base import BaseRetrievalMetric
 
 __all__ = [
@@ -188,7 +189,7 @@ class LabelContextualPrecisionMetric(BaseRetrievalMetric):
     reciprocal rank and NDCG@k. ``compute(case)`` is the synchronous core the pipeline calls.
     """
 
-    metric_name = "label_contextual_precision"
+    metric_name = names.LABEL_CONTEXTUAL_PRECISION
     __name__ = "Label Contextual Precision"
 
     def __init__(

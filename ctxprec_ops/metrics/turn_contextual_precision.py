@@ -28,6 +28,7 @@ from ..judge.calls import JudgeRun, Usage, gather_settled
 from ..judge.nodes import judge_nodes
 from ..scoring.formula import apply_strict, contextual_precision
 from ..scoring.template import TurnContextualPrecisionTemplate
+from . import names
 from .base import BaseRetrievalMetric, record_usage
 from .reasons import _short, agreement_note, flip_line
 
@@ -86,7 +87,7 @@ def windows(turns: list[Turn], window_size: int) -> list[Window]:
 class TurnContextualPrecisionMetric(BaseRetrievalMetric):
     """Multi-turn contextual precision (deepeval's turn metric semantics and numbers)."""
 
-    metric_name = "turn_contextual_precision"
+    metric_name = names.TURN_CONTEXTUAL_PRECISION
     __name__ = "Turn Contextual Precision"
     default_template = TurnContextualPrecisionTemplate
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import DEFAULT_WAREHOUSE_URL, Settings
 from ..judge.models.names import validate_judge_name
-from ..scoring.consistency import check_samples
+from ..scoring.samples import check_samples
 from ..secrets import register_secret
 from ..traces.options import TraceOptions
 from ..warehouse.identifiers import split_table_name, validate_identifier

@@ -5,20 +5,21 @@ A ``MetricKind`` says everything an entry point needs about a metric: its name (
 which table it reads by default and which ``Settings`` fields configure that table and its
 column mapping, and how its metric object is built. The CLI, the Airflow operators, the Dagster
 assets, monitoring and the demo all iterate or look up this registry instead of keeping lists.
+
+The registry itself is light (names, columns, settings): a kind's metric class and row reader
+are imported when a run first builds the metric or reads a row, so the CLI's parsers and
+``--help`` list the metrics without loading pydantic and the judge stack.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import JudgeConfigurationError
-from ..metrics.contextual_precision import ContextualPrecisionMetric
-from ..metrics.label_precision import LabelContextualPrecisionMetric
-from ..metrics.turn_contextual_precision import TurnContextualPrecisionMetric
-from ..warehouse.label_rows import row_to_labelled
-from ..warehouse.rows import row_to_conversation, row_to_test_case
+from ..metrics import names
 from .columns import ColumnSet, ConversationColumns, LabelColumns, SourceColumns
 
 if TYPE_CHECKING:
@@ -47,8 +48,8 @@ class MetricKind:
     title: str
     #: the logical column set of its input table (dataclass; field names are the logical names)
     columns: type[ColumnSet]
-    #: ``row dict (logical names) -> test case``; raises ``InvalidTestCaseError`` for bad rows
-    row_to_case: Callable[[dict[str, Any]], Any]
+    #: returns ``row_to_case`` (imported on first use: the registry stays light)
+    load_row_to_case: Callable[[], Callable[[dict[str, Any]], Any]]
     default_table: str
     #: ``Settings`` field naming the input table, and the one holding its column mapping
     table_setting: str
@@ -69,6 +70,11 @@ class MetricKind:
     #: False: pure computation (``build`` gets no judge, the metric has ``compute(case)``); the
     #: pipeline then builds no judge, needs no API key and reads no judgment cache
     needs_judge: bool = True
+
+    @cached_property
+    def row_to_case(self) -> Callable[[dict[str, Any]], Any]:
+        """``row dict (logical names) -> test case``; raises ``InvalidTestCaseError`` for bad rows."""
+        return self.load_row_to_case()
 
     @property
     def columns_env(self) -> str:
@@ -93,23 +99,47 @@ def _common(config: MetricSettings, judge: JudgeModel | None) -> dict[str, Any]:
 
 
 def _single(config: MetricSettings, judge: JudgeModel | None) -> BaseRetrievalMetric:
+    from ..metrics.contextual_precision import ContextualPrecisionMetric
+
     return ContextualPrecisionMetric(**_common(config, judge))
 
 
 def _turns(config: MetricSettings, judge: JudgeModel | None) -> BaseRetrievalMetric:
+    from ..metrics.turn_contextual_precision import TurnContextualPrecisionMetric
+
     return TurnContextualPrecisionMetric(window_size=config.window_size, **_common(config, judge))
 
 
 def _labels(config: MetricSettings, judge: JudgeModel | None) -> BaseRetrievalMetric:
+    from ..metrics.label_precision import LabelContextualPrecisionMetric
+
     return LabelContextualPrecisionMetric(threshold=config.threshold, strict_mode=config.strict_mode)
+
+
+def _test_case_rows() -> Callable[[dict[str, Any]], Any]:
+    from ..warehouse.rows import row_to_test_case
+
+    return row_to_test_case
+
+
+def _conversation_rows() -> Callable[[dict[str, Any]], Any]:
+    from ..warehouse.rows import row_to_conversation
+
+    return row_to_conversation
+
+
+def _labelled_rows() -> Callable[[dict[str, Any]], Any]:
+    from ..warehouse.label_rows import row_to_labelled
+
+    return row_to_labelled
 
 
 _KINDS = (
     MetricKind(
-        name=ContextualPrecisionMetric.metric_name,
+        name=names.CONTEXTUAL_PRECISION,
         title="contextual precision",
         columns=SourceColumns,
-        row_to_case=row_to_test_case,
+        load_row_to_case=_test_case_rows,
         default_table="retrieval_logs",
         table_setting="source_table",
         columns_setting="source_columns",
@@ -120,10 +150,10 @@ _KINDS = (
         description="Contextual precision of every retrieval logged that day (UTC), judged by the LLM judge.",
     ),
     MetricKind(
-        name=TurnContextualPrecisionMetric.metric_name,
+        name=names.TURN_CONTEXTUAL_PRECISION,
         title="turn contextual precision",
         columns=ConversationColumns,
-        row_to_case=row_to_conversation,
+        load_row_to_case=_conversation_rows,
         default_table="conversation_logs",
         table_setting="conversation_table",
         columns_setting="conversation_columns",
@@ -136,10 +166,10 @@ _KINDS = (
         report_suffix="_conversations",
     ),
     MetricKind(
-        name=LabelContextualPrecisionMetric.metric_name,
+        name=names.LABEL_CONTEXTUAL_PRECISION,
         title="label contextual precision",
         columns=LabelColumns,
-        row_to_case=row_to_labelled,
+        load_row_to_case=_labelled_rows,
         default_table="retrieval_logs",
         table_setting="source_table",
         columns_setting="source_columns",

@@ -1,12 +1,20 @@
-"""Judges: the OpenAI-compatible LLM judge, the offline lexical judge, and custom ones."""
+"""Judges: the OpenAI-compatible LLM judge, the offline lexical judge, and custom ones.
+
+A lazy face (``ctxprec_ops._lazy``): ``names`` (what a model name may be) imports without the
+judges, pydantic or openai.
+"""
 
 from __future__ import annotations
 
-from ...config import default_judge_name
-from ...errors import JudgeConfigurationError
-from .base import CustomModelJudge, DeepEvalBaseLLM, Generation, JudgeModel
-from .lexical import LexicalJudge
-from .openai_judge import OpenAIJudge
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .base import CustomModelJudge, DeepEvalBaseLLM, Generation, JudgeModel
+    from .factory import make_judge, resolve_judge
+    from .lexical import LexicalJudge
+    from .openai_judge import OpenAIJudge
 
 __all__ = [
     "CustomModelJudge",
@@ -19,37 +27,16 @@ __all__ = [
     "resolve_judge",
 ]
 
+#: public name -> its module (imported on first use)
+_EXPORTS = {
+    "CustomModelJudge": ".base",
+    "DeepEvalBaseLLM": ".base",
+    "Generation": ".base",
+    "JudgeModel": ".base",
+    "LexicalJudge": ".lexical",
+    "OpenAIJudge": ".openai_judge",
+    "make_judge": ".factory",
+    "resolve_judge": ".factory",
+}
 
-def make_judge(
-    name: str | JudgeModel | None = None,
-    *,
-    base_url: str | None = None,
-    api_key: str | None = None,
-    timeout: float = 60.0,
-    **kwargs,
-) -> JudgeModel:
-    """A judge from a name: ``"lexical"`` or an OpenAI-compatible model name.
-
-    ``None`` reads ``CTXPREC_JUDGE`` (default ``gpt-4o-mini`` when ``OPENAI_API_KEY`` is set,
-    else ``lexical``). A ``JudgeModel`` instance is returned as is.
-    """
-    if isinstance(name, JudgeModel):
-        return name
-    if not isinstance(name, str) and name is not None and CustomModelJudge.fits(name):
-        return CustomModelJudge(name)  # a deepeval-style custom model (e.g. a DeepEvalBaseLLM)
-    if name is None:
-        name = default_judge_name()
-    if not isinstance(name, str) or not name.strip():
-        raise JudgeConfigurationError(
-            f"model must be a model name, 'lexical', a JudgeModel or a deepeval-style model (get_model_name, "
-            f"generate, a_generate), got {type(name).__name__}"
-        )
-    name = name.strip()
-    if name.lower() == "lexical":
-        return LexicalJudge()
-    return OpenAIJudge(name, base_url=base_url, api_key=api_key, timeout=timeout, **kwargs)
-
-
-def resolve_judge(model: str | JudgeModel | None) -> JudgeModel:
-    """What a metric's ``model=`` argument means (deepeval semantics plus ``"lexical"``)."""
-    return make_judge(model)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
