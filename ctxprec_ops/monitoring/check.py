@@ -158,6 +158,12 @@ def _no_population_note(history: History, partition_key: str) -> str:
     if not known:
         return f"no scores at all for metric {history.metric} in this warehouse"
     span = known[0] if len(known) == 1 else f"{known[0]}..{known[-1]}"
+    if known[0] <= partition_key:  # rows on or before it exist: of another scoring configuration
+        return (
+            f"{partition_key} has no {history.metric} scores of this population, nor does any day before it: "
+            f"the warehouse's {history.metric} partitions {span} were scored under another judge model, prompt "
+            "version, input table or column mapping (--judge-model, --prompt-version, --source-table, --column)"
+        )
     return (
         f"{partition_key} has no {history.metric} scores, nor does any day before it "
         f"(the warehouse has {history.metric} partitions {span})"
