@@ -289,3 +289,22 @@ def test_tables_of_the_previous_version_get_the_mapping_key_in_place(judge_serve
     other = score_partition(config(ALT), DAY)
     assert (other.rows_scored, other.rows_failed, other.judge_calls) == (4, 1, 2)
     assert query(warehouse_url, "SELECT count(*) FROM ctxprec_segments") == [(9,)]
+
+
+def test_old_rows_count_as_the_mapping_the_migrating_run_is_configured_with(judge_server, tmp_path):
+    """The documented assumption: the version before recorded no mapping, so the configuration in
+    force when the tables are upgraded says what wrote them (here the run maps alt_context)."""
+    from ctxprec_ops.judge.models import make_judge
+    from ctxprec_ops.metrics.contextual_precision import ContextualPrecisionMetric
+
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    engine = get_engine(url)
+    judge = make_judge("gpt-4o-mini", base_url=judge_server.base_url, api_key="test-key")
+    _previous_version(engine, ContextualPrecisionMetric(model=judge).prompt_version)
+    _logs(engine)
+    alt_id = mapping_id(SourceColumns.from_mapping(ALT))
+    summary = _score(url, judge_server, ALT)
+    assert (summary.rows_scored, summary.rows_cached, summary.rows_failed) == (4, 1, 1)
+    assert query(url, "SELECT mapping, score, reason FROM ctxprec_scores WHERE log_id = '1'") == [(alt_id, 0.25, "old")]
+    assert query(url, "SELECT mapping FROM ctxprec_runs WHERE run_id = 'old-run'") == [(alt_id,)]
+    assert query(url, "SELECT mapping FROM ctxprec_segments") == [(alt_id,)]  # migrated by a run without segments too

@@ -184,8 +184,8 @@ def prepare(config: PipelineConfig) -> PipelineContext:
     metric = config.kind.build(config, judge)
     old = legacy_mappings(config)
     tables = ensure_output_tables(engine, config.output_schema, legacy_sources(config), old)
-    if segments:
-        ensure_segments_table(engine, config.output_schema, segments, old)
+    # without segments: only an existing ctxprec_segments is brought up to date (mapping)
+    ensure_segments_table(engine, config.output_schema, segments, old, create=bool(segments))
     check_output_writable(engine, tables)  # before any judge call: a missing grant fails now, not after paying
     key = scoring_key(metric, reader.name, config)
     check_key_fits(tables, key)

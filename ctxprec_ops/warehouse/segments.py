@@ -144,11 +144,12 @@ def _column_names(conn: Connection, schema: str | None) -> set[str] | None:
     return {c["name"] for c in insp.get_columns(SEGMENTS, schema=schema)}
 
 
-def _create_or_extend(engine: Engine, table: Table, legacy_mappings: Mapping[str, str]) -> None:
+def _create_or_extend(engine: Engine, table: Table, legacy_mappings: Mapping[str, str], create: bool) -> None:
     with write_transaction(engine) as conn:
         have = _column_names(conn, table.schema)
         if have is None:
-            table.create(conn)
+            if create:
+                table.create(conn)
             return
         if MAPPING not in have:  # a table of the version before ``mapping``: add it to the key
             every = have | {c.name for c in table.c}  # the rebuilt table keeps every seg_ column
@@ -163,21 +164,28 @@ def _create_or_extend(engine: Engine, table: Table, legacy_mappings: Mapping[str
 
 
 def ensure_segments_table(
-    engine: Engine, schema: str | None, names: Sequence[str], legacy_mappings: Mapping[str, str] | None = None
+    engine: Engine,
+    schema: str | None,
+    names: Sequence[str],
+    legacy_mappings: Mapping[str, str] | None = None,
+    *,
+    create: bool = True,
 ) -> Table:
     """Create ``ctxprec_segments`` if missing and add the ``seg_`` columns of ``names`` it lacks
     (once per engine and set of names); returns the declaration for ``names``. A table written
     before ``mapping`` existed gets it (``migrate.add_key_columns``, ``legacy_mappings`` as for
-    the scores: metric -> the fingerprint its old rows were read with)."""
+    the scores: metric -> the fingerprint its old rows were read with). ``create=False`` (a run
+    without segments): only bring an existing table up to date — its readers filter by the
+    scoring key, ``mapping`` included."""
     table = segments_table(schema, names)
     cache_key = (schema, tuple(sorted(set(names))))
     done = _ensured.setdefault(engine, set())
     if cache_key in done:
         return table
     try:
-        _create_or_extend(engine, table, legacy_mappings or {})
+        _create_or_extend(engine, table, legacy_mappings or {}, create)
     except DBAPIError:  # another worker created or extended it between our look and our DDL
-        _create_or_extend(engine, table, legacy_mappings or {})
+        _create_or_extend(engine, table, legacy_mappings or {}, create)
     done.add(cache_key)
     return table
 
