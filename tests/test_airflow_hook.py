@@ -219,6 +219,7 @@ def test_unmapped_operator_scores_a_whole_partition(probes: dict[str, Any]) -> N
         "rows_unpartitioned",
         "rows_without_id",
         "source_table",
+        "mapping",
         "sample_rate",
         "rows_sampled",
     }  # counts and figures, never rows

@@ -48,9 +48,9 @@ def test_a_scored_empty_day_is_called_empty(url):
     with eng.begin() as conn:  # the run happened and found nothing in the source
         conn.execute(
             sa.text(
-                "INSERT INTO ctxprec_runs (run_id, partition_key, metric, source_table, status, rows_total, rows_scored,"
-                " rows_cached, rows_failed, judge_model, prompt_version) VALUES ('r-empty', '2026-11-27',"
-                " 'contextual_precision', 'retrieval_logs', 'succeeded', 0, 0, 0, 0, :judge, :prompt)"
+                "INSERT INTO ctxprec_runs (run_id, partition_key, metric, source_table, mapping, status, rows_total,"
+                " rows_scored, rows_cached, rows_failed, judge_model, prompt_version) VALUES ('r-empty', '2026-11-27',"
+                " 'contextual_precision', 'retrieval_logs', 'default', 'succeeded', 0, 0, 0, 0, :judge, :prompt)"
             ),
             {"judge": JUDGE, "prompt": PROMPT},
         )

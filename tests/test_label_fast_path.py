@@ -157,7 +157,7 @@ def test_json_text_is_stored_as_the_json_it_holds(native, tmp_path) -> None:
 
     def row(log_id: str, v) -> dict:
         return {
-            "log_id": log_id, "partition_key": DAY, "metric": "m", "source_table": "s", "score": 1.0,
+            "log_id": log_id, "partition_key": DAY, "metric": "m", "source_table": "s", "mapping": "default", "score": 1.0,
             "success": True, "threshold": 0.5, "verdicts": v, "reason": "r", "judge_model": "j",
             "prompt_version": "p", "run_id": "run", "scored_at": datetime(2026, 11, 28, tzinfo=UTC),
         }  # fmt: skip

@@ -714,12 +714,16 @@ def test_output_tables_of_the_previous_version_are_migrated_in_place(warehouse_u
     assert runs["old-run"] == "my_logs" and runs[summary.run_id] == "my_logs"
     insp = sa.inspect(engine)
     for table, key in (
-        ("ctxprec_scores", ["log_id", "metric", "judge_model", "prompt_version", "source_table"]),
-        ("ctxprec_failures", ["log_id", "metric", "judge_model", "prompt_version", "source_table"]),
-        ("ctxprec_runs", ["run_id", "partition_key", "metric", "source_table"]),
+        ("ctxprec_scores", ["log_id", "metric", "judge_model", "prompt_version", "source_table", "mapping"]),
+        ("ctxprec_failures", ["log_id", "metric", "judge_model", "prompt_version", "source_table", "mapping"]),
+        ("ctxprec_runs", ["run_id", "partition_key", "metric", "source_table", "mapping"]),
     ):
         assert insp.get_pk_constraint(table)["constrained_columns"] == key, table
-        assert {c["name"]: c["nullable"] for c in insp.get_columns(table)}["source_table"] is False
+        nullable = {c["name"]: c["nullable"] for c in insp.get_columns(table)}
+        assert nullable["source_table"] is False and nullable["mapping"] is False
+    # the old rows count as the default mapping's (no mapping configured), as this run's rows do
+    assert query(warehouse_url, "SELECT DISTINCT mapping FROM ctxprec_scores") == [("default",)]
+    assert query(warehouse_url, "SELECT DISTINCT mapping FROM ctxprec_runs") == [("default",)]
     assert "ix_ctxprec_scores_partition" in {i["name"] for i in insp.get_indexes("ctxprec_scores")}
     # another table with the same ids gets its own scores: id 1, scored for my_logs before the
     # migration, is judged for other_logs (ids 2, 3: identical texts, verdicts from the judgment cache)

@@ -30,7 +30,7 @@ NOW = datetime(2026, 11, 29, 1, 2, 3, tzinfo=UTC)
 COPIED = (
     "partition_key, metric, score, success, threshold, verdicts, reason, judge_model, prompt_version, "
     "prompt_tokens, completion_tokens, cost, run_id, scored_at, judge_calls, cached_nodes, chunk_index, "
-    "source_table"
+    "source_table, mapping"
 )
 KEY = ScoringKey("contextual_precision", "judge-x", "v1", "retrieval_logs")
 
@@ -41,6 +41,7 @@ def score_row(log_id: str, score: float = 0.5, run: str = "r1") -> dict:
         "partition_key": "2026-11-28",
         "metric": KEY.metric,
         "source_table": KEY.source_table,
+        "mapping": "default",
         "score": score,
         "success": score >= 0.5,
         "threshold": 0.5,
@@ -185,6 +186,7 @@ def test_write_chunk_is_idempotent_and_clears_failures_on_postgres(pg):
         "partition_key": "2026-11-28",
         "metric": KEY.metric,
         "source_table": KEY.source_table,
+        "mapping": "default",
         "judge_model": KEY.judge_model,
         "prompt_version": KEY.prompt_version,
         "error_type": "judge_error",

@@ -72,6 +72,7 @@ def score_row(log_id: str, score: float, run: str = "r1", pv: str = "v1") -> dic
         "partition_key": "2026-11-28",
         "metric": "contextual_precision",
         "source_table": "retrieval_logs",
+        "mapping": "default",
         "score": score,
         "success": score >= 0.5,
         "threshold": 0.5,
@@ -102,7 +103,7 @@ def test_output_tables_have_the_design_columns(engine):
         have = [c["name"] for c in insp.get_columns(table)]
         assert set(cols) <= set(have), (table, set(cols) - set(have))
     pk = insp.get_pk_constraint("ctxprec_scores")["constrained_columns"]
-    assert pk == ["log_id", "metric", "judge_model", "prompt_version", "source_table"]
+    assert pk == ["log_id", "metric", "judge_model", "prompt_version", "source_table", "mapping"]
     score_type = {c["name"]: c["type"] for c in insp.get_columns("ctxprec_scores")}["score"]
     if engine.dialect.name == "postgresql":
         assert isinstance(score_type, sa.Float) and "DOUBLE" in str(score_type).upper()

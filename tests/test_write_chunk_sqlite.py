@@ -18,6 +18,7 @@ OTHER = ScoringKey("contextual_precision", "judge-b", "v1", "logs")  # another j
 def _score(log_id: str, key: ScoringKey) -> dict:
     return {
         "log_id": log_id, "partition_key": "2026-11-28", "metric": key.metric, "source_table": key.source_table,
+        "mapping": key.mapping or "default",
         "score": 1.0, "success": True, "threshold": 0.5, "verdicts": [], "reason": "r",
         "judge_model": key.judge_model, "prompt_version": key.prompt_version, "run_id": "run", "scored_at": AT,
     }  # fmt: skip
@@ -26,6 +27,7 @@ def _score(log_id: str, key: ScoringKey) -> dict:
 def _failure(log_id: str, key: ScoringKey) -> dict:
     return {
         "log_id": log_id, "partition_key": "2026-11-28", "metric": key.metric, "source_table": key.source_table,
+        "mapping": key.mapping or "default",
         "judge_model": key.judge_model, "prompt_version": key.prompt_version, "error_type": "judge_error",
         "error_message": "boom", "attempts": 1, "run_id": "run", "failed_at": AT,
     }  # fmt: skip

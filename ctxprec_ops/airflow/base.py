@@ -187,6 +187,21 @@ class CtxPrecBaseOperator(LineageMixin, BaseOperator):
         except ValueError as exc:
             raise AirflowFailException(str(exc)) from None
 
+    def _recorded_mapping(self, settings: Settings, metric: str) -> str:
+        """The ``mapping`` this task's scores are recorded under: the fingerprint of its column
+        mapping (``columns`` or the metric's ``CTXPREC_*_COLUMNS``, ``pipeline.mapping``)."""
+        from ..pipeline import PipelineConfig
+        from ..pipeline.mapping import mapping_of
+
+        try:
+            config = PipelineConfig.from_settings(
+                settings, metric=metric, columns=columns_value(self.columns),
+                source_format=self.source_format or None, stage=self.stage or None,
+            )  # fmt: skip
+        except (TypeError, ValueError) as exc:
+            raise AirflowFailException(f"invalid ctxprec settings: {redact(str(exc))}") from None
+        return mapping_of(config)
+
     def _warehouse_hook(self) -> CtxPrecWarehouseHook:
         return CtxPrecWarehouseHook(warehouse_conn_id=self.warehouse_conn_id, warehouse_url=self.warehouse_url)
 

@@ -127,6 +127,7 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
             key,
             metric=metric,
             source_table=self._source_table_name(settings, metric),
+            mapping=self._recorded_mapping(settings, metric),
             min_mean=settings.min_mean if min_mean is None else min_mean,
             min_pass_rate=settings.min_pass_rate if min_pass_rate is None else min_pass_rate,
             min_drop=0.05 if min_drop is None else min_drop,

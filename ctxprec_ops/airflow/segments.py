@@ -42,6 +42,7 @@ def segment_alerts(op: Any, engine: Any, key: str, metric: str, result: Any, by:
             return check_segments(
                 engine, key, col, metric=metric, rules=result.rules,
                 judge_model=pop.judge_model, prompt_version=pop.prompt_version, source_table=pop.source_table,
+                mapping=pop.mapping,
             )  # fmt: skip
         except SegmentError as exc:  # not recorded for this population: say so, check the others
             op.log.warning("%s", exc)

@@ -30,6 +30,7 @@ __all__ = [
     "traces_of",
     "metric_of",
     "columns_of",
+    "mapping_of_args",
     "settings",
     "check_partition",
     "check_warehouse",
@@ -101,6 +102,18 @@ def columns_of(args: argparse.Namespace) -> dict[str, str]:
     try:
         return parse_column_flags(getattr(args, "column", None))
     except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def mapping_of_args(args: argparse.Namespace) -> str:
+    """The fingerprint of the column mapping configured for the readers (``CTXPREC_*_COLUMNS``,
+    ``--column`` on top): the scores read with it are the ones compared, as the configured input
+    table's are (``pipeline.mapping``)."""
+    from ..pipeline.mapping import configured_mapping
+
+    try:
+        return configured_mapping(metric_of(args), settings(), columns_of(args))
+    except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
 
 

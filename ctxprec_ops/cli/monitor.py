@@ -13,6 +13,7 @@ from ..errors import IdentifierError
 from ..pipeline.columns import merge_columns
 from ._args import RAW, UsageError, add_columns, add_metric, check_warehouse, columns_of, guarded, metric_of, settings
 from ._args import check_partition as check_partition_key
+from ._args import mapping_of_args as _mapping
 from ._common import EXIT_ALERT, EXIT_OK, err_console
 from ._render import stdout_console
 from .commands import COMMANDS
@@ -112,6 +113,7 @@ def add_population_flags(p: argparse.ArgumentParser) -> None:
         "reads the worst cases' texts there); default: the metric's input table, "
         "CTXPREC_SOURCE_TABLE / CTXPREC_CONVERSATION_TABLE or retrieval_logs / conversation_logs",
     )
+    add_columns(p)  # the column mapping is part of whose scores: the configured one's are compared
 
 
 def population_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -121,6 +123,7 @@ def population_args(args: argparse.Namespace) -> dict[str, Any]:
         "judge_model": args.judge_model,
         "prompt_version": args.prompt_version,
         "source_table": _source_table(args),
+        "mapping": _mapping(args),
     }
 
 
@@ -299,7 +302,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--worst", type=_positive, default=10, metavar="N", help="worst cases to show (default: %(default)s)"
     )
-    add_columns(p)
     _add_by(p)
     g = p.add_argument_group("comparison table (as ctxprec compare)")
     g.add_argument("--compare-by", metavar="COL", help="segment column holding the versions to compare")
@@ -323,7 +325,7 @@ def run_trend(args: argparse.Namespace) -> int:
         check_partition_key(args.end)
     df = load_trend(url, metric=args.metric, days=args.days, end=args.end, rules=rules,
                     judge_model=args.judge_model, prompt_version=args.prompt_version,
-                    source_table=_source_table(args))  # fmt: skip
+                    source_table=_source_table(args), mapping=_mapping(args))  # fmt: skip
     console = stdout_console()
     if df.empty:
         console.print(f"no {args.metric} partitions in {display_url(url)} yet", markup=False)
@@ -364,7 +366,7 @@ def run_check(args: argparse.Namespace) -> int:
         min_drop=rules.min_drop, alpha=rules.alpha, baseline_partitions=rules.baseline_partitions,
         volume_ratio=rules.volume_ratio, max_failure_rate=rules.max_failure_rate,
         judge_model=args.judge_model, prompt_version=args.prompt_version, source_table=_source_table(args),
-        exclude_regressions_from_baseline=rules.exclude_regressions_from_baseline,
+        mapping=_mapping(args), exclude_regressions_from_baseline=rules.exclude_regressions_from_baseline,
     )  # fmt: skip
     try:
         sinks = sinks_from_env(webhook=args.webhook, email_to=args.email_to)
@@ -436,7 +438,8 @@ def run_report(args: argparse.Namespace) -> int:
         }  # fmt: skip
     path = render_report(
         url, out, metric=kind.name, days=args.days, end=args.end, rules=rules, worst=args.worst,
-        source_table=source, columns=columns, judge_model=args.judge_model, prompt_version=args.prompt_version,
+        source_table=source, mapping=_mapping(args), columns=columns, judge_model=args.judge_model,
+        prompt_version=args.prompt_version,
         by=args.by or (), min_rows=args.min_rows, comparison=comparison,
     )  # fmt: skip
     stdout_console().print(f"wrote {path}", markup=False, highlight=False)

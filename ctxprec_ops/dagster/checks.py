@@ -141,6 +141,7 @@ def _add_segment_alerts(context: AssetCheckExecutionContext, result: CheckResult
             seg = check_segments(
                 warehouse.url, result.partition_key, col, metric=result.metric, rules=result.rules,
                 judge_model=pop.judge_model, prompt_version=pop.prompt_version, source_table=pop.source_table,
+                mapping=pop.mapping,
             )  # fmt: skip
         except SegmentError as exc:  # not recorded (yet) for this population: say so, check the rest
             context.log.warning(str(exc))
@@ -202,6 +203,7 @@ def build_score_checks(
             partition_key,
             metric=metric,
             source_table=warehouse.recorded_table_for(metric),
+            mapping=warehouse.recorded_mapping_for(metric),
             **thresholds.rule_kwargs(),
         )
         context.log.info(result.summary())

@@ -95,6 +95,19 @@ class WarehouseResource(ConfigurableResource):
         name = source_table_name(self.table_for(metric), None)
         return recorded_source(name, self.stage) if self._spans(metric) else name
 
+    def recorded_mapping_for(self, metric: str) -> str:
+        """The ``mapping`` a metric's scores are recorded under: the fingerprint of its column
+        mapping (``pipeline.mapping``)."""
+        from ctxprec_ops.pipeline import PipelineConfig
+        from ctxprec_ops.pipeline.mapping import mapping_of
+
+        columns = self.columns_for(metric) or None
+        return mapping_of(
+            PipelineConfig(
+                metric=metric, source_table=self.table_for(metric), columns=columns, **self.traces_for(metric)
+            )
+        )
+
     def display_url(self) -> str:
         """The URL with any password masked: safe for logs and metadata."""
         return display_url(self.url)

@@ -60,6 +60,7 @@ class CheckResult:
             "judge_model": self.population.judge_model if self.population else None,
             "prompt_version": self.population.prompt_version if self.population else None,
             "source_table": self.population.source_table if self.population else None,
+            "mapping": self.population.mapping if self.population else None,
             "fired": self.fired,
             "figures": self.figures.to_dict(),
             "baseline": self.baseline.to_dict(),
@@ -157,6 +158,12 @@ def _no_population_note(history: History, partition_key: str) -> str:
     if not known:
         return f"no scores at all for metric {history.metric} in this warehouse"
     span = known[0] if len(known) == 1 else f"{known[0]}..{known[-1]}"
+    if known[0] <= partition_key:  # rows on or before it exist: of another scoring configuration
+        return (
+            f"{partition_key} has no {history.metric} scores of this population, nor does any day before it: "
+            f"the warehouse's {history.metric} partitions {span} were scored under another judge model, prompt "
+            "version, input table or column mapping (--judge-model, --prompt-version, --source-table, --column)"
+        )
     return (
         f"{partition_key} has no {history.metric} scores, nor does any day before it "
         f"(the warehouse has {history.metric} partitions {span})"
@@ -204,12 +211,15 @@ def check_partition(
     judge_model: str | None = None,
     prompt_version: str | None = None,
     source_table: str | None = None,
+    mapping: str | None = None,
     exclude_regressions_from_baseline: bool = True,
 ) -> CheckResult:
     """Check one partition against the rules (see ``alerts``) and its trailing baseline.
 
     The population defaults to the most recent (source_table, judge_model, prompt_version) of
-    the partition; pass ``source_table`` (``schema.table`` as scored) to check one input table.
+    the partition; pass ``source_table`` (``schema.table`` as scored) to check one input table,
+    ``mapping`` (a column mapping's fingerprint, ``pipeline.mapping``) to check the scores read
+    with one column mapping.
     A partition with no rows at all is still checked (volume rule).
     """
     parse_partition_key(partition_key)
@@ -238,5 +248,6 @@ def check_partition(
             judge_model=judge_model,
             prompt_version=prompt_version,
             source_table=source_table,
+            mapping=mapping,
         )
     return check_history(history, partition_key, rules)

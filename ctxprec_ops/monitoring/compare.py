@@ -123,6 +123,7 @@ class Comparison:
             "judge_model": pop.judge_model if pop else None,
             "prompt_version": pop.prompt_version if pop else None,
             "source_table": pop.source_table if pop else None,
+            "mapping": pop.mapping if pop else None,
             "partitions": [self.partitions[0], self.partitions[-1]],
             "by": self.by,
             "baseline": self.baseline_value,
@@ -284,6 +285,7 @@ def compare(
     judge_model: str | None = None,
     prompt_version: str | None = None,
     source_table: str | None = None,
+    mapping: str | None = None,
 ) -> Comparison:
     """Compare the ``candidate`` value of segment column ``by`` with the ``baseline`` value (None:
     the ``(null)`` segment) over the partitions ``partition..until`` (see the module's notes)."""
@@ -303,7 +305,7 @@ def compare(
     with engine_scope(engine_or_url) as engine:
         history = load_history(
             engine, metric, up_to=end, population_partition=end,
-            judge_model=judge_model, prompt_version=prompt_version, source_table=source_table,
+            judge_model=judge_model, prompt_version=prompt_version, source_table=source_table, mapping=mapping,
         )  # fmt: skip
         pop = history.population
         with engine.connect() as conn:

@@ -283,6 +283,7 @@ def load_history(
     judge_model: str | None = None,
     prompt_version: str | None = None,
     source_table: str | None = None,
+    mapping: str | None = None,
     lookback: int | None = None,
 ) -> History:
     """Load the partitions ``keys`` plus the baselines (previous partitions) of ``baseline_for``.
@@ -303,6 +304,7 @@ def load_history(
             judge_model=judge_model,
             prompt_version=prompt_version,
             source_table=source_table,
+            mapping=mapping,
         )
         scored_keys = sorted(_grouped_keys(conn, tables.scores, [pop.where(tables.scores)])) if pop else []
         seen_in = pop.source_table if pop is not None else (source_table if tables.source_keyed else None)

@@ -25,6 +25,7 @@ from sqlalchemy.engine import Engine
 
 from ..secrets import redact_url
 from ..warehouse.engine import get_engine
+from ..warehouse.migrate import DEFAULT_MAPPING
 from ..warehouse.schema import ExistingTables
 from ..warehouse.store import ScoringKey
 
@@ -50,8 +51,8 @@ def engine_scope(engine_or_url: Engine | str) -> Iterator[Engine]:
 
 def key_fields(tables: ExistingTables) -> list[str]:
     """The ``ScoringKey`` fields that are columns of the scores table as it exists (``source_table``
-    only when the table has it: tables of an older version may not)."""
-    have = {c.name for c in tables.scores.c}
+    and ``mapping`` only when the table has them: tables of an older version may not)."""
+    have = tables.scores_columns or {c.name for c in tables.scores.c}
     out = []
     for f in dataclasses.fields(ScoringKey):
         if f.name not in have or (f.name == "source_table" and not tables.source_keyed):
@@ -62,16 +63,21 @@ def key_fields(tables: ExistingTables) -> list[str]:
 
 @dataclass(frozen=True)
 class Population:
-    """The scoring key whose scores are compared (``source_table`` None: any input table, for
-    output tables written before the column existed)."""
+    """The scoring key whose scores are compared (``source_table`` / ``mapping`` None: any input
+    table / column mapping, for output tables written before the column existed)."""
 
     key: ScoringKey
 
     @classmethod
     def of(
-        cls, metric: str, judge_model: str | None, prompt_version: str | None, source_table: str | None = None
+        cls,
+        metric: str,
+        judge_model: str | None,
+        prompt_version: str | None,
+        source_table: str | None = None,
+        mapping: str | None = None,
     ) -> Population:
-        return cls(ScoringKey(metric, judge_model, prompt_version, source_table))  # type: ignore[arg-type]
+        return cls(ScoringKey(metric, judge_model, prompt_version, source_table, mapping))  # type: ignore[arg-type]
 
     @property
     def metric(self) -> str:
@@ -89,13 +95,19 @@ class Population:
     def source_table(self) -> str | None:
         return self.key.source_table
 
+    @property
+    def mapping(self) -> str | None:
+        """The fingerprint of the column mapping the scores were read with (``pipeline.mapping``)."""
+        return self.key.mapping
+
     def where(self, table: sa.Table) -> sa.ColumnElement[bool]:
         """This population's rows of ``table`` (scores, failures, runs, segments): the key's filter."""
         return self.key.where(table)
 
     def label(self) -> str:
         table = f" of {self.source_table}" if self.source_table else ""
-        return f"{self.judge_model or '?'} / prompt {self.prompt_version or '?'}{table}"
+        mapped = f" (column mapping {self.mapping})" if self.mapping and self.mapping != DEFAULT_MAPPING else ""
+        return f"{self.judge_model or '?'} / prompt {self.prompt_version or '?'}{table}{mapped}"
 
 
 def resolve_population(
@@ -108,13 +120,16 @@ def resolve_population(
     judge_model: str | None = None,
     prompt_version: str | None = None,
     source_table: str | None = None,
+    mapping: str | None = None,
 ) -> Population | None:
     """The population of the most recently scored row matching the given constraints (None: no
-    rows). ``source_table`` is ignored on output tables written before the column existed."""
+    rows). ``source_table`` and ``mapping`` (a column mapping's fingerprint, ``pipeline.mapping``)
+    are ignored on output tables written before the column existed."""
     t = tables.scores
     names = key_fields(tables)
     given: dict[str, Any] = {"metric": metric, "judge_model": judge_model, "prompt_version": prompt_version}
     given["source_table"] = source_table if "source_table" in names else None
+    given["mapping"] = mapping if "mapping" in names else None
     base = [t.c[name] == value for name, value in given.items() if value is not None and name in names]
     attempts = []
     if partition_key is not None:
@@ -134,5 +149,5 @@ def resolve_population(
             values.update(zip(names, row))
             return Population(ScoringKey(**values))
     if judge_model is not None or prompt_version is not None:  # explicit, even with no rows yet
-        return Population.of(metric, judge_model, prompt_version, given["source_table"])
+        return Population.of(metric, judge_model, prompt_version, given["source_table"], given["mapping"])
     return None

@@ -229,6 +229,7 @@ def render_report(
     min_pass_rate: float | None = None,
     worst: int = 10,
     source_table: str | None = None,
+    mapping: str | None = None,
     columns: Mapping[str, str] | None = None,
     judge_model: str | None = None,
     prompt_version: str | None = None,
@@ -249,7 +250,8 @@ def render_report(
     cases' texts come from ``source_table`` (default: the input table of the most recent score,
     else the metric's default table) read through ``columns`` (logical name -> column, as for
     scoring). ``source_table`` also chooses whose scores are reported (two input tables are
-    different populations).
+    different populations), and so does ``mapping`` (the fingerprint of the column mapping they
+    were read with, ``pipeline.mapping``; default: that of the most recent score).
     """
     rules = rules or AlertRules(min_mean=min_mean, min_pass_rate=min_pass_rate)
     out = Path(out_path)
@@ -262,7 +264,7 @@ def render_report(
     with engine_scope(engine_or_url) as engine:
         history, results = trend_results(
             engine, metric=metric, days=days, end=end, rules=rules,
-            judge_model=judge_model, prompt_version=prompt_version, source_table=source_table,
+            judge_model=judge_model, prompt_version=prompt_version, source_table=source_table, mapping=mapping,
         )  # fmt: skip
         scored = [r.partition_key for r in results if r.figures.summary.n]
         worst_partition = scored[-1] if scored else None
@@ -286,7 +288,11 @@ def render_report(
 
             comparison = {"partition": worst_partition, **{k: v for k, v in comparison.items() if v is not None}}
             pop = history.population  # the report's population, whatever the comparison's range
-            who: dict[str, Any] = {"judge_model": pop.judge_model, "prompt_version": pop.prompt_version} if pop else {}
+            who: dict[str, Any] = (
+                {"judge_model": pop.judge_model, "prompt_version": pop.prompt_version, "mapping": pop.mapping}
+                if pop
+                else {}
+            )
             cmp = compare(engine, metric=metric, source_table=source_table, **who, **comparison)
         ctx = report_context(
             history, results, rules, worst_cases=cases, worst_partition=worst_partition,

@@ -261,6 +261,7 @@ def check_segments(
     judge_model: str | None = None,
     prompt_version: str | None = None,
     source_table: str | None = None,
+    mapping: str | None = None,
 ) -> SegmentCheck:
     """Check every value of segment column ``by`` on one partition (see the module's rules)."""
     parse_partition_key(partition_key)
@@ -270,7 +271,7 @@ def check_segments(
     with engine_scope(engine_or_url) as engine:
         history = load_history(
             engine, metric, population_partition=partition_key, up_to=partition_key,
-            judge_model=judge_model, prompt_version=prompt_version, source_table=source_table,
+            judge_model=judge_model, prompt_version=prompt_version, source_table=source_table, mapping=mapping,
         )  # fmt: skip
         return segment_checks(engine, history, by, [partition_key], rules, min_rows=min_rows)[0]
 
@@ -287,6 +288,7 @@ def segment_trend(
     judge_model: str | None = None,
     prompt_version: str | None = None,
     source_table: str | None = None,
+    mapping: str | None = None,
 ) -> list[SegmentCheck]:
     """``check_segments`` for every day of the trend window (as ``trend_results`` chooses it)."""
     if days < 1:
@@ -297,7 +299,7 @@ def segment_trend(
     with engine_scope(engine_or_url) as engine:
         index = load_history(
             engine, metric, up_to=end, judge_model=judge_model, prompt_version=prompt_version,
-            source_table=source_table,
+            source_table=source_table, mapping=mapping,
         )  # fmt: skip
         known = sorted(set(index.seen_keys) | set(index.scored_keys))
         if not known:

@@ -39,6 +39,7 @@ def trend_results(
     judge_model: str | None = None,
     prompt_version: str | None = None,
     source_table: str | None = None,
+    mapping: str | None = None,
 ) -> tuple[History, list[CheckResult]]:
     """Check every day of the window; return the loaded history and one result per day (oldest first)."""
     if days < 1:
@@ -48,7 +49,13 @@ def trend_results(
     rules = rules or AlertRules()
     with engine_scope(engine_or_url) as engine:
         index = load_history(
-            engine, metric, up_to=end, judge_model=judge_model, prompt_version=prompt_version, source_table=source_table
+            engine,
+            metric,
+            up_to=end,
+            judge_model=judge_model,
+            prompt_version=prompt_version,
+            source_table=source_table,
+            mapping=mapping,
         )
         known = sorted(set(index.seen_keys) | set(index.scored_keys))
         if end is None:
@@ -117,15 +124,17 @@ def load_trend(
     judge_model: str | None = None,
     prompt_version: str | None = None,
     source_table: str | None = None,
+    mapping: str | None = None,
 ) -> pd.DataFrame:
     """Per-partition figures and alerts of the last ``days`` days, as a DataFrame.
 
-    ``df.attrs`` holds ``metric``, ``judge_model``, ``prompt_version`` and ``source_table`` (the
-    population; ``source_table=None``: the input table of the most recent score).
+    ``df.attrs`` holds ``metric``, ``judge_model``, ``prompt_version``, ``source_table`` and
+    ``mapping`` (the population; ``source_table=None`` / ``mapping=None``: the input table / column
+    mapping of the most recent score).
     """
     history, results = trend_results(
         engine_or_url, metric=metric, days=days, end=end, rules=rules,
-        judge_model=judge_model, prompt_version=prompt_version, source_table=source_table,
+        judge_model=judge_model, prompt_version=prompt_version, source_table=source_table, mapping=mapping,
     )  # fmt: skip
     df = results_frame(results)
     pop = history.population
@@ -134,6 +143,7 @@ def load_trend(
         judge_model=pop.judge_model if pop else None,
         prompt_version=pop.prompt_version if pop else None,
         source_table=pop.source_table if pop else None,
+        mapping=pop.mapping if pop else None,
     )
     return df
 

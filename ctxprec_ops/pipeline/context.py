@@ -22,6 +22,7 @@ from ..warehouse.source import SourceTable, SourceTableError, reflect_source
 from ..warehouse.store import ScoringKey
 from .config import PipelineConfig
 from .formats import SPAN_FORMATS, RowsReader, SourceReader, make_reader
+from .mapping import DEFAULT_MAPPING, mapping_of
 
 __all__ = ["PipelineContext", "prepare", "check_key_fits", "scoring_key", "with_segments"]
 
@@ -103,6 +104,22 @@ def legacy_sources(config: PipelineConfig) -> dict[str, str]:
     return out
 
 
+def legacy_mappings(config: PipelineConfig) -> dict[str, str]:
+    """metric -> mapping fingerprint, for output rows written before ``mapping`` existed: this
+    config's mapping for its metric, the configured (else default) mapping for the others
+    (``warehouse/migrate.py`` says why)."""
+    from .kinds import METRIC_KINDS
+
+    out = {}
+    for name in METRIC_KINDS:
+        try:
+            out[name] = mapping_of(PipelineConfig.from_settings(metric=name))
+        except Exception:  # a bad variable elsewhere must not block scoring with an explicit config
+            out[name] = DEFAULT_MAPPING
+    out[config.metric] = mapping_of(config)
+    return out
+
+
 def source_table_name(table: str, schema: str | None) -> str:
     """The name recorded in ``source_table``: ``schema.table`` or ``table`` (as ``SourceTable.name``)."""
     schema, name = split_table_name(table, schema, "source table name")
@@ -110,12 +127,14 @@ def source_table_name(table: str, schema: str | None) -> str:
 
 
 def scoring_key(metric: BaseRetrievalMetric, source_name: str, config: PipelineConfig) -> ScoringKey:
-    """What identifies a score of this run: metric, judge model, prompt version, input table —
-    the one place the key is built. The segment columns (``config.segments``) are part of the
-    identity too: a score counts as done for this configuration only when its segment row was
-    recorded with exactly these columns (``intake``), so a changed list re-scores (the judgment
-    cache answers every node already judged)."""
-    return ScoringKey(metric.metric_name, metric.evaluation_model, metric.prompt_version, source_name)
+    """What identifies a score of this run: metric, judge model, prompt version, input table and
+    column mapping (``pipeline.mapping``) — the one place the key is built. The segment columns
+    (``config.segments``) are part of the identity too: a score counts as done for this
+    configuration only when its segment row was recorded with exactly these columns (``intake``),
+    so a changed list re-scores (the judgment cache answers every node already judged)."""
+    return ScoringKey(
+        metric.metric_name, metric.evaluation_model, metric.prompt_version, source_name, mapping_of(config)
+    )
 
 
 def with_segments(source: SourceTable, segments: tuple[str, ...]) -> SourceTable:
@@ -163,9 +182,10 @@ def prepare(config: PipelineConfig) -> PipelineContext:
             config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key, timeout=config.judge_timeout
         )
     metric = config.kind.build(config, judge)
-    tables = ensure_output_tables(engine, config.output_schema, legacy_sources=legacy_sources(config))
-    if segments:
-        ensure_segments_table(engine, config.output_schema, segments)
+    old = legacy_mappings(config)
+    tables = ensure_output_tables(engine, config.output_schema, legacy_sources(config), old)
+    # without segments: only an existing ctxprec_segments is brought up to date (mapping)
+    ensure_segments_table(engine, config.output_schema, segments, old, create=bool(segments))
     check_output_writable(engine, tables)  # before any judge call: a missing grant fails now, not after paying
     key = scoring_key(metric, reader.name, config)
     check_key_fits(tables, key)

@@ -38,6 +38,7 @@ from ..warehouse.source import parse_partition_key, reflect_source
 from ..warehouse.store import ScoringKey, load_judgments, scored_ids
 from . import PipelineConfig
 from .formats import SPAN_FORMATS, make_reader
+from .mapping import mapping_of
 from .plan import iter_chunk_rows
 
 __all__ = [
@@ -150,10 +151,15 @@ def estimate_partition(
     existing = set(inspect(engine).get_table_names(schema=config.output_schema))
     tables = output_tables(config.output_schema)
     # scores of this input table (tables written before source_table existed: of any table)
-    keyed_by_table = SCORES in existing and "source_table" in {
-        c["name"] for c in inspect(engine).get_columns(SCORES, schema=config.output_schema)
-    }
-    key = ScoringKey(metric.metric_name, model, version, reader.name if keyed_by_table else None)
+    have = (
+        {c["name"] for c in inspect(engine).get_columns(SCORES, schema=config.output_schema)}
+        if SCORES in existing
+        else set()
+    )
+    keyed_by_table = "source_table" in have
+    # and of this column mapping (tables written before mapping existed: of any)
+    mapping = mapping_of(config) if "mapping" in have else None
+    key = ScoringKey(metric.metric_name, model, version, reader.name if keyed_by_table else None, mapping)
     prompt_tokens = 0
 
     for _chunk, rows in iter_chunk_rows(engine, src, partition_key, config.chunk_size, config.sample, reader):

@@ -127,6 +127,7 @@ def finalize_run(
         rows_unpartitioned=unpartitioned,
         rows_without_id=without_id,
         source_table=key.source_table,
+        mapping=key.mapping,
         sample_rate=float(sample.rate),
         rows_sampled=rows_sampled,
         mean_score=figures["mean_score"],
@@ -176,6 +177,7 @@ def run_row(
         judge_model=ctx.key.judge_model,
         prompt_version=ctx.key.prompt_version,
         source_table=ctx.key.source_table,
+        mapping=ctx.key.mapping,
         started_at=started_at,
         threshold=ctx.metric.threshold,
     )

@@ -73,6 +73,7 @@ def _failure(
         "partition_key": pk,
         "metric": key.metric,
         "source_table": key.source_table,
+        "mapping": key.mapping,
         "judge_model": key.judge_model,
         "prompt_version": key.prompt_version,
         "error_type": error_type,

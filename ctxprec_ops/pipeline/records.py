@@ -165,6 +165,8 @@ class RunSummary:
     rows_without_id: int = 0
     #: the input table the run read (``schema.table`` as configured): part of the run's identity
     source_table: str | None = None
+    #: the fingerprint of the column mapping it read the table with (``pipeline.mapping``)
+    mapping: str | None = None
     #: the run's sampling rate; ``rows_sampled`` rows of the partition's ``rows_total`` were in the
     #: sample (all of them at rate 1 without ``max_rows``)
     sample_rate: float = 1.0

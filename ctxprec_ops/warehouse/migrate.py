@@ -2,12 +2,17 @@
 
 - ``add_missing_columns``: a column the declaration has and the table lacks is added with
   ``ALTER TABLE ... ADD COLUMN`` (nullable, so existing rows keep their values and get NULL).
-- ``add_source_table_key``: ``source_table`` joined the primary keys of ``ctxprec_scores``,
-  ``ctxprec_failures`` and ``ctxprec_runs``. Existing rows keep the table they came from (the
-  input table their metric was configured with, ``legacy_sources``). PostgreSQL (and other
-  servers): add the column, fill it, make it NOT NULL, replace the primary key. SQLite cannot
-  change a primary key: the table is rebuilt (renamed aside, created anew, rows copied, old copy
-  dropped).
+- ``add_key_columns``: ``source_table``, then ``mapping`` joined the primary keys of
+  ``ctxprec_scores``, ``ctxprec_failures`` and ``ctxprec_runs`` (``mapping`` also that of
+  ``ctxprec_segments``). Existing rows keep the table they came from (the input table their
+  metric was configured with, ``legacy_sources``) and the column mapping it was read with: the
+  fingerprint of the mapping their metric is configured with now (``legacy_mappings``; the run
+  that migrates: its own; no configured mapping: ``default``, the default mapping's). That is a
+  deliberate assumption, as for ``source_table``: the version before recorded neither, and the
+  configuration in force when the tables are upgraded is the best witness of what wrote them.
+  PostgreSQL (and other servers): add the columns, fill them, make them NOT NULL, replace the
+  primary key. SQLite cannot change a primary key: the table is rebuilt (renamed aside, created
+  anew, rows copied, old copy dropped).
 - ``binary_judgment_keys``: ``ctxprec_judgments.key`` was 64 hex digits of text and is now the
   23 binary bytes of ``cache.judgment_key``. A key of the former shape (32 hex digits hashing the
   question, 32 hashing the node too) converts exactly: its first 7 bytes and its last 16, so the
@@ -31,7 +36,15 @@ from sqlalchemy.types import _Binary
 
 from ..judge.cache import KEY_BYTES, KEY_HEAD_BYTES
 
-__all__ = ["default_legacy_sources", "add_missing_columns", "add_source_table_key", "binary_judgment_keys"]
+__all__ = [
+    "default_legacy_sources",
+    "add_missing_columns",
+    "add_key_columns",
+    "binary_judgment_keys",
+    "MAPPING",
+    "DEFAULT_MAPPING",
+    "MAPPING_LENGTH",
+]
 
 
 def default_legacy_sources() -> dict[str, str]:
@@ -42,6 +55,14 @@ def default_legacy_sources() -> dict[str, str]:
 
 
 SOURCE_TABLE = "source_table"
+#: the column mapping's fingerprint (``pipeline.mapping.mapping_id``): part of a score's key
+MAPPING = "mapping"
+#: ``mapping`` of rows read with the default column mapping (and of old rows without a configured one)
+DEFAULT_MAPPING = "default"
+#: characters of a ``mapping`` value (16 hex digits of a sha256; short: keys must fit MySQL's 3,072 bytes)
+MAPPING_LENGTH = 16
+#: the key columns added after the first version, in the order they are filled
+KEY_COLUMNS = (SOURCE_TABLE, MAPPING)
 
 
 def _columns(conn: Connection, table: Table) -> set[str]:
@@ -62,56 +83,74 @@ def add_missing_columns(conn: Connection, table: Table) -> list[str]:
     return added
 
 
-def _source_of_metric(conn: Connection, legacy_sources: Mapping[str, str]) -> str:
-    """``CASE metric WHEN ... END`` SQL giving an old row's input table (literals are bound
-    safely by quoting them as SQL strings: they are validated identifiers anyway)."""
+def _by_metric(values: Mapping[str, str], default: str) -> str:
+    """``CASE metric WHEN ... END`` SQL giving an old row's value by its metric (literals are
+    bound safely by quoting them as SQL strings: they are validated identifiers or hex anyway)."""
 
     def q(value: str) -> str:
         return "'" + value.replace("'", "''") + "'"
 
-    default = q(next(iter(legacy_sources.values()), "retrieval_logs"))
-    if not legacy_sources:
-        return default
-    whens = " ".join(f"WHEN {q(m)} THEN {q(t)}" for m, t in sorted(legacy_sources.items()))
-    return f"CASE metric {whens} ELSE {default} END"
+    if not values:
+        return q(default)
+    whens = " ".join(f"WHEN {q(m)} THEN {q(t)}" for m, t in sorted(values.items()))
+    return f"CASE metric {whens} ELSE {q(default)} END"
 
 
-def add_source_table_key(conn: Connection, table: Table, legacy_sources: Mapping[str, str]) -> bool:
-    """Give an older ``table`` its ``source_table`` column and the current primary key; returns
-    whether anything was done."""
-    if SOURCE_TABLE not in table.c or SOURCE_TABLE in _columns(conn, table):
-        return False
+def _missing_keys(conn: Connection, table: Table) -> list[str]:
+    have = _columns(conn, table)
+    return [c for c in KEY_COLUMNS if c in table.c and c not in have]
+
+
+def add_key_columns(
+    conn: Connection,
+    table: Table,
+    legacy_sources: Mapping[str, str],
+    legacy_mappings: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Give an older ``table`` the key columns it lacks (``source_table``, ``mapping``), filled
+    for its rows by metric (``legacy_sources``: metric -> input table, the first one for other
+    metrics; ``legacy_mappings``: metric -> mapping fingerprint, ``DEFAULT_MAPPING`` for other
+    metrics), and the current primary key; returns the columns added."""
+    if not _missing_keys(conn, table):
+        return []
     prep = conn.dialect.identifier_preparer
     name = prep.format_table(table)
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(f"LOCK TABLE {name} IN ACCESS EXCLUSIVE MODE")
-        if SOURCE_TABLE in _columns(conn, table):  # a concurrent worker migrated it first
-            return False
-    fill = _source_of_metric(conn, legacy_sources)
+    missing = _missing_keys(conn, table)  # a concurrent worker may have migrated it first
+    if not missing:
+        return []
+    fills = {
+        SOURCE_TABLE: _by_metric(legacy_sources, next(iter(legacy_sources.values()), "retrieval_logs")),
+        MAPPING: _by_metric(legacy_mappings or {}, DEFAULT_MAPPING),
+    }
     if conn.dialect.name == "sqlite":
-        _rebuild_sqlite(conn, table, fill)
-        return True
+        _rebuild_sqlite(conn, table, {c: fills[c] for c in missing})
+        return missing
     new_pk = table.primary_key.name
     if not isinstance(new_pk, str):  # every ctxprec table names its key; the new one is re-created by name
         raise ValueError(f"cannot migrate {table.name}: its primary key constraint has no name")
-    col = prep.quote(SOURCE_TABLE)
     pk = inspect(conn).get_pk_constraint(table.name, schema=table.schema)
-    conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN {col} {table.c[SOURCE_TABLE].type.compile(conn.dialect)}")
-    conn.exec_driver_sql(f"UPDATE {name} SET {col} = {fill}")
-    conn.exec_driver_sql(f"ALTER TABLE {name} ALTER COLUMN {col} SET NOT NULL")
+    for column in missing:
+        col = prep.quote(column)
+        conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN {col} {table.c[column].type.compile(conn.dialect)}")
+        conn.exec_driver_sql(f"UPDATE {name} SET {col} = {fills[column]}")
+        conn.exec_driver_sql(f"ALTER TABLE {name} ALTER COLUMN {col} SET NOT NULL")
     old_pk = pk.get("name")
     if old_pk:
         conn.exec_driver_sql(f"ALTER TABLE {name} DROP CONSTRAINT {prep.quote(old_pk)}")
     key = ", ".join(prep.quote(c.name) for c in table.primary_key.columns)
     conn.exec_driver_sql(f"ALTER TABLE {name} ADD CONSTRAINT {prep.quote(new_pk)} PRIMARY KEY ({key})")
-    return True
+    return missing
 
 
-def _rebuild_sqlite(conn: Connection, table: Table, fill: str) -> None:
+def _rebuild_sqlite(conn: Connection, table: Table, fills: Mapping[str, str]) -> None:
+    """Rename ``table`` aside, create it anew, copy its rows (``fills``: column -> SQL value of
+    the columns it lacked), drop the old copy."""
     prep = conn.dialect.identifier_preparer
     schema_name = table.schema
     schema = f"{prep.quote(schema_name)}." if schema_name else ""
-    aside = f"{table.name}__before_source_table"
+    aside = f"{table.name}__before_key_columns"
     old_columns = [c["name"] for c in inspect(conn).get_columns(table.name, schema=table.schema)]
     index_names = (i.get("name") for i in inspect(conn).get_indexes(table.name, schema=table.schema))
     old_indexes = [n for n in index_names if n]
@@ -119,11 +158,11 @@ def _rebuild_sqlite(conn: Connection, table: Table, fill: str) -> None:
     for index in old_indexes:  # index names are per schema: free them for the new table
         conn.exec_driver_sql(f"DROP INDEX IF EXISTS {schema}{prep.quote(index)}")
     table.create(conn)
-    keep = [c for c in old_columns if c in table.c and c != SOURCE_TABLE]
-    cols = ", ".join(prep.quote(c) for c in keep)
+    keep = [c for c in old_columns if c in table.c and c not in fills]
+    cols = ", ".join([prep.quote(c) for c in keep] + [prep.quote(c) for c in fills])
+    values = ", ".join([prep.quote(c) for c in keep] + list(fills.values()))
     conn.exec_driver_sql(
-        f"INSERT INTO {schema}{prep.quote(table.name)} ({cols}, {prep.quote(SOURCE_TABLE)}) "
-        f"SELECT {cols}, {fill} FROM {schema}{prep.quote(aside)}"
+        f"INSERT INTO {schema}{prep.quote(table.name)} ({cols}) SELECT {values} FROM {schema}{prep.quote(aside)}"
     )
     conn.exec_driver_sql(f"DROP TABLE {schema}{prep.quote(aside)}")
 

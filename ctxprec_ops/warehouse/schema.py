@@ -3,16 +3,18 @@
 
 Keys (each is the primary key, so upserts can target it):
 
-- ``ctxprec_scores``: (log_id, metric, judge_model, prompt_version, source_table).
-- ``ctxprec_failures``: the same five columns. A failure belongs to one scoring configuration,
+- ``ctxprec_scores``: (log_id, metric, judge_model, prompt_version, source_table, mapping).
+- ``ctxprec_failures``: the same six columns. A failure belongs to one scoring configuration,
   exactly like a score, so "every input row ends in exactly one of scores or failures" holds per
   (metric, judge model, prompt version), and the successful re-run of that configuration deletes
   the failure record; a failure under judge A is not erased by a score from judge B.
-- ``ctxprec_runs``: (run_id, partition_key, metric, source_table): one row per partition run
-  (the same orchestrator run id may score two metrics, tables or partitions without collisions).
+- ``ctxprec_runs``: (run_id, partition_key, metric, source_table, mapping): one row per partition
+  run (the same orchestrator run id may score two metrics, tables or partitions without collisions).
 
 ``source_table`` is the input table a row came from: two tables whose ids overlap never share a
-score, a failure or a run row.
+score, a failure or a run row. ``mapping`` is the fingerprint of the column mapping it was read
+with (``pipeline.mapping.mapping_id``: ``default``, or 16 hex digits): a score read through
+another column (``retrieval_context`` pointed elsewhere, say) is another score.
 - ``ctxprec_judgments``: ``key`` = ``cache.judgment_key(...)``, 23 bytes of binary (``bytea`` on
   PostgreSQL, ``BLOB`` on SQLite; tables with the former 64-hex-digit text key are converted in
   place, ``migrate.binary_judgment_keys``).
@@ -53,7 +55,13 @@ from ..errors import CtxPrecError
 from ..judge.cache import KEY_BYTES
 from .engine import write_transaction
 from .identifiers import validate_identifier
-from .migrate import add_missing_columns, add_source_table_key, binary_judgment_keys, default_legacy_sources
+from .migrate import (
+    MAPPING_LENGTH,
+    add_key_columns,
+    add_missing_columns,
+    binary_judgment_keys,
+    default_legacy_sources,
+)
 
 __all__ = [
     "OutputTables",
@@ -83,6 +91,8 @@ _KEYTEXT = String(255).with_variant(Text(), "postgresql", "sqlite")
 #: trace and span ids as text (OTLP's 32 / 16 hex digits; room for other id forms)
 _TRACE_ID = String(128)
 _HASHKEY = VARBINARY(KEY_BYTES).with_variant(LargeBinary(), "postgresql", "sqlite")
+#: the column mapping's fingerprint (``migrate.MAPPING_LENGTH`` characters)
+_MAPPING = String(MAPPING_LENGTH)
 
 
 @dataclass(frozen=True)
@@ -105,6 +115,8 @@ def _build(schema: str | None) -> OutputTables:
         # the input table the row came from (``schema.table`` as configured): ids of two tables
         # never share a score
         Column("source_table", _KEYTEXT, nullable=False),
+        # the column mapping it was read with (``default`` or 16 hex digits of its sha256)
+        Column("mapping", _MAPPING, nullable=False),
         Column("score", _DOUBLE, nullable=False),
         Column("success", Boolean, nullable=False),
         Column("threshold", _DOUBLE, nullable=False),
@@ -127,7 +139,9 @@ def _build(schema: str | None) -> OutputTables:
         Column("span_id", _TRACE_ID),
         Column("documents", _JSON),
         Column("reference", Text),
-        PrimaryKeyConstraint("log_id", "metric", "judge_model", "prompt_version", "source_table", name=f"{SCORES}_pk"),
+        PrimaryKeyConstraint(
+            "log_id", "metric", "judge_model", "prompt_version", "source_table", "mapping", name=f"{SCORES}_pk"
+        ),
         Index(f"ix_{SCORES}_partition", "partition_key", "metric"),
         Index(f"ix_{SCORES}_run", "run_id"),
     )
@@ -138,6 +152,7 @@ def _build(schema: str | None) -> OutputTables:
         Column("partition_key", String(10), nullable=False),
         Column("metric", String(64), nullable=False),
         Column("source_table", _KEYTEXT, nullable=False),
+        Column("mapping", _MAPPING, nullable=False),
         Column("judge_model", String(255), nullable=False),
         Column("prompt_version", String(64), nullable=False),
         Column("error_type", String(64), nullable=False),
@@ -149,7 +164,7 @@ def _build(schema: str | None) -> OutputTables:
         Column("trace_id", _TRACE_ID),
         Column("span_id", _TRACE_ID),
         PrimaryKeyConstraint(
-            "log_id", "metric", "judge_model", "prompt_version", "source_table", name=f"{FAILURES}_pk"
+            "log_id", "metric", "judge_model", "prompt_version", "source_table", "mapping", name=f"{FAILURES}_pk"
         ),
         Index(f"ix_{FAILURES}_partition", "partition_key", "metric"),
     )
@@ -160,6 +175,7 @@ def _build(schema: str | None) -> OutputTables:
         Column("partition_key", String(10), nullable=False),
         Column("metric", String(64), nullable=False),
         Column("source_table", _KEYTEXT, nullable=False),
+        Column("mapping", _MAPPING, nullable=False),
         Column("status", String(32), nullable=False),
         Column("rows_total", Integer, nullable=False),
         Column("rows_scored", Integer, nullable=False),
@@ -188,7 +204,7 @@ def _build(schema: str | None) -> OutputTables:
         Column("rows_without_id", Integer),
         Column("sample_rate", _DOUBLE),
         Column("rows_sampled", Integer),
-        PrimaryKeyConstraint("run_id", "partition_key", "metric", "source_table", name=f"{RUNS}_pk"),
+        PrimaryKeyConstraint("run_id", "partition_key", "metric", "source_table", "mapping", name=f"{RUNS}_pk"),
         Index(f"ix_{RUNS}_partition", "partition_key", "metric"),
     )
     judgments = Table(
@@ -226,37 +242,44 @@ def output_tables(schema: str | None = None) -> OutputTables:
         return t
 
 
-def _create_all(engine: Engine, tables: OutputTables, legacy_sources: Mapping[str, str]) -> None:
+def _create_all(
+    engine: Engine, tables: OutputTables, legacy_sources: Mapping[str, str], legacy_mappings: Mapping[str, str]
+) -> None:
     # in a write transaction: on SQLite that is BEGIN IMMEDIATE, so a second process waits for
     # the write lock (busy timeout) instead of failing with "database is locked" when its
     # check-then-CREATE would upgrade a read transaction another writer has overtaken
     with write_transaction(engine) as conn:
         tables.metadata.create_all(conn, checkfirst=True)
         for table in (tables.scores, tables.failures, tables.runs):
-            add_source_table_key(conn, table, legacy_sources)
+            add_key_columns(conn, table, legacy_sources, legacy_mappings)
         for table in (tables.scores, tables.failures, tables.runs, tables.judgments):
             add_missing_columns(conn, table)
         binary_judgment_keys(conn, tables.judgments)
 
 
 def ensure_output_tables(
-    engine: Engine, schema: str | None = None, legacy_sources: Mapping[str, str] | None = None
+    engine: Engine,
+    schema: str | None = None,
+    legacy_sources: Mapping[str, str] | None = None,
+    legacy_mappings: Mapping[str, str] | None = None,
 ) -> OutputTables:
     """Create the output tables (and indexes) that do not exist yet, and bring tables of an
     older version up to date in place (``warehouse/migrate.py``); once per engine.
 
     ``legacy_sources`` (metric -> input table) says which table the rows of tables written
-    before ``source_table`` existed came from (default: each metric kind's default table)."""
+    before ``source_table`` existed came from (default: each metric kind's default table);
+    ``legacy_mappings`` (metric -> mapping fingerprint) which column mapping the rows of tables
+    written before ``mapping`` existed were read with (default: ``default``)."""
     tables = output_tables(schema)
     done = _ensured.setdefault(engine, set())
     if schema in done:
         return tables
     sources = {**default_legacy_sources(), **(legacy_sources or {})}
     try:
-        _create_all(engine, tables, sources)
+        _create_all(engine, tables, sources, legacy_mappings or {})
     except DBAPIError:
         # another worker created them between our check and our CREATE: check again
-        _create_all(engine, tables, sources)
+        _create_all(engine, tables, sources, legacy_mappings or {})
     done.add(schema)
     return tables
 
@@ -279,6 +302,8 @@ class ExistingTables:
     source_keyed: bool = False
     #: the columns ``runs`` really has (an older version's table may lack the newer ones)
     runs_columns: frozenset[str] = frozenset()
+    #: the columns ``scores`` really has (``mapping`` may be missing: not migrated yet)
+    scores_columns: frozenset[str] = frozenset()
 
 
 def existing_output_tables(engine: Engine, schema: str | None = None) -> ExistingTables:
@@ -291,7 +316,8 @@ def existing_output_tables(engine: Engine, schema: str | None = None) -> Existin
             "score a partition first (ctxprec score --partition YYYY-MM-DD)"
         )
     insp = inspect(engine)
-    keyed = "source_table" in {c["name"] for c in insp.get_columns(SCORES, schema=schema)}
+    score_cols = frozenset(c["name"] for c in insp.get_columns(SCORES, schema=schema))
+    keyed = "source_table" in score_cols
     run_cols = frozenset(c["name"] for c in insp.get_columns(RUNS, schema=schema)) if RUNS in names else frozenset()
     return ExistingTables(
         scores=tables.scores,
@@ -299,4 +325,5 @@ def existing_output_tables(engine: Engine, schema: str | None = None) -> Existin
         runs=tables.runs if RUNS in names else None,
         source_keyed=keyed,
         runs_columns=run_cols,
+        scores_columns=score_cols,
     )

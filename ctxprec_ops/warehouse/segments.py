@@ -1,7 +1,7 @@
 """``ctxprec_segments``: the segment values of each score row (``ctxprec score --segment COL``).
 
 One row per ``ctxprec_scores`` row that was scored with segment columns, with the score's key
-(``log_id``, ``metric``, ``judge_model``, ``prompt_version``, ``source_table``) and, copied from it
+(``log_id``, ``metric``, ``judge_model``, ``prompt_version``, ``source_table``, ``mapping``) and, copied from it
 in the same transaction, ``partition_key``, ``score`` and ``success``; then one text column per
 segment column, named ``seg_<column>`` (the source column's value as text; NULL is the segment
 ``(null)``), and ``segment_columns``, the JSON list of the segment columns the row was scored with
@@ -46,6 +46,7 @@ from sqlalchemy.schema import CreateColumn
 
 from .engine import write_transaction
 from .identifiers import MAX_SEGMENT_NAME, validate_identifier
+from .migrate import MAPPING, MAPPING_LENGTH, add_key_columns
 from .store import IN_BATCH, ScoringKey
 from .upsert import upsert
 
@@ -72,7 +73,7 @@ NULL_LABEL = "(null)"
 
 _KEYTEXT = String(255).with_variant(Text(), "postgresql", "sqlite")
 _DOUBLE = Float(precision=53)
-_KEY = ("metric", "judge_model", "prompt_version", "source_table", "partition_key", "log_id")
+_KEY = ("metric", "judge_model", "prompt_version", "source_table", MAPPING, "partition_key", "log_id")
 
 _tables: dict[tuple[str | None, tuple[str, ...]], Table] = {}
 _ensured: weakref.WeakKeyDictionary[Engine, set[tuple[str | None, tuple[str, ...]]]] = weakref.WeakKeyDictionary()
@@ -124,6 +125,7 @@ def segments_table(schema: str | None, names: Sequence[str]) -> Table:
                 Column("judge_model", String(255), nullable=False),
                 Column("prompt_version", String(64), nullable=False),
                 Column("source_table", _KEYTEXT, nullable=False),
+                Column(MAPPING, String(MAPPING_LENGTH), nullable=False),
                 Column("partition_key", String(10), nullable=False),
                 Column("score", _DOUBLE, nullable=False),
                 Column("success", Boolean, nullable=False),
@@ -142,12 +144,18 @@ def _column_names(conn: Connection, schema: str | None) -> set[str] | None:
     return {c["name"] for c in insp.get_columns(SEGMENTS, schema=schema)}
 
 
-def _create_or_extend(engine: Engine, table: Table) -> None:
+def _create_or_extend(engine: Engine, table: Table, legacy_mappings: Mapping[str, str], create: bool) -> None:
     with write_transaction(engine) as conn:
         have = _column_names(conn, table.schema)
         if have is None:
-            table.create(conn)
+            if create:
+                table.create(conn)
             return
+        if MAPPING not in have:  # a table of the version before ``mapping``: add it to the key
+            every = have | {c.name for c in table.c}  # the rebuilt table keeps every seg_ column
+            whole = segments_table(table.schema, sorted(c[len(PREFIX) :] for c in every if c.startswith(PREFIX)))
+            add_key_columns(conn, whole, {}, legacy_mappings)
+            have = _column_names(conn, table.schema) or set()
         prep = conn.dialect.identifier_preparer
         for col in table.columns:
             if col.name not in have:
@@ -155,18 +163,29 @@ def _create_or_extend(engine: Engine, table: Table) -> None:
                 conn.exec_driver_sql(f"ALTER TABLE {prep.format_table(table)} ADD COLUMN {ddl}")
 
 
-def ensure_segments_table(engine: Engine, schema: str | None, names: Sequence[str]) -> Table:
+def ensure_segments_table(
+    engine: Engine,
+    schema: str | None,
+    names: Sequence[str],
+    legacy_mappings: Mapping[str, str] | None = None,
+    *,
+    create: bool = True,
+) -> Table:
     """Create ``ctxprec_segments`` if missing and add the ``seg_`` columns of ``names`` it lacks
-    (once per engine and set of names); returns the declaration for ``names``."""
+    (once per engine and set of names); returns the declaration for ``names``. A table written
+    before ``mapping`` existed gets it (``migrate.add_key_columns``, ``legacy_mappings`` as for
+    the scores: metric -> the fingerprint its old rows were read with). ``create=False`` (a run
+    without segments): only bring an existing table up to date — its readers filter by the
+    scoring key, ``mapping`` included."""
     table = segments_table(schema, names)
     cache_key = (schema, tuple(sorted(set(names))))
     done = _ensured.setdefault(engine, set())
     if cache_key in done:
         return table
     try:
-        _create_or_extend(engine, table)
+        _create_or_extend(engine, table, legacy_mappings or {}, create)
     except DBAPIError:  # another worker created or extended it between our look and our DDL
-        _create_or_extend(engine, table)
+        _create_or_extend(engine, table, legacy_mappings or {}, create)
     done.add(cache_key)
     return table
 

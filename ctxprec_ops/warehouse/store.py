@@ -56,16 +56,21 @@ class ScoringKey:
     #: the input table (``SourceTable.name``); None only to read tables written before the
     #: column existed
     source_table: str | None = None
+    #: the column mapping's fingerprint (``pipeline.mapping.mapping_id``); None: any (readers of
+    #: tables written before the column existed). Tables without the column ignore it.
+    mapping: str | None = None
 
     def where(self, table) -> Any:
-        conds = [
-            table.c.metric == self.metric,
-            table.c.judge_model == self.judge_model,
-            table.c.prompt_version == self.prompt_version,
-        ]
+        return and_(*(table.c[name] == value for name, value in self.fields(table)))
+
+    def fields(self, table) -> list[tuple[str, str]]:
+        """The (column, value) equalities that select this key's rows of ``table``."""
+        out = [("metric", self.metric), ("judge_model", self.judge_model), ("prompt_version", self.prompt_version)]
         if self.source_table is not None:
-            conds.append(table.c.source_table == self.source_table)
-        return and_(*conds)
+            out.append(("source_table", self.source_table))
+        if self.mapping is not None and "mapping" in table.c:
+            out.append(("mapping", self.mapping))
+        return out
 
 
 def _chunks(items: Sequence[Any], n: int = IN_BATCH) -> Iterable[Sequence[Any]]:
@@ -163,9 +168,7 @@ def _sqlite_key_select(
 
 def _sqlite_key_conds(q: Any, table: Any, key: ScoringKey) -> tuple[list[str], tuple[Any, ...]]:
     """``key.where(table)`` as driver SQL: ``column = ?`` conditions and their parameters."""
-    fields = [("metric", key.metric), ("judge_model", key.judge_model), ("prompt_version", key.prompt_version)]
-    if key.source_table is not None:
-        fields.append(("source_table", key.source_table))
+    fields = key.fields(table)
     return [f"{q.quote(table.c[name].name)} = ?" for name, _ in fields], tuple(v for _, v in fields)
 
 
@@ -175,7 +178,7 @@ def _sqlite_scored_failures_delete(conn: Connection, t: OutputTables, key: Scori
     as driver SQL, for the reason ``_sqlite_key_select`` gives."""
     q = conn.dialect.identifier_preparer
     f, s = q.format_table(t.failures), q.format_table(t.scores)
-    key_cols = ["log_id", "metric", "judge_model", "prompt_version", "source_table"]
+    key_cols = ["log_id", "metric", "judge_model", "prompt_version", "source_table", "mapping"]
     same = " AND ".join(f"sc.{q.quote(c)} = {f}.{q.quote(c)}" for c in key_cols)
     conds, params = _sqlite_key_conds(q, t.failures, key)
     conds.append(f"EXISTS (SELECT 1 FROM {s} AS sc WHERE {same})")
@@ -249,6 +252,7 @@ def write_chunk(
         s.c.judge_model == f.c.judge_model,
         s.c.prompt_version == f.c.prompt_version,
         s.c.source_table == f.c.source_table,
+        s.c.mapping == f.c.mapping,
     )
     for cond in _id_lists(conn, f.c.log_id, list(dict.fromkeys(log_ids))):
         conn.execute(delete(f).where(key.where(f), cond, scored))
