@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 UV     := $(BIN)/uv
-EXTRAS ?= test,postgres,airflow,openlineage,dagster,lint,tokens,traces
+EXTRAS ?= test,postgres,mysql,snowflake,airflow,openlineage,dagster,lint,tokens,traces
 DEMO_EXTRAS ?=
 PYTEST_ARGS ?=
 # the suite in parallel (pytest-xdist): one worker per core; tests that share a per-worker fixture
@@ -28,6 +28,7 @@ spec = $(if $(1),".[$(1)]",".")
 
 $(call stamp,$(EXTRAS)): $(BIN)/python pyproject.toml constraints.txt
 	$(UV) pip install --quiet --compile-bytecode -p $(BIN)/python -c constraints.txt -e $(call spec,$(EXTRAS))
+	$(if $(findstring snowflake,$(EXTRAS)),$(UV) pip install --quiet -p $(BIN)/python --no-deps -c constraints.txt snowflake-sqlalchemy)
 	@touch $@
 
 ifneq ($(DEMO_EXTRAS),$(EXTRAS))

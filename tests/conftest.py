@@ -26,6 +26,8 @@ PLUGINS = (
     "tests.fixtures.scheduling",
     "tests.fixtures.judge_server",
     "tests.fixtures.postgres",
+    "tests.fixtures.mariadb",
+    "tests.fixtures.fakesnow_env",
     "tests.fixtures.airflow_env",
 )
 

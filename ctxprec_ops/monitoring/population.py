@@ -139,7 +139,8 @@ def resolve_population(
         row = conn.execute(
             sa.select(*(t.c[n] for n in names))
             .where(*where)
-            .order_by(t.c.scored_at.desc().nulls_last(), t.c.partition_key.desc())
+            # NULLs last without ``NULLS LAST`` (MySQL/MariaDB have no such clause)
+            .order_by(sa.case((t.c.scored_at.is_(None), 1), else_=0), t.c.scored_at.desc(), t.c.partition_key.desc())
             .limit(1)
         ).first()
         if row is not None:

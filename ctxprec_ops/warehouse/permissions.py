@@ -3,7 +3,10 @@
 A role without INSERT on ``ctxprec_scores`` would otherwise judge (and pay for) a whole chunk and
 only fail at its first write. Each needed privilege is exercised by a statement that touches no
 row (``... WHERE 1 = 0``: the server checks privileges all the same) in a transaction that is
-rolled back. SQLite has no grants (a read-only file already fails when the tables are ensured).
+rolled back. The INSERT probe names every column (``INSERT INTO t (all) SELECT all FROM t WHERE
+false``): MySQL/MariaDB in strict mode reject an INSERT that leaves a NOT NULL column without a
+default even when it selects no row, which a one-column probe reported as a missing grant.
+SQLite has no grants (a read-only file already fails when the tables are ensured).
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ _lock = threading.Lock()
 def _probe(conn: Connection, table: Table, privilege: str) -> None:
     col = next(iter(table.primary_key.columns))
     if privilege == "INSERT":
-        conn.execute(insert(table).from_select([col.name], select(col).where(false())))
+        cols = list(table.columns)
+        conn.execute(insert(table).from_select([c.name for c in cols], select(*cols).where(false())))
     elif privilege == "UPDATE":
         conn.execute(update(table).where(false()).values({col.name: col}))
     else:

@@ -90,6 +90,10 @@ _KEYTEXT = String(255).with_variant(Text(), "postgresql", "sqlite")
 # memcmp, and on PostgreSQL a 32-byte key-index entry instead of the 80 bytes of 64 hex digits
 #: trace and span ids as text (OTLP's 32 / 16 hex digits; room for other id forms)
 _TRACE_ID = String(128)
+# MySQL / MariaDB (utf8mb4: 4 bytes a character) cap an InnoDB key at 3,072 bytes: the 6-column
+# score/failure key is log_id 255 + source_table 255 + judge_model 112 + prompt_version 64 +
+# metric 64 + mapping 16 = 766 characters = 3,064 bytes there (docs/warehouses.md); 255 elsewhere
+_MODEL = String(255).with_variant(String(112), "mysql", "mariadb")
 _HASHKEY = VARBINARY(KEY_BYTES).with_variant(LargeBinary(), "postgresql", "sqlite")
 #: the column mapping's fingerprint (``migrate.MAPPING_LENGTH`` characters)
 _MAPPING = String(MAPPING_LENGTH)
@@ -122,7 +126,7 @@ def _build(schema: str | None) -> OutputTables:
         Column("threshold", _DOUBLE, nullable=False),
         Column("verdicts", _JSON),
         Column("reason", Text),
-        Column("judge_model", String(255), nullable=False),
+        Column("judge_model", _MODEL, nullable=False),
         Column("prompt_version", String(64), nullable=False),
         Column("prompt_tokens", Integer),
         Column("completion_tokens", Integer),
@@ -153,7 +157,7 @@ def _build(schema: str | None) -> OutputTables:
         Column("metric", String(64), nullable=False),
         Column("source_table", _KEYTEXT, nullable=False),
         Column("mapping", _MAPPING, nullable=False),
-        Column("judge_model", String(255), nullable=False),
+        Column("judge_model", _MODEL, nullable=False),
         Column("prompt_version", String(64), nullable=False),
         Column("error_type", String(64), nullable=False),
         Column("error_message", Text, nullable=False),
@@ -211,7 +215,7 @@ def _build(schema: str | None) -> OutputTables:
         JUDGMENTS,
         md,
         Column("key", _HASHKEY, nullable=False),
-        Column("judge_model", String(255), nullable=False),
+        Column("judge_model", _MODEL, nullable=False),
         Column("prompt_version", String(64), nullable=False),
         Column("relevant", Boolean, nullable=False),
         Column("reason", Text),

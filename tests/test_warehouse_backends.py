@@ -1,0 +1,106 @@
+"""The full cycle on real MySQL/MariaDB and fakesnow-emulated Snowflake (issue 31): load a source
+table, ``score`` twice (second run: 0 judge calls, identical rows, no duplicates), two concurrent
+``score`` runs on one partition, ``check``, ``trend``, ``report``.
+
+Each step is its own test so that what works and what does not on a backend is visible one by
+one; the steps known to fail today are ``xfail(strict=True)`` with the failure as the reason (a
+fix makes them XPASS, which fails the suite until the marker is removed).
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import sqlalchemy as sa
+
+from ctxprec_ops.monitoring.check import check_partition
+from ctxprec_ops.monitoring.report import render_report
+from ctxprec_ops.monitoring.trend import trend_results
+from ctxprec_ops.pipeline import PipelineConfig, score_partition
+from ctxprec_ops.warehouse.engine import get_engine
+from tests.fixtures.warehouse_data import CountingJudge, all_ids, create_logs, day_rows
+
+DAY = "2026-11-28"
+
+
+#: fakesnow: reflecting the source table fails inside snowflake-sqlalchemy's foreign-key
+#: reflection (``int('NO ACTION')``), before any scoring; the output DDL's indexes are next
+#: ("Only Snowflake Hybrid Tables supports indexes", issue 31)
+SNOWFLAKE_TODAY = pytest.mark.xfail(
+    strict=True, reason="fakesnow: source reflection fails in FK reflection (int('NO ACTION')); MERGE path not built"
+)
+
+
+@pytest.fixture(params=[pytest.param("mariadb"), pytest.param("snowflake", marks=SNOWFLAKE_TODAY)])
+def backend_url(request: pytest.FixtureRequest) -> str:
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
+def _load(url: str, n: int = 7) -> list[dict]:
+    """A source table of ``n`` rows (retrieval context as JSON text: fakesnow has no SQLAlchemy JSON)."""
+    rows = [dict(r, retrieval_context=json.dumps(r["retrieval_context"])) for r in day_rows(n)]
+    create_logs(get_engine(url), rows, context_type=sa.Text)
+    return rows
+
+
+def _scores(url: str) -> list[tuple]:
+    engine = get_engine(url)
+    with engine.connect() as conn:
+        return sorted(tuple(r) for r in conn.exec_driver_sql("SELECT log_id, score FROM ctxprec_scores"))
+
+
+def test_score_twice(backend_url):
+    rows = _load(backend_url)
+    judge = CountingJudge()
+    summary = score_partition(PipelineConfig(warehouse=backend_url, judge=judge, chunk_size=3), DAY)
+    assert judge.calls == 7 and summary.rows_scored == 7
+    first = _scores(backend_url)
+    assert [r[0] for r in first] == all_ids(rows)
+    again = CountingJudge()
+    rerun = score_partition(PipelineConfig(warehouse=backend_url, judge=again, chunk_size=3), DAY)
+    assert again.calls == 0 and rerun.rows_cached == 7
+    assert _scores(backend_url) == first
+
+
+def test_two_concurrent_runs(backend_url):
+    rows = _load(backend_url, 12)
+    judges = [CountingJudge(), CountingJudge()]
+    with ThreadPoolExecutor(2) as pool:
+        futs = [
+            pool.submit(score_partition, PipelineConfig(warehouse=backend_url, judge=j, chunk_size=2), DAY)
+            for j in judges
+        ]
+        for f in futs:
+            f.result()
+    got = _scores(backend_url)
+    assert [r[0] for r in got] == all_ids(rows)  # every row once, no duplicate
+
+
+def test_check_trend_report(backend_url, tmp_path):
+    _load(backend_url)
+    score_partition(PipelineConfig(warehouse=backend_url, judge=CountingJudge(), chunk_size=3), DAY)
+    check_partition(backend_url, DAY)
+    trend_results(backend_url, end=DAY)
+    render_report(backend_url, tmp_path / "r.html", end=DAY)
+    assert (tmp_path / "r.html").stat().st_size > 0
+
+
+def test_mariadb_precheck_names_a_really_missing_privilege(mariadb_server, mariadb_url):
+    """Strict mode: the precheck passes with the grants (above) and names INSERT when it is missing;
+    the password never reaches the message."""
+    from sqlalchemy.engine import make_url
+
+    from ctxprec_ops.warehouse.permissions import OutputPermissionError
+
+    _load(mariadb_url)
+    score_partition(PipelineConfig(warehouse=mariadb_url, judge=CountingJudge(), chunk_size=3), DAY)
+    db = make_url(mariadb_url).database
+    mariadb_server.admin("CREATE USER 'reader'@'localhost' IDENTIFIED BY 's3cret-pw'")
+    mariadb_server.admin(f"GRANT SELECT ON `{db}`.* TO 'reader'@'localhost'")
+    url = make_url(mariadb_url).set(username="reader", password="s3cret-pw").render_as_string(hide_password=False)
+    with pytest.raises(OutputPermissionError) as info:
+        score_partition(PipelineConfig(warehouse=url, judge=CountingJudge(), chunk_size=3), "2026-11-29")
+    assert "INSERT" in str(info.value) and "s3cret-pw" not in str(info.value)
+    mariadb_server.admin("DROP USER 'reader'@'localhost'")
