@@ -5,8 +5,10 @@ On PostgreSQL a chunk is claimed with a session-level advisory lock keyed by a 6
 of its own from before the chunk's rows are read until its write has committed. A second process
 reaching the same chunk either waits (``wait=True``: it then finds the rows scored and skips them)
 or is told the chunk is taken (``wait=False``: it scores other chunks first). A killed process's
-session ends, and its locks with it. Other backends: every claim succeeds at once (SQLite writers
-queue on the database lock; their judging is not coordinated).
+session ends, and its locks with it. MySQL / MariaDB: the same with the server's named locks
+(``GET_LOCK`` / ``RELEASE_LOCK``, also held by the session; the name is the key in hex, well under
+their 64-character limit). Other backends: every claim succeeds at once (SQLite writers queue on
+the database lock; their judging is not coordinated).
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ def claim_key(name: str) -> int:
 def chunk_claim(engine: Engine, name: str, *, wait: bool) -> Iterator[bool]:
     """Hold the claim ``name`` for the ``with`` block; yields whether it was obtained (always
     True with ``wait=True``)."""
+    if engine.dialect.name in ("mysql", "mariadb"):
+        with _named_lock(engine, name, wait=wait) as got:
+            yield got
+        return
     if engine.dialect.name != "postgresql":
         yield True
         return
@@ -47,3 +53,19 @@ def chunk_claim(engine: Engine, name: str, *, wait: bool) -> Iterator[bool]:
         finally:
             if got:
                 conn.execute(select(func.pg_advisory_unlock(key)))
+
+
+#: seconds a waiting MySQL claim waits (GET_LOCK has no portable "forever": a year is)
+_MYSQL_WAIT = 365 * 24 * 3600
+
+
+@contextmanager
+def _named_lock(engine: Engine, name: str, *, wait: bool) -> Iterator[bool]:
+    lock = f"ctxprec:{claim_key(name) & (2**64 - 1):016x}"
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        got = conn.execute(select(func.get_lock(lock, _MYSQL_WAIT if wait else 0))).scalar_one() == 1
+        try:
+            yield got
+        finally:
+            if got:
+                conn.execute(select(func.release_lock(lock)))

@@ -261,6 +261,10 @@ def _create_all(
         binary_judgment_keys(conn, tables.judgments)
 
 
+#: tries of the check-then-CREATE, one more than the output tables a race can hit
+_CREATE_ATTEMPTS = 6
+
+
 def ensure_output_tables(
     engine: Engine,
     schema: str | None = None,
@@ -279,11 +283,15 @@ def ensure_output_tables(
     if schema in done:
         return tables
     sources = {**default_legacy_sources(), **(legacy_sources or {})}
-    try:
-        _create_all(engine, tables, sources, legacy_mappings or {})
-    except DBAPIError:
-        # another worker created them between our check and our CREATE: check again
-        _create_all(engine, tables, sources, legacy_mappings or {})
+    for attempt in range(_CREATE_ATTEMPTS):
+        try:
+            _create_all(engine, tables, sources, legacy_mappings or {})
+            break
+        except DBAPIError:
+            # another worker created one between our check and our CREATE: check again (where
+            # DDL is not transactional, MySQL's, each of the tables can race once)
+            if attempt == _CREATE_ATTEMPTS - 1:
+                raise
     done.add(schema)
     return tables
 

@@ -6,6 +6,10 @@ driver-level multi-row statements (``INSERT ... VALUES (...), (...) ON CONFLICT`
 session-local temporary staging table shaped like the target (``ON COMMIT DELETE ROWS``), then one
 ``INSERT ... SELECT ... ORDER BY key ON CONFLICT`` (``copy_upsert``) — three round trips per table
 instead of one statement per row, inside the caller's transaction. Every other dialect takes
+MySQL and MariaDB use ``INSERT ... ON DUPLICATE KEY UPDATE`` given as one executemany per
+``BATCH`` rows (PyMySQL sends such a batch as one multi-row ``VALUES`` statement); an insert that
+leaves existing rows alone updates a key column to itself (``INSERT IGNORE`` would also turn
+strict mode's errors into warnings). Every other dialect takes
 the generic path: ``UPDATE`` by key and ``INSERT`` the rows the update did not match, inside the
 caller's transaction (correct for one writer per key; concurrent writers of the same key on such
 a dialect may see a unique-key error and should retry the chunk).
@@ -56,13 +60,24 @@ class ColumnRows:
         return [dict(zip(names, (*values, *shared))) for values in zip(*self.columns.values())]
 
 
+#: the dialects with a native insert-or-update here (``_native_insert``)
+NATIVE_DIALECTS = ("sqlite", "postgresql", "mysql", "mariadb")
+
+
 def native_upsert_supported(conn: Connection) -> bool:
-    return conn.dialect.name in ("sqlite", "postgresql")
+    return conn.dialect.name in NATIVE_DIALECTS
 
 
 def _native_insert(conn: Connection, table: Table, keys: list[str], others: list[str]) -> Insert:
-    """The dialect's ``INSERT ... ON CONFLICT (keys)``: update ``others`` from the new row, or (no
-    ``others``) do nothing. SQLite's form on SQLite, PostgreSQL's on every other dialect."""
+    """The dialect's ``INSERT ... ON CONFLICT (keys)`` (MySQL's ``ON DUPLICATE KEY UPDATE``):
+    update ``others`` from the new row, or (no ``others``) leave the existing row as it is."""
+    if conn.dialect.name in ("mysql", "mariadb"):
+        from sqlalchemy.dialects.mysql import insert as mysql_insert
+
+        my = mysql_insert(table)
+        if others:
+            return my.on_duplicate_key_update({c: my.inserted[c] for c in others})
+        return my.on_duplicate_key_update({keys[0]: table.c[keys[0]]})
     if conn.dialect.name == "sqlite":
         from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
