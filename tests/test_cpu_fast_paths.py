@@ -407,7 +407,7 @@ def test_multi_row_statements_number_only_the_shared_parameters():
     whole call shares are numbered (``?1``, ``?2``), each row's own are plain ``?``."""
     import re
 
-    from ctxprec_ops.warehouse.upsert import _sqlite_multi_row_sql
+    from ctxprec_ops.warehouse.sqlite_write import _sqlite_multi_row_sql
 
     engine = get_engine("sqlite://")
     table = _table(sa.MetaData())

@@ -128,7 +128,7 @@ def test_binary_and_text_copy_store_the_same_values(pg):
     """Rows whose values all have a binary COPY form go in binary; a value that needs
     converting (an integer id for a text column, a naive timestamp) sends the chunk through the
     text format with SQLAlchemy's bind processors. Both store the same values."""
-    from ctxprec_ops.warehouse.upsert import _binary_copyable
+    from ctxprec_ops.warehouse.pg_copy import _binary_copyable
 
     t = ensure_output_tables(pg)
     odd = 'tab\there\nnewline \\N backslash "quoted" ünïcode'

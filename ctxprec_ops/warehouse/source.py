@@ -35,7 +35,6 @@ from sqlalchemy import (
     Column,
     Date,
     DateTime,
-    Float,
     Integer,
     MetaData,
     String,
@@ -43,7 +42,6 @@ from sqlalchemy import (
     Text,
     and_,
     bindparam,
-    case,
     cast,
     func,
     inspect,
@@ -60,6 +58,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from ..errors import CtxPrecError
 from .engine import is_sqlite_decode_error, sqlite_strict_text, stream_batches
 from .identifiers import split_table_name, validate_identifier
+from .sqlite_time import sqlite_instant, sqlite_instant_general
 
 __all__ = [
     "SourceTableError",
@@ -242,76 +241,6 @@ class SourceTable:
             return text_col >= literal(v, type_=String())
 
         return [and_(at_least(lo), below(hi)), below("0!"), and_(at_least("1!"), below("2!"))]
-
-
-def sqlite_instant(col: Any) -> ColumnElement[Any]:
-    """SQLite: ``event_time`` as UTC ``YYYY-MM-DD HH:MM:SS`` text, or NULL when it is no
-    instant. Read: what SQLite's ``datetime()`` reads (ISO-8601 with ``T`` or a space, fractional
-    seconds, ``Z``, ``+HH:MM``), and also ``+HHMM`` offsets, a trailing ``UTC``/``GMT``,
-    surrounding whitespace, and epoch seconds (a number, or text of 9+ digits; above 1e11 taken as
-    milliseconds). Not read (ambiguous or unknown): ``28/11/2026``-style dates, names of months."""
-    raw = type_coerce(col, String())
-    # the form nearly every log table holds ('2026-11-28 09:15:02', or with a 'T') reads as
-    # datetime(value), exactly as the general expression reads it; testing for it first spares
-    # SQLite the ~40 trims, substrings and comparisons of the general one (most of a chunk's read)
-    return case(
-        (raw.op("GLOB")(literal(_CANONICAL_GLOB, type_=String())), func.datetime(raw)),
-        # ... and with a fraction of digits only ('2026-11-28 09:15:02.123456': span start times)
-        (
-            and_(
-                raw.op("GLOB")(literal(_CANONICAL_GLOB + ".[0-9]*", type_=String())),
-                func.substr(raw, 21).op("NOT GLOB")(literal("*[^0-9]*", type_=String())),
-            ),
-            func.datetime(raw),
-        ),
-        else_=sqlite_instant_general(col),
-    )
-
-
-#: ``YYYY-MM-DD HH:MM:SS`` or ``YYYY-MM-DDTHH:MM:SS`` and nothing else (no zone, no fraction)
-_CANONICAL_GLOB = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][ T][0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
-
-
-def _texts(*values: str) -> list[Any]:
-    """An ``IN`` list of fixed texts as separate parameters: a list of plain values would be one
-    "expanding" parameter, which SQLAlchemy renders into the statement again at every execution
-    (~0.6 ms per chunk read, for lists that never change)."""
-    return [literal(v, type_=String()) for v in values]
-
-
-def sqlite_instant_general(col: Any) -> ColumnElement[Any]:
-    """``sqlite_instant`` without its shortcut for the canonical form: every form it reads."""
-    raw = type_coerce(col, String())
-    t = func.trim(raw, literal(" \t\r\n", type_=String()))
-    upper4 = func.upper(func.substr(t, -4))
-    upper3 = func.upper(func.substr(t, -3))
-    no_zone = case(
-        (upper4.in_(_texts(" UTC", " GMT")), func.rtrim(func.substr(t, 1, func.length(t) - 4))),
-        (upper3.in_(_texts("UTC", "GMT")), func.substr(t, 1, func.length(t) - 3)),
-        else_=t,
-    )
-    colon_offset = case(
-        (
-            and_(
-                func.length(no_zone) > 16,
-                func.substr(no_zone, -5, 1).in_(_texts("+", "-")),
-                func.substr(no_zone, -4).op("GLOB")(literal("[0-9][0-9][0-9][0-9]", type_=String())),
-            ),
-            func.substr(no_zone, 1, func.length(no_zone) - 2) + literal(":", type_=String()) + func.substr(no_zone, -2),
-        ),
-        else_=no_zone,
-    )
-    digits = and_(
-        func.length(t) >= 9,
-        t.op("GLOB")(literal("[0-9]*", type_=String())),
-        t.op("NOT GLOB")(literal("*[^0-9.]*", type_=String())),
-    )
-    number = case((func.typeof(col).in_(_texts("integer", "real")), col), (digits, cast(t, Float())), else_=None)
-    epoch = func.datetime(
-        case((func.abs(number) >= 100_000_000_000, number / 1000.0), else_=number),
-        literal("unixepoch", type_=String()),
-    )
-    return case((number.is_not(None), epoch), else_=func.datetime(colon_offset))
 
 
 def _time_mode(engine: Engine, col: Column) -> TimeMode:
