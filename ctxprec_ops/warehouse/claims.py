@@ -30,7 +30,9 @@ def claim_key(name: str) -> int:
 def chunk_claim(engine: Engine, name: str, *, wait: bool) -> Iterator[bool]:
     """Hold the claim ``name`` for the ``with`` block; yields whether it was obtained (always
     True with ``wait=True``)."""
-    if engine.dialect.name != "postgresql":
+    from ctxprec_ops.warehouse.dialects import for_dialect
+
+    if for_dialect(engine.dialect.name).claims != "advisory":
         yield True
         return
     key = claim_key(name)

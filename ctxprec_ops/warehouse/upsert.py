@@ -57,7 +57,9 @@ class ColumnRows:
 
 
 def native_upsert_supported(conn: Connection) -> bool:
-    return conn.dialect.name in ("sqlite", "postgresql")
+    from ctxprec_ops.warehouse.dialects import for_dialect
+
+    return for_dialect(conn.dialect.name).native_upsert
 
 
 def _native_insert(conn: Connection, table: Table, keys: list[str], others: list[str]) -> Insert:
