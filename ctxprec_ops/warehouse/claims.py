@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
+from .dialects import for_dialect
+
 __all__ = ["chunk_claim", "claim_key"]
 
 
@@ -32,11 +34,12 @@ def claim_key(name: str) -> int:
 def chunk_claim(engine: Engine, name: str, *, wait: bool) -> Iterator[bool]:
     """Hold the claim ``name`` for the ``with`` block; yields whether it was obtained (always
     True with ``wait=True``)."""
-    if engine.dialect.name in ("mysql", "mariadb"):
+    kind = for_dialect(engine.dialect.name).claims
+    if kind == "named_lock":
         with _named_lock(engine, name, wait=wait) as got:
             yield got
         return
-    if engine.dialect.name != "postgresql":
+    if kind != "advisory":
         yield True
         return
     key = claim_key(name)

@@ -17,6 +17,7 @@ from ..judge.cache import key_head, key_range
 from ..scoring.consistency import node_verdict
 from ..scoring.verdicts import NodeVerdict
 from .analyze import analyze_if_grown
+from .dialects import for_dialect
 from .engine import stream_batches
 from .schema import OutputTables
 from .upsert import ColumnRows, insert_ignore, upsert
@@ -80,7 +81,7 @@ def _id_lists(conn: Connection, column: Any, values: Sequence[str]) -> Iterator[
     """``column IN values`` in pieces the backend accepts. PostgreSQL: one ``= ANY(:array)``
     with the whole list as one text[] parameter (one statement, one bound value, whatever the
     length: no per-value binding work in the client and one query text for the server)."""
-    if conn.dialect.name == "postgresql":
+    if for_dialect(conn.dialect.name).in_list == "any_array":
         if values:
             yield column == any_(bindparam("ids", list(values), type_=ARRAY(Text())))
         return

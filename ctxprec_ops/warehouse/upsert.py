@@ -27,6 +27,7 @@ from sqlalchemy import Table, and_, bindparam, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Insert
 
+from .dialects import for_dialect
 from .pg_copy import copy_upsert
 from .sqlite_write import SQLITE_ROWS_PER_STATEMENT, _sqlite_upsert, _sqlite_write_columns
 from .write_rows import BATCH, ColumnRows, _batches, _decoded, _dedupe, _key_columns
@@ -42,12 +43,8 @@ __all__ = [
 ]
 
 
-#: the dialects with a native insert-or-update here (``_native_insert``)
-NATIVE_DIALECTS = ("sqlite", "postgresql", "mysql", "mariadb")
-
-
 def native_upsert_supported(conn: Connection) -> bool:
-    return conn.dialect.name in NATIVE_DIALECTS
+    return for_dialect(conn.dialect.name).native_upsert
 
 
 def _native_insert(conn: Connection, table: Table, keys: list[str], others: list[str]) -> Insert:

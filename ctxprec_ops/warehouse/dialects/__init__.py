@@ -1,0 +1,45 @@
+"""The store's dialect registry (issue 30.2): what differs between database families, in one
+place per family, so adding a dialect means adding one module here and one line in ``_MODULES``.
+
+``for_dialect(name)`` returns the family's :class:`Dialect`. A name no module claims gets the
+generic family, with a warning that names the dialect. First step: the facts the write path and
+the claims branch on; the upsert / claims / DDL implementations move here next.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One dialect family's strategies."""
+
+    name: str
+    # INSERT ... ON CONFLICT (or the family's equivalent) is used for upserts and insert-ignores
+    native_upsert: bool
+    # how a list of ids is bound in reads: "any_array" (= ANY(:ids), PostgreSQL) or "expanding"
+    in_list: Literal["any_array", "expanding"]
+    # how chunk claims are held: "advisory" (PostgreSQL session locks), "named_lock" (MySQL's
+    # GET_LOCK, also held by the session) or "none" (every claim succeeds: SQLite's one writer)
+    claims: Literal["advisory", "named_lock", "none"]
+
+
+# dialect name (SQLAlchemy's ``dialect.name``) -> the module under this package defining DIALECT
+_MODULES = {"sqlite": "sqlite", "postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql"}
+
+
+@cache
+def for_dialect(name: str) -> Dialect:
+    module = _MODULES.get(name)
+    if module is None:
+        log.warning("warehouse dialect %r has no dedicated support: using the generic path", name)
+        module = "generic"
+    found: Dialect = importlib.import_module(f"{__name__}.{module}").DIALECT
+    return found
