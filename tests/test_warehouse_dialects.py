@@ -15,7 +15,10 @@ def test_each_family_has_its_strategies():
     assert for_dialect("postgresql").in_list == "any_array" and for_dialect("postgresql").claims == "advisory"
     assert for_dialect("mysql") is for_dialect("mariadb")
     assert for_dialect("mariadb").claims == "named_lock" and for_dialect("mariadb").native_upsert
-    assert for_dialect("sqlite").claims == "none"
+    assert (
+        for_dialect("sqlite").claims == "none"
+        and for_dialect("mysql").engine_options["isolation_level"] == "READ COMMITTED"
+    )
 
 
 def test_an_unknown_dialect_takes_the_generic_path_and_is_named(caplog, tmp_path):

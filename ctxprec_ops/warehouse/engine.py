@@ -31,6 +31,7 @@ from sqlalchemy.pool import StaticPool
 
 from ..errors import CtxPrecError
 from ..secrets import redact_url, register_secret
+from .dialects import for_dialect
 
 __all__ = [
     "normalize_url",
@@ -256,11 +257,7 @@ def _create(u: URL) -> Engine:
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
     else:
         kwargs["pool_pre_ping"] = True
-    if u.get_backend_name() in ("mysql", "mariadb"):
-        # InnoDB's default REPEATABLE READ takes gap locks on every searched range: two runs
-        # writing their own run rows and chunks then deadlock on each other's gaps. READ
-        # COMMITTED (PostgreSQL's default, which the write path is built for) takes none.
-        kwargs["isolation_level"] = "READ COMMITTED"
+    kwargs.update(for_dialect(u.get_backend_name()).engine_options)
     engine = create_engine(u, **kwargs)
     if u.get_backend_name() == "sqlite":
         _setup_sqlite(engine)

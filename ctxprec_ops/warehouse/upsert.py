@@ -48,28 +48,13 @@ def native_upsert_supported(conn: Connection) -> bool:
 
 
 def _native_insert(conn: Connection, table: Table, keys: list[str], others: list[str]) -> Insert:
-    """The dialect's ``INSERT ... ON CONFLICT (keys)`` (MySQL's ``ON DUPLICATE KEY UPDATE``):
-    update ``others`` from the new row, or (no ``others``) leave the existing row as it is."""
-    if conn.dialect.name in ("mysql", "mariadb"):
-        from sqlalchemy.dialects.mysql import insert as mysql_insert
-
-        my = mysql_insert(table)
-        if others:
-            return my.on_duplicate_key_update({c: my.inserted[c] for c in others})
-        return my.on_duplicate_key_update({keys[0]: table.c[keys[0]]})
-    if conn.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-        lite = sqlite_insert(table)
-        if others:
-            return lite.on_conflict_do_update(index_elements=keys, set_={c: lite.excluded[c] for c in others})
-        return lite.on_conflict_do_nothing(index_elements=keys)
-    from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-    pg = pg_insert(table)
-    if others:
-        return pg.on_conflict_do_update(index_elements=keys, set_={c: pg.excluded[c] for c in others})
-    return pg.on_conflict_do_nothing(index_elements=keys)
+    """The dialect family's ``INSERT ... ON CONFLICT (keys)`` (``warehouse/dialects/``): update
+    ``others`` from the new row, or (no ``others``) leave the existing row as it is."""
+    build = for_dialect(conn.dialect.name).native_insert
+    if build is None:
+        raise ValueError(f"the {conn.dialect.name} dialect has no native insert-or-update here")
+    stmt: Insert = build(table, keys, others)
+    return stmt
 
 
 def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, native: bool | None = None) -> int:

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import importlib
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cache
-from typing import Literal
+from typing import Any, Literal
 
 log = logging.getLogger(__name__)
+
+
+#: a family's native insert-or-update: (table, key columns, columns to update) -> the statement;
+#: with no columns to update it leaves an existing row as it is
+NativeInsert = Callable[[Any, list[str], list[str]], Any]
 
 
 @dataclass(frozen=True)
@@ -22,13 +28,20 @@ class Dialect:
     """One dialect family's strategies."""
 
     name: str
-    # INSERT ... ON CONFLICT (or the family's equivalent) is used for upserts and insert-ignores
-    native_upsert: bool
+    # the native INSERT ... ON CONFLICT (or the family's equivalent); None: the generic path
+    native_insert: NativeInsert | None
     # how a list of ids is bound in reads: "any_array" (= ANY(:ids), PostgreSQL) or "expanding"
     in_list: Literal["any_array", "expanding"]
-    # how chunk claims are held: "advisory" (PostgreSQL session locks), "named_lock" (MySQL's
-    # GET_LOCK, also held by the session) or "none" (every claim succeeds: SQLite's one writer)
+    # how chunk claims are held (``warehouse/claims.py``): "advisory" (PostgreSQL session locks),
+    # "named_lock" (MySQL's GET_LOCK, also held by the session) or "none" (every claim succeeds:
+    # SQLite's one writer)
     claims: Literal["advisory", "named_lock", "none"]
+    # keyword arguments for ``create_engine`` (``warehouse/engine.py``)
+    engine_options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def native_upsert(self) -> bool:
+        return self.native_insert is not None
 
 
 # dialect name (SQLAlchemy's ``dialect.name``) -> the module under this package defining DIALECT

@@ -2,4 +2,4 @@
 
 from ctxprec_ops.warehouse.dialects import Dialect
 
-DIALECT = Dialect(name="generic", native_upsert=False, in_list="expanding", claims="none")
+DIALECT = Dialect(name="generic", native_insert=None, in_list="expanding", claims="none")
