@@ -12,7 +12,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 
 from ..json_text import JSONText
-from .write_rows import _bind_processors, _bind_values, _dedupe, _key_columns, _processor
+from .write_rows import _bind_processors, _bind_values, _dedupe, _keys_and_columns, _processor
 
 __all__ = ["copy_upsert"]
 
@@ -40,11 +40,7 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
     """
     if not rows:
         return 0
-    keys = _key_columns(table)
-    cols = list(rows[0].keys())
-    missing = [k for k in keys if k not in cols]
-    if missing:
-        raise ValueError(f"upsert into {table.name}: rows lack key column(s) {missing}")
+    keys, cols = _keys_and_columns(table, rows)
     rows = _dedupe(rows, keys, ordered=False)  # ON CONFLICT cannot touch one row twice; SQL sorts
     dialect = conn.dialect
     q = dialect.identifier_preparer

@@ -30,7 +30,7 @@ from sqlalchemy.sql.dml import Insert
 from .dialects import for_dialect
 from .pg_copy import copy_upsert
 from .sqlite_write import SQLITE_ROWS_PER_STATEMENT, _sqlite_upsert, _sqlite_write_columns
-from .write_rows import BATCH, ColumnRows, _batches, _decoded, _dedupe, _key_columns
+from .write_rows import BATCH, ColumnRows, _batches, _decoded, _dedupe, _key_columns, _keys_and_columns
 
 __all__ = [
     "upsert",
@@ -66,11 +66,7 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
     """
     if not rows:
         return 0
-    keys = _key_columns(table)
-    cols = list(rows[0].keys())
-    missing = [k for k in keys if k not in cols]
-    if missing:
-        raise ValueError(f"upsert into {table.name}: rows lack key column(s) {missing}")
+    keys, cols = _keys_and_columns(table, rows)
     others = [c for c in cols if c not in keys]
     use_native = native_upsert_supported(conn) if native is None else native
     if use_native and conn.dialect.name == "postgresql" and len(rows) > 1:

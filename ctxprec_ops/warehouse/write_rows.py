@@ -44,6 +44,17 @@ def _key_columns(table: Table) -> list[str]:
     return [c.name for c in table.primary_key.columns]
 
 
+def _keys_and_columns(table: Table, rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """The table's key columns and the rows' columns (every row carries the same keys); a row
+    without a key column is refused."""
+    keys = _key_columns(table)
+    cols = list(rows[0].keys())
+    missing = [k for k in keys if k not in cols]
+    if missing:
+        raise ValueError(f"upsert into {table.name}: rows lack key column(s) {missing}")
+    return keys, cols
+
+
 def _batches(rows: Sequence[dict[str, Any]]) -> Iterable[Sequence[dict[str, Any]]]:
     for i in range(0, len(rows), BATCH):
         yield rows[i : i + BATCH]

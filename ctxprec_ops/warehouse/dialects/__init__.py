@@ -23,6 +23,19 @@ log = logging.getLogger(__name__)
 NativeInsert = Callable[[Any, list[str], list[str]], Any]
 
 
+def on_conflict(insert: Callable[[Any], Any]) -> NativeInsert:
+    """The ``INSERT ... ON CONFLICT (keys) DO UPDATE / DO NOTHING`` builder for a dialect's
+    ``insert`` construct (SQLite's and PostgreSQL's take the same arguments)."""
+
+    def build(table: Any, keys: list[str], others: list[str]) -> Any:
+        stmt = insert(table)
+        if others:
+            return stmt.on_conflict_do_update(index_elements=keys, set_={c: stmt.excluded[c] for c in others})
+        return stmt.on_conflict_do_nothing(index_elements=keys)
+
+    return build
+
+
 @dataclass(frozen=True)
 class Dialect:
     """One dialect family's strategies."""
