@@ -28,6 +28,7 @@ PLUGINS = (
     "tests.fixtures.postgres",
     "tests.fixtures.mariadb",
     "tests.fixtures.fakesnow_env",
+    "tests.fixtures.duckdb_env",
     "tests.fixtures.airflow_env",
 )
 
