@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Column, DateTime, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String, Table, select
 from sqlalchemy.engine import Engine
 
+from ..warehouse.ddl import create_table
 from ..warehouse.engine import read_connection, write_transaction
 from ..warehouse.store import ScoringKey
 from ..warehouse.upsert import upsert
@@ -76,7 +77,7 @@ def batches_table(engine: Engine, schema: str | None = None) -> Table:
             table = _tables[schema] = _build(schema)
         if (id(engine), schema) not in _created:
             with write_transaction(engine) as conn:
-                table.create(conn, checkfirst=True)
+                create_table(conn, table)
             _created.add((id(engine), schema))
     return table
 

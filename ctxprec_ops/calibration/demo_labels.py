@@ -16,13 +16,15 @@ import json
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from ..warehouse.reflect import reflect_table
+
 __all__ = ["demo_label_csv"]
 
 
 def demo_label_csv(engine: Engine, *, source_table: str = "retrieval_logs", target: int = 200, stride: int = 7) -> str:
     """CSV text of about ``target`` node labels from the sample warehouse (every ``stride``-th row
     with gold labels and a well-formed context, all nodes of each)."""
-    t = sa.Table(source_table, sa.MetaData(), autoload_with=engine)
+    t = reflect_table(engine, source_table)
     stmt = sa.select(t.c.id, t.c.retrieval_context, t.c.retrieved_ids, t.c.relevant_ids).order_by(t.c.id)
     out = io.StringIO()
     out.write("log_id,node,relevant\n")

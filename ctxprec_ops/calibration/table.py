@@ -11,10 +11,12 @@ import threading
 import weakref
 from typing import Any
 
-from sqlalchemy import Column, DateTime, Float, Integer, MetaData, PrimaryKeyConstraint, String, Table, inspect, select
+from sqlalchemy import Column, DateTime, Float, Integer, MetaData, PrimaryKeyConstraint, String, Table, select
 from sqlalchemy.engine import Connection, Engine
 
+from ..warehouse.ddl import create_table
 from ..warehouse.identifiers import validate_identifier
+from ..warehouse.reflect import table_names
 from ..warehouse.upsert import upsert
 
 __all__ = ["CALIBRATIONS", "FIGURES", "calibrations_table", "write_calibration", "read_calibrations"]
@@ -66,14 +68,14 @@ def write_calibration(conn: Connection, row: dict[str, Any], schema: str | None 
     table = calibrations_table(schema)
     done = _ensured.setdefault(conn.engine, set())
     if schema not in done:
-        table.create(conn, checkfirst=True)
+        create_table(conn, table)
         done.add(schema)
     upsert(conn, table, [row])
 
 
 def read_calibrations(engine: Engine, schema: str | None = None) -> list[dict[str, Any]]:
     """Every stored calibration, newest first ([] when the table does not exist)."""
-    if CALIBRATIONS not in inspect(engine).get_table_names(schema=schema):
+    if CALIBRATIONS not in table_names(engine, schema):
         return []
     t = calibrations_table(schema)
     with engine.connect() as conn:

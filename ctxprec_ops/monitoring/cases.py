@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 
 from ..cases.contexts import display_nodes
 from ..warehouse.identifiers import split_table_name
+from ..warehouse.reflect import reflect_table, table_names
 from ..warehouse.schema import existing_output_tables
 from .population import Population
 
@@ -125,11 +126,10 @@ def _attach_source(
         return
     schema, name = split_table_name(source_table, None, "source table name")
     try:
-        insp = sa.inspect(conn)
-        if name not in insp.get_table_names(schema=schema):
+        if name not in table_names(conn, schema):
             log.warning("report: source table %s not found: cases are shown without their texts", source_table)
             return
-        src = sa.Table(name, sa.MetaData(schema=schema), autoload_with=conn)
+        src = reflect_table(conn, name, schema)
         have = {logical: src.c[col] for logical, col in columns.items() if col in src.c}
         if "id" not in have:
             log.warning("report: %s has no column %r: cases are shown without their texts", source_table, columns["id"])

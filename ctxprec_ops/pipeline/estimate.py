@@ -23,8 +23,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import inspect
-
 from ..errors import CtxPrecError
 from ..judge.cache import judgment_keys
 from ..judge.calls import EST_COMPLETION_TOKENS_PER_NODE
@@ -33,6 +31,7 @@ from ..judge.pricing import BATCH_DISCOUNT, batch_price_of, price_of
 from ..judge.tokens import token_counter
 from ..scoring.template import answer_format
 from ..warehouse.engine import get_engine, read_connection
+from ..warehouse.reflect import get_columns, table_names
 from ..warehouse.schema import JUDGMENTS, SCORES, output_tables
 from ..warehouse.source import parse_partition_key, reflect_source
 from ..warehouse.store import ScoringKey, load_judgments, scored_ids
@@ -148,14 +147,10 @@ def estimate_partition(
         optional=config.source_columns.optional_missing_ok(),
     )
     reader = make_reader(config, engine, src)
-    existing = set(inspect(engine).get_table_names(schema=config.output_schema))
+    existing = set(table_names(engine, config.output_schema))
     tables = output_tables(config.output_schema)
     # scores of this input table (tables written before source_table existed: of any table)
-    have = (
-        {c["name"] for c in inspect(engine).get_columns(SCORES, schema=config.output_schema)}
-        if SCORES in existing
-        else set()
-    )
+    have = {c["name"] for c in get_columns(engine, SCORES, config.output_schema)} if SCORES in existing else set()
     keyed_by_table = "source_table" in have
     # and of this column mapping (tables written before mapping existed: of any)
     mapping = mapping_of(config) if "mapping" in have else None

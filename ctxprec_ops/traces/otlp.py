@@ -22,12 +22,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Column, DateTime, Index, MetaData, String, Table, Text, inspect, select, tuple_
+from sqlalchemy import Column, DateTime, Index, MetaData, String, Table, Text, select, tuple_
 from sqlalchemy.engine import Connection, Engine
 
 from ..errors import CtxPrecError
+from ..warehouse.ddl import create_table
 from ..warehouse.engine import write_transaction
 from ..warehouse.identifiers import split_table_name
+from ..warehouse.reflect import has_table, reflect_table
 from .attributes import key_values
 from .conventions import CONVENTIONS
 
@@ -162,10 +164,10 @@ def spans_table(name: str, schema: str | None = None) -> Table:
 
 
 def _target(conn: Connection, name: str, schema: str | None) -> Table:
-    if inspect(conn).has_table(name, schema=schema):
-        return Table(name, MetaData(schema=schema), autoload_with=conn)
+    if has_table(conn, name, schema):
+        return reflect_table(conn, name, schema)
     table = spans_table(name, schema)
-    table.create(conn)
+    create_table(conn, table, checkfirst=False)
     return table
 
 

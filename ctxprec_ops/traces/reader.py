@@ -20,7 +20,6 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     Integer,
-    MetaData,
     String,
     Table,
     Text,
@@ -39,6 +38,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from ..errors import InvalidTestCaseError
 from ..warehouse.engine import stream_batches
 from ..warehouse.identifiers import split_table_name
+from ..warehouse.reflect import reflect_table
 from ..warehouse.source import SourceTable, SourceTableError, sqlite_instant
 from .assemble import Draft, Span, draft, finish, pair_llm, read_span
 from .conventions import CONVENTIONS
@@ -54,7 +54,7 @@ _IN_BATCH = 500
 def _reflect(engine: Engine, name: str, need: Sequence[str], what: str) -> Table:
     schema, table = split_table_name(name, None, f"{what} name")
     try:
-        t = Table(table, MetaData(), schema=schema, autoload_with=engine)
+        t = reflect_table(engine, table, schema)
     except NoSuchTableError:
         raise SourceTableError(f"{what} {name!r} does not exist in the warehouse") from None
     lower = {c.name.lower() for c in t.columns}

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Column, Float, Integer, MetaData, PrimaryKeyConstraint, String, Table, Text, func, select
 from sqlalchemy.engine import Connection, Engine
 
+from .ddl import create_table
 from .identifiers import validate_identifier
 from .store import ScoringKey
 from .upsert import upsert
@@ -81,7 +82,7 @@ def write_figures(conn: Connection, schema: str | None, rows: Sequence[dict[str,
     table = label_figures_table(schema)
     done = _ensured.setdefault(conn.engine, set())
     if schema not in done:
-        table.create(conn, checkfirst=True)
+        create_table(conn, table)
         done.add(schema)
     upsert(conn, table, rows)
 

@@ -35,6 +35,7 @@ from sqlalchemy.schema import CreateColumn
 from sqlalchemy.types import _Binary
 
 from ..judge.cache import KEY_BYTES, KEY_HEAD_BYTES
+from .reflect import get_columns, primary_key_columns
 
 __all__ = [
     "default_legacy_sources",
@@ -66,7 +67,7 @@ KEY_COLUMNS = (SOURCE_TABLE, MAPPING)
 
 
 def _columns(conn: Connection, table: Table) -> set[str]:
-    return {c["name"] for c in inspect(conn).get_columns(table.name, schema=table.schema)}
+    return {c["name"] for c in get_columns(conn, table.name, table.schema)}
 
 
 def add_missing_columns(conn: Connection, table: Table) -> list[str]:
@@ -130,13 +131,12 @@ def add_key_columns(
     new_pk = table.primary_key.name
     if not isinstance(new_pk, str):  # every ctxprec table names its key; the new one is re-created by name
         raise ValueError(f"cannot migrate {table.name}: its primary key constraint has no name")
-    pk = inspect(conn).get_pk_constraint(table.name, schema=table.schema)
+    _, old_pk = primary_key_columns(conn, table.name, table.schema)
     for column in missing:
         col = prep.quote(column)
         conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN {col} {table.c[column].type.compile(conn.dialect)}")
         conn.exec_driver_sql(f"UPDATE {name} SET {col} = {fills[column]}")
         conn.exec_driver_sql(f"ALTER TABLE {name} ALTER COLUMN {col} SET NOT NULL")
-    old_pk = pk.get("name")
     if old_pk:
         conn.exec_driver_sql(f"ALTER TABLE {name} DROP CONSTRAINT {prep.quote(old_pk)}")
     key = ", ".join(prep.quote(c.name) for c in table.primary_key.columns)
@@ -151,7 +151,7 @@ def _rebuild_sqlite(conn: Connection, table: Table, fills: Mapping[str, str]) ->
     schema_name = table.schema
     schema = f"{prep.quote(schema_name)}." if schema_name else ""
     aside = f"{table.name}__before_key_columns"
-    old_columns = [c["name"] for c in inspect(conn).get_columns(table.name, schema=table.schema)]
+    old_columns = [c["name"] for c in get_columns(conn, table.name, table.schema)]
     index_names = (i.get("name") for i in inspect(conn).get_indexes(table.name, schema=table.schema))
     old_indexes = [n for n in index_names if n]
     conn.exec_driver_sql(f"ALTER TABLE {schema}{prep.quote(table.name)} RENAME TO {prep.quote(aside)}")
@@ -211,7 +211,7 @@ def binary_judgment_keys(conn: Connection, table: Table) -> bool:
 
 
 def _key_is_binary(conn: Connection, table: Table) -> bool:
-    for c in inspect(conn).get_columns(table.name, schema=table.schema):
+    for c in get_columns(conn, table.name, table.schema):
         if c["name"] == "key":
             return isinstance(c["type"], _Binary)
     return True  # no such table (nothing to convert)
@@ -224,7 +224,7 @@ def _rebuild_sqlite_judgments(conn: Connection, table: Table) -> None:
     prep = conn.dialect.identifier_preparer
     schema = f"{prep.quote(table.schema)}." if table.schema else ""
     aside = f"{table.name}__before_binary_keys"
-    old_columns = {c["name"] for c in inspect(conn).get_columns(table.name, schema=table.schema)}
+    old_columns = {c["name"] for c in get_columns(conn, table.name, table.schema)}
     driver = conn.connection.driver_connection
     if driver is None:  # SQLAlchemy's handle lost its DBAPI connection (invalidated)
         raise RuntimeError(f"cannot migrate {table.name}: the connection is no longer usable")

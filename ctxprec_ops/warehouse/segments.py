@@ -37,16 +37,17 @@ from sqlalchemy import (
     Table,
     Text,
     delete,
-    inspect,
     select,
 )
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateColumn
 
+from .ddl import create_table
 from .engine import write_transaction
 from .identifiers import MAX_SEGMENT_NAME, validate_identifier
 from .migrate import MAPPING, MAPPING_LENGTH, add_key_columns
+from .reflect import get_columns, table_names
 from .store import IN_BATCH, ScoringKey
 from .upsert import upsert
 
@@ -138,10 +139,9 @@ def segments_table(schema: str | None, names: Sequence[str]) -> Table:
 
 
 def _column_names(conn: Connection, schema: str | None) -> set[str] | None:
-    insp = inspect(conn)
-    if SEGMENTS not in insp.get_table_names(schema=schema):
+    if SEGMENTS not in table_names(conn, schema):
         return None
-    return {c["name"] for c in insp.get_columns(SEGMENTS, schema=schema)}
+    return {c["name"] for c in get_columns(conn, SEGMENTS, schema)}
 
 
 def _create_or_extend(engine: Engine, table: Table, legacy_mappings: Mapping[str, str], create: bool) -> None:
@@ -149,7 +149,7 @@ def _create_or_extend(engine: Engine, table: Table, legacy_mappings: Mapping[str
         have = _column_names(conn, table.schema)
         if have is None:
             if create:
-                table.create(conn)
+                create_table(conn, table, checkfirst=False)
             return
         if MAPPING not in have:  # a table of the version before ``mapping``: add it to the key
             every = have | {c.name for c in table.c}  # the rebuilt table keeps every seg_ column

@@ -36,7 +36,6 @@ from sqlalchemy import (
     Date,
     DateTime,
     Integer,
-    MetaData,
     String,
     Table,
     Text,
@@ -44,7 +43,6 @@ from sqlalchemy import (
     bindparam,
     cast,
     func,
-    inspect,
     literal,
     or_,
     select,
@@ -58,6 +56,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from ..errors import CtxPrecError
 from .engine import is_sqlite_decode_error, sqlite_strict_text, stream_batches
 from .identifiers import split_table_name, validate_identifier
+from .reflect import reflect_table, table_names
 from .sqlite_time import sqlite_instant, sqlite_instant_general
 
 __all__ = [
@@ -249,6 +248,13 @@ def _time_mode(engine: Engine, col: Column) -> TimeMode:
     t = col.type
     if isinstance(t, DateTime):
         return "aware" if getattr(t, "timezone", False) else "naive"
+    # Snowflake's timestamp types are not DateTime subclasses: TIMESTAMP_NTZ is naive (taken as
+    # UTC, like every naive timestamp), TIMESTAMP_TZ / TIMESTAMP_LTZ carry their offset
+    kind = type(t).__name__.upper()
+    if kind in ("TIMESTAMP_TZ", "TIMESTAMP_LTZ"):
+        return "aware"
+    if kind == "TIMESTAMP_NTZ":
+        return "naive"
     if isinstance(t, Date):
         return "date"
     if isinstance(t, (String, Text)):
@@ -289,11 +295,11 @@ def reflect_source(
         return hit
     where = f"{schema}.{table_name}" if schema else table_name
     try:
-        table = Table(table_name, MetaData(), schema=schema, autoload_with=engine)
+        table = reflect_table(engine, table_name, schema)
     except NoSuchTableError:
         hint = ""
         try:
-            names = inspect(engine).get_table_names(schema=schema)
+            names = table_names(engine, schema)
             hint = f" (tables there: {', '.join(sorted(names)[:20]) or 'none'})"
         except Exception:  # the hint is a courtesy
             pass
