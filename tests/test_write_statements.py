@@ -1,10 +1,12 @@
 """The write path issues a few statements per chunk, never one per row, on every backend that
-starts here (issue 31): SQLite, PostgreSQL and MariaDB.
+starts here (issue 31): SQLite, PostgreSQL, MariaDB and DuckDB.
 
 A partition of 30 rows and one of 300, each scored as one chunk: the larger one may take a few more
 statements (SQLite's multi-row statements hold 128 rows, PyMySQL splits a batch at 1 MB), but a
 per-row path (UPDATE-then-INSERT for each score and each cached judgment) would add hundreds.
-On MariaDB the server's own statement counters say the same as the client's.
+On MariaDB the server's own statement counters say the same as the client's. DuckDB runs an
+executemany as one statement per row, so there the native insert is one multi-row ``VALUES``
+statement per batch, and each statement the client sends is one the database runs.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ SLACK = 16
 _WRITES = ("insert", "update", "copy", "merge", "replace", "delete")
 
 
-@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb", "duckdb"])
 def url(request: pytest.FixtureRequest, tmp_path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'w.db'}"
-    return str(request.getfixturevalue("pg_url" if request.param == "postgresql" else "mariadb_url"))
+    fixture = {"postgresql": "pg_url", "mariadb": "mariadb_url", "duckdb": "duckdb_url"}[request.param]
+    return str(request.getfixturevalue(fixture))
 
 
 def _server_writes(engine: sa.Engine) -> int:
@@ -46,6 +49,8 @@ def _score_counting(url: str, day: str) -> tuple[int, int | None]:
         head = statement.lstrip().split(None, 1)[0].lower()
         if head in _WRITES and "ctxprec_" in statement:
             seen.append(statement)
+            if executemany and conn.dialect.name == "duckdb":  # DuckDB runs it row by row
+                seen.extend([statement] * (len(parameters) - 1))
 
     mysql = engine.dialect.name in ("mysql", "mariadb")
     before = _server_writes(engine) if mysql else None

@@ -95,11 +95,11 @@ class History:
         return [k for k in self.seen_keys if k < key][-limit:] if limit > 0 else []
 
 
-def _table_filter(t: sa.Table, source_table: str | None) -> list[sa.ColumnElement[bool]]:
+def _table_filter(t: sa.FromClause, source_table: str | None) -> list[sa.ColumnElement[bool]]:
     return [] if source_table is None else [t.c.source_table == source_table]
 
 
-def _grouped_keys(conn: sa.Connection, t: sa.Table, where: Sequence[sa.ColumnElement[bool]]) -> set[str]:
+def _grouped_keys(conn: sa.Connection, t: sa.FromClause, where: Sequence[sa.ColumnElement[bool]]) -> set[str]:
     """The partitions of ``t`` with a row matching ``where``, read as a loose index scan of the
     ``(partition_key, metric)`` index: one seek for the next partition key, one for a matching row
     in it — two index probes per partition instead of a pass over every row of the history."""
@@ -208,7 +208,7 @@ def _latest_runs(
 
 def moments_by(
     conn: sa.Connection,
-    t: sa.Table,
+    t: sa.FromClause,
     where: Sequence[sa.ColumnElement[bool]],
     group: Sequence[sa.ColumnElement[Any]],
 ) -> list[tuple[tuple[Any, ...], Moments]]:
@@ -239,7 +239,7 @@ def moments_by(
     return out
 
 
-def median_of(conn: sa.Connection, t: sa.Table, where: Sequence[sa.ColumnElement[bool]], n: int) -> float | None:
+def median_of(conn: sa.Connection, t: sa.FromClause, where: Sequence[sa.ColumnElement[bool]], n: int) -> float | None:
     """The median of ``t.score`` over ``n`` rows matching ``where``: the middle value(s) in score
     order (the database sorts; one or two values come back)."""
     if n <= 0:

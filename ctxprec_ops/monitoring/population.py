@@ -100,7 +100,7 @@ class Population:
         """The fingerprint of the column mapping the scores were read with (``pipeline.mapping``)."""
         return self.key.mapping
 
-    def where(self, table: sa.Table) -> sa.ColumnElement[bool]:
+    def where(self, table: sa.FromClause) -> sa.ColumnElement[bool]:
         """This population's rows of ``table`` (scores, failures, runs, segments): the key's filter."""
         return self.key.where(table)
 

@@ -202,12 +202,9 @@ def _reference_free(engine: Engine, metric: str, history: History, partitions: l
 
     pop = history.population
     try:
-        t = existing_output_tables(engine).scores
-        if (
-            pop is None
-            or not partitions
-            or "reference" not in {c["name"] for c in sa.inspect(engine).get_columns(t.name)}
-        ):
+        tables = existing_output_tables(engine)
+        t = tables.scores
+        if pop is None or not partitions or "reference" not in tables.scores_columns:
             return 0
         where = [t.c.metric == metric, pop.where(t), t.c.partition_key.in_(partitions)]
         with engine.connect() as conn:

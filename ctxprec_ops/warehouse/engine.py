@@ -17,12 +17,15 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import random
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
@@ -32,6 +35,9 @@ from sqlalchemy.pool import StaticPool
 from ..errors import CtxPrecError
 from ..secrets import redact_url, register_secret
 from .dialects import for_dialect
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 __all__ = [
     "normalize_url",
@@ -327,6 +333,26 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
         conn = conn.execution_options(**{_WRITE_OPTION: True})
         with conn.begin():
             yield conn
+
+
+#: tries of a write transaction that loses a write conflict (``Dialect.write_conflict``)
+WRITE_ATTEMPTS = 8
+
+
+def retry_write_conflicts(engine: Engine, write: Callable[[], T]) -> T:
+    """Run ``write`` (one idempotent write transaction) again when it loses a write conflict to a
+    concurrent transaction, up to ``WRITE_ATTEMPTS`` times with a short growing, jittered pause;
+    any other error, and the last conflict, propagate."""
+    conflict = for_dialect(engine.dialect.name).write_conflict
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        try:
+            return write()
+        except Exception as exc:  # the dialect says which are conflicts (fakesnow's are not DBAPIErrors)
+            if conflict is None or attempt == WRITE_ATTEMPTS or not conflict(exc):
+                raise
+            log.debug("write conflict on %s (attempt %d): retrying", engine.dialect.name, attempt)
+            time.sleep(random.uniform(0.01, 0.05) * attempt)
+    raise AssertionError("unreachable")
 
 
 @contextmanager

@@ -25,10 +25,14 @@ Timestamps are stored in UTC.
 
 from __future__ import annotations
 
+import json
+import random
 import threading
+import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -44,15 +48,20 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    inspect,
+    func,
+    select,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.types import VARBINARY
+from sqlalchemy.sql import FromClause, Subquery
+from sqlalchemy.types import VARBINARY, TypeDecorator
 
 from ..errors import CtxPrecError
+from ..json_text import JSONText
 from ..judge.cache import KEY_BYTES
+from .ddl import create_tables
+from .dialects import for_dialect
 from .engine import write_transaction
 from .identifiers import validate_identifier
 from .migrate import (
@@ -62,6 +71,7 @@ from .migrate import (
     binary_judgment_keys,
     default_legacy_sources,
 )
+from .reflect import get_columns, table_names
 
 __all__ = [
     "OutputTables",
@@ -81,7 +91,24 @@ FAILURES = "ctxprec_failures"
 RUNS = "ctxprec_runs"
 JUDGMENTS = "ctxprec_judgments"
 
-_JSON = JSON().with_variant(JSONB(), "postgresql")
+
+class JSONAsText(TypeDecorator[Any]):
+    """JSON kept as its text, for a dialect without a JSON type SQLAlchemy can bind (Snowflake:
+    its VARIANT takes JSON only through ``PARSE_JSON``); reads give the decoded value."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+        if value is None or isinstance(value, JSONText):
+            return value
+        return json.dumps(value)
+
+    def process_result_value(self, value: Any, dialect: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+
+_JSON = JSON().with_variant(JSONB(), "postgresql").with_variant(JSONAsText(), "snowflake")
 _TS = DateTime(timezone=True)
 _DOUBLE = Float(precision=53)
 # unbounded text where the backend allows it in a key; 255 elsewhere (e.g. MySQL)
@@ -94,7 +121,8 @@ _TRACE_ID = String(128)
 # score/failure key is log_id 255 + source_table 255 + judge_model 112 + prompt_version 64 +
 # metric 64 + mapping 16 = 766 characters = 3,064 bytes there (docs/warehouses.md); 255 elsewhere
 _MODEL = String(255).with_variant(String(112), "mysql", "mariadb")
-_HASHKEY = VARBINARY(KEY_BYTES).with_variant(LargeBinary(), "postgresql", "sqlite")
+# (DuckDB's BLOB and Snowflake's BINARY take no length here: fakesnow runs DuckDB underneath)
+_HASHKEY = VARBINARY(KEY_BYTES).with_variant(LargeBinary(), "postgresql", "sqlite", "duckdb", "snowflake")
 #: the column mapping's fingerprint (``migrate.MAPPING_LENGTH`` characters)
 _MAPPING = String(MAPPING_LENGTH)
 
@@ -253,7 +281,7 @@ def _create_all(
     # the write lock (busy timeout) instead of failing with "database is locked" when its
     # check-then-CREATE would upgrade a read transaction another writer has overtaken
     with write_transaction(engine) as conn:
-        tables.metadata.create_all(conn, checkfirst=True)
+        create_tables(conn, tables.metadata)
         for table in (tables.scores, tables.failures, tables.runs):
             add_key_columns(conn, table, legacy_sources, legacy_mappings)
         for table in (tables.scores, tables.failures, tables.runs, tables.judgments):
@@ -289,9 +317,11 @@ def ensure_output_tables(
             break
         except DBAPIError:
             # another worker created one between our check and our CREATE: check again (where
-            # DDL is not transactional, MySQL's, each of the tables can race once)
+            # DDL is not transactional, MySQL's, each of the tables can race once; DuckDB's
+            # optimistic catalogue fails the second creator until the first commits: a short pause)
             if attempt == _CREATE_ATTEMPTS - 1:
                 raise
+            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
     done.add(schema)
     return tables
 
@@ -307,8 +337,11 @@ class MissingScoresTableError(CtxPrecError, LookupError):
 class ExistingTables:
     """The output tables that exist in a warehouse, for readers (``failures``/``runs`` may be None)."""
 
-    scores: Table
-    failures: Table | None
+    #: where the dialect does not enforce keys (``Dialect.keys_enforced``), ``scores`` and
+    #: ``failures`` are each key's latest row (``latest_rows``): what two racing writers may
+    #: have written twice is read once
+    scores: FromClause
+    failures: FromClause | None
     runs: Table | None
     #: the tables have ``source_table`` (False: written by a version before it, not migrated yet)
     source_keyed: bool = False
@@ -318,22 +351,39 @@ class ExistingTables:
     scores_columns: frozenset[str] = frozenset()
 
 
+def latest_rows(table: Table, written_at: str, columns: Collection[str]) -> Subquery:
+    """``table`` with one row per primary key, its latest by ``written_at`` (then by ``run_id``),
+    for readers on a warehouse whose keys are informational: named like the table, with those of
+    its ``columns`` the stored table has."""
+    key = list(table.primary_key.columns)
+    order = [table.c[written_at].desc(), table.c.run_id.desc()]
+    rank = func.row_number().over(partition_by=key, order_by=order).label("ctxprec_rank")
+    have = [c for c in table.c if c.name in columns]
+    ranked = select(*have, rank).subquery(f"{table.name}_ranked")
+    return select(*[ranked.c[c.name] for c in have]).where(ranked.c.ctxprec_rank == 1).subquery(table.name)
+
+
 def existing_output_tables(engine: Engine, schema: str | None = None) -> ExistingTables:
     """The output tables a reader can query (read-only: nothing is created)."""
     tables = output_tables(schema)
-    names = set(inspect(engine).get_table_names(schema=schema))
+    names = set(table_names(engine, schema))
     if SCORES not in names:
         raise MissingScoresTableError(
             f"nothing has been scored in this warehouse yet (no {SCORES} table): "
             "score a partition first (ctxprec score --partition YYYY-MM-DD)"
         )
-    insp = inspect(engine)
-    score_cols = frozenset(c["name"] for c in insp.get_columns(SCORES, schema=schema))
+    score_cols = frozenset(c["name"] for c in get_columns(engine, SCORES, schema))
     keyed = "source_table" in score_cols
-    run_cols = frozenset(c["name"] for c in insp.get_columns(RUNS, schema=schema)) if RUNS in names else frozenset()
+    run_cols = frozenset(c["name"] for c in get_columns(engine, RUNS, schema)) if RUNS in names else frozenset()
+    enforced = for_dialect(engine.dialect.name).keys_enforced
+    scores: FromClause = tables.scores if enforced else latest_rows(tables.scores, "scored_at", score_cols)
+    failures: FromClause | None = None
+    if FAILURES in names:
+        failure_cols = {c["name"] for c in get_columns(engine, FAILURES, schema)} if not enforced else ()
+        failures = tables.failures if enforced else latest_rows(tables.failures, "failed_at", failure_cols)
     return ExistingTables(
-        scores=tables.scores,
-        failures=tables.failures if FAILURES in names else None,
+        scores=scores,
+        failures=failures,
         runs=tables.runs if RUNS in names else None,
         source_keyed=keyed,
         runs_columns=run_cols,

@@ -1,21 +1,27 @@
 """Idempotent writes: insert-or-update (and insert-or-ignore) keyed by a table's primary key.
 
-This module picks the path; SQLite's statements are in ``sqlite_write``, PostgreSQL's ``COPY``
-in ``pg_copy``, what they share in ``write_rows``.
+This module picks the path, by the dialect family (``warehouse/dialects/``); SQLite's statements
+are in ``sqlite_write``, PostgreSQL's ``COPY`` in ``pg_copy``, the MERGE family's in
+``merge_write``, what they share in ``write_rows``.
 
-SQLite and PostgreSQL use their native ``INSERT ... ON CONFLICT``. On SQLite that is a few
-driver-level multi-row statements (``INSERT ... VALUES (...), (...) ON CONFLICT``, up to
-``SQLITE_ROWS_PER_STATEMENT`` rows each). On PostgreSQL several rows go in bulk: ``COPY`` into a
-session-local temporary staging table shaped like the target (``ON COMMIT DELETE ROWS``), then one
-``INSERT ... SELECT ... ORDER BY key ON CONFLICT`` (``copy_upsert``) — three round trips per table
-instead of one statement per row, inside the caller's transaction. Every other dialect takes
-MySQL and MariaDB use ``INSERT ... ON DUPLICATE KEY UPDATE`` given as one executemany per
-``BATCH`` rows (PyMySQL sends such a batch as one multi-row ``VALUES`` statement); an insert that
-leaves existing rows alone updates a key column to itself (``INSERT IGNORE`` would also turn
-strict mode's errors into warnings). Every other dialect takes
-the generic path: ``UPDATE`` by key and ``INSERT`` the rows the update did not match, inside the
-caller's transaction (correct for one writer per key; concurrent writers of the same key on such
-a dialect may see a unique-key error and should retry the chunk).
+- SQLite: native ``INSERT ... ON CONFLICT`` as a few driver-level multi-row statements (up to
+  ``SQLITE_ROWS_PER_STATEMENT`` rows each).
+- PostgreSQL: ``COPY`` into a session-local temporary staging table shaped like the target
+  (``ON COMMIT DELETE ROWS``), then one ``INSERT ... SELECT ... ORDER BY key ON CONFLICT``
+  (``copy_upsert``): three round trips per table instead of one statement per row.
+- DuckDB: ``INSERT ... ON CONFLICT`` as one multi-row ``VALUES`` statement per ``BATCH`` rows
+  (DuckDB runs an executemany row by row).
+- MySQL and MariaDB: ``INSERT ... ON DUPLICATE KEY UPDATE`` as one executemany per ``BATCH``
+  rows (PyMySQL sends it as one multi-row ``VALUES`` statement); an insert that leaves existing
+  rows alone updates a key column to itself (``INSERT IGNORE`` would also turn strict mode's
+  errors into warnings).
+- Snowflake (keys not enforced): de-duplicate the chunk, stage it in a temporary table, one
+  ``MERGE`` on the key (``merge_write``).
+- Any other dialect: the generic path, ``UPDATE`` by key and ``INSERT`` the rows the update did
+  not match (correct for one writer per key; concurrent writers of the same key may see a
+  unique-key error and should retry the chunk).
+
+All of it runs inside the caller's transaction.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Insert
 
 from .dialects import for_dialect
+from .merge_write import merge_rows
 from .pg_copy import copy_upsert
 from .sqlite_write import SQLITE_ROWS_PER_STATEMENT, _sqlite_upsert, _sqlite_write_columns
 from .write_rows import BATCH, ColumnRows, _batches, _decoded, _dedupe, _key_columns, _keys_and_columns
@@ -57,6 +64,17 @@ def _native_insert(conn: Connection, table: Table, keys: list[str], others: list
     return stmt
 
 
+def _native_batches(conn: Connection, stmt: Insert, rows: Sequence[dict[str, Any]]) -> None:
+    """``stmt`` for ``rows``, ``BATCH`` rows a statement: an executemany, or one multi-row
+    ``VALUES`` where the family asks for it (``Dialect.multi_values``)."""
+    multi = for_dialect(conn.dialect.name).multi_values
+    for batch in _batches(rows):
+        if multi:
+            conn.execute(stmt.values(list(batch)))
+        else:
+            conn.execute(stmt, list(batch))
+
+
 def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, native: bool | None = None) -> int:
     """Insert ``rows`` or, where the primary key exists, overwrite the other columns.
 
@@ -69,6 +87,8 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
     keys, cols = _keys_and_columns(table, rows)
     others = [c for c in cols if c not in keys]
     use_native = native_upsert_supported(conn) if native is None else native
+    if use_native and for_dialect(conn.dialect.name).merge:
+        return merge_rows(conn, table, _decoded(_dedupe(rows, keys)), keys, others)
     if use_native and conn.dialect.name == "postgresql" and len(rows) > 1:
         return copy_upsert(conn, table, rows, update=True)
     if use_native and conn.dialect.name == "sqlite":
@@ -79,9 +99,7 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
     rows = _dedupe(rows, keys, ordered=conn.dialect.name != "sqlite")
     rows = _decoded(rows)
     if use_native:
-        stmt = _native_insert(conn, table, keys, others)
-        for batch in _batches(rows):
-            conn.execute(stmt, list(batch))
+        _native_batches(conn, _native_insert(conn, table, keys, others), rows)
         return len(rows)
     return _generic_upsert(conn, table, rows, keys, others)
 
@@ -121,13 +139,13 @@ def insert_ignore(
     if use_native and conn.dialect.name == "postgresql" and len(rows) > 1:
         return copy_upsert(conn, table, rows, update=False)
     rows = _dedupe(rows, keys, ordered=conn.dialect.name != "sqlite")
+    if use_native and for_dialect(conn.dialect.name).merge:
+        return merge_rows(conn, table, _decoded(rows), keys, None)
     if use_native and conn.dialect.name == "sqlite":
         _sqlite_upsert(conn, table, list(rows[0].keys()), keys, [], rows)
         return len(rows)
     if use_native:
-        stmt = _native_insert(conn, table, keys, [])
-        for batch in _batches(rows):
-            conn.execute(stmt, list(batch))
+        _native_batches(conn, _native_insert(conn, table, keys, []), rows)
         return len(rows)
     exists = select(*[table.c[k] for k in keys]).where(and_(*[table.c[k] == bindparam(f"k_{k}") for k in keys]))
     for row in rows:

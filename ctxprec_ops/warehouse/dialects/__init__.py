@@ -2,8 +2,8 @@
 place per family, so adding a dialect means adding one module here and one line in ``_MODULES``.
 
 ``for_dialect(name)`` returns the family's :class:`Dialect`. A name no module claims gets the
-generic family, with a warning that names the dialect. First step: the facts the write path and
-the claims branch on; the upsert / claims / DDL implementations move here next.
+generic family, with a warning that names the dialect. What each family declares: the facts the write path,
+the claims, the reflection and the DDL branch on.
 """
 
 from __future__ import annotations
@@ -48,17 +48,43 @@ class Dialect:
     # how chunk claims are held (``warehouse/claims.py``): "advisory" (PostgreSQL session locks),
     # "named_lock" (MySQL's GET_LOCK, also held by the session) or "none" (every claim succeeds:
     # SQLite's one writer)
-    claims: Literal["advisory", "named_lock", "none"]
+    claims: Literal["advisory", "named_lock", "lease", "none"]
     # keyword arguments for ``create_engine`` (``warehouse/engine.py``)
     engine_options: Mapping[str, Any] = field(default_factory=dict)
+    # how tables are read (``warehouse/reflect.py``): SQLAlchemy's inspector, or
+    # ``information_schema`` where the dialect's inspector fails (duckdb-engine)
+    reflection: Literal["inspector", "information_schema"] = "inspector"
+    # whether the output tables get their secondary indexes (``schema.py``): not on Snowflake
+    # (standard tables take none) nor DuckDB (zone maps instead; ON CONFLICT cannot update an
+    # indexed column there)
+    secondary_indexes: bool = True
+    # whether the database enforces primary keys; where it does not (Snowflake, BigQuery, ...),
+    # the writer dedupes and MERGEs, and readers keep the latest row of a key
+    keys_enforced: bool = True
+    # the MERGE family (``warehouse/merge_write.py``): stage the chunk in a temporary table, then
+    # one MERGE; taken instead of ``native_insert``
+    merge: bool = False
+    # whether the native insert sends a batch as one multi-row ``VALUES`` statement instead of an
+    # executemany (DuckDB runs an executemany as one statement per row)
+    multi_values: bool = False
+    # whether an error is a write conflict with a concurrent transaction that the same
+    # (idempotent) write transaction, run again, gets past (DuckDB's optimistic concurrency)
+    write_conflict: Callable[[BaseException], bool] | None = None
 
     @property
     def native_upsert(self) -> bool:
-        return self.native_insert is not None
+        return self.native_insert is not None or self.merge
 
 
 # dialect name (SQLAlchemy's ``dialect.name``) -> the module under this package defining DIALECT
-_MODULES = {"sqlite": "sqlite", "postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql"}
+_MODULES = {
+    "sqlite": "sqlite",
+    "postgresql": "postgresql",
+    "mysql": "mysql",
+    "mariadb": "mysql",
+    "duckdb": "duckdb",
+    "snowflake": "snowflake",
+}
 
 
 @cache

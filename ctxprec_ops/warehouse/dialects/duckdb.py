@@ -1,0 +1,35 @@
+"""DuckDB (duckdb-engine): INSERT ... ON CONFLICT as one multi-row statement, expanding IN binds,
+lease claims (``warehouse/lease_claims.py``), reflection through ``information_schema``, no
+secondary indexes."""
+
+from __future__ import annotations
+
+from sqlalchemy.dialects.postgresql import insert
+
+from ctxprec_ops.warehouse.dialects import Dialect, on_conflict
+
+
+def write_conflict(exc: BaseException) -> bool:
+    """DuckDB's concurrency is optimistic: of two transactions writing the same row (or inserting
+    the same key: a judgment shared by two chunks), the second fails instead of waiting. Its
+    transaction, run again once the first committed, finds the row and updates or skips it."""
+    orig = getattr(exc, "orig", None) or exc
+    kind = type(orig).__name__
+    text = str(orig)
+    return (
+        kind == "TransactionException"
+        or "Conflict on" in text
+        or (kind == "ConstraintException" and "Duplicate key" in text)
+    )
+
+
+DIALECT = Dialect(
+    name="duckdb",
+    native_insert=on_conflict(insert),
+    in_list="expanding",
+    claims="lease",
+    reflection="information_schema",
+    secondary_indexes=False,
+    multi_values=True,
+    write_conflict=write_conflict,
+)
