@@ -197,12 +197,18 @@ class _Lease:
 
     def _insert(self) -> None:
         t, now = self.table, _now()
-        row = select(
-            literal(self.name, String(64)),
-            literal(self.holder, String(64)),
-            literal(now + timedelta(seconds=self.seconds), DateTime(timezone=True)),
-            literal(now, DateTime(timezone=True)),
-        ).where(~exists().where(t.c.name == self.name))
+        # FROM a one-row derived table: a SELECT with a WHERE but no FROM is not standard SQL
+        one = select(literal(1).label("one")).subquery("ctxprec_one")
+        row = (
+            select(
+                literal(self.name, String(64)),
+                literal(self.holder, String(64)),
+                literal(now + timedelta(seconds=self.seconds), DateTime(timezone=True)),
+                literal(now, DateTime(timezone=True)),
+            )
+            .select_from(one)
+            .where(~exists().where(t.c.name == self.name))
+        )
         with self.engine.begin() as conn:
             conn.execute(insert(t).from_select(["name", "holder", "expires_at", "claimed_at"], row))
 
