@@ -180,6 +180,20 @@ def test_a_waiting_claimer_blocks_until_the_holder_releases(url):
     assert order == ["holder releases", "waiter got True"]
 
 
+def test_a_waiting_claimer_takes_over_from_a_holder_that_died(url):
+    engine = get_engine(url)
+    name = _name()
+    dead = lease_claim(engine, lease_name(claim_key(name)), wait=False, lease=1, heartbeat=False)
+    assert dead.__enter__() is True  # and never renews nor releases it
+    try:
+        with chunk_claim(engine, name, wait=True) as got:
+            assert got is True
+            assert len(_rows(engine, name)) == 1
+    finally:
+        dead.__exit__(None, None, None)
+    assert _rows(engine, name) == []
+
+
 def test_the_heartbeat_keeps_a_short_lease_alive(url):
     engine = get_engine(url)
     name = _name()
@@ -211,6 +225,9 @@ def test_without_an_enforced_primary_key_racing_claimers_still_have_one_winner(u
         results = _race(engine, name)
         assert sorted(results) == [False, True], (round_, results)
         assert _rows(engine, name) == []
+    for round_ in range(5):  # more claimers than two
+        results = _race(engine, f"nopk4-{round_}-{uuid.uuid4().hex[:6]}", n=4)
+        assert sorted(results) == [False, False, False, True], (round_, results)
 
 
 def test_the_claims_table_lives_in_the_given_schema(duckdb_url):
@@ -244,3 +261,11 @@ def test_the_lease_length_setting(monkeypatch):
             lease_seconds()
     with pytest.raises(LeaseSettingError, match="lease"):
         lease_seconds(0)
+
+
+def test_a_bad_lease_setting_stops_a_claim_with_the_settings_name(duckdb_url, monkeypatch):
+    monkeypatch.setenv(LEASE_ENV, "ten minutes")
+    engine = get_engine(duckdb_url)
+    with pytest.raises(LeaseSettingError, match=f"{LEASE_ENV} must be a positive number of seconds"):
+        with chunk_claim(engine, _name(), wait=False):
+            pass

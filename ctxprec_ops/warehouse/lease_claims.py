@@ -185,6 +185,8 @@ class _Lease:
         self.holder = uuid.uuid4().hex
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
+        #: whether my row may be in the table (set before my insert, cleared once it is not)
+        self.row = False
 
     def _is_mine(self) -> Any:
         t = self.table
@@ -227,6 +229,7 @@ class _Lease:
                     conn.execute(delete(t).where(self._is_mine()))
 
             if _step(remove):
+                self.row = False
                 return True
             time.sleep(0.02 * (attempt + 1) * (1 + random.random()))
         return False
@@ -235,8 +238,10 @@ class _Lease:
         """One try: True (held), False (another holder has it) or None (free again: both
         claimers withdrew)."""
         _step(self._expire_dead)
+        self.row = True
         _step(self._insert)
         holders = self._live_holders()
+        self.row = self.holder in holders
         if holders == [self.holder]:
             return True
         if self.holder in holders:  # a rival's row got in as well: withdraw mine
@@ -263,12 +268,22 @@ class _Lease:
                 log.warning("claim %s: its lease had expired and was taken over by another claimer", self.name)
                 return
 
+    def withdraw_quietly(self) -> None:
+        """Delete my row if it is there, logging (not raising) a failure: it then expires."""
+        if not self.row:
+            return
+        try:
+            if self._withdraw():
+                return
+        except Exception as exc:
+            log.warning("claim %s: deleting its row failed (%s)", self.name, type(exc).__name__)
+        log.warning("claim %s: its row could not be deleted; it expires with its lease", self.name)
+
     def release(self) -> None:
         self._stop.set()
         if self._beat is not None:
             self._beat.join()
-        if not self._withdraw():
-            log.warning("claim %s: its row could not be deleted; it expires with its lease", self.name)
+        self.withdraw_quietly()
 
 
 @contextmanager
@@ -287,23 +302,34 @@ def lease_claim(
     seconds = lease_seconds(lease)
     table = ensure_claims_table(engine, schema)
     claim = _Lease(engine, table, name, seconds)
-    free_retries = 0
-    while True:
-        got = claim.attempt()
-        if got:
-            break
-        if got is None and free_retries < _FREE_RETRIES:
-            free_retries += 1  # no holder left: try again at once, after a little jitter
-            time.sleep(random.random() * 0.05)
-            continue
-        if not wait:
-            yield False
-            return
-        free_retries = 0
-        time.sleep(POLL_SECONDS * (1 + random.random()))
+    try:
+        got = _acquire(claim, wait=wait)
+    except BaseException:
+        claim.withdraw_quietly()  # an error or an interrupt between the insert and the decision
+        raise
+    if not got:
+        claim.withdraw_quietly()  # a row whose withdrawal lost every race would block the name
+        yield False
+        return
     if heartbeat:
         claim.start_heartbeat()
     try:
         yield True
     finally:
         claim.release()
+
+
+def _acquire(claim: _Lease, *, wait: bool) -> bool:
+    free_retries = 0
+    while True:
+        got = claim.attempt()
+        if got:
+            return True
+        if got is None and free_retries < _FREE_RETRIES:
+            free_retries += 1  # no holder left: try again at once, after a little jitter
+            time.sleep(random.random() * 0.05)
+            continue
+        if not wait:
+            return False
+        free_retries = 0
+        time.sleep(POLL_SECONDS * (1 + random.random()))
