@@ -270,7 +270,8 @@ class _Stream:
 
 
 def _claim(stack: ExitStack, ctx: PipelineContext, chunk: Chunk, wait: bool) -> bool:
-    return bool(stack.enter_context(chunk_claim(ctx.engine, chunk_claim_name(ctx, chunk), wait=wait)))
+    claim = chunk_claim(ctx.engine, chunk_claim_name(ctx, chunk), wait=wait, schema=ctx.config.output_schema)
+    return bool(stack.enter_context(claim))
 
 
 def _release(stack: ExitStack) -> None:

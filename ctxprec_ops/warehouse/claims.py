@@ -7,8 +7,10 @@ reaching the same chunk either waits (``wait=True``: it then finds the rows scor
 or is told the chunk is taken (``wait=False``: it scores other chunks first). A killed process's
 session ends, and its locks with it. MySQL / MariaDB: the same with the server's named locks
 (``GET_LOCK`` / ``RELEASE_LOCK``, also held by the session; the name is the key in hex, well under
-their 64-character limit). Other backends: every claim succeeds at once (SQLite writers queue on
-the database lock; their judging is not coordinated).
+their 64-character limit). DuckDB and Snowflake, which have neither: a lease, a row of the
+``ctxprec_claims`` table in the output schema renewed by a heartbeat while held
+(``warehouse/lease_claims.py``; a killed process's lease expires). Other backends: every claim
+succeeds at once (SQLite writers queue on the database lock; their judging is not coordinated).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from .dialects import for_dialect
+from .lease_claims import lease_claim, lease_name
 
 __all__ = ["chunk_claim", "claim_key"]
 
@@ -31,10 +34,18 @@ def claim_key(name: str) -> int:
 
 
 @contextmanager
-def chunk_claim(engine: Engine, name: str, *, wait: bool) -> Iterator[bool]:
+def chunk_claim(
+    engine: Engine, name: str, *, wait: bool, schema: str | None = None, lease: float | None = None
+) -> Iterator[bool]:
     """Hold the claim ``name`` for the ``with`` block; yields whether it was obtained (always
-    True with ``wait=True``)."""
+    True with ``wait=True``). ``schema``: where a lease's ``ctxprec_claims`` table lives (the
+    output schema); ``lease``: its length in seconds (default ``CTXPREC_CLAIM_LEASE_SECONDS``,
+    else 600). Both matter only to dialects whose claims are leases."""
     kind = for_dialect(engine.dialect.name).claims
+    if kind == "lease":
+        with lease_claim(engine, lease_name(claim_key(name)), wait=wait, schema=schema, lease=lease) as got:
+            yield got
+        return
     if kind == "named_lock":
         with _named_lock(engine, name, wait=wait) as got:
             yield got

@@ -56,7 +56,11 @@ def table_names(bind: Bind, schema: str | None = None) -> list[str]:
 
 
 def has_table(bind: Bind, name: str, schema: str | None = None) -> bool:
-    return bool(inspect(bind).has_table(name, schema=schema))
+    inspector = inspect(bind)
+    if schema is None and _uses_information_schema(bind):
+        # duckdb-engine's has_table without a schema answers for a table of that name in any schema
+        schema = inspector.default_schema_name
+    return bool(inspector.has_table(name, schema=schema))
 
 
 def get_columns(bind: Bind, name: str, schema: str | None = None) -> list[dict[str, Any]]:

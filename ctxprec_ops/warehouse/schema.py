@@ -315,7 +315,10 @@ def ensure_output_tables(
         try:
             _create_all(engine, tables, sources, legacy_mappings or {})
             break
-        except DBAPIError:
+        except Exception as exc:
+            conflict = for_dialect(engine.dialect.name).write_conflict
+            if not isinstance(exc, DBAPIError) and not (conflict is not None and conflict(exc)):
+                raise
             # another worker created one between our check and our CREATE: check again (where
             # DDL is not transactional, MySQL's, each of the tables can race once; DuckDB's
             # optimistic catalogue fails the second creator until the first commits: a short pause)

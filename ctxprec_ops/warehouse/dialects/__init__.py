@@ -46,8 +46,9 @@ class Dialect:
     # how a list of ids is bound in reads: "any_array" (= ANY(:ids), PostgreSQL) or "expanding"
     in_list: Literal["any_array", "expanding"]
     # how chunk claims are held (``warehouse/claims.py``): "advisory" (PostgreSQL session locks),
-    # "named_lock" (MySQL's GET_LOCK, also held by the session) or "none" (every claim succeeds:
-    # SQLite's one writer)
+    # "named_lock" (MySQL's GET_LOCK, also held by the session), "lease" (a row of the
+    # ctxprec_claims table renewed while held, ``warehouse/lease_claims.py``: DuckDB, Snowflake)
+    # or "none" (every claim succeeds: SQLite's one writer)
     claims: Literal["advisory", "named_lock", "lease", "none"]
     # keyword arguments for ``create_engine`` (``warehouse/engine.py``)
     engine_options: Mapping[str, Any] = field(default_factory=dict)
