@@ -9,9 +9,11 @@ SQLAlchemy's inspector does it for most dialects. Two of those we support fail t
 - snowflake-sqlalchemy (under fakesnow at least) fails in foreign-key reflection
   (``int('NO ACTION')``), which ``Table(..., autoload_with=...)`` always runs.
 
-So a table is built from its columns alone (:func:`reflect_table`): the pipeline reads source
-tables and checks output tables by their columns and types; it never needs their foreign keys or
-indexes. The result is what ``autoload_with`` gives minus constraints and indexes.
+So a table is built from its columns (:func:`reflect_table`) and, where the inspector reads
+them, its indexes' columns: the pipeline reads source tables and checks output tables by their
+columns and types, and SQLite's partition reads by whether an index starts with ``event_time``;
+it never needs their foreign keys. The result is what ``autoload_with`` gives minus
+constraints.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from sqlalchemy import (
     Date,
     DateTime,
     Float,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -100,15 +103,22 @@ def primary_key_columns(bind: Bind, name: str, schema: str | None = None) -> tup
 
 
 def reflect_table(bind: Bind, name: str, schema: str | None = None, metadata: MetaData | None = None) -> Table:
-    """``name`` as a ``Table`` of its columns (no constraints, no indexes); ``NoSuchTableError``
-    when it does not exist."""
+    """``name`` as a ``Table`` of its columns and (inspector dialects) indexes, no constraints;
+    ``NoSuchTableError`` when it does not exist."""
     cols = get_columns(bind, name, schema)
     if not cols:
         raise NoSuchTableError(f"{schema}.{name}" if schema else name)
     md = metadata if metadata is not None else MetaData()
-    return Table(
-        name, md, *[Column(c["name"], c["type"], nullable=c.get("nullable", True)) for c in cols], schema=schema
-    )
+    columns = [Column(c["name"], c["type"], nullable=c.get("nullable", True)) for c in cols]
+    table = Table(name, md, *columns, schema=schema)
+    family = for_dialect(bind.dialect.name)
+    if family.secondary_indexes and family.reflection == "inspector":
+        # the indexes' columns (SQLite's partition reads ask whether one starts with event_time)
+        for ix in inspect(bind).get_indexes(name, schema=schema):
+            names = [c for c in ix.get("column_names") or [] if c is not None and c in table.c]
+            if names and len(names) == len(ix.get("column_names") or []):
+                Index(ix.get("name") or f"ix_{name}_{'_'.join(names)}", *[table.c[c] for c in names])
+    return table
 
 
 def _information_schema(bind: Bind, sql: str, name: str, schema: str | None) -> list[Any]:

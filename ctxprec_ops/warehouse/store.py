@@ -19,7 +19,7 @@ from ..scoring.verdicts import NodeVerdict
 from .analyze import analyze_if_grown
 from .dialects import for_dialect
 from .engine import stream_batches
-from .schema import OutputTables
+from .schema import OutputTables, latest_rows
 from .upsert import ColumnRows, insert_ignore, upsert
 
 __all__ = [
@@ -264,6 +264,13 @@ def delete_failures(conn: Connection, t: OutputTables, key: ScoringKey, log_ids:
         conn.execute(delete(f).where(key.where(f), f.c.log_id.in_(list(part))))
 
 
+def _read_view(conn: Connection, table: Any, written_at: str) -> Any:
+    """``table`` for reading: itself, or where keys are not enforced each key's latest row."""
+    if for_dialect(conn.dialect.name).keys_enforced:
+        return table
+    return latest_rows(table, written_at, [c.name for c in table.c])
+
+
 def partition_scores(
     conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str, batch: int = 20_000
 ) -> Iterator[Any]:
@@ -272,8 +279,9 @@ def partition_scores(
     Consume it while ``conn`` is open."""
     import numpy as np
 
-    c = t.scores.c
-    stmt = select(c.score).where(key.where(t.scores), c.partition_key == partition_key).order_by(c.score)
+    scores = _read_view(conn, t.scores, "scored_at")
+    c = scores.c
+    stmt = select(c.score).where(key.where(scores), c.partition_key == partition_key).order_by(c.score)
     for part in stream_batches(conn, stmt, batch):
         yield np.fromiter(map(_first, part), dtype=np.float64, count=len(part))
 
@@ -283,7 +291,8 @@ def partition_counts(
 ) -> dict[str, Any]:
     """Counts over the partition's scores: total, passed, and those that cost no judge call in
     this run (scored by an earlier run, or answered entirely from the judgment cache)."""
-    c = t.scores.c
+    scores = _read_view(conn, t.scores, "scored_at")
+    c = scores.c
     cached = case(
         (c.run_id != run_id, 1),
         (and_(func.coalesce(c.judge_calls, 0) == 0, func.coalesce(c.cached_nodes, 0) > 0), 1),
@@ -291,7 +300,7 @@ def partition_counts(
     )
     passed = case((c.success.is_(True), 1), else_=0)
     stmt = select(func.count(), func.sum(passed), func.sum(cached)).where(
-        key.where(t.scores), c.partition_key == partition_key
+        key.where(scores), c.partition_key == partition_key
     )
     total, n_pass, n_cached = conn.execute(stmt).one()
     return {"scored": int(total or 0), "passed": int(n_pass or 0), "cached": int(n_cached or 0)}
@@ -299,10 +308,11 @@ def partition_counts(
 
 def failure_counts(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str) -> dict[str, int]:
     """``{error_type: rows}`` of the partition's failure records."""
-    c = t.failures.c
+    failures = _read_view(conn, t.failures, "failed_at")
+    c = failures.c
     stmt = (
         select(c.error_type, func.count())
-        .where(key.where(t.failures), c.partition_key == partition_key)
+        .where(key.where(failures), c.partition_key == partition_key)
         .group_by(c.error_type)
     )
     return {et: int(n) for et, n in conn.execute(stmt)}
