@@ -56,7 +56,7 @@ scoring under cProfile (every thread of the scoring process; stats dumped to FIL
 from __future__ import annotations
 
 import argparse
-import importlib
+import importlib.util
 import json
 import os
 import re
@@ -793,9 +793,10 @@ def main() -> int:
                         )
                     elif backend == "mariadb":
                         servers[backend] = MariaDbDatabases(tmp)
-                    else:
+                    else:  # found, not imported: the children's ru_maxrss starts at this process's size
                         for module in MODULES.get(backend, ()):
-                            importlib.import_module(module)
+                            if importlib.util.find_spec(module) is None:
+                                raise Unavailable(f"{module} is not installed")
                 except Exception as exc:
                     print(f"SKIPPED {NAMES[backend]}: it does not start here: {exc}", flush=True)
                     skipped.add(backend)
