@@ -9,8 +9,9 @@ are in ``sqlite_write``, PostgreSQL's ``COPY`` in ``pg_copy``, the MERGE family'
 - PostgreSQL: ``COPY`` into a session-local temporary staging table shaped like the target
   (``ON COMMIT DELETE ROWS``), then one ``INSERT ... SELECT ... ORDER BY key ON CONFLICT``
   (``copy_upsert``): three round trips per table instead of one statement per row.
-- DuckDB: ``INSERT ... ON CONFLICT`` as one multi-row ``VALUES`` statement per ``BATCH`` rows
-  (DuckDB runs an executemany row by row).
+- DuckDB: the chunk as a registered DataFrame, scanned by one ``INSERT ... SELECT ... ON
+  CONFLICT`` per table (``duckdb_write``; DuckDB runs an executemany row by row, and SQLAlchemy
+  compiles a multi-row ``VALUES`` afresh each time).
 - MySQL and MariaDB: ``INSERT ... ON DUPLICATE KEY UPDATE`` as one executemany per ``BATCH``
   rows (PyMySQL sends it as one multi-row ``VALUES`` statement); an insert that leaves existing
   rows alone updates a key column to itself (``INSERT IGNORE`` would also turn strict mode's
@@ -34,6 +35,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Insert
 
 from .dialects import for_dialect
+from .duckdb_write import frame_upsert
 from .merge_write import merge_rows
 from .pg_copy import copy_upsert
 from .sqlite_write import SQLITE_ROWS_PER_STATEMENT, _sqlite_upsert, _sqlite_write_columns
@@ -65,14 +67,9 @@ def _native_insert(conn: Connection, table: Table, keys: list[str], others: list
 
 
 def _native_batches(conn: Connection, stmt: Insert, rows: Sequence[dict[str, Any]]) -> None:
-    """``stmt`` for ``rows``, ``BATCH`` rows a statement: an executemany, or one multi-row
-    ``VALUES`` where the family asks for it (``Dialect.multi_values``)."""
-    multi = for_dialect(conn.dialect.name).multi_values
+    """``stmt`` for ``rows``, one executemany per ``BATCH`` rows."""
     for batch in _batches(rows):
-        if multi:
-            conn.execute(stmt.values(list(batch)))
-        else:
-            conn.execute(stmt, list(batch))
+        conn.execute(stmt, list(batch))
 
 
 def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, native: bool | None = None) -> int:
@@ -89,6 +86,8 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, na
     use_native = native_upsert_supported(conn) if native is None else native
     if use_native and for_dialect(conn.dialect.name).merge:
         return merge_rows(conn, table, _decoded(_dedupe(rows, keys)), keys, others)
+    if use_native and for_dialect(conn.dialect.name).frame_write:
+        return frame_upsert(conn, table, _dedupe(rows, keys), keys, others)
     if use_native and conn.dialect.name == "postgresql" and len(rows) > 1:
         return copy_upsert(conn, table, rows, update=True)
     if use_native and conn.dialect.name == "sqlite":
@@ -131,6 +130,8 @@ def insert_ignore(
     if isinstance(rows, ColumnRows) and (missing := [k for k in keys if k not in rows.columns]):
         raise ValueError(f"insert into {table.name}: rows lack key column(s) {missing} (a key is not shared)")
     use_native = native_upsert_supported(conn) if native is None else native
+    if use_native and for_dialect(conn.dialect.name).frame_write:
+        return frame_upsert(conn, table, rows if isinstance(rows, ColumnRows) else _dedupe(rows, keys), keys, None)
     if isinstance(rows, ColumnRows):
         if use_native and conn.dialect.name == "sqlite":  # distinct keys: nothing to de-duplicate
             _sqlite_write_columns(conn, table, keys, [], rows.columns, rows.shared)

@@ -65,9 +65,9 @@ class Dialect:
     # the MERGE family (``warehouse/merge_write.py``): stage the chunk in a temporary table, then
     # one MERGE; taken instead of ``native_insert``
     merge: bool = False
-    # whether the native insert sends a batch as one multi-row ``VALUES`` statement instead of an
-    # executemany (DuckDB runs an executemany as one statement per row)
-    multi_values: bool = False
+    # whether writes go as a registered DataFrame scanned by one INSERT ... SELECT ... ON CONFLICT
+    # (``warehouse/duckdb_write.py``): DuckDB runs an executemany as one statement per row
+    frame_write: bool = False
     # whether an error is a write conflict with a concurrent transaction that the same
     # (idempotent) write transaction, run again, gets past (DuckDB's optimistic concurrency)
     write_conflict: Callable[[BaseException], bool] | None = None

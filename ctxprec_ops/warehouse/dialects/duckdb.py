@@ -1,4 +1,4 @@
-"""DuckDB (duckdb-engine): INSERT ... ON CONFLICT as one multi-row statement, expanding IN binds,
+"""DuckDB (duckdb-engine): INSERT ... SELECT ... ON CONFLICT from a registered DataFrame, expanding IN binds,
 lease claims (``warehouse/lease_claims.py``), reflection through ``information_schema``, no
 secondary indexes."""
 
@@ -30,6 +30,6 @@ DIALECT = Dialect(
     claims="lease",
     reflection="information_schema",
     secondary_indexes=False,
-    multi_values=True,
+    frame_write=True,
     write_conflict=write_conflict,
 )
