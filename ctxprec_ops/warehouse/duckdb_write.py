@@ -15,7 +15,8 @@ statement per table and chunk, inside the caller's transaction (the same DuckDB 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Table
@@ -23,7 +24,35 @@ from sqlalchemy.engine import Connection
 
 from .write_rows import ColumnRows, _bind_processors, _bind_values
 
-__all__ = ["frame_upsert"]
+__all__ = ["frame_upsert", "registered_values"]
+
+
+def _frame(columns: dict[str, list[Any]]) -> Any:
+    """The columns as an Arrow table (types inferred in C) where pyarrow is installed, else a
+    pandas DataFrame of object columns (DuckDB infers their types from the values)."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        import pandas as pd
+
+        return pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in columns.items()}, copy=False)
+    return pa.table({c: pa.array(v) for c, v in columns.items()})
+
+
+@contextmanager
+def registered_values(conn: Connection, values: Sequence[Any]) -> Iterator[str]:
+    """``values`` as a one-column (``v``) DataFrame registered on the connection for the block;
+    yields its name. A lookup ``IN (SELECT v FROM it)`` is one statement and one scan, where an
+    expanding ``IN`` of 500 bound values is compiled and bound value by value each time."""
+    raw = conn.connection.dbapi_connection
+    if raw is None:
+        raise RuntimeError("cannot look values up: the connection is no longer usable")
+    name = f"ctxprec_values_{uuid.uuid4().hex[:12]}"
+    raw.register(name, _frame({"v": list(values)}))
+    try:
+        yield name
+    finally:
+        raw.unregister(name)
 
 
 def frame_upsert(
@@ -35,8 +64,6 @@ def frame_upsert(
 ) -> int:
     """Insert ``rows`` (distinct keys, the same columns each) into ``table``; where the key exists,
     update ``others`` (None or empty: leave the row as it is). Returns the number of rows."""
-    import pandas as pd
-
     if isinstance(rows, ColumnRows):
         n = len(rows)
         columns = {**rows.columns, **{c: [v] * n for c, v in rows.shared.items()}}
@@ -47,9 +74,7 @@ def frame_upsert(
         return 0
     cols = list(columns)
     procs = _bind_processors(table, cols, conn.dialect)
-    frame = pd.DataFrame(
-        {c: pd.Series(_bind_values(columns[c], p), dtype=object) for c, p in zip(cols, procs)}, copy=False
-    )
+    frame = _frame({c: _bind_values(columns[c], p) for c, p in zip(cols, procs)})
     prep = conn.dialect.identifier_preparer
     target = prep.format_table(table)
     stage = f"ctxprec_stage_{uuid.uuid4().hex[:12]}"

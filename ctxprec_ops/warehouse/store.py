@@ -9,6 +9,8 @@ from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import LargeBinary, Text, and_, any_, bindparam, case, delete, exists, func, null, select, true, update
+from sqlalchemy import column as sql_column
+from sqlalchemy import table as sql_table
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -18,6 +20,7 @@ from ..scoring.consistency import node_verdict
 from ..scoring.verdicts import NodeVerdict
 from .analyze import analyze_if_grown
 from .dialects import for_dialect
+from .duckdb_write import registered_values
 from .engine import stream_batches
 from .schema import OutputTables, latest_rows
 from .upsert import ColumnRows, insert_ignore, upsert
@@ -77,13 +80,18 @@ def _chunks(items: Sequence[Any], n: int = IN_BATCH) -> Iterable[Sequence[Any]]:
         yield items[i : i + n]
 
 
-def _id_lists(conn: Connection, column: Any, values: Sequence[str]) -> Iterator[ColumnElement[bool]]:
+def _id_lists(conn: Connection, column: Any, values: Sequence[Any]) -> Iterator[ColumnElement[bool]]:
     """``column IN values`` in pieces the backend accepts. PostgreSQL: one ``= ANY(:array)``
     with the whole list as one text[] parameter (one statement, one bound value, whatever the
     length: no per-value binding work in the client and one query text for the server)."""
     if for_dialect(conn.dialect.name).in_list == "any_array":
         if values:
             yield column == any_(bindparam("ids", list(values), type_=ARRAY(Text())))
+        return
+    if for_dialect(conn.dialect.name).frame_write:  # DuckDB: one registered DataFrame
+        if values:
+            with registered_values(conn, values) as name:
+                yield column.in_(select(sql_column("v")).select_from(sql_table(name)))
         return
     for part in _chunks(list(values)):
         yield column.in_(list(part))
@@ -145,8 +153,8 @@ def load_judgments(
             for k, relevant, reason, agreed in _sqlite_in(conn, sql, params, [bytearray(k) for k in part]):
                 out[k] = node_verdict(0, bool(relevant), reason or "", agreed)
         return out
-    for part in _chunks(wanted):
-        for k, relevant, reason, agreed in conn.execute(select(*cols).where(j.key.in_(list(part)))):
+    for cond in _id_lists(conn, j.key, wanted):
+        for k, relevant, reason, agreed in conn.execute(select(*cols).where(cond)):
             out[bytes(k)] = node_verdict(0, bool(relevant), reason or "", agreed)
     return out
 
