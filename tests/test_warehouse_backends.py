@@ -10,6 +10,7 @@ works and what does not on a backend is visible one by one.
 from __future__ import annotations
 
 import json
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -141,3 +142,27 @@ def test_snowflake_readers_keep_the_latest_row_of_a_duplicated_key(snowflake_url
     again = CountingJudge()
     score_partition(PipelineConfig(warehouse=snowflake_url, judge=again, chunk_size=3), DAY)
     assert again.calls == 0
+
+
+def test_duckdb_writes_the_same_rows_without_pyarrow(duckdb_url, tmp_path, monkeypatch):
+    """DuckDB's staged write takes pandas object columns when pyarrow is not installed (hidden
+    here): the same score and judgment rows as through Arrow."""
+    arrow_url = f"duckdb:///{tmp_path / 'arrow.duckdb'}"
+    for url in (arrow_url, duckdb_url):
+        _load(url)
+    score_partition(PipelineConfig(warehouse=arrow_url, judge=CountingJudge(), chunk_size=3), DAY)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # ``import pyarrow`` raises ImportError
+    score_partition(PipelineConfig(warehouse=duckdb_url, judge=CountingJudge(), chunk_size=3), DAY)
+
+    def rows(url: str) -> tuple[list, list]:
+        with get_engine(url).connect() as conn:
+            scores = conn.exec_driver_sql(
+                "SELECT log_id, score, success, verdicts::VARCHAR, judge_calls FROM ctxprec_scores ORDER BY log_id"
+            ).fetchall()
+            cache = conn.exec_driver_sql(
+                "SELECT key, relevant, reason, agreement FROM ctxprec_judgments ORDER BY key"
+            ).fetchall()
+        return scores, cache
+
+    assert rows(duckdb_url) == rows(arrow_url)
+    assert rows(duckdb_url)[0] and rows(duckdb_url)[1]
