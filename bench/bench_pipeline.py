@@ -422,68 +422,16 @@ class MariaDbDatabases:
     deleted by ``close``. The URL and admin helpers are the fixture's ``MariaDbServer``."""
 
     def __init__(self, workdir: str) -> None:
-        import shutil
+        from tests.fixtures.mariadb import MariaDbUnavailable, start_server
 
-        try:
-            import pymysql  # noqa: F401
-        except ImportError as exc:
-            raise Unavailable(f"pymysql not installed: {exc}") from exc
-        from tests.fixtures.mariadb import START_TIMEOUT_S, MariaDbServer, _free_port
-
-        install_db = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
-        server_bin = shutil.which("mariadbd") or shutil.which("mariadbd", path="/usr/sbin:/usr/local/sbin")
-        if not install_db or not server_bin:
-            raise Unavailable("mariadb-install-db/mariadbd not found (apt-get install -y mariadb-server)")
         base = Path(workdir) / "mariadb"
         base.mkdir()
-        datadir, sock, port = base / "data", str(base / "mysqld.sock"), _free_port()
-        init = subprocess.run(
-            [
-                install_db,
-                "--no-defaults",
-                f"--datadir={datadir}",
-                "--user=root",
-                "--auth-root-authentication-method=normal",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if init.returncode != 0:
-            raise Unavailable(f"mariadb-install-db failed ({init.returncode}): {init.stderr[-2000:]}")
-        self._log = base / "server.log"
-        with self._log.open("wb") as log_file:
-            self._proc = subprocess.Popen(
-                [
-                    server_bin,
-                    "--no-defaults",
-                    f"--datadir={datadir}",
-                    f"--socket={sock}",
-                    f"--port={port}",
-                    "--bind-address=127.0.0.1",
-                    f"--pid-file={base / 'mysqld.pid'}",
-                    "--user=root",
-                    "--skip-log-bin",
-                    "--character-set-server=utf8mb4",
-                    "--collation-server=utf8mb4_general_ci",
-                    "--innodb-buffer-pool-size=64M",
-                ],
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-            )
-        self.server = MariaDbServer(socket_path=sock, port=port)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if self._proc.poll() is not None:
-                raise Unavailable(f"mariadbd exited ({self._proc.returncode}): {self._log.read_text()[-2000:]}")
-            try:
-                self.server.admin("SELECT 1")
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    self.close()
-                    raise Unavailable(f"mariadbd not ready in {START_TIMEOUT_S:.0f} s") from None
-                time.sleep(0.2)
+        try:
+            self._running = start_server(base)
+        except MariaDbUnavailable as exc:
+            raise Unavailable(str(exc)) from None
+        self._proc = self._running.proc
+        self.server = self._running.handle
 
     def create(self, name: str) -> str:
         self.server.drop_database(name)
@@ -502,12 +450,7 @@ class MariaDbDatabases:
 
     def close(self) -> None:
         if self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+            self._running.stop()
 
 
 from ctxprec_ops.judge.models.base import JudgeModel  # noqa: E402  (after the sys.path tweak)
