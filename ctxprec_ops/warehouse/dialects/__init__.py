@@ -74,7 +74,7 @@ class Dialect:
 
     @property
     def native_upsert(self) -> bool:
-        return self.native_insert is not None or self.merge
+        return self.native_insert is not None or self.merge or self.frame_write
 
 
 # dialect name (SQLAlchemy's ``dialect.name``) -> the module under this package defining DIALECT

@@ -1,12 +1,11 @@
-"""DuckDB (duckdb-engine): INSERT ... SELECT ... ON CONFLICT from a registered DataFrame, expanding IN binds,
+"""DuckDB (duckdb-engine): writes and id look-ups through tables registered on the connection
+(``warehouse/duckdb_write.py``: one ``INSERT ... SELECT ... ON CONFLICT``, ``IN (SELECT v ...)``),
 lease claims (``warehouse/lease_claims.py``), reflection through ``information_schema``, no
-secondary indexes."""
+secondary indexes, write conflicts retried."""
 
 from __future__ import annotations
 
-from sqlalchemy.dialects.postgresql import insert
-
-from ctxprec_ops.warehouse.dialects import Dialect, on_conflict
+from ctxprec_ops.warehouse.dialects import Dialect
 
 
 def write_conflict(exc: BaseException) -> bool:
@@ -25,7 +24,7 @@ def write_conflict(exc: BaseException) -> bool:
 
 DIALECT = Dialect(
     name="duckdb",
-    native_insert=on_conflict(insert),
+    native_insert=None,  # its writes go as frames (frame_write)
     in_list="expanding",
     claims="lease",
     reflection="information_schema",
