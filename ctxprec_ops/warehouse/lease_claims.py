@@ -38,11 +38,12 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import Column, DateTime, MetaData, String, Table, and_, delete, exists, insert, literal, select, update
-from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 
 from ..errors import CtxPrecError
+from .dialects import for_dialect
+from .reflect import has_table
 
 __all__ = [
     "CLAIMS_TABLE",
@@ -138,40 +139,32 @@ def ensure_claims_table(engine: Engine, schema: str | None = None) -> Table:
 
 
 def _table_exists(engine: Engine, schema: str | None) -> bool:
-    """Whether the table exists in ``schema``, or in the default schema: duckdb-engine's
-    ``has_table`` without a schema answers True for a table of that name in any schema (what
-    ``create(checkfirst=True)`` asks), so the default schema is named."""
+    """Whether the table exists in ``schema`` (``reflect.has_table``: on DuckDB, in the default
+    schema, not in any schema as duckdb-engine's ``has_table`` would answer)."""
     with engine.connect() as conn:
-        inspector = sa_inspect(conn)
-        return bool(inspector.has_table(CLAIMS_TABLE, schema=schema or inspector.default_schema_name))
+        return has_table(conn, CLAIMS_TABLE, schema)
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _contention(exc: Exception) -> bool:
-    """A duplicate key or a write-write conflict with a concurrent claimer (not a real error).
-
-    SQLAlchemy wraps the driver's errors in ``DBAPIError``; fakesnow lets DuckDB's own error out
-    of ``commit()`` unwrapped (``_duckdb.TransactionException: TransactionContext Error: Failed
-    to commit: PRIMARY KEY or UNIQUE constraint violation: duplicate key ...``), so a driver's
-    error is recognised by its words as well."""
-    orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
-    if isinstance(exc, IntegrityError) or type(orig).__name__ in ("IntegrityError", "ConstraintException"):
+def _contention(engine: Engine, exc: Exception) -> bool:
+    """A duplicate key (``IntegrityError``) or a write conflict with a concurrent claimer, as the
+    dialect recognises them (``Dialect.write_conflict``: DuckDB's optimistic concurrency, and
+    fakesnow's unwrapped DuckDB errors out of ``commit()``); not a real error."""
+    if isinstance(exc, IntegrityError):
         return True
-    if type(orig).__module__ == "builtins":  # a Python error is a bug, never a race
-        return False
-    text = str(orig).lower()
-    return any(word in text for word in ("conflict", "duplicate", "constraint", "serializ"))
+    conflict = for_dialect(engine.dialect.name).write_conflict
+    return conflict is not None and conflict(exc)
 
 
-def _step(fn: Callable[[], Any]) -> bool:
+def _step(engine: Engine, fn: Callable[[], Any]) -> bool:
     """Run one short transaction; False when it lost a race with another claimer."""
     try:
         fn()
     except Exception as exc:
-        if not _contention(exc):
+        if not _contention(engine, exc):
             raise
         return False
     return True
@@ -228,7 +221,7 @@ class _Lease:
                 with self.engine.begin() as conn:
                     conn.execute(delete(t).where(self._is_mine()))
 
-            if _step(remove):
+            if _step(self.engine, remove):
                 self.row = False
                 return True
             time.sleep(0.02 * (attempt + 1) * (1 + random.random()))
@@ -237,9 +230,9 @@ class _Lease:
     def attempt(self) -> bool | None:
         """One try: True (held), False (another holder has it) or None (free again: both
         claimers withdrew)."""
-        _step(self._expire_dead)
+        _step(self.engine, self._expire_dead)
         self.row = True
-        _step(self._insert)
+        _step(self.engine, self._insert)
         holders = self._live_holders()
         self.row = self.holder in holders
         if holders == [self.holder]:
