@@ -354,16 +354,28 @@ class ExistingTables:
     scores_columns: frozenset[str] = frozenset()
 
 
-def latest_rows(table: Table, written_at: str, columns: Collection[str]) -> Subquery:
-    """``table`` with one row per primary key, its latest by ``written_at`` (then by ``run_id``),
-    for readers on a warehouse whose keys are informational: named like the table, with those of
-    its ``columns`` the stored table has."""
+#: the column each output table's rows are written at (latest-wins reads order by it)
+_WRITTEN_AT = {SCORES: "scored_at", FAILURES: "failed_at"}
+
+
+def latest_rows(table: Table, columns: Collection[str]) -> Subquery:
+    """``table`` with one row per primary key, its latest by when it was written (then by
+    ``run_id``), for readers on a warehouse whose keys are informational: named like the table,
+    with those of its ``columns`` the stored table has."""
     key = list(table.primary_key.columns)
-    order = [table.c[written_at].desc(), table.c.run_id.desc()]
+    order = [table.c[_WRITTEN_AT[table.name]].desc(), table.c.run_id.desc()]
     rank = func.row_number().over(partition_by=key, order_by=order).label("ctxprec_rank")
     have = [c for c in table.c if c.name in columns]
     ranked = select(*have, rank).subquery(f"{table.name}_ranked")
     return select(*[ranked.c[c.name] for c in have]).where(ranked.c.ctxprec_rank == 1).subquery(table.name)
+
+
+def readable(dialect_name: str, table: Table, columns: Collection[str] | None = None) -> FromClause:
+    """``table`` for reading: itself, or where the dialect does not enforce keys each key's
+    latest row (``columns``: those the stored table has; default all of them)."""
+    if for_dialect(dialect_name).keys_enforced:
+        return table
+    return latest_rows(table, [c.name for c in table.c] if columns is None else columns)
 
 
 def existing_output_tables(engine: Engine, schema: str | None = None) -> ExistingTables:
@@ -378,14 +390,16 @@ def existing_output_tables(engine: Engine, schema: str | None = None) -> Existin
     score_cols = frozenset(c["name"] for c in get_columns(engine, SCORES, schema))
     keyed = "source_table" in score_cols
     run_cols = frozenset(c["name"] for c in get_columns(engine, RUNS, schema)) if RUNS in names else frozenset()
-    enforced = for_dialect(engine.dialect.name).keys_enforced
-    scores: FromClause = tables.scores if enforced else latest_rows(tables.scores, "scored_at", score_cols)
+    dialect = engine.dialect.name
     failures: FromClause | None = None
-    if FAILURES in names:
-        failure_cols = {c["name"] for c in get_columns(engine, FAILURES, schema)} if not enforced else ()
-        failures = tables.failures if enforced else latest_rows(tables.failures, "failed_at", failure_cols)
+    if FAILURES in names:  # its stored columns are read only where the latest rows are picked
+        failures = (
+            tables.failures
+            if for_dialect(dialect).keys_enforced
+            else latest_rows(tables.failures, {c["name"] for c in get_columns(engine, FAILURES, schema)})
+        )
     return ExistingTables(
-        scores=scores,
+        scores=readable(dialect, tables.scores, score_cols),
         failures=failures,
         runs=tables.runs if RUNS in names else None,
         source_keyed=keyed,

@@ -22,7 +22,7 @@ from .analyze import analyze_if_grown
 from .dialects import for_dialect
 from .duckdb_write import registered_values
 from .engine import stream_batches
-from .schema import OutputTables, latest_rows
+from .schema import OutputTables, readable
 from .upsert import ColumnRows, insert_ignore, upsert
 
 __all__ = [
@@ -272,13 +272,6 @@ def delete_failures(conn: Connection, t: OutputTables, key: ScoringKey, log_ids:
         conn.execute(delete(f).where(key.where(f), f.c.log_id.in_(list(part))))
 
 
-def _read_view(conn: Connection, table: Any, written_at: str) -> Any:
-    """``table`` for reading: itself, or where keys are not enforced each key's latest row."""
-    if for_dialect(conn.dialect.name).keys_enforced:
-        return table
-    return latest_rows(table, written_at, [c.name for c in table.c])
-
-
 def partition_scores(
     conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str, batch: int = 20_000
 ) -> Iterator[Any]:
@@ -287,7 +280,7 @@ def partition_scores(
     Consume it while ``conn`` is open."""
     import numpy as np
 
-    scores = _read_view(conn, t.scores, "scored_at")
+    scores = readable(conn.dialect.name, t.scores)
     c = scores.c
     stmt = select(c.score).where(key.where(scores), c.partition_key == partition_key).order_by(c.score)
     for part in stream_batches(conn, stmt, batch):
@@ -299,7 +292,7 @@ def partition_counts(
 ) -> dict[str, Any]:
     """Counts over the partition's scores: total, passed, and those that cost no judge call in
     this run (scored by an earlier run, or answered entirely from the judgment cache)."""
-    scores = _read_view(conn, t.scores, "scored_at")
+    scores = readable(conn.dialect.name, t.scores)
     c = scores.c
     cached = case(
         (c.run_id != run_id, 1),
@@ -316,7 +309,7 @@ def partition_counts(
 
 def failure_counts(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str) -> dict[str, int]:
     """``{error_type: rows}`` of the partition's failure records."""
-    failures = _read_view(conn, t.failures, "failed_at")
+    failures = readable(conn.dialect.name, t.failures)
     c = failures.c
     stmt = (
         select(c.error_type, func.count())
