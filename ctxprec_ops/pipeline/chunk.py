@@ -10,13 +10,13 @@ from __future__ import annotations
 import time as _time
 from collections import Counter
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cases.results import MetricResult
 from ..errors import JudgeDeferredError
 from ..judge.cache import DictVerdictCache
 from ..scoring.consistency import agreement_of, verdicts_json_text
-from ..warehouse.engine import retry_write_conflicts, write_transaction
+from ..warehouse.engine import write_retrying
 from ..warehouse.label_figures import figure_row, write_figures
 from ..warehouse.segments import segment_rows, write_segments
 from ..warehouse.store import ScoringKey, analyze_if_grown, delete_failures, write_chunk
@@ -24,6 +24,9 @@ from ..warehouse.upsert import ColumnRows
 from .context import PipelineContext
 from .intake import _failure, _Intake, _now
 from .records import INPUT_PROBLEMS, Chunk, ChunkResult
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 __all__ = ["chunk_claim_name", "finish_chunk"]
 
@@ -161,30 +164,27 @@ def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]], 
             shared={"judge_model": ctx.key.judge_model, "prompt_version": ctx.key.prompt_version, "created_at": _now()},
         )
 
-    def write() -> None:
-        with write_transaction(ctx.engine) as conn:
-            write_chunk(
-                conn,
-                ctx.tables,
-                ctx.key,
-                log_ids=intake.log_ids,
-                scores=scores,
-                failures=intake.failures,
-                judgments=judgments,
-            )
-            if intake.unsampled_ids:  # a failure left by a run at a higher rate is not this run's row
-                delete_failures(conn, ctx.tables, ctx.key, intake.unsampled_ids)
-            if intake.figures:
-                write_figures(conn, ctx.config.output_schema, intake.figures)
-            seg_table = ctx.segments_table
-            if seg_table is not None and scores:  # the segment values each new score row carries
-                rows = segment_rows(scores, intake.segment_values, ctx.segments)
-                write_segments(
-                    conn, seg_table, ctx.key, rows, moved=intake.moved, partition_key=scores[0]["partition_key"]
-                )
+    def write(conn: Connection) -> None:
+        write_chunk(
+            conn,
+            ctx.tables,
+            ctx.key,
+            log_ids=intake.log_ids,
+            scores=scores,
+            failures=intake.failures,
+            judgments=judgments,
+        )
+        if intake.unsampled_ids:  # a failure left by a run at a higher rate is not this run's row
+            delete_failures(conn, ctx.tables, ctx.key, intake.unsampled_ids)
+        if intake.figures:
+            write_figures(conn, ctx.config.output_schema, intake.figures)
+        seg_table = ctx.segments_table
+        if seg_table is not None and scores:  # the segment values each new score row carries
+            rows = segment_rows(scores, intake.segment_values, ctx.segments)
+            write_segments(conn, seg_table, ctx.key, rows, moved=intake.moved, partition_key=scores[0]["partition_key"])
 
-    # a write that loses a conflict to a concurrent run's is run again (DuckDB; no-op elsewhere)
-    retry_write_conflicts(ctx.engine, write)
+    # one transaction, run again if it loses a conflict to a concurrent run's (DuckDB; once elsewhere)
+    write_retrying(ctx.engine, write)
     # PostgreSQL: statistics for the scored-ids lookup's plan (no-op elsewhere; docs/scaling.md)
     analyze_if_grown(
         ctx.engine, ctx.tables, {ctx.tables.scores.name: len(scores), ctx.tables.failures.name: len(intake.failures)}

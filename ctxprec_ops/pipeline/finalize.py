@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import one_line
 from ..secrets import redact
-from ..warehouse.engine import read_connection, retry_write_conflicts, write_transaction
+from ..warehouse.engine import read_connection, write_retrying, write_transaction
 from ..warehouse.source import parse_partition_key
 from ..warehouse.store import failure_counts, mark_interrupted_runs, partition_counts, partition_scores, run_spend
 from ..warehouse.upsert import upsert
@@ -200,9 +200,5 @@ def write_run(ctx: PipelineContext, summary: RunSummary) -> None:
     """Upsert ``summary`` as the run's ``ctxprec_runs`` row."""
     columns = ctx.tables.runs.c
     row = {k: v for k, v in asdict(summary).items() if k in columns}  # ``waiting`` is not a column
-
-    def write() -> None:
-        with write_transaction(ctx.engine) as conn:
-            upsert(conn, ctx.tables.runs, [row])
-
-    retry_write_conflicts(ctx.engine, write)  # DuckDB / fakesnow: a concurrent run's commit won
+    # run again if it loses a conflict to a concurrent run's commit (DuckDB, fakesnow)
+    write_retrying(ctx.engine, lambda conn: upsert(conn, ctx.tables.runs, [row]))

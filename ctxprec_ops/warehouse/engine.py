@@ -339,14 +339,16 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
 WRITE_ATTEMPTS = 8
 
 
-def retry_write_conflicts(engine: Engine, write: Callable[[], T]) -> T:
-    """Run ``write`` (one idempotent write transaction) again when it loses a write conflict to a
-    concurrent transaction, up to ``WRITE_ATTEMPTS`` times with a short growing, jittered pause;
-    any other error, and the last conflict, propagate."""
+def write_retrying(engine: Engine, work: Callable[[Connection], T]) -> T:
+    """Run ``work`` (idempotent writes) in one write transaction, and in a new one when it loses a
+    write conflict to a concurrent transaction (``Dialect.write_conflict``: DuckDB, fakesnow), up
+    to ``WRITE_ATTEMPTS`` times with a short growing, jittered pause; any other error, and the
+    last conflict, propagate. Elsewhere: one ``write_transaction``."""
     conflict = for_dialect(engine.dialect.name).write_conflict
     for attempt in range(1, WRITE_ATTEMPTS + 1):
         try:
-            return write()
+            with write_transaction(engine) as conn:
+                return work(conn)
         except Exception as exc:  # the dialect says which are conflicts (fakesnow's are not DBAPIErrors)
             if conflict is None or attempt == WRITE_ATTEMPTS or not conflict(exc):
                 raise
