@@ -17,9 +17,11 @@ from ctxprec_ops.pipeline import ChunkResult, Outcome, RunSummary, decide, decid
 from ctxprec_ops.warehouse.source import PartitionKeyError, SourceTableError
 
 
-def summary(status: str, failures: dict[str, int] | None = None, scored: int = 10) -> RunSummary:
+def summary(status: str, failures: dict[str, int] | None = None, scored: int = 10, unaccounted: int = 0) -> RunSummary:
     failures = failures or {}
     return RunSummary(
+        rows_unaccounted=unaccounted,
+        unaccounted_ids=[f"id-{i}" for i in range(min(unaccounted, 5))],
         run_id="r",
         partition_key="2026-11-28",
         metric="contextual_precision",
@@ -33,7 +35,8 @@ def summary(status: str, failures: dict[str, int] | None = None, scored: int = 1
 
 RESULTS = {
     "succeeded": (summary("succeeded"), Outcome.DONE),
-    "partial, bad input only": (summary("partial", {"invalid_input": 3, "not_scorable": 1}), Outcome.DONE),
+    "succeeded with bad input": (summary("succeeded", {"invalid_input": 3, "not_scorable": 1}), Outcome.DONE),
+    "partial, rows unaccounted for": (summary("partial", unaccounted=2), Outcome.RETRY),
     "partial, judge outage": (summary("partial", {"judge_unavailable": 2, "invalid_input": 1}), Outcome.RETRY),
     "partial, bad judge answers": (summary("partial", {"judge_answer_invalid": 1}), Outcome.RETRY),
     "failed, judge outage": (summary("failed", {"judge_unavailable": 5}, scored=0), Outcome.RETRY),
@@ -129,7 +132,7 @@ def test_every_entry_point_takes_the_same_decision_on_an_error(name: str) -> Non
 
 
 def test_a_done_decision_names_the_recorded_bad_input() -> None:
-    decision = decide(summary("partial", {"invalid_input": 3}))
+    decision = decide(summary("succeeded", {"invalid_input": 3}))
     assert decision.outcome is Outcome.DONE and "3 row(s) recorded as bad input" in decision.reason
 
 

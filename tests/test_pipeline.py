@@ -233,7 +233,7 @@ def test_bad_rows_become_failures_with_clear_messages_and_good_rows_score(tmp_pa
     summary = score_partition(PipelineConfig(warehouse=url, judge=judge, chunk_size=4), DAY)
     assert judge.calls == 5  # bad rows never reach the judge
     assert summary.rows_total == 5 + len(BAD_ROWS) + 1 and summary.rows_scored == 5
-    assert summary.status == "partial" and summary.completed
+    assert summary.status == "succeeded" and summary.completed  # bad input is recorded, not retried
     assert summary.failures_by_type == {"invalid_input": len(BAD_ROWS) + 1}
     with engine.connect() as conn:
         failures = {r.log_id: r for r in conn.execute(sa.text("SELECT * FROM ctxprec_failures"))}

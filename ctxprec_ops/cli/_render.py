@@ -51,14 +51,15 @@ _STATUS_STYLE = {"succeeded": "green", "partial": "yellow", "budget_exhausted": 
 
 
 def status_cell(s: RunSummary) -> str:
-    """The run's status as printed: a ``partial`` run whose only failures are bad input rows is
-    complete (the rows are recorded input problems in ``ctxprec_failures``, not a failed run), so it
-    reads ``done, N bad input`` rather than ``partial``. The stored ``status`` is unchanged."""
-    if s.status == "partial" and s.completed:
-        bad = sum(s.failures_by_type.values())
-        return f"[green]done[/], [yellow]{bad} bad input[/]"
+    """The run's status as printed, with what it counts: a ``succeeded`` run's bad input rows
+    (recorded in ``ctxprec_failures``, not retried) and a ``partial`` run's unaccounted rows."""
     style = _STATUS_STYLE.get(s.status)
-    return f"[{style}]{s.status}[/]" if style else s.status
+    cell = f"[{style}]{s.status}[/]" if style else s.status
+    if s.status == "succeeded" and s.input_problems:
+        cell += f", [yellow]{s.input_problems} bad input[/]"
+    if s.rows_unaccounted:
+        cell += f", [red]{s.rows_unaccounted} unaccounted[/]"
+    return cell
 
 
 def runs_table(summaries: Sequence[RunSummary], *, title: str | None = None, show_metric: bool = True) -> Table:

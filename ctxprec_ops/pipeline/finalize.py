@@ -15,9 +15,10 @@ from ..warehouse.store import failure_counts, mark_interrupted_runs, partition_c
 from ..warehouse.upsert import upsert
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
+from .ledger import reconcile
+from .outcome import unaccounted_text
 from .records import ChunkResult, RunStatus, RunSummary, run_status
 from .run_figures import run_figures
-from .sampling import CutoffPlanner
 
 __all__ = ["finalize_run", "write_run", "run_row", "record_abort"]
 
@@ -36,18 +37,6 @@ def _spend(chunk_results: list[ChunkResult]) -> dict[str, Any]:
         "cost": None if any(c is None for c in costs) else float(sum(c for c in costs if c is not None)),
         "judge_calls": sum(c.judge_calls for c in chunk_results),
     }
-
-
-def _sampled_rows(conn: Any, ctx: PipelineContext, partition_key: str) -> tuple[int, int] | None:
-    """With sampling: (every row of the partition, rows in the sample), from the ids; else None."""
-    sample = ctx.config.sample
-    if not sample.active:  # rows_total stays every row of the partition (the volume rule's figure)
-        return None
-    planner = CutoffPlanner(sample)
-    for value in ctx.rows.iter_ids(conn, partition_key):
-        planner.add(str(value))
-    _cutoff, all_rows, in_sample = planner.result()
-    return all_rows, in_sample
 
 
 def _rows_outside(ctx: PipelineContext, partition_key: str) -> tuple[int, int]:
@@ -77,10 +66,12 @@ def finalize_run(
 ) -> RunSummary:
     """Compute the partition's figures and upsert its ``ctxprec_runs`` row.
 
-    Counts and score figures come from the tables (so a partition scored in mapped chunks, or
-    resumed after a crash, is summarised as a whole). With sampling, ``rows_total`` is every row
-    of the partition and ``rows_sampled`` the rows in the sample (recomputed from the ids, so
-    it needs no chunk results); the score figures (mean, CI) are those of the scored rows.
+    The ledger first reconciles the partition's source rows with its output rows
+    (``pipeline/ledger.py``): ``rows_total`` is the partition's rows in the source now,
+    ``rows_sampled`` those in the run's sample, ``rows_unaccounted`` the sampled rows in neither
+    output table — a run with any is never ``succeeded``. Counts and score figures come from the
+    tables (so a partition scored in mapped chunks, or resumed after a crash, is summarised as a
+    whole); the score figures (mean, CI) are those of the scored rows.
     Tokens, cost and judge calls come from
     ``chunk_results`` when given (they include spend on rows that failed), else from the scores
     this ``run_id`` wrote.
@@ -89,6 +80,7 @@ def finalize_run(
     ctx = context or prepare(config)
     key = ctx.key
     results = [ChunkResult.from_dict(c) if isinstance(c, dict) else c for c in (chunk_results or [])]
+    ledger = reconcile(ctx, partition_key)
     # one snapshot: the counts and the streamed scores must describe the same rows
     with read_connection(ctx.engine, snapshot=True) as conn:
         counts = partition_counts(conn, ctx.tables, key, partition_key, run_id)
@@ -97,20 +89,15 @@ def finalize_run(
             partition_scores(conn, ctx.tables, key, partition_key), counts["scored"], counts["passed"]
         )
         spend = _spend(results) if results else run_spend(conn, ctx.tables, key, run_id, partition_key)
-        sampled = _sampled_rows(conn, ctx, partition_key)
     unpartitioned, without_id = _rows_outside(ctx, partition_key)
     sample = ctx.config.sample
     rows_failed = sum(failed.values())
-    rows_total = counts["scored"] + rows_failed
-    rows_sampled = rows_total
-    if sampled is not None:
-        rows_total, rows_sampled = max(sampled[0], rows_total), sampled[1]
     summary = RunSummary(
         run_id=run_id,
         partition_key=partition_key,
         metric=key.metric,
-        status=run_status(counts["scored"], failed).value,
-        rows_total=rows_total,
+        status=run_status(counts["scored"], failed, ledger.unaccounted).value,
+        rows_total=ledger.source_rows,
         rows_scored=counts["scored"],
         rows_cached=counts["cached"],
         rows_failed=rows_failed,
@@ -129,13 +116,18 @@ def finalize_run(
         source_table=key.source_table,
         mapping=key.mapping,
         sample_rate=float(sample.rate),
-        rows_sampled=rows_sampled,
+        rows_sampled=ledger.sampled_rows,
+        rows_unaccounted=ledger.unaccounted,
+        unaccounted_ids=list(ledger.examples),
         mean_score=figures["mean_score"],
         median_score=figures["median_score"],
         pass_rate=figures["pass_rate"],
         ci_low=figures["ci_low"],
         ci_high=figures["ci_high"],
     )
+    if ledger.unaccounted:
+        summary.error_message = unaccounted_text(summary)
+        log.error("partition %s: %s", partition_key, summary.error_message)
     write_run(ctx, summary)
     _mark_interrupted(ctx, summary)
     return summary

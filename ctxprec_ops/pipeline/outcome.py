@@ -4,8 +4,9 @@
 
 | what happened                                             | outcome | CLI | Airflow      | Dagster       |
 |-----------------------------------------------------------|---------|-----|--------------|---------------|
-| ``succeeded``; ``partial`` with only bad-input rows       | done    | 0   | task succeeds| materialized  |
+| ``succeeded`` (bad-input rows are recorded, not retried)  | done    | 0   | task succeeds| materialized  |
 | ``partial``/``failed`` with judge failures (outage, bad answers) | retry | 1 | retried    | RetryPolicy   |
+| ``partial`` with rows unaccounted for (the ledger)        | retry   | 1   | retried      | RetryPolicy   |
 | ``judge_configuration`` / ``judge_request_rejected`` failures | fail | 1 | failed at once | no retry |
 | ``budget_exhausted`` (``max_cost`` reached)               | fail    | 4   | failed at once | no retry    |
 | not retryable (bad names, no table, bad partition, ValueError) | fail | 1 (2: usage) | failed at once | no retry |
@@ -21,7 +22,17 @@ from ..errors import BudgetExhaustedError, CtxPrecError, JudgeConfigurationError
 from ..secrets import redact
 from .records import INPUT_PROBLEMS, ChunkResult, RunStatus, RunSummary, run_status
 
-__all__ = ["Outcome", "Decision", "decide", "decide_error", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_BUDGET"]
+__all__ = [
+    "Outcome",
+    "Decision",
+    "decide",
+    "decide_error",
+    "unaccounted_text",
+    "EXIT_OK",
+    "EXIT_ERROR",
+    "EXIT_USAGE",
+    "EXIT_BUDGET",
+]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -70,6 +81,8 @@ def decide(result: RunSummary | ChunkResult) -> Decision:
         )
     other = {t: n for t, n in failures.items() if t not in INPUT_PROBLEMS}
     bad_input = sum(n for t, n in failures.items() if t in INPUT_PROBLEMS)
+    if isinstance(result, RunSummary) and result.rows_unaccounted and status is not RunStatus.BUDGET_EXHAUSTED:
+        return Decision(Outcome.RETRY, f"{where} incomplete: {unaccounted_text(result)}", EXIT_ERROR)
     if status in (RunStatus.SUCCEEDED, RunStatus.PARTIAL) and not other:
         note = f"; {bad_input} row(s) recorded as bad input" if bad_input else ""
         return Decision(Outcome.DONE, f"{where} complete{note}", EXIT_OK)
@@ -105,6 +118,18 @@ def decide(result: RunSummary | ChunkResult) -> Decision:
         Outcome.RETRY,
         f"{where} incomplete ({status.value}; {detail}); re-run to retry the failed rows{suffix}",
         EXIT_ERROR,
+    )
+
+
+def unaccounted_text(result: RunSummary) -> str:
+    """One line on a run's unaccounted rows, naming the first few ids."""
+    n = result.rows_unaccounted
+    ids = ", ".join(repr(i[:60]) for i in result.unaccounted_ids)
+    more = "" if len(result.unaccounted_ids) >= n else ", ..."
+    named = f" (ids {ids}{more})" if ids else ""
+    return (
+        f"{n} row(s) of the source in neither ctxprec_scores nor ctxprec_failures{named}; "
+        "re-run the partition to score them"
     )
 
 

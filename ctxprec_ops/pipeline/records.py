@@ -1,9 +1,12 @@
 """What a partition run produces: chunks, chunk results, the run row, progress events.
 
-Row accounting (chunks and runs): ``rows_total = rows_scored + rows_failed``. ``rows_scored``
-counts rows that have a score after the run, however obtained; ``rows_cached`` is the part of
-``rows_scored`` that cost no judge call in this run (scored by an earlier run, or every node
-verdict from the judgment cache). ``rows_failed`` counts rows in ``ctxprec_failures``.
+Row accounting of a run (the ledger, ``pipeline/ledger.py``): ``rows_total`` is the partition's
+rows in the source (with an id; ``rows_without_id`` counts the others), ``rows_sampled`` those in
+the run's sample, and every sampled row is in exactly one of ``rows_scored`` (a score row, however
+obtained), ``rows_failed`` (a ``ctxprec_failures`` row) or ``rows_unaccounted`` (neither: never
+``succeeded``). ``rows_cached`` is the part of ``rows_scored`` that cost no judge call in this run
+(scored by an earlier run, or every node verdict from the judgment cache). A chunk's
+``rows_total`` is its rows, ``rows_scored + rows_failed`` plus the rows deferred to a later pass.
 """
 
 from __future__ import annotations
@@ -34,11 +37,14 @@ INPUT_PROBLEMS = frozenset({InvalidTestCaseError.error_type, NotScorableError.er
 
 
 class RunStatus(str, Enum):
-    """``ctxprec_runs.status``.
+    """``ctxprec_runs.status``: whether work is left for a retry.
 
-    ``succeeded``: no failure records. ``partial``: some rows in failures. ``budget_exhausted``:
-    some rows could not be afforded under ``max_cost``. ``failed``: rows exist but none could be
-    scored because of judge errors, or the run aborted. ``running``: written when a run starts,
+    ``succeeded``: the run did all it could — every row of the partition is scored or recorded
+    as bad input (``invalid_input``, ``not_scorable``: counted in ``rows_failed``, fixed at the
+    source, never retried). ``partial``: work is left for a retry — rows failed for judge reasons,
+    or rows are unaccounted for (``rows_unaccounted``). ``budget_exhausted``: some rows could not
+    be afforded under ``max_cost`` (the next run picks them up). ``failed``: rows exist but none
+    could be scored because of judge errors, or the run aborted. ``running``: written when a run starts,
     replaced when it ends. ``interrupted``: a ``running`` row that a later run of the same
     partition found when it finished (the process was killed before it recorded its end).
     """
@@ -55,13 +61,14 @@ class RunStatus(str, Enum):
         return self.value
 
 
-def run_status(scored: int, failed_by_type: dict[str, int]) -> RunStatus:
-    """The status of a finished run from its scored count and failures by type."""
-    if not failed_by_type:
-        return RunStatus.SUCCEEDED
+def run_status(scored: int, failed_by_type: dict[str, int], unaccounted: int = 0) -> RunStatus:
+    """The status of a finished run from its scored count, failures by type and unaccounted rows."""
     if BudgetExhaustedError.error_type in failed_by_type:
         return RunStatus.BUDGET_EXHAUSTED
-    if scored == 0 and any(t not in INPUT_PROBLEMS for t in failed_by_type):
+    retryable = [t for t in failed_by_type if t not in INPUT_PROBLEMS]
+    if not retryable and not unaccounted:
+        return RunStatus.SUCCEEDED
+    if scored == 0 and retryable:
         return RunStatus.FAILED
     return RunStatus.PARTIAL
 
@@ -171,6 +178,10 @@ class RunSummary:
     #: sample (all of them at rate 1 without ``max_rows``)
     sample_rate: float = 1.0
     rows_sampled: int | None = None
+    #: rows of the sample in neither ``ctxprec_scores`` nor ``ctxprec_failures`` after the run
+    #: (the ledger); ``unaccounted_ids``: the first few of their ids (not a column)
+    rows_unaccounted: int = 0
+    unaccounted_ids: list[str] = field(default_factory=list)
     #: set while the run waits for its transport (status ``waiting``); not a ``ctxprec_runs`` column
     waiting: Waiting | None = None
 
@@ -179,10 +190,8 @@ class RunSummary:
 
     @property
     def completed(self) -> bool:
-        """Every row is scored, or failed only for bad input (the scheduler's "done")."""
-        if self.status == RunStatus.SUCCEEDED:
-            return True
-        return self.status == RunStatus.PARTIAL and all(t in INPUT_PROBLEMS for t in self.failures_by_type)
+        """Every row is scored, or recorded as bad input (the scheduler's "done")."""
+        return self.status == RunStatus.SUCCEEDED
 
     @property
     def input_problems(self) -> int:

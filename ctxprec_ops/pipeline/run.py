@@ -93,9 +93,11 @@ def _report_end(summary: RunSummary, progress: ProgressCallback | None) -> None:
         "n/a" if summary.mean_score is None else f"{summary.mean_score:.4f}",
     )
     if progress is not None:
-        # a run whose only failures are bad input rows is complete: say so, not "partial"
-        done = summary.status == "partial" and summary.completed
-        note = f"done, {summary.rows_failed} bad input row(s) recorded" if done else summary.status
+        bad = summary.input_problems
+        done = summary.completed and bad
+        note = f"done, {bad} bad input row(s) recorded" if done else summary.status
+        if summary.rows_unaccounted:
+            note += f", {summary.rows_unaccounted} row(s) unaccounted for"
         progress(ProgressEvent("finished", summary.partition_key, summary.rows_total, summary.rows_total, note))
 
 
@@ -231,7 +233,7 @@ def score_partition(
         if cause and not summary.completed:
             notes.append(cause)  # e.g. "judge unreachable: connection refused at URL"
         if notes:
-            summary.error_message = "; ".join(notes)
+            summary.error_message = "; ".join([*notes, *([summary.error_message] if summary.error_message else [])])
             write_run(ctx, summary)
     except BaseException as exc:
         record_abort(ctx, base, exc)

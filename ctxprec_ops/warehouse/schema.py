@@ -236,6 +236,8 @@ def _build(schema: str | None) -> OutputTables:
         Column("rows_without_id", Integer),
         Column("sample_rate", _DOUBLE),
         Column("rows_sampled", Integer),
+        # the ledger: sampled source rows in neither ctxprec_scores nor ctxprec_failures
+        Column("rows_unaccounted", Integer),
         PrimaryKeyConstraint("run_id", "partition_key", "metric", "source_table", "mapping", name=f"{RUNS}_pk"),
         Index(f"ix_{RUNS}_partition", "partition_key", "metric"),
     )

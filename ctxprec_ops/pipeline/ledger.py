@@ -1,0 +1,185 @@
+"""The run ledger: a partition's source rows reconciled with its score and failure rows.
+
+Finalizing a run counts the partition's rows in the source *now* — with the predicate the plan
+uses (``SourceReader.iter_ids``: a flat table's rows of that UTC day, a spans table's case spans)
+— and checks that every one of them (every one in the sample, when sampling) has exactly one
+score or failure row of the run's scoring key under that partition. A row in neither is
+*unaccounted for*: a run with unaccounted rows is never ``succeeded`` (``records.run_status``),
+and the run row, the CLI and the orchestrators name them.
+
+Before counting, the ledger keeps the output in the day the source says: rows scored under
+another day whose ``event_time`` now says this one are moved here, and rows of this day whose
+source row left it (another day, or deleted) are removed (``warehouse/partition_rows.py``).
+
+Ids are compared as the text stored in ``log_id`` (``str(id)``), through 64-bit hashes held in
+numpy arrays (memory: 8 bytes per row of the partition, not the ids themselves); the ids named as
+unaccounted are read back in a second pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..warehouse.engine import read_connection, write_retrying
+from ..warehouse.partition_rows import move_to_partition, partition_log_ids, partitions_of, remove_from_partition
+from .sampling import FULL_CUTOFF, CutoffPlanner, sample_hash
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .context import PipelineContext
+
+__all__ = ["Ledger", "reconcile", "EXAMPLES"]
+
+log = logging.getLogger("ctxprec_ops.pipeline")
+
+#: unaccounted ids named in the run row and the CLI's message at most
+EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """A partition's source rows against its output rows, after moving rows to their day."""
+
+    #: rows of the partition in the source now (with an id; rows without one are counted apart)
+    source_rows: int
+    #: of those, the rows the run had to account for (all of them without sampling)
+    sampled_rows: int
+    #: sampled rows in neither ``ctxprec_scores`` nor ``ctxprec_failures`` under this partition
+    unaccounted: int
+    #: the first few of their ids, in id-text order
+    examples: tuple[str, ...] = ()
+    #: output rows moved here from another day, and removed from this one (their source row left it)
+    moved_in: int = 0
+    removed: int = 0
+
+
+def _hashes(values: Iterable[Any]) -> np.ndarray:
+    import numpy as np
+
+    return np.fromiter((hash(str(v)) for v in values), dtype=np.int64)
+
+
+def _source(ctx: PipelineContext, partition_key: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """The partition's ids as hashes, and (sampling) the mask of those in the run's sample."""
+    import numpy as np
+
+    sample = ctx.config.sample
+    with read_connection(ctx.engine) as conn:
+        texts = (str(v) for v in ctx.rows.iter_ids(conn, partition_key))
+        if not sample.active:
+            return _hashes(texts), None
+        planner = CutoffPlanner(sample)
+        ids: list[int] = []
+        draws: list[int] = []
+        for text in texts:
+            ids.append(hash(text))
+            planner.add(text)
+            draws.append(sample_hash(text, sample.seed))
+    cutoff = planner.result()[0]
+    hashes = np.array(ids, dtype=np.int64)
+    if cutoff >= FULL_CUTOFF:
+        return hashes, None
+    return hashes, np.array(draws, dtype=np.uint64) < np.uint64(cutoff)
+
+
+def _output(ctx: PipelineContext, partition_key: str) -> np.ndarray:
+    """Hashes of the log ids of the partition's score and failure rows (this scoring key)."""
+    import numpy as np
+
+    with read_connection(ctx.engine) as conn:
+        scored = _hashes(partition_log_ids(conn, ctx.tables, ctx.key, partition_key))
+        failed = _hashes(partition_log_ids(conn, ctx.tables, ctx.key, partition_key, failures=True))
+    return np.union1d(scored, failed)
+
+
+def _texts(ctx: PipelineContext, partition_key: str, wanted: np.ndarray, limit: int | None = None) -> list[str]:
+    """The source ids of the partition whose hash is in ``wanted`` (sorted; at most ``limit``)."""
+    want = set(wanted.tolist())
+    found: set[str] = set()
+    with read_connection(ctx.engine) as conn:
+        for value in ctx.rows.iter_ids(conn, partition_key):
+            text = str(value)
+            if hash(text) in want:
+                found.add(text)
+    return sorted(found)[:limit] if limit is not None else sorted(found)
+
+
+def _output_texts(ctx: PipelineContext, partition_key: str, wanted: np.ndarray) -> list[str]:
+    """The log ids of the partition's output rows whose hash is in ``wanted``."""
+    want = set(wanted.tolist())
+    found: set[str] = set()
+    with read_connection(ctx.engine) as conn:
+        for failures in (False, True):
+            for log_id in partition_log_ids(conn, ctx.tables, ctx.key, partition_key, failures=failures):
+                if hash(log_id) in want:
+                    found.add(log_id)
+    return sorted(found)
+
+
+def _keep_in_day(
+    ctx: PipelineContext, partition_key: str, source: np.ndarray, expected: np.ndarray, output: np.ndarray
+) -> tuple[int, int]:
+    """Move here the output rows of this day's (sampled) ids recorded under another day, and
+    remove the output rows of ids no longer in this day's source; returns (moved in, removed)."""
+    import numpy as np
+
+    missing = np.setdiff1d(expected, output)
+    stale = np.setdiff1d(output, source)
+    moved = removed = 0
+    if missing.size:
+        ids = _texts(ctx, partition_key, missing)
+        with read_connection(ctx.engine) as conn:
+            elsewhere = [i for i, pk in partitions_of(conn, ctx.tables, ctx.key, ids).items() if pk != partition_key]
+        if elsewhere:
+            moved = write_retrying(
+                ctx.engine, lambda conn: move_to_partition(conn, ctx.tables, ctx.key, partition_key, elsewhere)
+            )
+    if stale.size:
+        gone = _output_texts(ctx, partition_key, stale)
+        # read the source again: a row inserted (and scored by a concurrent run) after the first
+        # read is not stale
+        still = set(_texts(ctx, partition_key, _hashes(gone)))
+        gone = [i for i in gone if i not in still]
+        if gone:
+            removed = write_retrying(
+                ctx.engine, lambda conn: remove_from_partition(conn, ctx.tables, ctx.key, partition_key, gone)
+            )
+    if moved or removed:
+        log.warning(
+            "partition %s: %d output row(s) moved here from another day and %d removed (their source rows' "
+            "event_time now says another day, or they were deleted): a row counts in the day its event_time says",
+            partition_key,
+            moved,
+            removed,
+        )
+    return moved, removed
+
+
+def reconcile(ctx: PipelineContext, partition_key: str) -> Ledger:
+    """Reconcile the partition's source rows with its output rows (see the module's docstring)."""
+    import numpy as np
+
+    source, in_sample = _source(ctx, partition_key)
+    expected = source if in_sample is None else source[in_sample]
+    output = _output(ctx, partition_key)
+    moved, removed = _keep_in_day(ctx, partition_key, source, expected, output)
+    if moved or removed:
+        output = _output(ctx, partition_key)
+    # duplicate ids share one failure row (none of them is scored): each row counts as recorded
+    accounted = np.isin(expected, output)
+    unaccounted = int(expected.size - int(accounted.sum()))
+    examples: tuple[str, ...] = ()
+    if unaccounted:
+        examples = tuple(_texts(ctx, partition_key, np.unique(expected[~accounted]), EXAMPLES))
+    return Ledger(
+        source_rows=int(source.size),
+        sampled_rows=int(expected.size),
+        unaccounted=unaccounted,
+        examples=examples,
+        moved_in=moved,
+        removed=removed,
+    )
