@@ -154,3 +154,18 @@ def test_sampling_counts_retriever_spans_and_a_rerun_judges_nothing(judge_server
     calls = judge_server.calls
     again = score_partition(cfg, DAY)
     assert judge_server.calls == calls and again.rows_scored == first.rows_scored and again.judge_calls == 0
+
+
+def test_retriever_spans_are_found_whatever_the_case_of_their_kind(judge_server, tmp_path):
+    """``openinference.span.kind`` written ``retriever`` / ``Retriever`` by a hand-instrumented app
+    is a retriever span as ``RETRIEVER`` is: planned by the SQL pre-filter, not only accepted by
+    the exact check."""
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    engine = get_engine(url)
+    data = cases(3)
+    spans = T.openinference_manual_spans(data, retriever_kinds=["retriever", "Retriever", "RETRIEVER"])
+    T.write_spans(engine, T.span_rows(spans, DAY))
+    summary = score_partition(judged(url, judge_server, source_format="openinference"), DAY)
+    assert (summary.rows_total, summary.rows_scored, summary.rows_unaccounted) == (3, 3, 0)
+    assert summary.status == "succeeded"
+    assert len(scores(engine)) == 3

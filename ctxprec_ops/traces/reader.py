@@ -5,8 +5,8 @@ gold answers, and hand the pipeline one logical row per case span.
 Memory is bounded by the chunk: a chunk's case spans are read by keyset on the span id (as a flat
 table's rows), then the LLM spans of *those* traces only (``trace_id IN (...)``: index
 ``trace_id``), the documents and the gold answers of those spans only. Which spans are candidates
-is decided in SQL by a text filter on the attributes (``"RETRIEVER"``, ``"retrieval"``, ...:
-portable, no JSON functions; attributes that do not end in a closing bracket, cut off by an
+is decided in SQL by a text filter on the attributes (``"RETRIEVER"``, ``"retrieval"``, ... in any
+letter case: portable, no JSON functions; attributes that do not end in a closing bracket, cut off by an
 export, pass it too) and exactly in Python afterwards (``Convention.kind_of``): a span the filter
 lets through that is no case span is left out, one whose attributes are not JSON is a failure.
 """
@@ -191,9 +191,11 @@ class SpanReader:
     # --- reading -------------------------------------------------------------------------------
 
     def _contains_any(self, texts: Sequence[str]) -> ColumnElement[bool]:
-        if self._sqlite:  # instr: case-sensitive, no pattern (LIKE ignores ASCII case in SQLite)
-            return or_(*(func.instr(self._attrs, t) > 0 for t in texts))
-        return or_(*(self._attrs.contains(t, autoescape=True) for t in texts))
+        """Attributes holding one of ``texts`` in any letter case (``kind_of`` accepts a kind
+        written ``retriever`` or ``Retriever``: the pre-filter must not be stricter)."""
+        if self._sqlite:  # SQLite's LIKE ignores ASCII case already: no lower() of each row's text
+            return or_(*(self._attrs.contains(t, autoescape=True) for t in texts))
+        return or_(*(self._attrs.icontains(t, autoescape=True) for t in texts))
 
     def _chunk_read(self, partition_key: str, bounded_below: bool) -> Any:
         stmt = self._reads.get((partition_key, bounded_below))

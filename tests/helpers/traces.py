@@ -79,10 +79,13 @@ def openinference_manual_spans(
     reranked: Sequence[Sequence[int]] | None = None,
     with_llm: bool = True,
     expected: Sequence[str] | None = None,
+    retriever_kinds: Sequence[str] | None = None,
 ) -> list[ReadableSpan]:
     """Per case a CHAIN root with a RETRIEVER span, a RERANKER span (when ``reranked`` gives the
     new order of each case's documents) and an LLM span, made with OpenInference's OITracer;
-    ``expected``: each case's reference answer as the retriever span's ``eval.expected_output``."""
+    ``expected``: each case's reference answer as the retriever span's ``eval.expected_output``;
+    ``retriever_kinds``: each retriever span's ``openinference.span.kind`` as a hand-instrumented
+    app may write it (e.g. ``retriever``), instead of the library's ``RETRIEVER``."""
     from openinference.instrumentation import (
         OITracer,
         TraceConfig,
@@ -100,6 +103,8 @@ def openinference_manual_spans(
             with tracer.start_as_current_span("rag", attributes=get_span_kind_attributes("chain")):
                 with tracer.start_as_current_span("retrieve") as span:
                     span.set_attributes(get_span_kind_attributes("retriever"))
+                    if retriever_kinds is not None:
+                        span.set_attribute("openinference.span.kind", retriever_kinds[n])
                     span.set_attributes(get_input_attributes(query))
                     span.set_attributes(get_retriever_attributes(documents=documents))
                     if expected is not None:
