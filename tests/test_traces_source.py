@@ -169,3 +169,26 @@ def test_retriever_spans_are_found_whatever_the_case_of_their_kind(judge_server,
     assert (summary.rows_total, summary.rows_scored, summary.rows_unaccounted) == (3, 3, 0)
     assert summary.status == "succeeded"
     assert len(scores(engine)) == 3
+
+
+def test_segment_columns_of_a_spans_table_reach_the_score_rows(judge_server, tmp_path):
+    """``--segment service`` on a spans source: each score row carries its span's ``service``
+    (not NULL), so ``check --by`` / ``compare`` see the segments."""
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    engine = get_engine(url)
+    data = cases(6)
+    rows = T.span_rows(T.openinference_manual_spans(data), DAY)
+    traces = sorted({r["trace_id"] for r in rows})
+    service = {t: ("search-a" if i % 2 else "search-b") for i, t in enumerate(traces)}
+    rows = [{**r, "service": service[r["trace_id"]]} for r in rows]
+    T.write_spans(engine, rows, extra_columns=["service"])
+    summary = score_partition(
+        judged(url, judge_server, source_format="openinference", segments=["service"], chunk_size=4), DAY
+    )
+    assert summary.rows_scored == 6 and summary.status == "succeeded"
+    with engine.connect() as conn:
+        got = dict(conn.execute(sa.text("SELECT s.log_id, g.seg_service FROM ctxprec_scores s JOIN ctxprec_segments g "
+                                         "ON g.log_id = s.log_id AND g.metric = s.metric")).all())  # fmt: skip
+        spans = dict(conn.execute(sa.text("SELECT span_id, service FROM spans")).all())
+    assert len(got) == 6 and set(got.values()) == {"search-a", "search-b"}
+    assert all(got[span_id] == spans[span_id] for span_id in got)

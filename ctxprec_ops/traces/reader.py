@@ -39,6 +39,7 @@ from ..errors import InvalidTestCaseError
 from ..warehouse.engine import stream_batches
 from ..warehouse.identifiers import split_table_name
 from ..warehouse.reflect import reflect_table
+from ..warehouse.segments import PREFIX as SEGMENT_PREFIX
 from ..warehouse.source import SourceTable, SourceTableError, sqlite_instant
 from .assemble import Draft, Span, draft, finish, pair_llm, read_span
 from .conventions import CONVENTIONS
@@ -109,6 +110,9 @@ class SpanReader:
             else None
         )
         self._reads: dict[tuple[str, bool], Any] = {}
+        #: columns of the spans table read into each row as they are (the segment columns,
+        #: ``seg_<name>``: ``pipeline.context.with_segments``)
+        self._carried = tuple(n for n in source.columns if n.startswith(SEGMENT_PREFIX))
 
     # --- what the pipeline calls ---------------------------------------------------------------
 
@@ -158,8 +162,11 @@ class SpanReader:
             params["after"] = src.coerce_id(after_id)
         result = conn.execute(self._chunk_read(partition_key, after_id is not None), params)
         drafts = []
+        carried: dict[str, dict[str, Any]] = {}
         for raw in result.all():
             span = read_span(raw._mapping)
+            if self._carried:
+                carried[span.span_id] = {name: raw._mapping[name] for name in self._carried}
             if span.problem is None and self.convention.kind_of(span.attrs) != self.options.stage:
                 continue  # let through by the text filter, but no span of this stage
             drafts.append(draft(span, self.convention, self.options.stage))
@@ -172,7 +179,7 @@ class SpanReader:
         else:
             unreadable = self._pair(conn, ok)
         opts = self.options
-        return [
+        rows = [
             finish(
                 d,
                 reference_configured=opts.reference_configured,
@@ -181,6 +188,9 @@ class SpanReader:
             )
             for d in drafts
         ]
+        for row in rows:  # the segment columns' values (``seg_<name>``), as a flat table's rows carry them
+            row.update(carried.get(row["id"], {}))
+        return rows
 
     def to_case(self, row: dict[str, Any]) -> Any:
         """The row's test case; ``InvalidTestCaseError`` naming the span's problem."""
@@ -211,6 +221,7 @@ class SpanReader:
                 src.columns["trace_id"].label("trace_id"),
                 src.event_time.label("event_time"),
                 self._attrs.label("attributes"),
+                *(src.columns[name].label(name) for name in self._carried),
             ]
             stmt = select(*cols).where(*conds).order_by(src.id)
             if len(self._reads) >= 64:

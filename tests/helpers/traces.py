@@ -231,11 +231,15 @@ def _form(attrs: dict[str, Any], form: str) -> Any:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.items()}
 
 
-def spans_table(engine: sa.Engine, name: str = "spans", *, attributes_type: Any = sa.Text) -> sa.Table:
+def spans_table(
+    engine: sa.Engine, name: str = "spans", *, attributes_type: Any = sa.Text, extra_columns: Sequence[str] = ()
+) -> sa.Table:
+    """A spans table; ``extra_columns``: text columns an exporter adds (e.g. ``service``)."""
     md = sa.MetaData()
     table = sa.Table(
         name,
         md,
+        *(sa.Column(c, sa.Text) for c in extra_columns),
         sa.Column("trace_id", sa.String(64)),
         sa.Column("span_id", sa.String(32)),
         sa.Column("parent_id", sa.String(32)),
