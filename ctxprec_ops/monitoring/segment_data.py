@@ -38,8 +38,16 @@ class SegmentError(CtxPrecError, LookupError):
 
 
 def label(value: str | None) -> str:
-    """How a segment value is shown: NULL is ``(null)``."""
-    return NULL_LABEL if value is None else value
+    """How a segment value is shown: NULL is ``(null)``; a value that reads as that label, or as a
+    quoted value, is shown between single quotes (``'(null)'``), so no two values look alike.
+    ``parse_value`` reads every label back to its value."""
+    if value is None:
+        return NULL_LABEL
+    return f"'{value}'" if _needs_quotes(value) else value
+
+
+def _needs_quotes(value: str) -> bool:
+    return value == NULL_LABEL or (value.startswith("'") and value.endswith("'") and len(value) >= 2)
 
 
 def value_filter(col: sa.ColumnElement[Any], value: str | None) -> sa.ColumnElement[bool]:
@@ -48,8 +56,13 @@ def value_filter(col: sa.ColumnElement[Any], value: str | None) -> sa.ColumnElem
 
 
 def parse_value(text: str) -> str | None:
-    """A value given on the command line: ``(null)`` selects the NULL segment."""
-    return None if text == NULL_LABEL else text
+    """A value given on the command line, as ``label`` shows it: ``(null)`` selects the NULL
+    segment, ``'(null)'`` the text ``(null)``; any other text is the value itself."""
+    if text == NULL_LABEL:
+        return None
+    if len(text) >= 2 and text.startswith("'") and text.endswith("'") and _needs_quotes(text[1:-1]):
+        return text[1:-1]
+    return text
 
 
 class SegmentSource:

@@ -7,6 +7,7 @@ and holds each chunk's claim (``chunk_claim_name``) from before its read until i
 
 from __future__ import annotations
 
+import logging
 import time as _time
 from collections import Counter
 from datetime import datetime
@@ -18,7 +19,7 @@ from ..judge.cache import DictVerdictCache
 from ..scoring.consistency import agreement_of, verdicts_json_text
 from ..warehouse.engine import write_retrying
 from ..warehouse.label_figures import figure_row, write_figures
-from ..warehouse.segments import segment_rows, write_segments
+from ..warehouse.segments import refresh_segment_values, segment_rows, write_segments
 from ..warehouse.store import ScoringKey, analyze_if_grown, delete_failures, write_chunk
 from ..warehouse.upsert import ColumnRows
 from .context import PipelineContext
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
 __all__ = ["chunk_claim_name", "finish_chunk"]
+
+log = logging.getLogger("ctxprec_ops.pipeline")
 
 DEFERRED = JudgeDeferredError.error_type
 
@@ -182,6 +185,13 @@ def _write(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]], 
         if seg_table is not None and scores:  # the segment values each new score row carries
             rows = segment_rows(scores, intake.segment_values, ctx.segments)
             write_segments(conn, seg_table, ctx.key, rows, moved=intake.moved, partition_key=scores[0]["partition_key"])
+        if seg_table is not None and intake.segment_refresh:  # corrected at the source since scored
+            refresh_segment_values(conn, seg_table, ctx.key, intake.partition_key, intake.segment_refresh)
+            log.info(
+                "partition %s: %d row(s) scored before have new segment values at the source: recorded",
+                intake.partition_key,
+                len(intake.segment_refresh),
+            )
 
     # one transaction, run again if it loses a conflict to a concurrent run's (DuckDB; once elsewhere)
     write_retrying(ctx.engine, write)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from sqlalchemy import Table
 from sqlalchemy.engine import Engine
@@ -137,24 +138,30 @@ def scoring_key(metric: BaseRetrievalMetric, source_name: str, config: PipelineC
     )
 
 
-def with_segments(source: SourceTable, segments: tuple[str, ...]) -> SourceTable:
-    """``source`` reading the segment columns too (as ``seg_<name>`` in each row); a segment column
-    the table lacks is a ``SourceTableError``, before any judge call."""
+def with_segments(source: SourceTable, segments: tuple[str, ...]) -> tuple[SourceTable, tuple[str, ...]]:
+    """``source`` reading the segment columns too (as ``seg_<name>`` in each row), and the segment
+    names as the table spells its columns (``TENANT`` names the column ``tenant``: one segment,
+    not two). A segment column the table lacks is a ``SourceTableError``, before any judge call."""
     if not segments:
-        return source
-    by_lower = {c.name.lower(): c for c in source.table.columns}
+        return source, segments
+    by_lower: dict[str, list[Any]] = {}
+    for c in source.table.columns:
+        by_lower.setdefault(c.name.lower(), []).append(c)
     extra = {}
+    names: list[str] = []
     for name in segments:
         col = source.table.columns.get(name)
-        if col is None:
-            col = by_lower.get(name.lower())
+        if col is None and len(by_lower.get(name.lower(), [])) == 1:
+            col = by_lower[name.lower()][0]
         if col is None:
             raise SourceTableError(
                 f"segment column {name!r} is not a column of {source.name}; "
                 f"its columns are: {', '.join(c.name for c in source.table.columns)}"
             )
-        extra[segment_column(name)] = col
-    return replace(source, columns={**source.columns, **extra}, _chunk_reads={})
+        if col.name not in names:
+            names.append(col.name)
+            extra[segment_column(col.name)] = col
+    return replace(source, columns={**source.columns, **extra}, _chunk_reads={}), tuple(names)
 
 
 def prepare(config: PipelineConfig) -> PipelineContext:
@@ -173,8 +180,9 @@ def prepare(config: PipelineConfig) -> PipelineContext:
         columns_env="CTXPREC_SPAN_COLUMNS" if config.source_format in SPAN_FORMATS else config.kind.columns_env,
         optional=config.source_columns.optional_missing_ok(),
     )
-    segments = tuple(config.segments or ())
-    source = with_segments(source, segments)
+    source, segments = with_segments(source, tuple(config.segments or ()))
+    if segments != tuple(config.segments or ()):
+        config = replace(config, segments=segments)
     reader = make_reader(config, engine, source)
     judge = None
     if config.kind.needs_judge:  # a pure computation (labels) needs no judge, key or endpoint

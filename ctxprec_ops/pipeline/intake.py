@@ -17,7 +17,7 @@ from ..judge.cache import DictVerdictCache, remembered_keys
 from ..secrets import redact
 from ..warehouse.engine import read_connection
 from ..warehouse.rows import case_or_failure
-from ..warehouse.segments import segment_column, segment_state
+from ..warehouse.segments import segment_column, segment_state, segment_value
 from ..warehouse.store import ScoringKey, load_judgments, run_spend, scored_ids
 from .context import PipelineContext
 from .records import Chunk
@@ -52,6 +52,10 @@ class _Intake:
     #: partition, whose segment rows there are replaced
     segment_values: dict[str, dict[str, Any]] = field(default_factory=dict)
     moved: list[str] = field(default_factory=list)
+    #: the chunk's partition
+    partition_key: str = ""
+    #: rows scored before whose segment values changed at the source: ``{log_id: {name: text}}``
+    segment_refresh: dict[str, dict[str, str | None]] = field(default_factory=dict)
     #: log id -> the reader's extra columns of its row (``SourceReader.extra_columns``: a span's
     #: trace id, ...), added to its score or failure row
     extras: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -100,12 +104,18 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
             log_ids = list(compress(every_id, picked))
         done_ids = scored_ids(conn, ctx.tables, key, log_ids)
         moved: list[str] = []
+        recorded: dict[str, dict[str, str | None]] = {}
         if ctx.segments and done_ids:
-            done_ids, moved = _segmented(conn, ctx, pk, done_ids)
-    intake = _Intake(rows, done_ids, all_rows=len(every), log_ids=log_ids, moved=moved)
+            recorded, moved = _segmented(conn, ctx, pk, done_ids)
+            done_ids = set(recorded)
+    intake = _Intake(rows, done_ids, all_rows=len(every), log_ids=log_ids, moved=moved, partition_key=pk)
     if ctx.segments:
         names = [(n, segment_column(n)) for n in ctx.segments]
         intake.segment_values = {i: {n: r.get(c) for n, c in names} for i, r in zip(log_ids, rows)}
+        for log_id, was in recorded.items():
+            current = {n: segment_value(v) for n, v in intake.segment_values.get(log_id, {}).items()}
+            if current and current != was:
+                intake.segment_refresh[log_id] = current
     if len(rows) < len(every):  # outside the sample: neither scored nor a failure
         intake.unsampled_ids = list(set(every_id) - set(log_ids))
     now = _now()
@@ -150,21 +160,24 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
     return intake
 
 
-def _segmented(conn: Any, ctx: PipelineContext, pk: str, done_ids: set[str]) -> tuple[set[str], list[str]]:
+def _segmented(
+    conn: Any, ctx: PipelineContext, pk: str, done_ids: set[str]
+) -> tuple[dict[str, dict[str, str | None]], list[str]]:
     """The segment columns are part of a score's identity: of the rows scored already, those
-    whose segment row records exactly ``ctx.segments`` stay done; the others are scored again (the
-    judgment cache answers). Also returns the re-scored ids whose score sits in another partition."""
+    whose segment row records exactly ``ctx.segments`` stay done (returned with their recorded
+    values); the others are scored again (the judgment cache answers). Also returns the re-scored
+    ids whose score sits in another partition."""
     table = ctx.segments_table
     assert table is not None
     complete, present = segment_state(conn, table, ctx.key, pk, list(done_ids), ctx.segments)
-    redo = done_ids - complete
+    redo = done_ids - set(complete)
     moved: list[str] = []
     if redo - present:  # no segment row in this partition: a first segmentation, or a row that moved
         s = ctx.tables.scores
         for part in _parts(sorted(redo - present)):
             stmt = select(s.c.log_id).where(ctx.key.where(s), s.c.log_id.in_(part), s.c.partition_key != pk)
             moved.extend(r[0] for r in conn.execute(stmt))
-    return done_ids & complete, moved
+    return {i: v for i, v in complete.items() if i in done_ids}, moved
 
 
 def _parts(items: list[str], n: int = 500) -> list[list[str]]:

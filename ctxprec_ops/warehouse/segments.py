@@ -64,6 +64,7 @@ __all__ = [
     "existing_segments_table",
     "segment_rows",
     "segment_state",
+    "refresh_segment_values",
     "write_segments",
 ]
 
@@ -225,23 +226,44 @@ def _parts(values: Sequence[str]) -> Iterable[list[str]]:
 
 def segment_state(
     conn: Connection, table: Table, key: ScoringKey, partition_key: str, log_ids: Sequence[str], names: Sequence[str]
-) -> tuple[set[str], set[str]]:
+) -> tuple[dict[str, dict[str, str | None]], set[str]]:
     """Which of ``log_ids`` have a segment row in the partition: (those recorded with exactly the
-    segment columns ``names``, those with any row). Reads the primary key's range; the table
-    exists (``ensure_segments_table``)."""
+    segment columns ``names``, with their recorded values by name; those with any row). Reads the
+    primary key's range; the table exists (``ensure_segments_table``)."""
     wanted = segments_json(names)
-    complete: set[str] = set()
+    complete: dict[str, dict[str, str | None]] = {}
     present: set[str] = set()
     c = table.c
+    values = [c[segment_column(n)] for n in names]
     for part in _parts(log_ids):
-        stmt = select(c.log_id, c.segment_columns).where(
+        stmt = select(c.log_id, c.segment_columns, *values).where(
             key.where(table), c.partition_key == partition_key, c.log_id.in_(part)
         )
-        for log_id, recorded in conn.execute(stmt):
+        for log_id, recorded, *current in conn.execute(stmt):
             present.add(log_id)
             if recorded == wanted:
-                complete.add(log_id)
+                complete[log_id] = dict(zip(names, current))
     return complete, present
+
+
+def refresh_segment_values(
+    conn: Connection,
+    table: Table,
+    key: ScoringKey,
+    partition_key: str,
+    values: Mapping[str, Mapping[str, str | None]],
+) -> None:
+    """Rewrite the ``seg_`` values of rows already scored whose source values changed since
+    (``{log_id: {name: text}}``, inside the caller's transaction): a corrected segment value is
+    read on the next run, as a corrected ``event_time`` is."""
+    c = table.c
+    for log_id, by_name in values.items():
+        stmt = (
+            table.update()
+            .where(key.where(table), c.partition_key == partition_key, c.log_id == log_id)
+            .values({segment_column(n): v for n, v in by_name.items()})
+        )
+        conn.execute(stmt)
 
 
 def write_segments(
