@@ -8,14 +8,14 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 UV     := $(BIN)/uv
-EXTRAS ?= test,postgres,mysql,snowflake,airflow,openlineage,dagster,lint,tokens,traces
+EXTRAS ?= test,postgres,mysql,snowflake,airflow,openlineage,dagster,lint,tokens,traces,docs
 DEMO_EXTRAS ?=
 PYTEST_ARGS ?=
 # the suite in parallel (pytest-xdist): one worker per core; tests that share a per-worker fixture
 # stay on one worker (tests/fixtures/scheduling.py). PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= auto
 
-.PHONY: venv install demo test lint bench clean
+.PHONY: venv install demo test lint bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,9 +59,16 @@ bench: $(call stamp,$(EXTRAS))
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_saturation.py
 
+# the documentation site (mkdocs.yml) into site/; tests/test_docs_site.py builds it the same way
+docs: $(call stamp,$(EXTRAS))
+	$(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .airflow
+	rm -rf $(VENV) .pytest_cache .hypothesis .airflow $(BUILD_DIRS)
 	rm -f $(DEMO_FILES)
+
+# what building the package (`pip wheel -w dist .`, an editable install) and the docs site leave
+BUILD_DIRS = build dist site ctxprec_ops.egg-info
 
 # every file `ctxprec demo` writes with its defaults (the warehouse and the reports next to
 # ctxprec_report.html), and the default ctxprec.db; tests/test_make_install.py runs the demo and

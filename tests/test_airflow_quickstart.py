@@ -1,6 +1,7 @@
 """The Airflow quick-start as a user runs it: ``scripts/airflow_quickstart.sh`` with the real
 ``airflow`` CLI, from nothing (a fresh AIRFLOW_HOME in an empty directory, no warehouse yet),
-then a manual trigger of the registered DAG.
+then a manual trigger of the registered DAG; and the same steps by hand as docs/airflow.md shows
+them, run as written, twice, after the demo.
 
 The script makes the DAGs folder, migrates the metadata DB, adds the ``ctxprec_warehouse``
 connection, reserializes and unpauses the DAG and runs one nightly run with ``airflow dags test``
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import sys
@@ -25,6 +27,7 @@ pytest.importorskip("airflow", reason="the airflow extra is not installed")
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "airflow_quickstart.sh"
+DOC = ROOT / "docs" / "airflow.md"
 BIN = Path(sys.executable).parent
 DAG_ID = "contextual_precision_nightly"
 
@@ -93,3 +96,44 @@ def _json(stdout: str) -> list[dict]:
         if isinstance(data, list) and all(isinstance(x, dict) for x in data) and data:
             return data
     raise AssertionError(f"no JSON list of objects in:\n{stdout[-3000:]}")
+
+
+def _documented_steps() -> str:
+    """The shell block of docs/airflow.md's "The same steps by hand", exactly as the page shows it."""
+    found = re.search(r"<!-- example: airflow-steps -->\n```bash\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)
+    assert found, "docs/airflow.md shows the manual steps in a block marked <!-- example: airflow-steps -->"
+    return found.group(1)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_the_documented_manual_steps_succeed_as_written_twice(tmp_path: Path) -> None:
+    """After the demo (what `make demo` runs, with its defaults: 14 days ending yesterday, three of
+    them deliberate dips that fire the regression alert), the page's block runs in a clone's
+    directory with a fresh AIRFLOW_HOME, then again in the same one: both passes succeed, whatever
+    today's date, and each records an Airflow run of a day that is not a dip."""
+    work = tmp_path / "clone"
+    work.mkdir()
+    (work / "dags").symlink_to(ROOT / "dags")  # the steps copy the clone's dags/*.py
+    env = _env(tmp_path / "airflow_home")
+    ctxprec = str(BIN / "ctxprec")
+    _check(run_isolated([ctxprec, "demo", "--quiet"], env, cwd=work, timeout=300), "the demo (make demo)")
+    with sqlite3.connect(work / "ctxprec_demo.db") as db:
+        dips = {
+            r[0]
+            for r in db.execute(
+                "SELECT partition_key FROM ctxprec_runs WHERE metric = 'contextual_precision' AND mean_score < 0.6"
+            )
+        }
+    steps = _documented_steps()
+    for attempt in (1, 2):
+        out = _check(
+            run_isolated(["bash", "-euo", "pipefail", "-c", steps], env, cwd=work, timeout=420), f"pass {attempt}"
+        )
+        with sqlite3.connect(work / "ctxprec_demo.db") as db:
+            days = db.execute(
+                "SELECT partition_key FROM ctxprec_runs WHERE run_id LIKE 'airflow:%' AND metric = 'contextual_precision'"
+            ).fetchall()
+        assert len(days) == attempt, (days, out[-3000:])
+        assert {d for (d,) in days}.isdisjoint(dips), (days, dips)
+    assert (tmp_path / "airflow_home" / "dags" / "ctxprec_nightly.py").exists()

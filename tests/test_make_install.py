@@ -37,7 +37,7 @@ def test_make_demo_installs_only_the_core(tmp_path):
 def test_make_test_installs_every_extra(tmp_path):
     line = _install_line(_dry_run("test", tmp_path / "venv"))
     extras = set(re.search(r'-e "\.\[(.*)\]"', line).group(1).split(","))  # type: ignore[union-attr]
-    assert {"test", "postgres", "airflow", "dagster"} <= extras
+    assert {"test", "postgres", "airflow", "dagster", "docs"} <= extras  # docs: the site is built by a test
 
 
 def test_demo_then_test_use_separate_stamps(tmp_path):
@@ -92,6 +92,32 @@ def test_make_clean_removes_every_file_the_demo_writes_and_git_ignores_them(tmp_
             ["git", "-C", str(ROOT), "check-ignore", "--no-index", *written], capture_output=True, text=True
         )
         assert sorted(ignored.stdout.split()) == written  # nothing shows up in `git status`
+    subprocess.run(
+        ["make", "-s", "-f", str(ROOT / "Makefile"), "-C", str(work), "clean", f"VENV={tmp_path / 'no-venv'}"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    assert list(work.iterdir()) == []
+
+
+BUILD_OUTPUT = ("build", "dist", "site", "ctxprec_ops.egg-info")
+
+
+def test_make_clean_removes_the_build_output_and_git_ignores_it(tmp_path):
+    """What `pip wheel -w dist .` (the installation page's wheel recipe), an editable install and
+    `mkdocs build` leave in a clone: git ignores it, and `make clean` removes it."""
+    work = tmp_path / "clone"
+    for name in BUILD_OUTPUT:
+        (work / name / "sub").mkdir(parents=True)
+        (work / name / "sub" / "file.txt").write_text("x")
+    (work / "dist" / "ctxprec_ops-0.1.0-py3-none-any.whl").write_bytes(b"PK")
+    if shutil.which("git") and (ROOT / ".git").exists():
+        paths = [f"{name}/sub/file.txt" for name in BUILD_OUTPUT] + ["dist/ctxprec_ops-0.1.0-py3-none-any.whl"]
+        ignored = subprocess.run(
+            ["git", "-C", str(ROOT), "check-ignore", "--no-index", *paths], capture_output=True, text=True
+        )
+        assert sorted(ignored.stdout.split()) == sorted(paths)
     subprocess.run(
         ["make", "-s", "-f", str(ROOT / "Makefile"), "-C", str(work), "clean", f"VENV={tmp_path / 'no-venv'}"],
         check=True,
