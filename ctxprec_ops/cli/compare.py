@@ -35,6 +35,9 @@ Holm-corrected across the segments. Both run as SQL aggregates: no row is loaded
 exit codes:
   0  done    1  error (warehouse, tables)    2  bad arguments
   3  --fail-if-worse and the candidate is significantly worse overall or in a segment
+
+privileges: read access only (SELECT on the ctxprec_* tables, and on the input table for a
+column read from it); a SQLite file is opened read-only and never written
 """
 
 

@@ -36,11 +36,21 @@ Figures use one judge model / prompt version (default: the most recent), so a ju
 never mixes populations. Defaults: CTXPREC_WAREHOUSE_URL, CTXPREC_MIN_MEAN, CTXPREC_MIN_PASS_RATE.
 """
 
-TREND_EPILOG = """\
+#: what the read commands need (trend, check, report, compare)
+READS_ONLY = (
+    "privileges: read access only (SELECT on the ctxprec_* tables); a SQLite file is opened read-only and "
+    "never written\n"
+)
+
+TREND_EPILOG = (
+    """\
 examples:
   ctxprec trend --warehouse sqlite:///ctxprec.db
   ctxprec trend --days 30 --metric turn_contextual_precision --min-mean 0.6
+
 """
+    + READS_ONLY
+)
 
 CHECK_EPILOG = (
     """\
@@ -53,6 +63,8 @@ exit codes:
   0  no alert    1  error (warehouse, tables)    2  bad arguments    3  an alert fired
 
 """
+    + READS_ONLY
+    + "\n"
     + RULES_HELP
     + """Delivery (only when an alert fires): --webhook or CTXPREC_ALERT_WEBHOOK (Slack-compatible JSON);
 --email-to or CTXPREC_ALERT_EMAIL_TO with CTXPREC_SMTP_HOST/PORT/USER/PASSWORD/FROM/STARTTLS.
@@ -66,7 +78,7 @@ examples:
 
 The file is self-contained (inline CSS and SVG, no scripts, no network): open it offline or
 attach it to a ticket.
-"""
+""" + READS_ONLY.replace("\n", "; --out needs a writable directory\n")
 
 
 def _unit(name: str):
