@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -426,11 +425,12 @@ def run_check(args: argparse.Namespace) -> int:
 
 def run_report(args: argparse.Namespace) -> int:
     from ..monitoring import render_report
+    from ._out_path import check_out_path
 
+    out = check_out_path(args.out)  # before any work: a bad --out is a usage error
     url, rules = _settings(args)
     if args.end:
         check_partition_key(args.end)
-    out = Path(args.out)
     kind, env = metric_of(args), settings()
     source = _source_table(args)
     columns = merge_columns(getattr(env, kind.columns_setting), columns_of(args))
