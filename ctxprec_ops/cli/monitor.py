@@ -14,7 +14,7 @@ from ._args import RAW, UsageError, add_columns, add_metric, check_warehouse, co
 from ._args import check_partition as check_partition_key
 from ._args import mapping_of_args as _mapping
 from ._common import EXIT_ALERT, EXIT_OK, err_console
-from ._render import stdout_console
+from ._render import print_prose, stdout_console
 from .commands import COMMANDS
 
 if TYPE_CHECKING:  # the monitoring stack (pandas, scipy) is imported by the commands that use it
@@ -344,14 +344,12 @@ def run_trend(args: argparse.Namespace) -> int:
     console.print(format_trend_table(df))
     for messages in df["alert_messages"]:
         for m in messages:
-            console.print("[bold red]ALERT[/bold red] ", end="")
-            console.print(m, markup=False, highlight=False)
+            console.print(Text.assemble(("ALERT", "bold red"), " ", m))
     for line in sample_notes(df):
-        console.print(f"note: {line}", markup=False, highlight=False, soft_wrap=True)
+        print_prose(console, f"note: {line}")
     note = None if args.end else staleness_note(str(df["partition_key"].iloc[-1]))
     if note:
-        console.print("[bold yellow]note[/bold yellow] ", end="")
-        console.print(note, markup=False, highlight=False)
+        console.print(Text.assemble(("note", "bold yellow"), " ", note))
     for by in args.by or ():
         from ..monitoring.segments import segment_trend
         from ._monitor_render import segment_trend_table
@@ -361,8 +359,7 @@ def run_trend(args: argparse.Namespace) -> int:
         if checks:
             console.print(segment_trend_table(by, checks))
             for a in checks[-1].alerts:
-                console.print("[bold red]ALERT[/bold red] ", end="")
-                console.print(a.message, markup=False, highlight=False)
+                console.print(Text.assemble(("ALERT", "bold red"), " ", a.message))
     return EXIT_OK
 
 
@@ -386,14 +383,14 @@ def run_check(args: argparse.Namespace) -> int:
     console = stdout_console()
     if not args.json:
         console.print(figures_table(result))
-        console.print(f"baseline: {result.baseline.describe()}", markup=False, highlight=False, soft_wrap=True)
+        print_prose(console, f"baseline: {result.baseline.describe()}")
         if result.population:
             console.print(f"population: {result.population.label()}", markup=False, highlight=False)
         for a in result.alerts:
             style = "bold red" if a.severity == "error" else "bold yellow"
             console.print(Text.assemble(("ALERT", style), f" [{a.severity}] {a.rule}: {a.message}"))
         for n in result.notes:
-            console.print(f"note: {n}", markup=False, highlight=False, soft_wrap=True)
+            print_prose(console, f"note: {n}")
     seg_checks = []
     for by in args.by or ():
         from ..monitoring.segments import check_segments

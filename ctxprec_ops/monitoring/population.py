@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from ..secrets import redact_url
-from ..warehouse.engine import get_engine
+from ..warehouse.engine import get_engine, require_sqlite_file
 from ..warehouse.migrate import DEFAULT_MAPPING
 from ..warehouse.schema import ExistingTables
 from ..warehouse.store import ScoringKey
@@ -43,6 +43,7 @@ def engine_scope(engine_or_url: Engine | str) -> Iterator[Engine]:
     if not isinstance(engine_or_url, str) or not engine_or_url.strip():
         raise ValueError("a warehouse URL is required (--warehouse or CTXPREC_WAREHOUSE_URL)")
     try:
+        require_sqlite_file(engine_or_url)  # a missing SQLite file is said so, never created by a reader
         engine = get_engine(engine_or_url, read_only=True)
     except ValueError:
         raise
