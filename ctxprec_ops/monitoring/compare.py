@@ -155,8 +155,11 @@ class Comparison:
         if t.delta is None:
             sides = f"{label(self.candidate_value)} vs {label(self.baseline_value)}"
             return f"{self.metric} {span}: {self.by} {sides}: no data ({size})"
-        ci = f" [95% CI {t.ci_low:+.3f}, {t.ci_high:+.3f}]" if t.ci_low is not None else ""
+        ci = f" [95% CI {t.ci_low:+.3f}, {t.ci_high:+.3f}]" if t.ci_low is not None and not t.no_variance else ""
         p = f", p={t.p_value:.2g}" if t.p_value is not None else ", no test (n < 2)"
+        if t.no_variance:  # a p of 0 or 1 and a zero-width interval would read as measured: say why
+            alike = "every pair differs by exactly this" if self.paired else "each side's scores are all alike"
+            p = f", no variance: {alike}"
         verdict = "significant" if o.significant else "not significant"
         return (
             f"{self.metric} {span}: {self.by} {label(self.candidate_value)} - {label(self.baseline_value)} = "
@@ -172,9 +175,8 @@ class Comparison:
                 f"{o.unpaired_candidate} {label(self.candidate_value)} (no partner on {self.pair_on}, or NULL)"
             )
         for s in self.worse_segments:
-            lines.append(
-                f"worse: {self.within}={s.label}: delta {s.test.delta:+.3f}, Holm-adjusted p={s.p_adjusted:.2g}"
-            )
+            p = "no variance" if s.test.no_variance else f"Holm-adjusted p={s.p_adjusted:.2g}"
+            lines.append(f"worse: {self.within}={s.label}: delta {s.test.delta:+.3f}, {p}")
         return redact("\n".join(lines))
 
 
