@@ -27,7 +27,10 @@ examples:
   ctxprec compare --partition 2026-11-28 --by retriever_version --baseline v1 --candidate v2 --json
 
 --by, --pair-on and --within name segment columns recorded at scoring time
-(ctxprec score --segment COL, or CTXPREC_SEGMENTS). '(null)' selects the NULL value.
+(ctxprec score --segment COL, or CTXPREC_SEGMENTS) or, after the fact, columns of the input
+table (e.g. --pair-on input, the query text), read by the scores' log_id from the table the
+scores name as their source (today's values; a spans table's attributes need --segment).
+'(null)' selects the NULL value.
 Paired (--pair-on): the paired t-test of the per-pair differences (a side's repeated rows of
 one pair value are averaged first; rows without a partner are counted and left out);
 unpaired: Welch's t-test. Intervals: 95% t-intervals. Per --within segment, `significant` is
@@ -56,11 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_population_flags(p)
     p.add_argument("--partition", required=True, metavar="YYYY-MM-DD", help="the (first) partition")
     p.add_argument("--until", metavar="YYYY-MM-DD", help="last partition of the range (default: --partition)")
-    p.add_argument("--by", required=True, metavar="COL", help="segment column holding the versions")
+    p.add_argument("--by", required=True, metavar="COL", help="segment (or input table) column holding the versions")
     p.add_argument("--baseline", required=True, metavar="A", help="the baseline value of --by")
     p.add_argument("--candidate", required=True, metavar="B", help="the candidate value of --by")
-    p.add_argument("--pair-on", metavar="COL", help="pair rows of A and B that share this segment column's value")
-    p.add_argument("--within", metavar="COL", help="repeat the comparison per value of this segment column")
+    p.add_argument("--pair-on", metavar="COL", help="pair rows of A and B that share this column's value (e.g. input)")
+    p.add_argument("--within", metavar="COL", help="repeat the comparison per value of this column")
     p.add_argument("--alpha", type=float, default=0.05, metavar="P", help="significance level (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument(
@@ -122,7 +125,7 @@ def comparison_table(c: Comparison) -> FitTable:
 def run_compare(args: argparse.Namespace) -> int:
     from ..monitoring.compare import compare
     from ..monitoring.segment_data import parse_value
-    from .monitor import population_args
+    from .monitor import id_column_of, population_args
 
     url = args.warehouse or settings().warehouse_url
     check_warehouse(url)
@@ -135,7 +138,7 @@ def run_compare(args: argparse.Namespace) -> int:
         result = compare(
             url, args.partition, until=args.until, by=args.by, baseline=parse_value(args.baseline),
             candidate=parse_value(args.candidate), pair_on=args.pair_on, within=args.within,
-            alpha=args.alpha, **population_args(args),
+            alpha=args.alpha, id_column=id_column_of(args), **population_args(args),
         )  # fmt: skip
     except ValueError as exc:
         raise UsageError(str(exc)) from None

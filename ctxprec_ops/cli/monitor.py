@@ -138,6 +138,15 @@ def population_args(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def id_column_of(args: argparse.Namespace) -> str:
+    """The input table's id column under the configured column mapping (``--column id=...``)."""
+    kind = metric_of(args)
+    try:
+        return merge_columns(getattr(settings(), kind.columns_setting), columns_of(args)).get("id", "id")
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _add_by(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--by",
@@ -443,7 +452,7 @@ def run_report(args: argparse.Namespace) -> int:
         comparison = {
             "by": args.compare_by, "baseline": parse_value(args.baseline), "candidate": parse_value(args.candidate),
             "pair_on": args.pair_on, "within": args.within, "partition": args.compare_from,
-            "until": args.compare_until,
+            "until": args.compare_until, "id_column": columns.get("id"),
         }  # fmt: skip
     path = render_report(
         url, out, metric=kind.name, days=args.days, end=args.end, rules=rules, worst=args.worst,

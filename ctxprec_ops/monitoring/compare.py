@@ -2,8 +2,10 @@
 and per segment?
 
 Rows are the population's scores in the partitions ``partition..until`` whose segment column
-``by`` is ``baseline`` or ``candidate`` (all three columns — ``by``, ``pair_on``, ``within`` —
-are segment columns recorded at scoring time, ``ctxprec score --segment``).
+``by`` is ``baseline`` or ``candidate``. All three columns — ``by``, ``pair_on``, ``within`` —
+are segment columns recorded at scoring time (``ctxprec score --segment``) or, when not
+recorded, columns of the input table read by ``log_id`` after the fact
+(``segment_data.compared_columns``).
 
 - **Paired** (``pair_on``): a pair is one value of ``pair_on`` (within one ``within`` segment)
   that has rows on both sides; a side's several rows for it (repeats, several days) are averaged
@@ -37,7 +39,7 @@ from ..secrets import redact
 from .check import DEFAULT_METRIC
 from .history import engine_scope, load_history, parse_partition_key, partition_range
 from .population import Population
-from .segment_data import SegmentError, SegmentSource, label, segment_source, value_filter
+from .segment_data import SegmentError, SegmentSource, compared_columns, label, value_filter
 from .stats import Moments, TestResult, finite_or_none, holm, paired_test, welch_test
 
 __all__ = ["Comparison", "ComparisonSegment", "compare"]
@@ -288,9 +290,11 @@ def compare(
     prompt_version: str | None = None,
     source_table: str | None = None,
     mapping: str | None = None,
+    id_column: str | None = None,
 ) -> Comparison:
     """Compare the ``candidate`` value of segment column ``by`` with the ``baseline`` value (None:
-    the ``(null)`` segment) over the partitions ``partition..until`` (see the module's notes)."""
+    the ``(null)`` segment) over the partitions ``partition..until`` (see the module's notes).
+    ``id_column``: the input table's id column, for columns read from it (default ``id``)."""
     parse_partition_key(partition)
     end = until or partition
     if parse_partition_key(end) < parse_partition_key(partition):
@@ -311,7 +315,7 @@ def compare(
         )  # fmt: skip
         pop = history.population
         with engine.connect() as conn:
-            src = segment_source(conn, pop, *cols)
+            src = compared_columns(conn, pop, *cols, id_column=id_column or "id")
             assert pop is not None
             t = src.table
             where = [
