@@ -63,6 +63,18 @@ def test_a_typo_is_named_with_the_closest_real_name(argv, typo, meant):
     assert "required" not in err  # the typo is reported, not the flag it hid
 
 
+@pytest.mark.parametrize(
+    ("argv", "typo", "meant"),
+    [
+        (["trend", "--metric", "contextual_precison"], "contextual_precison", "contextual_precision"),
+        (["batches", "--warehouse", "sqlite:///x.db", "lst"], "lst", "list"),
+    ],
+)
+def test_a_value_outside_the_choices_is_named_with_the_closest_choice(argv, typo, meant):
+    err = _usage_error(_ctxprec(*argv))
+    assert f"invalid value {typo!r} (did you mean {meant}?)" in err
+
+
 def test_a_flag_like_no_other_gets_no_suggestion():
     err = _usage_error(_ctxprec("trend", "--zzzzzz"))
     assert "unknown option --zzzzzz" in err and "did you mean" not in err

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, NamedTuple, NoReturn
@@ -31,6 +32,10 @@ COMMANDS: dict[str, Command] = {
     "calibrate": Command("calibrate", "measure judges against labelled node judgments"),
     "batches": Command("batches", "list, collect or cancel Batch API batches"),
 }
+
+
+#: argparse's message for a value outside an option's choices
+_INVALID_CHOICE = re.compile(r"^argument (.+?): invalid choice: '(.*?)' \(choose from (.*)\)$")
 
 
 class Parser(argparse.ArgumentParser):
@@ -74,6 +79,18 @@ class Parser(argparse.ArgumentParser):
             return name[:2] in self._option_string_actions
         # an unambiguous abbreviation is argparse's to accept (an ambiguous one, argparse's to refuse)
         return self.allow_abbrev and any(o.startswith(name) for o in self._option_string_actions)
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's errors; a value that is not one of an option's choices gets the closest one
+        in two lines too (the choices are in the message)."""
+        found = _INVALID_CHOICE.search(message)
+        if found:
+            choices = re.findall(r"'([^']*)'", found.group(3))
+            close = difflib.get_close_matches(found.group(2), choices, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]}?)" if close else f" (choose from {', '.join(choices)})"
+            self.exit(2, f"{self.prog}: error: {found.group(1)}: invalid value {found.group(2)!r}{hint}\n"
+                      f"see `{self.prog} --help`\n")  # fmt: skip
+        super().error(message)
 
     def _unknown(self, what: str, word: str, names: list[str]) -> NoReturn:
         close = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
