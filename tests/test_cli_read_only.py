@@ -202,3 +202,34 @@ def test_the_read_only_engine_cannot_write(sqlite_file, tmp_path):
             conn.exec_driver_sql("CREATE TABLE ctxprec_probe (x int)")
     release_sqlite_files()
     assert _header(path) == before
+
+
+def test_read_commands_work_for_a_select_only_mariadb_user(mariadb_server, mariadb_url, tmp_path):
+    """The same on MariaDB: a user granted SELECT on the database and nothing else. (Scored without
+    segment columns, which compare then reads from the input table: ``ctxprec_segments``'s key is
+    too long for MariaDB today.)"""
+    from ctxprec_ops.pipeline import PipelineConfig, score_partition
+    from tests.segment_data import write_source
+
+    engine = sa.create_engine(mariadb_url)
+    write_source(engine)
+    engine.dispose()
+    for day in SCORED:
+        score_partition(PipelineConfig(warehouse=mariadb_url, judge="lexical"), day)
+    url = sa.engine.make_url(mariadb_url)
+    user = f"reader_{url.database[-8:]}"
+    mariadb_server.admin(f"CREATE USER '{user}'@'localhost' IDENTIFIED BY 'r3ad-only'")
+    try:
+        mariadb_server.admin(f"GRANT SELECT ON `{url.database}`.* TO '{user}'@'localhost'")
+        reader_url = url.set(username=user, password="r3ad-only").render_as_string(hide_password=False)
+        engine = sa.create_engine(mariadb_url)
+        with engine.connect() as conn:
+            tables = set(sa.inspect(conn).get_table_names())
+        for name, argv in _read_commands(reader_url, tmp_path).items():
+            if name != "check --by":  # per-segment checks read recorded segments only
+                _assert_ran(name, _run(argv))
+        with engine.connect() as conn:
+            assert set(sa.inspect(conn).get_table_names()) == tables
+        engine.dispose()
+    finally:
+        mariadb_server.admin(f"DROP USER '{user}'@'localhost'")
