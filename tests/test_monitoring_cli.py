@@ -96,7 +96,8 @@ def test_trend_and_report(url, tmp_path, capsys):
     target = tmp_path / "r.html"
     assert main(["report", "--warehouse", url, "--out", str(target), "--days", "7"]) == 0
     assert target.exists() and "alert-marker" in target.read_text()
-    assert main(["report", "--warehouse", url, "--out", str(tmp_path / "nodir" / "r.html")]) == 1
+    # a bad --out is a usage error (exit 2), found before any work
+    assert main(["report", "--warehouse", url, "--out", str(tmp_path / "nodir" / "r.html")]) == 2
     capsys.readouterr()
     bad = tmp_path / "bad.html"
     assert main(["report", "--warehouse", url, "--out", str(bad), "--source-table", "logs; DROP TABLE x"]) == 2

@@ -58,9 +58,8 @@ def _age(submitted: datetime) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
     from ..batch.manage import batch_records, cancel_batch, collect_batch
+    from ..monitoring.table_fit import Col, FitTable
 
     console = stdout_console()
     if args.action != "list" and not args.batch_id:
@@ -86,20 +85,20 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         console.print_json(json.dumps([r.__dict__ for r in records], default=str))
         return EXIT_OK
-    table = Table(title="batches (newest first)")
-    for col in (
-        "batch",
-        "partition",
-        "metric",
-        "judge",
-        "prompt",
-        "status",
-        "requests",
-        "answered",
-        "age",
-        "collected",
-    ):
-        table.add_column(col)
+    # in a narrow terminal: prompt, metric, answered, judge, collected, age give way, in that order
+    table = FitTable(
+        Col("batch", justify="left"),
+        Col("partition", justify="left"),
+        Col("metric", justify="left", drop=2),
+        Col("judge", justify="left", drop=4),
+        Col("prompt", justify="left", drop=1),
+        Col("status", justify="left"),
+        Col("requests"),
+        Col("answered", drop=3),
+        Col("age", drop=6),
+        Col("collected", justify="left", drop=5),
+        title="batches (newest first)",
+    )
     for r in records:
         table.add_row(
             r.batch_id,

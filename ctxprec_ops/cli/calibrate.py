@@ -6,8 +6,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-
+from ..monitoring.table_fit import Col, FitTable
 from ..pipeline.columns import SourceColumns, merge_columns
 from ._args import (
     RAW,
@@ -45,7 +44,7 @@ _TITLES = {
     "recall": "verdict recall",
     "f1": "verdict F1",
     "kappa": "Cohen's κ",
-    "mae": "score MAE (lower is better)",
+    "mae": "score MAE (lower = better)",
     "spearman": "score Spearman ρ",
 }
 
@@ -88,6 +87,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 if TYPE_CHECKING:
     from ..calibration.run import CalibrationResult
+    from ..calibration.stats import Estimate
+
+
+def _fmt(e: Estimate) -> str:
+    """``0.812 [0.790–0.833]``: the interval one word, so a narrow column wraps it whole."""
+    if e.value is None:
+        return "—"
+    if e.low is None or e.high is None:
+        return f"{e.value:.3f}"
+    return f"{e.value:.3f} [{e.low:.3f}–{e.high:.3f}]"
 
 
 def _row(result: CalibrationResult) -> dict[str, Any]:
@@ -157,25 +166,29 @@ def run(args: argparse.Namespace) -> int:
             payload["difference"] = {f: {"value": e.value, "low": e.low, "high": e.high} for f, e in diff.items()}
         console.print_json(json.dumps(payload, default=str))
         return EXIT_OK
-    table = Table(title=f"judge calibration against {labels.name} ({labels.nodes} node labels)")
-    table.add_column("figure [95% CI]")
-    for r in results:
-        table.add_column(f"{r.judge_model}\nprompt {r.prompt_version}", justify="right")
-    if diff is not None:
-        table.add_column(f"difference\n{results[1].judge_model} − {results[0].judge_model}", justify="right")
+    # fits an 80-column terminal: the labels never wrap, a value wraps before its interval
+    prompts = sorted({r.prompt_version for r in results})
+    same = len(prompts) == 1
+    table = FitTable(
+        Col("figure [95% CI]", justify="left"),
+        *[Col(r.judge_model + ("" if same else f" prompt {r.prompt_version}"), wrap=True) for r in results],
+        *([Col(f"difference {results[1].judge_model} − {results[0].judge_model}", wrap=True)] if diff else []),
+        title=f"judge calibration against {labels.name} ({labels.nodes} node labels)"
+        + (f" · prompt {prompts[0]}" if same else ""),
+    )
     for f in FIGURES:
-        cells = [getattr(r.agreement, f).fmt() for r in results]
+        cells = [_fmt(getattr(r.agreement, f)) for r in results]
         if diff is not None:
-            cells.append(diff[f].fmt())
+            cells.append(_fmt(diff[f]))
         table.add_row(_TITLES[f], *cells)
     table.add_row(
-        "cases (with every node labelled)",
+        "cases (fully labelled)",
         *[f"{r.agreement.cases} ({r.agreement.scored_cases})" for r in results],
         *([""] if diff else []),
     )
     table.add_row(
-        "TP / FP / FN / TN",
-        *[f"{r.agreement.tp} / {r.agreement.fp} / {r.agreement.fn} / {r.agreement.tn}" for r in results],
+        "TP/FP/FN/TN",
+        *[f"{r.agreement.tp}/{r.agreement.fp}/{r.agreement.fn}/{r.agreement.tn}" for r in results],
         *([""] if diff else []),
     )
     table.add_row(

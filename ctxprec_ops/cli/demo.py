@@ -86,7 +86,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..demo.job import METRICS, check_demo_warehouse, check_report_path, run_demo
+    from ..demo.job import METRICS, check_demo_warehouse, run_demo
+    from ._out_path import check_out_path
     from ._render import runs_table, stdout_console
     from .progress import ProgressDisplay
 
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     judge = args.judge or DEMO_JUDGE
     check_judge(judge)
     check_demo_warehouse(args.warehouse, force=args.force)
-    check_report_path(args.out)
+    check_out_path(args.out)  # the report and the files next to it: a bad --out is a usage error
     configured = os.environ.get("CTXPREC_JUDGE", "").strip()
     if not args.judge and configured and configured.lower() != DEMO_JUDGE:
         err_console.print(

@@ -30,6 +30,7 @@ are the real prompts counted with the model's BPE encoding (cl100k/o200k, bundle
 'tokens' extra; else characters / 4, and the output says which), completion tokens 40 per node; prices
 from ctxprec_ops.judge.pricing (override with CTXPREC_PRICES='{"model": [in_usd_per_1M, out_usd_per_1M]}').
 No judge is called and nothing is written; no API key is needed.
+privileges: read access only (SELECT on the input and ctxprec_* tables); a SQLite file is opened read-only.
 """
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -15,7 +14,7 @@ from ._args import RAW, UsageError, add_columns, add_metric, check_warehouse, co
 from ._args import check_partition as check_partition_key
 from ._args import mapping_of_args as _mapping
 from ._common import EXIT_ALERT, EXIT_OK, err_console
-from ._render import stdout_console
+from ._render import print_prose, stdout_console
 from .commands import COMMANDS
 
 if TYPE_CHECKING:  # the monitoring stack (pandas, scipy) is imported by the commands that use it
@@ -36,11 +35,21 @@ Figures use one judge model / prompt version (default: the most recent), so a ju
 never mixes populations. Defaults: CTXPREC_WAREHOUSE_URL, CTXPREC_MIN_MEAN, CTXPREC_MIN_PASS_RATE.
 """
 
-TREND_EPILOG = """\
+#: what the read commands need (trend, check, report, compare)
+READS_ONLY = (
+    "privileges: read access only (SELECT on the ctxprec_* tables); a SQLite file is opened read-only and "
+    "never written\n"
+)
+
+TREND_EPILOG = (
+    """\
 examples:
   ctxprec trend --warehouse sqlite:///ctxprec.db
   ctxprec trend --days 30 --metric turn_contextual_precision --min-mean 0.6
+
 """
+    + READS_ONLY
+)
 
 CHECK_EPILOG = (
     """\
@@ -53,6 +62,8 @@ exit codes:
   0  no alert    1  error (warehouse, tables)    2  bad arguments    3  an alert fired
 
 """
+    + READS_ONLY
+    + "\n"
     + RULES_HELP
     + """Delivery (only when an alert fires): --webhook or CTXPREC_ALERT_WEBHOOK (Slack-compatible JSON);
 --email-to or CTXPREC_ALERT_EMAIL_TO with CTXPREC_SMTP_HOST/PORT/USER/PASSWORD/FROM/STARTTLS.
@@ -66,7 +77,7 @@ examples:
 
 The file is self-contained (inline CSS and SVG, no scripts, no network): open it offline or
 attach it to a ticket.
-"""
+""" + READS_ONLY.replace("\n", "; --out needs a writable directory\n")
 
 
 def _unit(name: str):
@@ -125,6 +136,15 @@ def population_args(args: argparse.Namespace) -> dict[str, Any]:
         "source_table": _source_table(args),
         "mapping": _mapping(args),
     }
+
+
+def id_column_of(args: argparse.Namespace) -> str:
+    """The input table's id column under the configured column mapping (``--column id=...``)."""
+    kind = metric_of(args)
+    try:
+        return merge_columns(getattr(settings(), kind.columns_setting), columns_of(args)).get("id", "id")
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _add_by(p: argparse.ArgumentParser) -> None:
@@ -333,14 +353,12 @@ def run_trend(args: argparse.Namespace) -> int:
     console.print(format_trend_table(df))
     for messages in df["alert_messages"]:
         for m in messages:
-            console.print("[bold red]ALERT[/bold red] ", end="")
-            console.print(m, markup=False, highlight=False)
+            console.print(Text.assemble(("ALERT", "bold red"), " ", m))
     for line in sample_notes(df):
-        console.print(f"note: {line}", markup=False, highlight=False, soft_wrap=True)
+        print_prose(console, f"note: {line}")
     note = None if args.end else staleness_note(str(df["partition_key"].iloc[-1]))
     if note:
-        console.print("[bold yellow]note[/bold yellow] ", end="")
-        console.print(note, markup=False, highlight=False)
+        console.print(Text.assemble(("note", "bold yellow"), " ", note))
     for by in args.by or ():
         from ..monitoring.segments import segment_trend
         from ._monitor_render import segment_trend_table
@@ -350,8 +368,7 @@ def run_trend(args: argparse.Namespace) -> int:
         if checks:
             console.print(segment_trend_table(by, checks))
             for a in checks[-1].alerts:
-                console.print("[bold red]ALERT[/bold red] ", end="")
-                console.print(a.message, markup=False, highlight=False)
+                console.print(Text.assemble(("ALERT", "bold red"), " ", a.message))
     return EXIT_OK
 
 
@@ -375,14 +392,14 @@ def run_check(args: argparse.Namespace) -> int:
     console = stdout_console()
     if not args.json:
         console.print(figures_table(result))
-        console.print(f"baseline: {result.baseline.describe()}", markup=False, highlight=False, soft_wrap=True)
+        print_prose(console, f"baseline: {result.baseline.describe()}")
         if result.population:
             console.print(f"population: {result.population.label()}", markup=False, highlight=False)
         for a in result.alerts:
             style = "bold red" if a.severity == "error" else "bold yellow"
             console.print(Text.assemble(("ALERT", style), f" [{a.severity}] {a.rule}: {a.message}"))
         for n in result.notes:
-            console.print(f"note: {n}", markup=False, highlight=False, soft_wrap=True)
+            print_prose(console, f"note: {n}")
     seg_checks = []
     for by in args.by or ():
         from ..monitoring.segments import check_segments
@@ -414,11 +431,12 @@ def run_check(args: argparse.Namespace) -> int:
 
 def run_report(args: argparse.Namespace) -> int:
     from ..monitoring import render_report
+    from ._out_path import check_out_path
 
+    out = check_out_path(args.out)  # before any work: a bad --out is a usage error
     url, rules = _settings(args)
     if args.end:
         check_partition_key(args.end)
-    out = Path(args.out)
     kind, env = metric_of(args), settings()
     source = _source_table(args)
     columns = merge_columns(getattr(env, kind.columns_setting), columns_of(args))
@@ -434,7 +452,7 @@ def run_report(args: argparse.Namespace) -> int:
         comparison = {
             "by": args.compare_by, "baseline": parse_value(args.baseline), "candidate": parse_value(args.candidate),
             "pair_on": args.pair_on, "within": args.within, "partition": args.compare_from,
-            "until": args.compare_until,
+            "until": args.compare_until, "id_column": columns.get("id"),
         }  # fmt: skip
     path = render_report(
         url, out, metric=kind.name, days=args.days, end=args.end, rules=rules, worst=args.worst,

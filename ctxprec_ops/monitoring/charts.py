@@ -48,13 +48,19 @@ def _fmt(v: float, pct: bool, integer: bool = False) -> str:
     return f"{v:,.0f}" if integer or abs(v) >= 10 else f"{v:.2f}"
 
 
-def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+def _ticks(lo: float, hi: float, n: int = 5, *, integer: bool = False) -> list[float]:
+    """About ``n`` evenly spaced "nice" ticks covering ``[lo, hi]``: steps of 1, 2, 2.5 or 5 times
+    a power of ten; ``integer``: steps of 1, 2 or 5 times a power of ten and at least 1, so every
+    tick is a whole number (a count axis never reads 0, 2, 5, 8, 10 for 0, 2.5, 5, 7.5, 10)."""
     span = hi - lo
     if span <= 0:
         return [lo]
     raw = span / n
     mag = 10 ** math.floor(math.log10(raw))
-    step = min((s * mag for s in (1, 2, 2.5, 5, 10) if s * mag >= raw), default=raw)
+    nice = (1, 2, 5, 10) if integer else (1, 2, 2.5, 5, 10)
+    step = min((s * mag for s in nice if s * mag >= raw), default=raw)
+    if integer:
+        step = max(1.0, float(round(step)))
     first = math.ceil(lo / step - 1e-9) * step
     out, v = [], first
     while v <= hi + 1e-9:
@@ -81,7 +87,7 @@ class _Frame:
 
 
 def _axes(f: _Frame, days: Sequence[str], pct: bool, parts: list[str], integer: bool = False) -> None:
-    for t in _ticks(f.lo, f.hi):
+    for t in _ticks(f.lo, f.hi, integer=integer):
         y = f.y(t)
         parts.append(f'<line x1="{ML}" x2="{f.w - MR}" y1="{y:.1f}" y2="{y:.1f}" stroke="{COLORS["grid"]}"/>')
         parts.append(
@@ -226,7 +232,7 @@ def bar_chart(
     """Stacked daily bars; ``stacks`` = [(label, values, color), ...] from the bottom up."""
     totals = [sum(s[1][i] for s in stacks) for i in range(len(days))]
     top = max(totals + [h.value for h in hlines] + [1.0])
-    ticks = _ticks(0, top * 1.1)
+    ticks = _ticks(0, top * 1.1, integer=True)
     f = _Frame(len(days), 0.0, max(ticks[-1], top * 1.1), width=width, height=height)
     parts = _open(title, width, height)
     _axes(f, days, False, parts, integer=True)

@@ -2,8 +2,10 @@
 and per segment?
 
 Rows are the population's scores in the partitions ``partition..until`` whose segment column
-``by`` is ``baseline`` or ``candidate`` (all three columns — ``by``, ``pair_on``, ``within`` —
-are segment columns recorded at scoring time, ``ctxprec score --segment``).
+``by`` is ``baseline`` or ``candidate``. All three columns — ``by``, ``pair_on``, ``within`` —
+are segment columns recorded at scoring time (``ctxprec score --segment``) or, when not
+recorded, columns of the input table read by ``log_id`` after the fact
+(``segment_data.compared_columns``).
 
 - **Paired** (``pair_on``): a pair is one value of ``pair_on`` (within one ``within`` segment)
   that has rows on both sides; a side's several rows for it (repeats, several days) are averaged
@@ -37,7 +39,7 @@ from ..secrets import redact
 from .check import DEFAULT_METRIC
 from .history import engine_scope, load_history, parse_partition_key, partition_range
 from .population import Population
-from .segment_data import SegmentError, SegmentSource, label, segment_source, value_filter
+from .segment_data import SegmentError, SegmentSource, compared_columns, label, value_filter
 from .stats import Moments, TestResult, finite_or_none, holm, paired_test, welch_test
 
 __all__ = ["Comparison", "ComparisonSegment", "compare"]
@@ -155,8 +157,11 @@ class Comparison:
         if t.delta is None:
             sides = f"{label(self.candidate_value)} vs {label(self.baseline_value)}"
             return f"{self.metric} {span}: {self.by} {sides}: no data ({size})"
-        ci = f" [95% CI {t.ci_low:+.3f}, {t.ci_high:+.3f}]" if t.ci_low is not None else ""
+        ci = f" [95% CI {t.ci_low:+.3f}, {t.ci_high:+.3f}]" if t.ci_low is not None and not t.no_variance else ""
         p = f", p={t.p_value:.2g}" if t.p_value is not None else ", no test (n < 2)"
+        if t.no_variance:  # a p of 0 or 1 and a zero-width interval would read as measured: say why
+            alike = "every pair differs by exactly this" if self.paired else "each side's scores are all alike"
+            p = f", no variance: {alike}"
         verdict = "significant" if o.significant else "not significant"
         return (
             f"{self.metric} {span}: {self.by} {label(self.candidate_value)} - {label(self.baseline_value)} = "
@@ -172,9 +177,8 @@ class Comparison:
                 f"{o.unpaired_candidate} {label(self.candidate_value)} (no partner on {self.pair_on}, or NULL)"
             )
         for s in self.worse_segments:
-            lines.append(
-                f"worse: {self.within}={s.label}: delta {s.test.delta:+.3f}, Holm-adjusted p={s.p_adjusted:.2g}"
-            )
+            p = "no variance" if s.test.no_variance else f"Holm-adjusted p={s.p_adjusted:.2g}"
+            lines.append(f"worse: {self.within}={s.label}: delta {s.test.delta:+.3f}, {p}")
         return redact("\n".join(lines))
 
 
@@ -286,9 +290,11 @@ def compare(
     prompt_version: str | None = None,
     source_table: str | None = None,
     mapping: str | None = None,
+    id_column: str | None = None,
 ) -> Comparison:
     """Compare the ``candidate`` value of segment column ``by`` with the ``baseline`` value (None:
-    the ``(null)`` segment) over the partitions ``partition..until`` (see the module's notes)."""
+    the ``(null)`` segment) over the partitions ``partition..until`` (see the module's notes).
+    ``id_column``: the input table's id column, for columns read from it (default ``id``)."""
     parse_partition_key(partition)
     end = until or partition
     if parse_partition_key(end) < parse_partition_key(partition):
@@ -309,7 +315,7 @@ def compare(
         )  # fmt: skip
         pop = history.population
         with engine.connect() as conn:
-            src = segment_source(conn, pop, *cols)
+            src = compared_columns(conn, pop, *cols, id_column=id_column or "id")
             assert pop is not None
             t = src.table
             where = [

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from ..secrets import redact_url
-from ..warehouse.engine import get_engine
+from ..warehouse.engine import get_engine, require_sqlite_file
 from ..warehouse.migrate import DEFAULT_MAPPING
 from ..warehouse.schema import ExistingTables
 from ..warehouse.store import ScoringKey
@@ -34,14 +34,17 @@ __all__ = ["Population", "engine_scope", "resolve_population", "key_fields"]
 
 @contextlib.contextmanager
 def engine_scope(engine_or_url: Engine | str) -> Iterator[Engine]:
-    """Yield an Engine for an Engine or a URL (``warehouse.engine.get_engine``: cached per URL)."""
+    """Yield an Engine for an Engine or a URL (``warehouse.engine.get_engine``: cached per URL).
+    The monitoring readers only read: a URL gets the read-only engine (a SQLite file is opened
+    read-only and left unchanged; elsewhere SELECT rights suffice)."""
     if isinstance(engine_or_url, Engine):
         yield engine_or_url
         return
     if not isinstance(engine_or_url, str) or not engine_or_url.strip():
         raise ValueError("a warehouse URL is required (--warehouse or CTXPREC_WAREHOUSE_URL)")
     try:
-        engine = get_engine(engine_or_url)
+        require_sqlite_file(engine_or_url)  # a missing SQLite file is said so, never created by a reader
+        engine = get_engine(engine_or_url, read_only=True)
     except ValueError:
         raise
     except Exception as exc:  # missing driver etc.: say which (without the password)

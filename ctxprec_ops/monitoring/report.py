@@ -20,6 +20,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 from sqlalchemy.engine import Engine
 
+from ..errors import CtxPrecError
 from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.identifiers import split_table_name
@@ -253,9 +254,9 @@ def render_report(
     rules = rules or AlertRules(min_mean=min_mean, min_pass_rate=min_pass_rate)
     out = Path(out_path)
     if out.suffix.lower() not in (".html", ".htm"):
-        raise ValueError(f"the report is an HTML file: --out should end in .html, got {out.name!r}")
-    if not out.parent.exists():
-        raise ValueError(f"the directory of {str(out)!r} does not exist")
+        raise ReportPathError(f"the report is an HTML file: --out should end in .html, got {out.name!r}")
+    if not out.parent.is_dir():
+        raise ReportPathError(f"the directory of {str(out)!r} does not exist")
     if source_table is not None:
         split_table_name(source_table, None, "source table name")  # IdentifierError, before any work
     with engine_scope(engine_or_url) as engine:
@@ -301,13 +302,26 @@ def render_report(
         ctx["reference_free"] = _reference_free(engine, metric, history, scored)
     html = render_report_html(ctx)
     # write atomically: a reader (or a browser refresh) never sees half a report
-    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=out.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=out.parent)
+    except OSError as exc:  # the path the caller gave, not the temporary file's name
+        raise ReportPathError(f"cannot write the report {str(out)!r}: {(exc.strerror or str(exc)).lower()}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(html)
         os.chmod(tmp, 0o644)
         os.replace(tmp, out)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise ReportPathError(f"cannot write the report {str(out)!r}: {(exc.strerror or str(exc)).lower()}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return out
+
+
+class ReportPathError(CtxPrecError, ValueError):
+    """The report cannot be written where it was asked to be (not retried: the path is the fix)."""
+
+    error_type = "usage"
+    retryable = False

@@ -12,13 +12,13 @@ import datetime as dt
 from collections.abc import Sequence
 
 import pandas as pd
-from rich.table import Table
 from sqlalchemy.engine import Engine
 
 from .alerts import AlertRules
 from .check import DEFAULT_METRIC, CheckResult, check_history, lookback
 from .history import History, engine_scope, load_history, parse_partition_key, partition_range
 from .stats import sparkline
+from .table_fit import Col, FitTable
 
 __all__ = ["trend_results", "load_trend", "results_frame", "format_trend_table", "staleness_note", "TREND_COLUMNS"]
 
@@ -182,8 +182,10 @@ def _bar(value: float | None, width: int = 10) -> str:
     return ("█" * full + (_EIGHTHS[rest] if rest else "")).ljust(width)
 
 
-def format_trend_table(df: pd.DataFrame, *, title: str | None = None) -> Table:
-    """A rich table of ``load_trend``'s frame: n, mean ± CI, pass rate, volume, alerts, sparkline."""
+def format_trend_table(df: pd.DataFrame, *, title: str | None = None) -> FitTable:
+    """A rich table of ``load_trend``'s frame: n, mean ± CI, pass rate, volume, alerts, sparkline.
+    It fits the console it is printed to (``table_fit``): in a narrow terminal the mean bar,
+    median, rows, failures and pass rate give way, in that order; the date and the mean ± CI never."""
     metric = df.attrs.get("metric", DEFAULT_METRIC)
     pop = df.attrs.get("judge_model")
     caption_bits = [f"judge {pop} / prompt {df.attrs.get('prompt_version')}"] if pop else []
@@ -194,21 +196,19 @@ def format_trend_table(df: pd.DataFrame, *, title: str | None = None) -> Table:
         caption_bits.append(f"mean trend {sparkline(means, lo=lo, hi=hi)} ({lo:.2f}–{hi:.2f})")
     if len(df) and bool(df["sampled"].any()):
         caption_bits.append("n* = a sample of the partition's rows was scored (see the notes)")
-    table = Table(
+    table = FitTable(
+        Col("partition", justify="left"),
+        Col("n"),
+        Col("mean ± 95% CI"),
+        Col("median", drop=2),
+        Col("pass rate", drop=5),
+        Col("rows", drop=3),
+        Col("failed", drop=4),
+        Col("mean bar", justify="left", drop=1),
+        Col("alerts", justify="left", wrap=True),
         title=title or f"{metric}: last {len(df)} partitions",
         caption="  ·  ".join(caption_bits) or None,
-        header_style="bold",
-        expand=False,
     )
-    table.add_column("partition")
-    table.add_column("n", justify="right")
-    table.add_column("mean ± 95% CI", justify="right")
-    table.add_column("median", justify="right")
-    table.add_column("pass rate", justify="right")
-    table.add_column("rows", justify="right")
-    table.add_column("failed", justify="right")
-    table.add_column("mean bar", justify="left", no_wrap=True)
-    table.add_column("alerts")
     for row in df.itertuples(index=False):
         if pd.isna(row.mean):
             mean = "—"

@@ -137,7 +137,7 @@ def estimate_partition(
     )
     group = config.max_nodes_per_call
     samples = est.samples
-    engine = get_engine(config.warehouse)
+    engine = get_engine(config.warehouse, read_only=True)  # an estimate writes nothing, not even SQLite's header
     src = reflect_source(
         engine,
         config.table_name,

@@ -12,6 +12,11 @@
   names the package to install.
 - ``require_sqlite_file()`` refuses a SQLite URL whose database file does not exist (SQLite would
   create an empty one): every entry point (CLI, Dagster resources, Airflow hook) calls it.
+- ``get_engine(url, read_only=True)`` is for commands that only read (``trend``, ``check``,
+  ``compare``, ``report``, ``estimate``, ``batches list``): a SQLite file is opened read-only
+  (``mode=ro``, plus ``PRAGMA query_only``) without the WAL switch, and is left as it was on exit
+  (no checkpoint, no journal-mode change), so a read-only file or directory works and a writable
+  file is not written. Other dialects get their usual engine: reading needs only SELECT there.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import random
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -57,6 +63,8 @@ __all__ = [
 
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 _WRITE_OPTION = "ctxprec_write"
+#: the cache key suffix of a read-only engine (``get_engine(url, read_only=True)``)
+_READ_ONLY = "#read-only"
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
@@ -227,14 +235,17 @@ def is_sqlite_decode_error(exc: BaseException) -> bool:
     return isinstance(orig, sqlite3.OperationalError) and str(orig).startswith("Could not decode to UTF-8")
 
 
-def _setup_sqlite(engine: Engine) -> None:
+def _setup_sqlite(engine: Engine, *, read_only: bool = False) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):  # pragma: no cover - exercised by every sqlite test
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (see _on_begin)
         dbapi_conn.text_factory = _sqlite_text
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        if engine.url.database not in (None, "", ":memory:"):
+        if read_only:  # no journal-mode switch (a write); any write fails instead of happening
+            cur.execute("PRAGMA query_only = ON")
+            cur.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")
+        elif engine.url.database not in (None, "", ":memory:"):
             cur.execute("PRAGMA journal_mode = WAL")
             cur.execute("PRAGMA synchronous = NORMAL")
             # a 32 MiB page cache (default 2 MiB): the judgment cache's random keys otherwise
@@ -254,33 +265,44 @@ def _setup_sqlite(engine: Engine) -> None:
             conn.exec_driver_sql("BEGIN")
 
 
-def _create(u: URL) -> Engine:
+def _create(u: URL, *, read_only: bool = False) -> Engine:
     check_dialect(u)  # an unknown dialect or a missing driver: say which package, not a bare ModuleNotFoundError
     kwargs: dict = {"future": True}
     if u.get_backend_name() == "sqlite":
         if u.database in (None, "", ":memory:"):
             kwargs["poolclass"] = StaticPool
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+        path = _sqlite_path(u) if read_only else None
+        if path is not None:  # the driver opens the file read-only (a URI filename); the URL stays the user's
+            uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+            kwargs["creator"] = functools.partial(
+                sqlite3.connect, uri, uri=True, check_same_thread=False, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000
+            )
     else:
         kwargs["pool_pre_ping"] = True
     kwargs.update(for_dialect(u.get_backend_name()).engine_options)
     engine = create_engine(u, **kwargs)
     if u.get_backend_name() == "sqlite":
-        _setup_sqlite(engine)
+        _setup_sqlite(engine, read_only=read_only)
     return engine
 
 
-def get_engine(url: str | URL | Engine) -> Engine:
+def get_engine(url: str | URL | Engine, *, read_only: bool = False) -> Engine:
     """An engine for ``url`` (cached per URL). An ``Engine`` is returned as is; SQLite
-    engines built elsewhere should be made with this function to get WAL and BEGIN IMMEDIATE."""
+    engines built elsewhere should be made with this function to get WAL and BEGIN IMMEDIATE.
+
+    ``read_only=True``, for commands that only read: a SQLite file is opened read-only and never
+    written, not even to switch its journal mode or checkpoint it (see the module's notes); on
+    other dialects it is the usual engine."""
     if isinstance(url, Engine):
         return url
     u = normalize_url(url)
-    key = u.render_as_string(hide_password=False)
+    read_only = read_only and u.get_backend_name() == "sqlite"
+    key = u.render_as_string(hide_password=False) + (_READ_ONLY if read_only else "")
     with _lock:
         engine = _engines.get(key)
         if engine is None:
-            engine = _engines[key] = _create(u)
+            engine = _engines[key] = _create(u, read_only=read_only)
         return engine
 
 
@@ -298,11 +320,12 @@ def release_sqlite_files() -> None:
     with _lock:
         engines = list(_engines.items())
         _engines.clear()
-    for _key, engine in engines:
-        path = _sqlite_path(engine.url)
+    for _key, engine in engines:  # every connection closed first: one still open would keep the WAL
         engine.dispose()
-        if path is None or not os.path.exists(path):
-            continue
+    for key, engine in engines:
+        path = _sqlite_path(engine.url)
+        if path is None or key.endswith(_READ_ONLY) or not os.path.exists(path):
+            continue  # a read-only engine's file is left exactly as it was
         try:
             conn = sqlite3.connect(path, timeout=0)
         except sqlite3.Error:
