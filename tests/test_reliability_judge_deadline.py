@@ -92,4 +92,6 @@ def test_a_judge_that_trickled_once_scores_the_row_on_the_retry(judge_server, wa
     assert not failures
     for log_id, row in scores.items():
         assert row.score == pytest.approx(expected_score(truth[log_id]), abs=1e-12)
-    assert judge_server.outcomes["trickle"] == 1 and judge_server.calls == len(truth) + 1
+    assert judge_server.calls == len(truth) + 1  # the trickled call, cut, then its retry
+    cut = judge_server.requests[0]["json"]["messages"]
+    assert sum(r["json"]["messages"] == cut for r in judge_server.requests) == 2  # asked again
