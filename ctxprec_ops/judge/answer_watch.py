@@ -56,7 +56,7 @@ class AnswerWatch:
 
     def usable(self) -> None:
         """An answer could be used: the judge follows the format, at least sometimes."""
-        if self.tripped is None:
+        if self.kind is not None and self.tripped is None:  # the common case (nothing counted): no work
             self.kind, self.pattern = None, None
             self.cases.clear()
 

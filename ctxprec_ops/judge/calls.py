@@ -196,7 +196,7 @@ async def _send_once(
     try:
         if run.quota is not None and (wait := run.quota.reserve(tokens)) > 0:
             await run.quota.wait(wait)
-        if run.answers is not None:  # the judge's answers turned out unusable while this one waited
+        if run.answers is not None and run.answers.tripped:  # found unusable while this one waited
             run.answers.check()
         try:
             if choices is None:
