@@ -99,7 +99,7 @@ def test_partition_under_every_judge_fault_scores_each_row_exactly(judge_server,
         judge="judge-test-model",
         judge_base_url=judge_server.base_url,
         judge_api_key="test-key",
-        judge_timeout=0.5,
+        judge_timeout=1.0,  # the whole call's deadline: room for a loaded machine
         chunk_size=200,
         concurrency=16,
     )

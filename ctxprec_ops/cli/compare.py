@@ -35,6 +35,14 @@ Paired (--pair-on): the paired t-test of the per-pair differences (a side's repe
 one pair value are averaged first; rows without a partner are counted and left out);
 unpaired: Welch's t-test. Intervals: 95% t-intervals. Per --within segment, `significant` is
 Holm-corrected across the segments. Both run as SQL aggregates: no row is loaded.
+baseline_rows / candidate_rows are the rows compared on each side (paired: the rows behind
+the pairs, repeats included, plus the unpaired ones).
+
+Whose scores: one population (judge model, prompt version, input table, column mapping),
+chosen over the whole --partition..--until range. A range scored under several populations
+(say the judge changed mid-range) is refused with one line naming each, its rows and days:
+name one with --judge-model / --prompt-version / --source-table / --column. The rows of the
+range under other populations are then listed as not compared.
 
 exit codes:
   0  done    1  error (warehouse, tables)    2  bad arguments

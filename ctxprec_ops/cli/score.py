@@ -216,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
         console.print(run_table(summary, title=f"{config.table_name} · run {run_id}"))
         for note in config.trace_options.notes() if config.trace_options else ():
             console.print(f"note: {note}", markup=False, highlight=False)
+        if summary.error_message and decide(summary).outcome is Outcome.DONE:  # else the error line says it
+            console.print(f"note: {summary.error_message}", markup=False, highlight=False, soft_wrap=True)
     return _exit_code(summary)
 
 

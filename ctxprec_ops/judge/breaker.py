@@ -1,7 +1,8 @@
 """A circuit breaker for the judge endpoint: ride through outages, give up promptly and say why.
 
 When the judge itself is the problem — every recent request failed with a connection error, a
-timeout, a 5xx or a 429 — retrying each row on its own only burns the rows' retries. The breaker
+timeout (a call that outlived its whole-call deadline too, however steadily the endpoint was
+trickling its answer), a 5xx or a 429 — retrying each row on its own only burns the rows' retries. The breaker
 *opens* after ``trip_after`` consecutive such failures (``judging.trip_after_for``: two waves of
 the requests in flight, at least 5): no request is sent, callers wait in
 ``admit()``; one caller at a time is let through as a *probe* (after 0.25 s, then doubling up to
@@ -83,6 +84,10 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
             return "unreachable", "host name not found"
         if isinstance(x, ConnectionResetError):
             return "unreachable", "connection reset"
+    for x in chain:  # a call that outlived its deadline (answering, but too slowly to finish)
+        seconds = getattr(x, "seconds", None)
+        if isinstance(x, TimeoutError) and isinstance(seconds, (int, float)):
+            return "unavailable", f"no complete answer within the {seconds:g} s call deadline (timed out)"
     names = " ".join(type(x).__name__ for x in chain).lower()
     if "timeout" in names or any(isinstance(x, TimeoutError) for x in chain):
         return "unreachable", "no answer (timed out)"

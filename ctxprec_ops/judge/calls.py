@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from ..errors import JudgeConfigurationError, JudgeUnavailableError
 from ..scoring.verdicts import JudgeAnswer
 from ..secrets import redact
+from .answer_watch import AnswerWatch
 from .breaker import CircuitBreaker
 from .budget import Budget
 from .cache import VerdictCache
@@ -47,10 +48,24 @@ EST_COMPLETION_TOKENS_PER_NODE = 40
 
 
 @dataclass
+class JudgeGuards:
+    """A circuit breaker, a request quota and an answer watch that outlive one ``evaluate()``
+    call (the pipeline installs one set per partition run with ``use_guards``)."""
+
+    breaker: CircuitBreaker | None = None
+    quota: RequestQuota | None = None
+    answers: AnswerWatch = field(default_factory=AnswerWatch)
+
+
+_guards: ContextVar[JudgeGuards | None] = ContextVar("ctxprec_judge_guards", default=None)
+
+
+@dataclass
 class JudgeRun:
     """Shared state of one evaluation run: limiter, quota, circuit breaker, budget, cache, retry
     settings. ``breaker``/``quota`` may span several runs (the pipeline shares them across the
-    chunks of a partition)."""
+    chunks of a partition); ``answers`` (default: the installed guards' watch, else a new one)
+    stops a run early when the judge's answers are systematically unusable."""
 
     limiter: AdaptiveLimiter
     budget: Budget | None = None
@@ -59,18 +74,12 @@ class JudgeRun:
     breaker: CircuitBreaker | None = None
     quota: RequestQuota | None = None
     stats: dict[str, int] = field(default_factory=lambda: {"retries": 0, "repairs": 0, "calls": 0})
+    answers: AnswerWatch | None = None
 
-
-@dataclass
-class JudgeGuards:
-    """A circuit breaker and a request quota that outlive one ``evaluate()`` call (the pipeline
-    installs one pair per partition run with ``use_guards``)."""
-
-    breaker: CircuitBreaker | None = None
-    quota: RequestQuota | None = None
-
-
-_guards: ContextVar[JudgeGuards | None] = ContextVar("ctxprec_judge_guards", default=None)
+    def __post_init__(self) -> None:
+        if self.answers is None:
+            guards = _guards.get()
+            self.answers = guards.answers if guards is not None else AnswerWatch()
 
 
 @dataclass(frozen=True)
@@ -187,6 +196,8 @@ async def _send_once(
     try:
         if run.quota is not None and (wait := run.quota.reserve(tokens)) > 0:
             await run.quota.wait(wait)
+        if run.answers is not None and run.answers.tripped:  # found unusable while this one waited
+            run.answers.check()
         try:
             if choices is None:
                 out = await judge.a_generate_with_usage(prompt, schema)

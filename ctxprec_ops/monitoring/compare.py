@@ -5,13 +5,18 @@ Rows are the population's scores in the partitions ``partition..until`` whose se
 ``by`` is ``baseline`` or ``candidate``. All three columns — ``by``, ``pair_on``, ``within`` —
 are segment columns recorded at scoring time (``ctxprec score --segment``) or, when not
 recorded, columns of the input table read by ``log_id`` after the fact
-(``segment_data.compared_columns``).
+(``segment_data.compared_columns``). The population is chosen over the whole range
+(``range_population``): the one scoring key of those rows that fits the named parts; several keys
+fit — a judge changed mid-range — ``MixedPopulationsError`` names them (pooled they would be two
+measurements; one alone would silently drop the other's rows); rows of other keys are listed
+(``other_populations``) when one was named.
 
 - **Paired** (``pair_on``): a pair is one value of ``pair_on`` (within one ``within`` segment)
   that has rows on both sides; a side's several rows for it (repeats, several days) are averaged
   first. The test is the paired t-test of the per-pair differences (candidate − baseline), the
   interval the t-interval of their mean. Rows whose ``pair_on`` value has no partner, or is NULL,
-  are counted (``unpaired_*``) and left out.
+  are counted (``unpaired_*``) and left out. ``*_rows`` count rows, not pairs: the rows behind
+  the pairs plus the unpaired ones.
 - **Unpaired**: Welch's t-test of the two sides' rows, the Welch–Satterthwaite t-interval of the
   difference of means.
 
@@ -36,13 +41,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from ..secrets import redact
+from ..warehouse.schema import existing_output_tables
 from .check import DEFAULT_METRIC
-from .history import engine_scope, load_history, parse_partition_key, partition_range
-from .population import Population
+from .history import engine_scope, parse_partition_key, partition_range
+from .population import Population, resolve_population
+from .range_population import MixedPopulationsError, OtherPopulation, range_population
 from .segment_data import SegmentError, SegmentSource, compared_columns, label, value_filter
 from .stats import Moments, TestResult, finite_or_none, holm, paired_test, welch_test
 
-__all__ = ["Comparison", "ComparisonSegment", "compare"]
+__all__ = ["Comparison", "ComparisonSegment", "MixedPopulationsError", "OtherPopulation", "compare"]
 
 
 @dataclass
@@ -57,6 +64,9 @@ class ComparisonSegment:
     pairs: int | None = None
     unpaired_baseline: int = 0
     unpaired_candidate: int = 0
+    #: paired: the rows behind the pairs on each side (a side's repeats of a pair value count each)
+    paired_rows_baseline: int = 0
+    paired_rows_candidate: int = 0
     p_adjusted: float | None = None
     significant: bool = False
 
@@ -64,12 +74,21 @@ class ComparisonSegment:
     def label(self) -> str:
         return label(self.value)
 
+    @property
+    def baseline_rows(self) -> int:
+        """The baseline's rows in the comparison's range: paired ones plus those left unpaired."""
+        return self.paired_rows_baseline + self.unpaired_baseline if self.paired else self.baseline.n
+
+    @property
+    def candidate_rows(self) -> int:
+        return self.paired_rows_candidate + self.unpaired_candidate if self.paired else self.candidate.n
+
     def figures(self) -> dict[str, Any]:
         t = self.test
         return {
             "pairs": self.pairs,
-            "baseline_rows": self.baseline.n if not self.paired else self.baseline.n + self.unpaired_baseline,
-            "candidate_rows": self.candidate.n if not self.paired else self.candidate.n + self.unpaired_candidate,
+            "baseline_rows": self.baseline_rows,
+            "candidate_rows": self.candidate_rows,
             "unpaired_baseline": self.unpaired_baseline,
             "unpaired_candidate": self.unpaired_candidate,
             "baseline_mean": finite_or_none(self.baseline.mean),
@@ -96,6 +115,8 @@ class Comparison:
     alpha: float
     overall: ComparisonSegment
     segments: list[ComparisonSegment] = field(default_factory=list)
+    #: rows of the range under other populations, not compared (a population was named)
+    other_populations: list[OtherPopulation] = field(default_factory=list)
 
     @property
     def paired(self) -> bool:
@@ -148,6 +169,7 @@ class Comparison:
                 }
                 for s in self.segments
             ],
+            "other_populations": [o.to_dict() for o in self.other_populations],
         }
 
     def headline(self) -> str:
@@ -179,6 +201,12 @@ class Comparison:
         for s in self.worse_segments:
             p = "no variance" if s.test.no_variance else f"Holm-adjusted p={s.p_adjusted:.2g}"
             lines.append(f"worse: {self.within}={s.label}: delta {s.test.delta:+.3f}, {p}")
+        if self.other_populations:
+            n = sum(o.rows for o in self.other_populations)
+            lines.append(
+                f"{n:,} rows of other populations in the range are not compared: "
+                + "; ".join(o.describe() for o in self.other_populations)
+            )
         return redact("\n".join(lines))
 
 
@@ -242,15 +270,16 @@ def _paired(conn, src: SegmentSource, where: list, by: str, pair_on: str, within
         sa.func.sum(sa.case((both, p.mb))), sa.func.sum(sa.case((both, p.mb * p.mb))),
         sa.func.min(sa.case((both, p.mb))), sa.func.max(sa.case((both, p.mb))),
         sa.func.sum(sa.case((p.mb.is_(None), p.na), else_=0)), sa.func.sum(sa.case((p.ma.is_(None), p.nb), else_=0)),
+        sa.func.sum(sa.case((both, p.na), else_=0)), sa.func.sum(sa.case((both, p.nb), else_=0)),
     ).group_by(*group)  # fmt: skip
     out: dict[str | None, dict[str, Any]] = {}
     for row in conn.execute(q):
         w = row[0] if within is not None else None
-        n, ds, dq, dlo, dhi, sa_, qa, loa, hia, sb, qb, lob, hib, ua, ub = row[len(group) :]
+        n, ds, dq, dlo, dhi, sa_, qa, loa, hia, sb, qb, lob, hib, ua, ub, ra, rb = row[len(group) :]
         n = int(n or 0)
         out[w] = {
             "d": _m(n, ds, dq, dlo, dhi), "a": _m(n, sa_, qa, loa, hia), "b": _m(n, sb, qb, lob, hib),
-            "ua": int(ua or 0), "ub": int(ub or 0),
+            "ua": int(ua or 0), "ub": int(ub or 0), "ra": int(ra or 0), "rb": int(rb or 0),
         }  # fmt: skip
     # rows whose pair value is NULL cannot be paired: counted per side
     side = sa.case((is_a, sa.literal(0)), else_=sa.literal(1))
@@ -258,7 +287,7 @@ def _paired(conn, src: SegmentSource, where: list, by: str, pair_on: str, within
     nq = sa.select(*nq_group, side, sa.func.count()).where(*where, col_p.is_(None)).group_by(*nq_group, side)
     for row in conn.execute(nq):
         w = row[0] if within is not None else None
-        rec = out.setdefault(w, {"d": Moments(), "a": Moments(), "b": Moments(), "ua": 0, "ub": 0})
+        rec = out.setdefault(w, {"d": Moments(), "a": Moments(), "b": Moments(), "ua": 0, "ub": 0, "ra": 0, "rb": 0})
         rec["ua" if int(row[-2]) == 0 else "ub"] += int(row[-1])
     return out
 
@@ -308,14 +337,16 @@ def compare(
         raise ValueError("--by, --pair-on and --within must name different columns")
     days = (parse_partition_key(end) - parse_partition_key(partition)).days + 1
     keys = partition_range(end, days)
+    given = {"judge_model": judge_model, "prompt_version": prompt_version, "source_table": source_table,
+             "mapping": mapping}  # fmt: skip
     with engine_scope(engine_or_url) as engine:
-        history = load_history(
-            engine, metric, up_to=end, population_partition=end,
-            judge_model=judge_model, prompt_version=prompt_version, source_table=source_table, mapping=mapping,
-        )  # fmt: skip
-        pop = history.population
+        tables = existing_output_tables(engine)
         with engine.connect() as conn:
-            src = compared_columns(conn, pop, *cols, id_column=id_column or "id")
+            fallback = resolve_population(conn, tables, metric, partition_key=end, up_to=end, **given)
+            src = compared_columns(conn, fallback, *cols, id_column=id_column or "id")
+            sides = sa.or_(_is_side(src.col(by), baseline), _is_side(src.col(by), candidate))
+            pop, others = range_population(conn, src, metric, keys, [*src.recorded(*cols), sides], given)
+            pop = pop or fallback
             assert pop is not None
             t = src.table
             where = [
@@ -323,7 +354,7 @@ def compare(
                 t.c.partition_key >= keys[0],
                 t.c.partition_key <= keys[-1],
                 *src.recorded(*cols),
-                sa.or_(_is_side(src.col(by), baseline), _is_side(src.col(by), candidate)),
+                sides,
             ]
             if pair_on is None:
                 groups = _unpaired(conn, src, where, by, within, baseline, candidate)
@@ -339,7 +370,11 @@ def compare(
             a, b = g
             segs.append(ComparisonSegment(w, welch_test(a, b), a, b, False))
         else:
-            segs.append(ComparisonSegment(w, paired_test(g["d"]), g["a"], g["b"], True, g["d"].n, g["ua"], g["ub"]))
+            segs.append(
+                ComparisonSegment(
+                    w, paired_test(g["d"]), g["a"], g["b"], True, g["d"].n, g["ua"], g["ub"], g["ra"], g["rb"]
+                )
+            )
     if pair_on is None:
         a, b = _pool([s.baseline for s in segs]), _pool([s.candidate for s in segs])
         overall = ComparisonSegment(None, welch_test(a, b), a, b, False)
@@ -348,6 +383,7 @@ def compare(
         overall = ComparisonSegment(
             None, paired_test(d), _pool([s.baseline for s in segs]), _pool([s.candidate for s in segs]), True,
             d.n, sum(s.unpaired_baseline for s in segs), sum(s.unpaired_candidate for s in segs),
+            sum(s.paired_rows_baseline for s in segs), sum(s.paired_rows_candidate for s in segs),
         )  # fmt: skip
     overall.significant = overall.test.p_value is not None and overall.test.p_value < alpha
     if within is None:
@@ -357,13 +393,13 @@ def compare(
             s.p_adjusted = adj
             s.significant = adj is not None and adj < alpha
         segs.sort(key=lambda s: (s.test.delta is None, s.test.delta if s.test.delta is not None else math.inf, s.label))
-    return Comparison(metric, pop, keys, by, baseline, candidate, pair_on, within, alpha, overall, segs)
+    return Comparison(metric, pop, keys, by, baseline, candidate, pair_on, within, alpha, overall, segs, others)
 
 
 def _side_rows(groups: dict[str | None, Any], paired: bool) -> tuple[int, int]:
     if paired:
-        a = sum(g["a"].n + g["ua"] for g in groups.values())
-        b = sum(g["b"].n + g["ub"] for g in groups.values())
+        a = sum(g["ra"] + g["ua"] for g in groups.values())
+        b = sum(g["rb"] + g["ub"] for g in groups.values())
         return a, b
     return sum(g[0].n for g in groups.values()), sum(g[1].n for g in groups.values())
 

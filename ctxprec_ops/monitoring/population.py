@@ -147,11 +147,24 @@ def resolve_population(
             .limit(1)
         ).first()
         if row is not None:
-            values: dict[str, Any] = {
-                f.name: None for f in dataclasses.fields(ScoringKey) if f.default is dataclasses.MISSING
-            }
-            values.update(zip(names, row))
-            return Population(ScoringKey(**values))
-    if judge_model is not None or prompt_version is not None:  # explicit, even with no rows yet
+            return _population(names, row)
+    if judge_model is not None or prompt_version is not None:
+        # named, nothing of it scored: the key of its latest failure (a run whose every row
+        # failed is a population too: its failures are its figures), else the parts as named
+        f = tables.failures
+        if f is not None:
+            named = [f.c[n] == v for n, v in given.items() if v is not None and n in names and n in f.c]
+            days = [[f.c.partition_key == partition_key]] if partition_key is not None else []
+            for where in [*days, [f.c.partition_key <= up_to] if up_to else []]:
+                q = sa.select(*(f.c[n] for n in names)).where(*named, *where).order_by(f.c.failed_at.desc())
+                row = conn.execute(q.limit(1)).first()
+                if row is not None:
+                    return _population(names, row)
         return Population.of(metric, judge_model, prompt_version, given["source_table"], given["mapping"])
     return None
+
+
+def _population(names: list[str], row: Any) -> Population:
+    values: dict[str, Any] = {f.name: None for f in dataclasses.fields(ScoringKey) if f.default is dataclasses.MISSING}
+    values.update(zip(names, row))
+    return Population(ScoringKey(**values))

@@ -32,7 +32,17 @@ from .base import ChoicesUnsupportedError, Generation, JudgeModel
 from .capped_http import DEFAULT_MAX_RESPONSE_BYTES, capped_async_client
 from .names import reads_images, validate_judge_name
 
-__all__ = ["OpenAIJudge", "JUDGE_ANSWER_SCHEMA"]
+__all__ = ["OpenAIJudge", "JUDGE_ANSWER_SCHEMA", "JudgeCallTimeoutError"]
+
+
+class JudgeCallTimeoutError(TimeoutError):
+    """A judge call did not end within its deadline (``timeout`` seconds for the whole call,
+    answer included): a transient fault, retried, and counted by the circuit breaker as a timeout."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the judge call did not finish within its deadline of {seconds:g} s")
+        self.seconds = seconds
+
 
 StructuredMode = Literal["json_schema", "json_object", "none"]
 
@@ -300,8 +310,13 @@ class OpenAIJudge(JudgeModel):
                 # JSON schema costs more CPU per call than the rest of the request building
                 kwargs["extra_body"] = {"response_format": fmt}
             try:
-                raw = await client.chat.completions.with_raw_response.create(**kwargs)
-                resp = raw.parse()
+                # ``timeout`` is the whole call's deadline: the client's own timeout is per read,
+                # so an endpoint trickling its answer a few bytes at a time would never hit it
+                async with asyncio.timeout(self.timeout):
+                    raw = await client.chat.completions.with_raw_response.create(**kwargs)
+                    resp = raw.parse()
+            except TimeoutError:
+                raise JudgeCallTimeoutError(self.timeout) from None
             except openai.BadRequestError as exc:
                 # endpoint capabilities: step down and ask again (not a retry of a fault)
                 if fmt is not None and _mentions(exc, "response_format", "json_schema", "json_object", "structured"):
