@@ -20,6 +20,7 @@ from ..errors import JudgeAnswerError
 from ..scoring.consistency import agreement_of, majority, node_verdict
 from ..scoring.template import answer_format
 from ..scoring.verdicts import AnswerProblem, NodeVerdict
+from . import defaults
 from .cache import judgment_keys
 from .calls import JudgeRun, Usage, call_judge, gather_settled
 from .models.base import ChoicesUnsupportedError, JudgeModel
@@ -152,7 +153,7 @@ async def judge_nodes(
     nodes: Sequence[str],
     run: JudgeRun,
     *,
-    max_nodes_per_call: int = 20,
+    max_nodes_per_call: int = defaults.MAX_NODES_PER_CALL,
     usage: Usage | None = None,
     samples: int = 1,
 ) -> tuple[list[NodeVerdict], Usage]:

@@ -15,9 +15,9 @@ import pandas as pd
 from rich.table import Table
 from sqlalchemy.engine import Engine
 
-from .alerts import AlertRules
 from .check import DEFAULT_METRIC, CheckResult, check_history, lookback
 from .history import History, engine_scope, load_history, parse_partition_key, partition_range
+from .rules import AlertRules
 from .stats import sparkline
 
 __all__ = ["trend_results", "load_trend", "results_frame", "format_trend_table", "staleness_note", "TREND_COLUMNS"]
