@@ -31,18 +31,6 @@ def test_endpoint_examples_at_least_construct(monkeypatch):
             exec(compile(code, str(README), "exec"), {"__name__": "__readme__"})
 
 
-def test_the_configuration_table_lists_exactly_the_settings():
-    """README's configuration table and ``Settings`` name the same ``CTXPREC_*`` variables."""
-    from ctxprec_ops.config import Settings
-
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("### Configuration") :]
-    section = section[: section.index("\n## ")]
-    rows = [line for line in section.splitlines() if line.startswith("| `CTXPREC_")]
-    documented = {re.match(r"\| `(CTXPREC_[A-Z_]+)`", line).group(1) for line in rows}
-    assert documented == set(Settings.variables())
-
-
 def test_the_demo_calibration_figures_are_what_the_demo_computes(tmp_path):
     """README's "F1 ≈ …, κ ≈ …, score MAE ≈ …" of the lexical judge are the default demo's figures
     (same sample, same labels, same calibration as ``ctxprec demo``), to two decimals."""
