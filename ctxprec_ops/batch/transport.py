@@ -265,7 +265,7 @@ class BatchTransport:
                 finished_at=now,
                 prompt_tokens=c.prompt_tokens,
                 completion_tokens=c.completion_tokens,
-                cost=batch_cost_of(r.judge_model, c.prompt_tokens, c.completion_tokens),
+                cost=batch_cost_of(r.judge_model, c.prompt_tokens, c.completion_tokens, self.ctx.config.prices),
                 answered=c.answered,
                 failed=r.requests - c.answered,
             )
@@ -404,7 +404,10 @@ class BatchTransport:
         self.recorded.setdefault(h, prompt)
 
     def used(self, answer: BatchAnswer) -> None:
-        self.spent += batch_cost_of(self.real.get_model_name(), answer.prompt_tokens, answer.completion_tokens) or 0.0
+        cost = batch_cost_of(
+            self.real.get_model_name(), answer.prompt_tokens, answer.completion_tokens, self.ctx.config.prices
+        )
+        self.spent += cost or 0.0
 
     def sent_sync(self, gen: Generation) -> None:
         if not self.sync_calls:

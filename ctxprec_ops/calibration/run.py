@@ -23,6 +23,7 @@ from sqlalchemy.types import JSON
 from ..cases.contexts import node_count
 from ..cases.test_case import LLMTestCase
 from ..errors import CtxPrecError, InvalidTestCaseError
+from ..judge import defaults
 from ..metrics.contextual_precision import ContextualPrecisionMetric
 from ..pipeline.columns import SourceColumns
 from ..scoring.consistency import check_samples
@@ -216,7 +217,7 @@ def calibrate(
     columns: SourceColumns | dict[str, str] | None = None,
     schema: str | None = None,
     output_schema: str | None = None,
-    concurrency: int = 16,
+    concurrency: int = defaults.CONCURRENCY,
     resamples: int = 1000,
     seed: int = 0,
     log_fn: Callable[[str], None] | None = None,

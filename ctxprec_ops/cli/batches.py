@@ -6,7 +6,7 @@ import argparse
 import json
 from datetime import UTC, datetime
 
-from ._args import RAW, UsageError, add_columns, add_warehouse, config_from_args, guarded
+from ._args import RAW, UsageError, add_columns, add_flag, add_warehouse, config_from_args, guarded
 from ._common import EXIT_OK
 from ._render import run_table, stdout_console
 from .commands import COMMANDS
@@ -42,12 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--open", action="store_true", help="list: only batches no run has collected yet")
     p.add_argument("--source-table", metavar="NAME", help="collect: the input table of the batch's rows (as for score)")
     add_columns(p)
-    p.add_argument(
-        "--max-nodes-per-call",
-        type=int,
-        metavar="N",
-        help="collect: nodes per judge call, as the batch was submitted with (default: 20)",
-    )
+    add_flag(p, "--max-nodes-per-call", about="collect: nodes per judge call, as the batch was submitted with")
     p.add_argument("--json", action="store_true", help="print JSON on stdout instead of a table")
     p.set_defaults(func=guarded("batches", run))
 

@@ -12,6 +12,7 @@ from ._args import (
     RAW,
     UsageError,
     add_columns,
+    add_flag,
     add_warehouse,
     check_judge,
     check_warehouse,
@@ -69,17 +70,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--compare", action="store_true", help="side by side, with the paired difference (needs 2 judges)")
     p.add_argument("--source-table", metavar="NAME", help="retrieval-log table (default: CTXPREC_SOURCE_TABLE)")
     add_columns(p)
-    p.add_argument(
-        "--concurrency", type=int, metavar="N", help="judge requests in flight (default: CTXPREC_CONCURRENCY)"
-    )
+    add_flag(p, "--concurrency")
     p.add_argument("--resamples", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
-    p.add_argument(
+    add_flag(
+        p,
         "--samples",
-        type=int,
-        default=1,
-        metavar="N",
-        help="calibrate the majority of N sampled answers per node (odd; default 1): compare with a "
-        "calibration at 1 to see whether sampling brings the judge closer to the labels",
+        about="calibrate the majority of N sampled answers per node (odd): compare with a calibration at 1 to "
+        "see whether sampling brings the judge closer to the labels",
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=guarded("calibrate", run))
@@ -125,22 +122,17 @@ def run(args: argparse.Namespace) -> int:
     from ..calibration import read_labels
     from ..calibration.run import calibrate, compare
     from ..calibration.table import FIGURES
-    from ..scoring.consistency import check_samples
 
-    s = settings()
-    warehouse = args.warehouse or s.warehouse_url
+    s = settings(args)
+    warehouse = s.warehouse_url
     check_warehouse(warehouse)
     judges = args.judge or [s.judge]
     for j in judges:
-        check_judge(j)
+        check_judge(j, s)
     if args.compare and len(judges) != 2:
         raise UsageError("--compare needs exactly two --judge values")
     if args.resamples < 0:
         raise UsageError("--resamples must be >= 0")
-    try:
-        check_samples(args.samples, "--samples")
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
     try:
         columns = SourceColumns.from_mapping(merge_columns(s.source_columns, columns_of(args)), source="column mapping")
     except ValueError as exc:
@@ -153,10 +145,10 @@ def run(args: argparse.Namespace) -> int:
         judges,
         source_table=args.source_table or s.source_table,
         columns=columns,
-        concurrency=args.concurrency or s.concurrency,
+        concurrency=s.concurrency,
         resamples=args.resamples,
         log_fn=log,
-        samples=args.samples,
+        samples=s.judge_samples,
     )
     diff = compare(results[0], results[1], resamples=args.resamples) if args.compare else None
     console = stdout_console()

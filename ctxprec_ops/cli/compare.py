@@ -135,7 +135,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from ..monitoring.segment_data import parse_value
     from .monitor import id_column_of, population_args
 
-    url = args.warehouse or settings().warehouse_url
+    url = settings(args).warehouse_url
     check_warehouse(url)
     check_partition_key(args.partition)
     if args.until:

@@ -14,7 +14,6 @@ from ._args import (
     check_partition,
     config_from_args,
     guarded,
-    traces_of,
 )
 from ._common import EXIT_OK, err_console
 from .commands import COMMANDS
@@ -57,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     partition = check_partition(args.partition)
     if getattr(args, "otlp_json", None):
         raise UsageError("--otlp-json loads a file for ctxprec score; estimate the spans table it loaded into")
-    config = config_from_args(args, **traces_of(args))
+    config = config_from_args(args)
 
     def progress(rows: int, _total: int | None) -> None:
         if not args.json and err_console.is_terminal:

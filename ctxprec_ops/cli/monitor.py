@@ -10,7 +10,19 @@ from rich.text import Text
 
 from ..errors import IdentifierError
 from ..pipeline.columns import merge_columns
-from ._args import RAW, UsageError, add_columns, add_metric, check_warehouse, columns_of, guarded, metric_of, settings
+from ._args import (
+    RAW,
+    UsageError,
+    add_columns,
+    add_flag,
+    add_metric,
+    add_warehouse,
+    check_warehouse,
+    columns_of,
+    guarded,
+    metric_of,
+    settings,
+)
 from ._args import check_partition as check_partition_key
 from ._args import mapping_of_args as _mapping
 from ._common import EXIT_ALERT, EXIT_OK, err_console
@@ -32,7 +44,7 @@ alert rules:
               with no rows at all is checked too                            (warn)
   failure     failed rows / rows > --max-failure-rate                       (warn)
 Figures use one judge model / prompt version (default: the most recent), so a judge change
-never mixes populations. Defaults: CTXPREC_WAREHOUSE_URL, CTXPREC_MIN_MEAN, CTXPREC_MIN_PASS_RATE.
+never mixes populations. Each rule's flag defaults to its CTXPREC_* variable (docs/configuration.md).
 """
 
 #: what the read commands need (trend, check, report, compare)
@@ -80,19 +92,6 @@ attach it to a ticket.
 """ + READS_ONLY.replace("\n", "; --out needs a writable directory\n")
 
 
-def _unit(name: str):
-    def parse(raw: str) -> float:
-        try:
-            v = float(raw)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {raw!r}") from None
-        if not 0.0 <= v <= 1.0:
-            raise argparse.ArgumentTypeError(f"{name} must be between 0 and 1, got {raw}")
-        return v
-
-    return parse
-
-
 def _positive(raw: str) -> int:
     try:
         v = int(raw)
@@ -105,11 +104,7 @@ def _positive(raw: str) -> int:
 
 def add_population_flags(p: argparse.ArgumentParser) -> None:
     """Where and whose scores: --warehouse, --metric, --judge-model, --prompt-version, --source-table."""
-    p.add_argument(
-        "--warehouse",
-        metavar="URL",
-        help="SQLAlchemy URL of the warehouse (default: CTXPREC_WAREHOUSE_URL or sqlite:///ctxprec.db)",
-    )
+    add_warehouse(p)
     add_metric(p)
     p.add_argument(
         "--judge-model", metavar="NAME", help="compare scores of this judge model (default: the most recent)"
@@ -169,53 +164,16 @@ def _add_by(p: argparse.ArgumentParser) -> None:
 def _common(p: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
     add_population_flags(p)
     if thresholds:
-        p.add_argument(
+        for flag in (
             "--min-mean",
-            type=_unit("--min-mean"),
-            metavar="X",
-            help="alert when the mean is below X (default: CTXPREC_MIN_MEAN)",
-        )
-        p.add_argument(
             "--min-pass-rate",
-            type=_unit("--min-pass-rate"),
-            metavar="X",
-            help="alert when the pass rate is below X (default: CTXPREC_MIN_PASS_RATE)",
-        )
-        p.add_argument(
             "--min-drop",
-            type=_unit("--min-drop"),
-            default=0.05,
-            metavar="X",
-            help="regression: smallest drop of the mean that alerts (default: %(default)s)",
-        )
-        p.add_argument(
             "--alpha",
-            type=_unit("--alpha"),
-            default=0.01,
-            metavar="P",
-            help="regression: significance level of the Welch t-test (default: %(default)s)",
-        )
-        p.add_argument(
             "--baseline-partitions",
-            type=_positive,
-            default=7,
-            metavar="N",
-            help="trailing baseline size in scored partitions (default: %(default)s)",
-        )
-        p.add_argument(
             "--volume-ratio",
-            type=_unit("--volume-ratio"),
-            default=0.5,
-            metavar="X",
-            help="volume: alert below X times the baseline median rows (default: %(default)s)",
-        )
-        p.add_argument(
             "--max-failure-rate",
-            type=_unit("--max-failure-rate"),
-            default=0.2,
-            metavar="X",
-            help="alert when more than X of the rows failed (default: %(default)s)",
-        )
+        ):
+            add_flag(p, flag)
         p.add_argument(
             "--keep-regressions-in-baseline",
             action="store_true",
@@ -228,14 +186,12 @@ def _source_table(args: argparse.Namespace) -> str:
     """The input table whose scores are compared: ``--source-table``, else the metric's
     configured table (validated: ``IdentifierError`` -> exit 2)."""
     from ..pipeline.context import source_table_name
-    from ..pipeline.formats import SPAN_FORMATS, reads_spans, recorded_source
 
-    s, kind = settings(), metric_of(args)
     given = getattr(args, "source_table", None)
     try:
-        if not given and s.source_format in SPAN_FORMATS and reads_spans(kind):
-            return recorded_source(source_table_name(s.span_table, None), s.stage)  # a spans table's scores
-        return source_table_name(given or getattr(s, kind.table_setting), None)
+        if given:
+            return source_table_name(given, None)
+        return settings(args).recorded_source(metric_of(args))  # a spans table's scores: its stage's
     except IdentifierError as exc:
         raise UsageError(str(exc)) from None
 
@@ -243,23 +199,20 @@ def _source_table(args: argparse.Namespace) -> str:
 def _settings(args: argparse.Namespace) -> tuple[str, AlertRules]:
     from ..monitoring import AlertRules
 
-    env = settings()
+    s = settings(args)
     args.metric = metric_of(args).name
-    url = args.warehouse or env.warehouse_url
+    url = s.warehouse_url
     check_warehouse(url)
-    try:
-        rules = AlertRules(
-            min_mean=args.min_mean if args.min_mean is not None else env.min_mean,
-            min_pass_rate=args.min_pass_rate if args.min_pass_rate is not None else env.min_pass_rate,
-            min_drop=args.min_drop,
-            alpha=args.alpha,
-            baseline_partitions=args.baseline_partitions,
-            volume_ratio=args.volume_ratio,
-            max_failure_rate=args.max_failure_rate,
-            exclude_regressions_from_baseline=not args.keep_regressions_in_baseline,
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    rules = AlertRules(
+        min_mean=s.min_mean,
+        min_pass_rate=s.min_pass_rate,
+        min_drop=s.min_drop,
+        alpha=s.alpha,
+        baseline_partitions=s.baseline_partitions,
+        volume_ratio=s.volume_ratio,
+        max_failure_rate=s.max_failure_rate,
+        exclude_regressions_from_baseline=not args.keep_regressions_in_baseline,
+    )
     return url, rules
 
 
@@ -290,15 +243,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     _common(p)
     p.add_argument("--partition", required=True, metavar="YYYY-MM-DD", help="the partition (UTC day) to check")
-    p.add_argument(
-        "--webhook", metavar="URL", help="POST alerts to this Slack-compatible webhook (default: CTXPREC_ALERT_WEBHOOK)"
-    )
-    p.add_argument(
-        "--email-to",
-        metavar="ADDR",
-        action="append",
-        help="e-mail alerts to ADDR (repeatable; SMTP from CTXPREC_SMTP_*)",
-    )
+    add_flag(p, "--webhook")
+    add_flag(p, "--email-to")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     _add_by(p)
     p.set_defaults(func=guarded("check", run_check))
@@ -373,7 +319,7 @@ def run_trend(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from ..monitoring import check_partition, deliver, sinks_from_env
+    from ..monitoring import check_partition, deliver
     from ._monitor_render import figures_table
 
     url, rules = _settings(args)
@@ -386,7 +332,7 @@ def run_check(args: argparse.Namespace) -> int:
         mapping=_mapping(args), exclude_regressions_from_baseline=rules.exclude_regressions_from_baseline,
     )  # fmt: skip
     try:
-        sinks = sinks_from_env(webhook=args.webhook, email_to=args.email_to)
+        sinks = settings(args).alert_sinks()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     console = stdout_console()
@@ -437,7 +383,7 @@ def run_report(args: argparse.Namespace) -> int:
     url, rules = _settings(args)
     if args.end:
         check_partition_key(args.end)
-    kind, env = metric_of(args), settings()
+    kind, env = metric_of(args), settings(args)
     source = _source_table(args)
     columns = merge_columns(getattr(env, kind.columns_setting), columns_of(args))
     comparison = None

@@ -43,7 +43,7 @@ from .metadata import column_lineage, definition_metadata, summary_metadata
 from .partitions import build_daily_partitions
 from .policies import scoring_retry_policy
 from .progress import RunLogProgress
-from .resources import AlertThresholdsResource, JudgeResource, WarehouseResource
+from .resources import AlertThresholdsResource, JudgeResource, WarehouseResource, resource_settings
 from .sources import GROUP
 
 __all__ = ["RESOURCE_KEYS", "apply_decision", "build_pipeline_config", "build_scores_asset"]
@@ -60,33 +60,12 @@ def build_pipeline_config(
     thresholds: AlertThresholdsResource,
     segments: Sequence[str] | None = None,
 ) -> PipelineConfig:
-    """The same ``PipelineConfig`` the CLI builds, from the Dagster resources."""
+    """The ``PipelineConfig`` of a materialization, resolved as the CLI resolves its own: the
+    settings the resources hold (``CTXPREC_*`` for what they leave unset; a component's own
+    ``segments`` first), checked against the declaration."""
     register_secret(judge.api_key)  # redact() now masks it wherever it shows up
-    return PipelineConfig(
-        warehouse=warehouse.url,
-        metric=metric,
-        judge=judge.model,
-        judge_base_url=judge.base_url,
-        judge_api_key=judge.api_key,
-        judge_timeout=judge.timeout,
-        source_table=warehouse.table_for(metric),
-        columns=warehouse.columns_for(metric) or None,
-        segments=list(segments) if segments else list(warehouse.segments),  # a component's own list first
-        threshold=thresholds.threshold,
-        chunk_size=judge.chunk_size,
-        concurrency=judge.concurrency,
-        max_cost=judge.max_cost,
-        max_retries=judge.max_retries,
-        max_rpm=judge.max_rpm,
-        max_tpm=judge.max_tpm,
-        outage_tolerance=judge.outage_tolerance,
-        sample_rate=judge.sample_rate,
-        max_rows=judge.max_rows,
-        judge_mode=judge.judge_mode,
-        batch_poll_seconds=judge.batch_poll_seconds,
-        judge_samples=judge.samples,
-        **warehouse.traces_for(metric),
-    )
+    settings = resource_settings(warehouse, judge, thresholds, segments=list(segments) if segments else None)
+    return settings.pipeline_config(metric=metric, judge_api_key=judge.api_key)
 
 
 def apply_decision(decision: Decision, metadata: dict | None = None) -> None:
@@ -196,7 +175,7 @@ def build_scores_asset(
             config = build_pipeline_config(kind.name, warehouse, judge, thresholds, segments)
             context.log.info(
                 f"scoring {kind.name} {partition_key} from {warehouse.display_url()} table {config.table_name} "
-                f"with judge {judge.model}{' at ' + judge.base_url if judge.base_url else ''} "
+                f"with judge {config.judge}{' at ' + str(config.judge_base_url) if config.judge_base_url else ''} "
                 f"(attempt {context.retry_number + 1})"
             )
             summary: RunSummary = score_partition(

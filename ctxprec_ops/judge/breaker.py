@@ -16,14 +16,13 @@ message naming the cause and the endpoint, e.g.
 ``judge unreachable: connection refused at http://127.0.0.1:9/v1``. One breaker spans one
 partition run (the pipeline keeps it in its context) or one ``evaluate()`` call.
 
-``tolerance`` defaults to ``CTXPREC_OUTAGE_TOLERANCE`` (600 s).
+``tolerance`` defaults to ``defaults.OUTAGE_TOLERANCE`` (the pipeline passes its configured one).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 import time
 from collections.abc import Callable
@@ -32,36 +31,22 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import JudgeUnavailableError
 from ..secrets import redact
+from . import defaults
 from .retry import is_rate_limit
 
 __all__ = [
     "CircuitBreaker",
     "BreakerEvent",
     "describe_failure",
-    "outage_tolerance_from_env",
     "DEFAULT_OUTAGE_TOLERANCE",
     "FIRST_CONTACT_TIMEOUT",
 ]
 
 log = logging.getLogger("ctxprec_ops.breaker")
 
-DEFAULT_OUTAGE_TOLERANCE = 600.0
+DEFAULT_OUTAGE_TOLERANCE = defaults.OUTAGE_TOLERANCE
 #: an endpoint that never answered once is given up after this many seconds (or the tolerance)
 FIRST_CONTACT_TIMEOUT = 30.0
-
-
-def outage_tolerance_from_env(env: dict[str, str] | None = None) -> float:
-    """``CTXPREC_OUTAGE_TOLERANCE`` in seconds (default 600); a bad value is a one-line error."""
-    raw = (os.environ if env is None else env).get("CTXPREC_OUTAGE_TOLERANCE")
-    if raw is None or raw.strip() == "":
-        return DEFAULT_OUTAGE_TOLERANCE
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"CTXPREC_OUTAGE_TOLERANCE must be a number of seconds, got {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"CTXPREC_OUTAGE_TOLERANCE must be >= 0, got {value}")
-    return value
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -131,7 +116,7 @@ BreakerListener = Callable[[BreakerEvent], None]
 class CircuitBreaker:
     def __init__(
         self,
-        tolerance: float | None = None,
+        tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
         *,
         trip_after: int = 5,
         first_contact_timeout: float = FIRST_CONTACT_TIMEOUT,
@@ -139,7 +124,7 @@ class CircuitBreaker:
         max_probe_interval: float = 5.0,
         endpoint: str | None = None,
     ) -> None:
-        self.tolerance = outage_tolerance_from_env() if tolerance is None else float(tolerance)
+        self.tolerance = float(tolerance)
         if self.tolerance < 0:
             raise ValueError(f"outage_tolerance must be >= 0, got {self.tolerance}")
         self.trip_after = max(1, trip_after)

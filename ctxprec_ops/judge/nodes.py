@@ -28,6 +28,7 @@ from ..errors import JudgeAnswerError
 from ..scoring.consistency import agreement_of, majority, node_verdict
 from ..scoring.template import AnswerFormat, answer_format
 from ..scoring.verdicts import AnswerProblem, NodeVerdict
+from . import defaults
 from .answer_watch import AnswerWatch
 from .cache import judgment_keys
 from .calls import JudgeRun, Usage, call_judge, gather_settled
@@ -225,7 +226,7 @@ async def judge_nodes(
     nodes: Sequence[str],
     run: JudgeRun,
     *,
-    max_nodes_per_call: int = 20,
+    max_nodes_per_call: int = defaults.MAX_NODES_PER_CALL,
     usage: Usage | None = None,
     samples: int = 1,
 ) -> tuple[list[NodeVerdict], Usage]:

@@ -15,7 +15,7 @@ from .._lazy import lazy_exports
 
 _EXPORTS = {
     "Alert": "alerts",
-    "AlertRules": "alerts",
+    "AlertRules": "rules",
     "RegressionTest": "alerts",
     "CheckResult": "check",
     "DEFAULT_METRIC": "check",
@@ -23,7 +23,7 @@ _EXPORTS = {
     "Population": "population",
     "render_report": "report",
     "deliver": "sinks",
-    "sinks_from_env": "sinks",
+    "alert_sinks": "sinks",
     "LogSink": "sinks",
     "WebhookSink": "sinks",
     "EmailSink": "sinks",

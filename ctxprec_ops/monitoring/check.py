@@ -13,9 +13,10 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from ..secrets import redact
-from .alerts import Alert, AlertRules, RegressionTest, evaluate_rules
+from .alerts import Alert, RegressionTest, evaluate_rules
 from .figures import BaselineFigures, PartitionFigures, baseline_figures, partition_figures
 from .history import History, Population, engine_scope, load_history, parse_partition_key
+from .rules import AlertRules
 
 __all__ = ["CheckResult", "check_partition", "check_history", "DEFAULT_METRIC"]
 
@@ -199,15 +200,15 @@ def check_partition(
     partition_key: str,
     *,
     metric: str = DEFAULT_METRIC,
-    min_mean: float | None = None,
-    min_pass_rate: float | None = None,
-    min_drop: float = 0.05,
-    alpha: float = 0.01,
-    baseline_partitions: int = 7,
-    volume_ratio: float = 0.5,
-    max_failure_rate: float | None = 0.2,
-    min_baseline_partitions: int = 2,
-    min_baseline_cases: int = 20,
+    min_mean: float | None = AlertRules.min_mean,
+    min_pass_rate: float | None = AlertRules.min_pass_rate,
+    min_drop: float = AlertRules.min_drop,
+    alpha: float = AlertRules.alpha,
+    baseline_partitions: int = AlertRules.baseline_partitions,
+    volume_ratio: float = AlertRules.volume_ratio,
+    max_failure_rate: float | None = AlertRules.max_failure_rate,
+    min_baseline_partitions: int = AlertRules.min_baseline_partitions,
+    min_baseline_cases: int = AlertRules.min_baseline_cases,
     judge_model: str | None = None,
     prompt_version: str | None = None,
     source_table: str | None = None,

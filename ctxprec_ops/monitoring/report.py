@@ -25,11 +25,11 @@ from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.identifiers import split_table_name
 from ..warehouse.schema import existing_output_tables
-from .alerts import AlertRules
 from .cases import case_threshold, load_worst_cases
 from .charts import COLORS, NARROW_H, NARROW_W, H, HLine, W, bar_chart, line_chart
 from .check import DEFAULT_METRIC, CheckResult
 from .history import History, engine_scope
+from .rules import AlertRules
 from .trend import staleness_note, trend_results
 
 __all__ = ["render_report", "render_report_html", "report_context"]

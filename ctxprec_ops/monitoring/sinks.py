@@ -10,11 +10,8 @@ an SMTP server that stalls mid-conversation, never trips a per-read timeout, so 
 is cut when the deadline passes and reported as late (``DeliveryError``) — ``ctxprec check``, the
 Airflow notifier and the Dagster alert sensors, which share these sinks, never hang on one.
 
-Environment (used by ``sinks_from_env`` and the CLI):
-``CTXPREC_ALERT_WEBHOOK``; ``CTXPREC_ALERT_EMAIL_TO`` (comma-separated), ``CTXPREC_SMTP_HOST``,
-``CTXPREC_SMTP_PORT`` (587), ``CTXPREC_SMTP_USER``, ``CTXPREC_SMTP_PASSWORD``,
-``CTXPREC_SMTP_FROM``, ``CTXPREC_SMTP_STARTTLS`` (``auto``: when the server offers it | ``true`` |
-``false``), ``CTXPREC_SMTP_SSL`` (``true`` for implicit TLS, port 465).
+The sinks are built from explicit values (``alert_sinks``); the faces take them from the
+``CTXPREC_ALERT_*`` / ``CTXPREC_SMTP_*`` settings (``ctxprec_ops.config.Settings.alert_sinks``).
 """
 
 from __future__ import annotations
@@ -34,7 +31,6 @@ from urllib.parse import urlsplit
 import httpx
 
 from .._async import run_sync
-from ..config import Settings, parse_auto_bool
 from ..secrets import redact, register_secret
 from .check import CheckResult
 from .notice import notice_from_check, subject, webhook_payload
@@ -48,7 +44,7 @@ __all__ = [
     "DeliveryError",
     "DEFAULT_DELIVERY_DEADLINE",
     "deliver",
-    "sinks_from_env",
+    "alert_sinks",
     "slack_payload",
     "subject",
 ]
@@ -183,29 +179,12 @@ class SmtpSettings:
             raise ValueError("SMTP host is required for e-mail alerts")
         if not self.recipients:
             raise ValueError("at least one e-mail recipient is required")
-        self.starttls = parse_auto_bool(self.starttls, "starttls")
+        if isinstance(self.starttls, bool):
+            self.starttls = "true" if self.starttls else "false"
+        if self.starttls not in ("auto", "true", "false"):
+            raise ValueError(f"starttls must be auto, true or false, got {self.starttls!r}")
         self.deadline = _check_deadline(self.deadline)
         register_secret(self.password)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> SmtpSettings | None:
-        """Settings from ``CTXPREC_SMTP_*`` / ``CTXPREC_ALERT_EMAIL_TO``; None when no recipient."""
-        s = Settings.from_env(env)
-        to = overrides.pop("recipients", None) or s.alert_email_to
-        if not to:
-            return None
-        values: dict[str, Any] = dict(
-            host=s.smtp_host,
-            recipients=list(to),
-            sender=s.smtp_from,
-            port=s.smtp_port,
-            user=s.smtp_user,
-            password=s.smtp_password,
-            starttls=s.smtp_starttls,
-            use_ssl=s.smtp_ssl,
-        )
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
 
 
 @dataclass
@@ -270,20 +249,15 @@ class EmailSink:
             client.close()
 
 
-def sinks_from_env(
-    env: Mapping[str, str] | None = None,
-    *,
-    webhook: str | None = None,
-    email_to: Sequence[str] | None = None,
-    deadline: float = DEFAULT_DELIVERY_DEADLINE,
+def alert_sinks(
+    webhook: str | None = None, smtp: SmtpSettings | None = None, *, deadline: float = DEFAULT_DELIVERY_DEADLINE
 ) -> list[AlertSink]:
-    """The log sink plus the webhook / e-mail sinks configured by arguments or environment, each
-    delivery cut after ``deadline`` seconds."""
+    """The log sink, plus a webhook sink posting to ``webhook`` and an e-mail sink sending with
+    ``smtp``, when given; each webhook delivery is cut after ``deadline`` seconds (``smtp``
+    carries its own)."""
     sinks: list[AlertSink] = [LogSink()]
-    url = webhook or Settings.from_env(env).alert_webhook
-    if url:
-        sinks.append(WebhookSink(url, deadline=deadline))
-    smtp = SmtpSettings.from_env(env, recipients=list(email_to) if email_to else None, deadline=deadline)
+    if webhook:
+        sinks.append(WebhookSink(webhook, deadline=deadline))
     if smtp is not None:
         sinks.append(EmailSink(smtp))
     return sinks

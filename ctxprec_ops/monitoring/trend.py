@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from .alerts import AlertRules
 from .check import DEFAULT_METRIC, CheckResult, check_history, lookback
 from .history import History, engine_scope, load_history, parse_partition_key, partition_range
+from .rules import AlertRules
 from .stats import sparkline
 from .table_fit import Col, FitTable
 

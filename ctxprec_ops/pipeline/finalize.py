@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import one_line
 from ..secrets import redact
-from ..warehouse.engine import read_connection, write_retrying, write_transaction
+from ..warehouse.engine import read_connection, write_retrying
 from ..warehouse.source import parse_partition_key
 from ..warehouse.store import failure_counts, mark_interrupted_runs, partition_counts, partition_scores, run_spend
 from ..warehouse.upsert import upsert
@@ -141,8 +141,11 @@ def _mark_interrupted(ctx: PipelineContext, summary: RunSummary) -> None:
         f"interrupted: this run recorded no end (its process was killed or died); run "
         f"{summary.run_id} finished the partition at {summary.finished_at:%Y-%m-%d %H:%M:%S} UTC"
     )
-    with write_transaction(ctx.engine) as conn:
-        n = mark_interrupted_runs(
+    # a concurrent run finishing at the same moment may touch the same rows: retried on a conflict
+    # (an idempotent UPDATE), as the run row's own write is
+    n = write_retrying(
+        ctx.engine,
+        lambda conn: mark_interrupted_runs(
             conn,
             ctx.tables,
             ctx.key,
@@ -150,7 +153,8 @@ def _mark_interrupted(ctx: PipelineContext, summary: RunSummary) -> None:
             summary.run_id,
             summary.started_at or summary.finished_at,
             message,
-        )
+        ),
+    )
     if n:
         log.warning(
             "partition %s: %d earlier run(s) never recorded an end; marked interrupted", summary.partition_key, n

@@ -39,8 +39,8 @@ def chunk_claim(
 ) -> Iterator[bool]:
     """Hold the claim ``name`` for the ``with`` block; yields whether it was obtained (always
     True with ``wait=True``). ``schema``: where a lease's ``ctxprec_claims`` table lives (the
-    output schema); ``lease``: its length in seconds (default ``CTXPREC_CLAIM_LEASE_SECONDS``,
-    else 600). Both matter only to dialects whose claims are leases."""
+    output schema); ``lease``: its length in seconds (default
+    ``lease_claims.DEFAULT_LEASE_SECONDS``). Both matter only to dialects whose claims are leases."""
     kind = for_dialect(engine.dialect.name).claims
     if kind == "lease":
         with lease_claim(engine, lease_name(claim_key(name)), wait=wait, schema=schema, lease=lease) as got:
