@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import one_line
 from ..secrets import redact
-from ..warehouse.engine import read_connection, write_retrying, write_transaction
+from ..warehouse.engine import read_connection, write_retrying
 from ..warehouse.source import parse_partition_key
 from ..warehouse.store import failure_counts, mark_interrupted_runs, partition_counts, partition_scores, run_spend
 from ..warehouse.upsert import upsert
@@ -149,16 +149,14 @@ def _mark_interrupted(ctx: PipelineContext, summary: RunSummary) -> None:
         f"interrupted: this run recorded no end (its process was killed or died); run "
         f"{summary.run_id} finished the partition at {summary.finished_at:%Y-%m-%d %H:%M:%S} UTC"
     )
-    with write_transaction(ctx.engine) as conn:
-        n = mark_interrupted_runs(
-            conn,
-            ctx.tables,
-            ctx.key,
-            summary.partition_key,
-            summary.run_id,
-            summary.started_at or summary.finished_at,
-            message,
-        )
+    started = summary.started_at or summary.finished_at
+    # a concurrent run's own row update may conflict with this one (DuckDB): retried
+    n = write_retrying(
+        ctx.engine,
+        lambda conn: mark_interrupted_runs(
+            conn, ctx.tables, ctx.key, summary.partition_key, summary.run_id, started, message
+        ),
+    )
     if n:
         log.warning(
             "partition %s: %d earlier run(s) never recorded an end; marked interrupted", summary.partition_key, n
