@@ -22,15 +22,12 @@ END = "<!-- /capabilities -->"
 
 
 def families() -> list[tuple[type, list[str]]]:
-    """Each built-in family's class and the SQLAlchemy names it is registered for, in registry order."""
-    from ctxprec_ops.warehouse.dialects import BUILT_IN, dialect_class
+    """Each family shipped in the package and the SQLAlchemy names it serves, SQLite first (the
+    embedded default), then by name."""
+    from ctxprec_ops.warehouse.dialects import built_in
 
-    found: dict[type, list[str]] = {}
-    for name in BUILT_IN:
-        cls = dialect_class(name)
-        assert cls is not None, name
-        found.setdefault(cls, []).append(name)
-    return list(found.items())
+    classes = sorted(set(built_in().values()), key=lambda c: (c.names != ("sqlite",), c.family.lower()))
+    return [(cls, list(cls.names)) for cls in classes]
 
 
 def _cell(text: str) -> str:

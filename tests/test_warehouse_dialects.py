@@ -15,9 +15,9 @@ import sqlalchemy as sa
 
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
 from ctxprec_ops.warehouse.dialects import (
-    BUILT_IN,
     ENTRY_POINT_GROUP,
     Dialect,
+    built_in,
     dialect_of,
     for_dialect,
     registered_names,
@@ -40,11 +40,13 @@ def test_each_family_declares_its_capabilities():
     assert not snow.keys_enforced and not snow.secondary_indexes and duck.id_binding == "frame"
 
 
-def test_the_built_in_families_are_the_packages_entry_points():
-    """``BUILT_IN`` (a source checkout without installed metadata) says what pyproject declares."""
+def test_the_packages_families_are_its_entry_points():
+    """The families the package's modules declare (found without installed metadata) are what
+    pyproject declares as entry points, and both are found by name."""
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][ENTRY_POINT_GROUP]
-    assert declared == BUILT_IN
-    assert set(BUILT_IN) <= set(registered_names())
+    assert declared == {name: f"{cls.__module__}:{cls.__name__}" for name, cls in built_in().items()}
+    assert set(declared) == {"sqlite", "postgresql", "mysql", "mariadb", "duckdb", "snowflake"}
+    assert set(declared) <= set(registered_names())
 
 
 def test_an_unknown_dialect_takes_the_generic_path_and_is_named(caplog):

@@ -4,11 +4,12 @@
 :class:`Dialect` instance; the core calls its methods and reads its capabilities, and never
 branches on a dialect's name. Where a class comes from, later entries winning:
 
-1. the families shipped here (``BUILT_IN``: SQLite, PostgreSQL, MySQL/MariaDB, DuckDB,
-   Snowflake), so a source checkout works without installed metadata;
+1. the families shipped here: each module of this package whose ``Dialect`` subclass declares the
+   SQLAlchemy names it serves (``names``: SQLite, PostgreSQL, MySQL/MariaDB, DuckDB, Snowflake),
+   so a source checkout works without installed metadata (``built_in()``);
 2. the entry points of group ``ctxprec_ops.dialects`` (name: the SQLAlchemy dialect name, value:
-   ``module:Class``), this package's own and any other distribution's — a warehouse ships as one
-   module (or an extra package) declaring one;
+   ``module:Class``), this package's own (the same families) and any other distribution's — a
+   warehouse ships as one module (or an extra package) declaring one;
 3. ``register_dialect(name, cls)`` at run time.
 
 A name none of them claims gets the base class, :class:`Dialect`, the generic path (per-row
@@ -19,8 +20,9 @@ from __future__ import annotations
 
 import importlib
 import logging
+import pkgutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .base import Dialect, Lineage
@@ -29,7 +31,7 @@ __all__ = [
     "Dialect",
     "Lineage",
     "ENTRY_POINT_GROUP",
-    "BUILT_IN",
+    "built_in",
     "for_dialect",
     "dialect_of",
     "dialect_class",
@@ -43,15 +45,6 @@ log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "ctxprec_ops.dialects"
 
-#: SQLAlchemy dialect name -> ``module:Class`` of the families shipped in this package
-BUILT_IN = {
-    "sqlite": "ctxprec_ops.warehouse.dialects.sqlite:SQLiteDialect",
-    "postgresql": "ctxprec_ops.warehouse.dialects.postgresql:PostgreSQLDialect",
-    "mysql": "ctxprec_ops.warehouse.dialects.mysql:MySQLDialect",
-    "mariadb": "ctxprec_ops.warehouse.dialects.mysql:MySQLDialect",
-    "duckdb": "ctxprec_ops.warehouse.dialects.duckdb:DuckDBDialect",
-    "snowflake": "ctxprec_ops.warehouse.dialects.snowflake:SnowflakeDialect",
-}
 #: URL schemes that are another spelling of a family's dialect name (``postgres://``)
 _ALIASES = {"postgres": "postgresql"}
 #: the distribution whose entry points are the built-ins (any other one's override them)
@@ -60,16 +53,24 @@ _OWN_DISTRIBUTION = "ctxprec-ops"
 _lock = threading.Lock()
 _runtime: dict[str, type[Dialect]] = {}
 _entry_points: dict[str, Any] | None = None
+_built_in: dict[str, type[Dialect]] | None = None
 _instances: dict[str, Dialect] = {}
 _warned: set[str] = set()
 
 
-def _load(ref: str) -> type[Dialect]:
-    module, _, attr = ref.partition(":")
-    cls = getattr(importlib.import_module(module), attr)
-    if not (isinstance(cls, type) and issubclass(cls, Dialect)):
-        raise TypeError(f"{ref} is not a ctxprec_ops Dialect subclass")
-    return cls
+def built_in() -> Mapping[str, type[Dialect]]:
+    """SQLAlchemy dialect name -> the family shipped in this package that declares it (``names``
+    of a ``Dialect`` subclass defined in one of this package's modules), read once."""
+    global _built_in
+    if _built_in is None:
+        found: dict[str, type[Dialect]] = {}
+        for info in pkgutil.iter_modules(__path__, prefix=f"{__name__}."):
+            module = importlib.import_module(info.name)
+            for obj in vars(module).values():
+                if isinstance(obj, type) and issubclass(obj, Dialect) and obj.__module__ == module.__name__:
+                    found.update(dict.fromkeys(obj.names, obj))
+        _built_in = found
+    return _built_in
 
 
 def _declared() -> dict[str, Any]:
@@ -112,8 +113,7 @@ def dialect_class(name: str) -> type[Dialect] | None:
         if not (isinstance(loaded, type) and issubclass(loaded, Dialect)):
             raise TypeError(f"entry point {ep.name} = {ep.value} ({ENTRY_POINT_GROUP}) is not a Dialect subclass")
         return loaded
-    ref = BUILT_IN.get(name)
-    return _load(ref) if ref is not None else None
+    return built_in().get(name)
 
 
 def register_dialect(name: str, cls: type[Dialect]) -> None:
@@ -161,7 +161,7 @@ def dialect_of(bind: Any) -> Dialect:
 
 def registered_names() -> Iterator[str]:
     """Every dialect name a family is registered for (built-in, entry point, run time), sorted."""
-    yield from sorted({*BUILT_IN, *_declared(), *_runtime})
+    yield from sorted({*built_in(), *_declared(), *_runtime})
 
 
 def lineage(url: Any, table: str) -> Lineage:

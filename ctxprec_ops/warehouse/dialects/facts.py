@@ -36,6 +36,8 @@ class Facts:
 
     #: the SQLAlchemy dialect name this instance was found by
     name: str
+    #: the SQLAlchemy dialect names a family shipped in this package serves (its registration)
+    names: ClassVar[tuple[str, ...]] = ()
     #: the family's name in messages and docs
     family: ClassVar[str] = "generic (any other SQLAlchemy dialect)"
     #: how an insert-or-update of a chunk is written (docs)

@@ -26,6 +26,7 @@ _ASCII = ("ascii", "ascii_bin")
 
 
 class MySQLDialect(Dialect):
+    names = ("mysql", "mariadb")
     family = "MySQL / MariaDB"
     write_path = (
         "`INSERT … ON DUPLICATE KEY UPDATE`, one executemany per 500 rows; insert-if-absent updates a "

@@ -40,6 +40,7 @@ class JSONAsText(TypeDecorator[Any]):
 
 
 class SnowflakeDialect(MergeDialect):
+    names = ("snowflake",)
     family = "Snowflake"
     claims = "lease"
     secondary_indexes = False

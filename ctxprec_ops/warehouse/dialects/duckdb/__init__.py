@@ -27,6 +27,7 @@ __all__ = ["DuckDBDialect"]
 
 
 class DuckDBDialect(Dialect):
+    names = ("duckdb",)
     family = "DuckDB"
     write_path = "the chunk as a registered frame, one `INSERT … SELECT CAST(…) … ON CONFLICT` per table"
     native_upsert = True

@@ -27,6 +27,7 @@ __all__ = ["PostgreSQLDialect"]
 
 
 class PostgreSQLDialect(Dialect):
+    names = ("postgresql",)
     family = "PostgreSQL"
     write_path = "`COPY` into a temporary stage, then one `INSERT … SELECT … ON CONFLICT` per table"
     native_upsert = True

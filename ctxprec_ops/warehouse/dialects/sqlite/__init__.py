@@ -44,6 +44,7 @@ __all__ = ["SQLiteDialect"]
 
 
 class SQLiteDialect(Dialect):
+    names = ("sqlite",)
     family = "SQLite"
     write_path = "`INSERT … ON CONFLICT`, multi-row statements (128 rows each) bound column by column"
     native_upsert = True
