@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from sqlalchemy import Table
 from sqlalchemy.engine import Connection
 from sqlalchemy.schema import CreateColumn
-from sqlalchemy.types import _Binary
+from sqlalchemy.types import BINARY, VARBINARY, LargeBinary
 
 from .dialects import dialect_of
 from .reflect import get_columns
@@ -148,5 +148,5 @@ def migrate_table(conn: Connection, table: Table) -> list[str]:
 def _key_is_binary(conn: Connection, table: Table) -> bool:
     for c in get_columns(conn, table.name, table.schema):
         if c["name"] == "key":
-            return isinstance(c["type"], _Binary)
+            return isinstance(c["type"], (LargeBinary, BINARY, VARBINARY))
     return True  # no such table (nothing to convert)
