@@ -169,3 +169,15 @@ def test_output_tables_of_an_older_version_get_binary_keys_and_keep_their_rows(m
     got = query(mariadb_url, "SELECT log_id, judge_model FROM ctxprec_scores ORDER BY log_id, judge_model")
     assert ("abc", "old-judge") in got  # the old row is still there
     assert sorted(r[0] for r in got if r[1] != "old-judge") == sorted(VARIANTS)
+
+
+def test_a_judge_name_longer_than_the_key_allows_is_refused_before_judging(mariadb_url):
+    """``judge_model`` holds 112 characters there (the key's size): a longer custom judge name is
+    refused before any judge call, not after judging at the first write."""
+    from ctxprec_ops.errors import JudgeConfigurationError
+
+    create_logs(get_engine(mariadb_url), _rows([1, 2]), context_type=sa.Text)
+    judge = CountingJudge(name="custom-" + "x" * 143)
+    with pytest.raises(JudgeConfigurationError, match=r"judge_model .* holds 1 to 112 characters, got 150"):
+        score_partition(PipelineConfig(warehouse=mariadb_url, judge=judge), DAY)
+    assert judge.calls == 0

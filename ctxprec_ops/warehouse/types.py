@@ -15,7 +15,17 @@ from sqlalchemy import JSON, DateTime, Float, LargeBinary, String
 from sqlalchemy.engine import Dialect as SADialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-__all__ = ["KeyText", "KeyCode", "ModelName", "JSONValue", "HashKey", "Double", "Timestamp", "stored_type"]
+__all__ = [
+    "KeyText",
+    "KeyCode",
+    "ModelName",
+    "JSONValue",
+    "HashKey",
+    "Double",
+    "Timestamp",
+    "stored_type",
+    "stored_length",
+]
 
 
 class _Chosen(TypeDecorator[Any]):
@@ -134,3 +144,9 @@ def stored_type(type_: TypeEngine[Any], dialect: SADialect) -> TypeEngine[Any]:
         inner: TypeEngine[Any] = impl.impl_instance
         return inner
     return impl
+
+
+def stored_length(bind: Any, column: Any) -> int | None:
+    """The characters ``column`` holds on ``bind``'s warehouse (None: unbounded)."""
+    length: int | None = getattr(stored_type(column.type, bind.dialect), "length", None)
+    return length
