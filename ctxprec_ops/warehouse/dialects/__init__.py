@@ -55,6 +55,8 @@ _runtime: dict[str, type[Dialect]] = {}
 _entry_points: dict[str, Any] | None = None
 _built_in: dict[str, type[Dialect]] | None = None
 _instances: dict[str, Dialect] = {}
+#: name -> its class (None: no family claims it), as looked up so far
+_classes: dict[str, type[Dialect] | None] = {}
 _warned: set[str] = set()
 
 
@@ -104,16 +106,19 @@ def _declared() -> dict[str, Any]:
 def dialect_class(name: str) -> type[Dialect] | None:
     """The class registered for the SQLAlchemy dialect ``name``, or None (no family claims it)."""
     name = _ALIASES.get(name, name)
+    if name in _classes:
+        return _classes[name]
     cls = _runtime.get(name)
-    if cls is not None:
-        return cls
-    ep = _declared().get(name)
-    if ep is not None:
-        loaded = ep.load()
-        if not (isinstance(loaded, type) and issubclass(loaded, Dialect)):
-            raise TypeError(f"entry point {ep.name} = {ep.value} ({ENTRY_POINT_GROUP}) is not a Dialect subclass")
-        return loaded
-    return built_in().get(name)
+    if cls is None:
+        ep = _declared().get(name)
+        if ep is not None:
+            cls = ep.load()
+            if not (isinstance(cls, type) and issubclass(cls, Dialect)):
+                raise TypeError(f"entry point {ep.name} = {ep.value} ({ENTRY_POINT_GROUP}) is not a Dialect subclass")
+        else:
+            cls = built_in().get(name)
+    _classes[name] = cls
+    return cls
 
 
 def register_dialect(name: str, cls: type[Dialect]) -> None:
@@ -124,6 +129,7 @@ def register_dialect(name: str, cls: type[Dialect]) -> None:
     with _lock:
         _runtime[name] = cls
         _instances.pop(name, None)
+        _classes.pop(name, None)
 
 
 def reload_entry_points() -> None:
@@ -133,6 +139,7 @@ def reload_entry_points() -> None:
     with _lock:
         _entry_points = None
         _instances.clear()
+        _classes.clear()
         _warned.clear()
 
 
