@@ -25,8 +25,8 @@ from ctxprec_ops import (
 )
 from ctxprec_ops.cases.test_case import ConversationalTestCase
 from ctxprec_ops.judge.models.names import reads_images
+from ctxprec_ops.pipeline.rows import row_to_conversation, row_to_test_case
 from ctxprec_ops.scoring.prompt_parts import MultimodalPrompt
-from ctxprec_ops.warehouse.rows import row_to_conversation, row_to_test_case
 from tests.fixtures.judge_server import image_label
 
 # a 1x1 GIF and a different 1x1 GIF (another colour)

@@ -1,4 +1,4 @@
-"""The full cycle on real MySQL/MariaDB and fakesnow-emulated Snowflake (issue 31): load a source
+"""The full cycle on real MySQL/MariaDB and fakesnow-emulated Snowflake: load a source
 table, ``score`` twice (second run: 0 judge calls, identical rows, no duplicates), two concurrent
 ``score`` runs on one partition, ``check``, ``trend``, ``report``.
 

@@ -26,10 +26,10 @@ from ..errors import CtxPrecError, InvalidTestCaseError
 from ..judge import defaults
 from ..metrics.contextual_precision import ContextualPrecisionMetric
 from ..pipeline.columns import SourceColumns
+from ..pipeline.rows import row_to_test_case
 from ..scoring.consistency import check_samples
 from ..scoring.formula import contextual_precision
 from ..warehouse.engine import get_engine, read_connection, write_transaction
-from ..warehouse.rows import row_to_test_case
 from ..warehouse.source import SourceTable, reflect_source
 from .labels import LabelSet
 from .stats import Agreement, CaseLabels, Estimate, agreement

@@ -157,15 +157,14 @@ def load_otlp(args: argparse.Namespace, source_format: str | None) -> str:
     with (the flag, else ``CTXPREC_SOURCE_FORMAT`` when it names a span format, else the file's)."""
     from pathlib import Path
 
-    from sqlalchemy.engine import make_url
-
     from ..traces.otlp import load_otlp_json
-    from ..warehouse.engine import get_engine
+    from ..warehouse.engine import database_file, get_engine
+    from ._args import settings
 
     s = settings()  # the variables alone: --source-format given means given on the command line
     url = args.warehouse or s.warehouse_url
     try:
-        database = make_url(url).database if make_url(url).get_backend_name() == "sqlite" else None
+        database = database_file(url)
     except Exception:
         database = None  # config_from_args says what is wrong with it
     if database and database != ":memory:" and not database.startswith("file:") and not Path(database).exists():

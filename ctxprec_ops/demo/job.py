@@ -20,7 +20,7 @@ from ..errors import CtxPrecError
 from ..pipeline import METRIC_KINDS, PipelineConfig, ProgressCallback, RunSummary, score_partition
 from ..pipeline.outcome import Decision, Outcome, decide
 from ..secrets import redact, redact_url
-from ..warehouse.engine import normalize_url
+from ..warehouse.engine import database_file, normalize_url
 from ..warehouse.schema import output_tables
 from .defaults import DEFAULT_DEMO_URL, DEFAULT_REPORT, DEMO_JUDGE
 from .sample import SampleInfo, create_sample_warehouse
@@ -78,10 +78,8 @@ class DemoResult:
 
 
 def _sqlite_file(url: str) -> Path | None:
-    u = normalize_url(url)
-    if u.get_backend_name() != "sqlite" or u.database in (None, "", ":memory:") or u.database.startswith("file:"):
-        return None
-    return Path(u.database)
+    path = database_file(url)  # the file a SQLite URL names; None for anything else
+    return None if path is None else Path(path)
 
 
 def check_demo_warehouse(url: str, *, force: bool) -> None:

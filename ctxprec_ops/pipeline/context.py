@@ -21,6 +21,7 @@ from ..warehouse.schema import OutputTables, ensure_output_tables
 from ..warehouse.segments import ensure_segments_table, segment_column, segments_table
 from ..warehouse.source import SourceTable, SourceTableError, reflect_source
 from ..warehouse.store import ScoringKey
+from ..warehouse.types import stored_length
 from .config import PipelineConfig
 from .formats import SPAN_FORMATS, RowsReader, SourceReader, make_reader
 from .mapping import DEFAULT_MAPPING, mapping_of
@@ -70,15 +71,16 @@ class PipelineContext:
         return self.judge is None or bool(getattr(self.judge, "offline", False))
 
 
-def check_key_fits(tables: OutputTables, key: ScoringKey) -> None:
-    """Refuse, before any judge call, a scoring key the output columns cannot hold (a custom
-    judge's 300-character name would otherwise fail at the first write, after judging)."""
+def check_key_fits(tables: OutputTables, key: ScoringKey, engine: Engine) -> None:
+    """Refuse, before any judge call, a scoring key the output columns cannot hold on the
+    warehouse (a custom judge's 300-character name would otherwise fail at the first write,
+    after judging)."""
     for name, value in (
         ("metric", key.metric),
         ("judge_model", key.judge_model),
         ("prompt_version", key.prompt_version),
     ):
-        limit = getattr(tables.scores.c[name].type, "length", None)
+        limit = stored_length(engine, tables.scores.c[name])
         if not isinstance(value, str) or not value or (limit is not None and len(value) > limit):
             got = f"{len(value):,} characters" if isinstance(value, str) else type(value).__name__
             raise JudgeConfigurationError(
@@ -201,7 +203,7 @@ def prepare(config: PipelineConfig) -> PipelineContext:
     ensure_segments_table(engine, config.output_schema, segments, old, create=bool(segments))
     check_output_writable(engine, tables)  # before any judge call: a missing grant fails now, not after paying
     key = scoring_key(metric, reader.name, config)
-    check_key_fits(tables, key)
+    check_key_fits(tables, key, engine)
     breaker = CircuitBreaker(
         config.outage_tolerance,
         endpoint=getattr(judge, "endpoint", None),

@@ -141,18 +141,12 @@ def _mark_interrupted(ctx: PipelineContext, summary: RunSummary) -> None:
         f"interrupted: this run recorded no end (its process was killed or died); run "
         f"{summary.run_id} finished the partition at {summary.finished_at:%Y-%m-%d %H:%M:%S} UTC"
     )
-    # a concurrent run finishing at the same moment may touch the same rows: retried on a conflict
-    # (an idempotent UPDATE), as the run row's own write is
+    started = summary.started_at or summary.finished_at
+    # a concurrent run's own row update may conflict with this one (DuckDB): retried
     n = write_retrying(
         ctx.engine,
         lambda conn: mark_interrupted_runs(
-            conn,
-            ctx.tables,
-            ctx.key,
-            summary.partition_key,
-            summary.run_id,
-            summary.started_at or summary.finished_at,
-            message,
+            conn, ctx.tables, ctx.key, summary.partition_key, summary.run_id, started, message
         ),
     )
     if n:

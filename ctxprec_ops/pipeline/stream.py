@@ -47,6 +47,7 @@ from ..judge.limiter import AdaptiveLimiter
 from ..judge.retry import RetryWaits
 from ..scoring.verdicts import NodeVerdict
 from ..warehouse.claims import chunk_claim
+from ..warehouse.dialects import dialect_of
 from ..warehouse.source import parse_partition_key
 from .chunk import chunk_claim_name, finish_chunk
 from .config import PipelineConfig
@@ -142,7 +143,7 @@ class _Stream:
         self.results: list[ChunkResult] = []
         #: nothing to wait for: every step is this process's CPU (SQLite runs in process, the judge
         #: answers inline or is not needed), so reads and writes run on the event loop's thread
-        self.serial = ctx.engine.dialect.name == "sqlite" and (self.inline or not cfg.kind.needs_judge)
+        self.serial = dialect_of(ctx.engine).serial_in_process and (self.inline or not cfg.kind.needs_judge)
         self.reader = ThreadPoolExecutor(1, thread_name_prefix="ctxprec-read")
         # reads and writes take turns on the reader's thread when one connection is shared by every
         # thread (in-memory SQLite)

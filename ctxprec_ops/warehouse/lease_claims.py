@@ -41,7 +41,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from ..errors import CtxPrecError
-from .dialects import for_dialect
+from .dialects import dialect_of
 from .reflect import has_table
 
 __all__ = [
@@ -147,10 +147,7 @@ def _contention(engine: Engine, exc: Exception) -> bool:
     """A duplicate key (``IntegrityError``) or a write conflict with a concurrent claimer, as the
     dialect recognises them (``Dialect.write_conflict``: DuckDB's optimistic concurrency, and
     fakesnow's unwrapped DuckDB errors out of ``commit()``); not a real error."""
-    if isinstance(exc, IntegrityError):
-        return True
-    conflict = for_dialect(engine.dialect.name).write_conflict
-    return conflict is not None and conflict(exc)
+    return isinstance(exc, IntegrityError) or dialect_of(engine).write_conflict(exc)
 
 
 def _step(engine: Engine, fn: Callable[[], Any]) -> bool:

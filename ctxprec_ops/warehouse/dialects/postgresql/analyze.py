@@ -9,13 +9,12 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
-
-from .schema import OutputTables
 
 __all__ = ["analyze_if_grown", "ANALYZE_CHECK_MIN_ROWS", "ANALYZE_SELF_MAX_ROWS", "ANALYZE_GROWTH"]
 
@@ -42,10 +41,10 @@ _growth: weakref.WeakKeyDictionary[Engine, dict[str, _Growth]] = weakref.WeakKey
 _growth_lock = threading.Lock()
 
 
-def analyze_if_grown(engine: Engine, t: OutputTables, written: dict[str, int]) -> list[str]:
+def analyze_if_grown(engine: Engine, t: Any, written: Mapping[str, int]) -> list[str]:
     """PostgreSQL: ``ANALYZE`` an output table whose statistics are missing or describe less than
     a quarter of it (``ANALYZE_GROWTH``), after this process wrote ``written``
-    (``{table name: rows}``) into it. Returns the tables analyzed. Other dialects: no-op.
+    (``{table name: rows}``) into it. Returns the tables analyzed.
 
     Why: ``scored_ids`` and the failure clean-up look rows up by the primary key, and the planner
     only picks that index once statistics say that the configuration columns match every row.
@@ -56,8 +55,6 @@ def analyze_if_grown(engine: Engine, t: OutputTables, written: dict[str, int]) -
     At most one worker analyzes a table at a time (an advisory lock; the others skip), and a
     failure (no privilege to analyze) is logged and ignored: it costs speed, not correctness.
     """
-    if engine.dialect.name != "postgresql":
-        return []
     with _growth_lock:
         per_engine = _growth.setdefault(engine, {})
         states = {

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Table
 from sqlalchemy.engine import Connection
 
-from .write_rows import ColumnRows, _bind_processors, _bind_values
+from ...write_rows import ColumnRows, bind_processors, bind_values
 
 __all__ = ["frame_upsert", "registered_values"]
 
@@ -73,8 +73,8 @@ def frame_upsert(
     if not n:
         return 0
     cols = list(columns)
-    procs = _bind_processors(table, cols, conn.dialect)
-    frame = _frame({c: _bind_values(columns[c], p) for c, p in zip(cols, procs)})
+    procs = bind_processors(table, cols, conn.dialect)
+    frame = _frame({c: bind_values(columns[c], p) for c, p in zip(cols, procs)})
     prep = conn.dialect.identifier_preparer
     target = prep.format_table(table)
     stage = f"ctxprec_stage_{uuid.uuid4().hex[:12]}"

@@ -24,7 +24,10 @@ import json
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
-from ..cases.test_case import ConversationalTestCase, LLMTestCase, MLLMImage, RetrievedContextData, Turn
+from ..cases.contexts import RetrievedContextData
+from ..cases.conversational import ConversationalTestCase, Turn
+from ..cases.images import MLLMImage
+from ..cases.single_turn import LLMTestCase
 from ..errors import InvalidTestCaseError
 
 __all__ = ["MAX_TEXT_CHARS", "MAX_NODES", "MAX_TURNS", "row_to_test_case", "row_to_conversation", "case_or_failure"]

@@ -11,10 +11,10 @@ from sqlalchemy import Table
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 
-from ..json_text import JSONText
-from .write_rows import _bind_processors, _bind_values, _dedupe, _keys_and_columns, _processor
+from ....json_text import JSONText
+from ...write_rows import bind_processors, bind_values, column_processor, dedupe, keys_and_columns
 
-__all__ = ["copy_upsert"]
+__all__ = ["copy_upsert", "binary_copyable"]
 
 
 def _stage_name(table: Table, cols: Sequence[str]) -> str:
@@ -40,8 +40,8 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
     """
     if not rows:
         return 0
-    keys, cols = _keys_and_columns(table, rows)
-    rows = _dedupe(rows, keys, ordered=False)  # ON CONFLICT cannot touch one row twice; SQL sorts
+    keys, cols = keys_and_columns(table, rows)
+    rows = dedupe(rows, keys, ordered=False)  # ON CONFLICT cannot touch one row twice; SQL sorts
     dialect = conn.dialect
     q = dialect.identifier_preparer
     target = q.format_table(table)
@@ -72,12 +72,12 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
         )
         used.add(stage)
         oids = _stage_types(conn, cur, stage)
-        if _binary_copyable(oids, raw):
+        if binary_copyable(oids, raw):
             # binary COPY: psycopg writes each value with its C dumper for the column's type
             # (about a third of the client CPU of the text format; the JSON column still goes
             # through its bind processor, whose wrapper the jsonb dumper unwraps)
             columns = [
-                _bind_values(v, _binary_json(_processor(table, c, dialect))) if oid in _JSON_OIDS else v
+                bind_values(v, _binary_json(column_processor(table, c, dialect))) if oid in _JSON_OIDS else v
                 for c, oid, v in zip(cols, oids, raw)
             ]
             with cur.copy(f"COPY {stage} ({col_list}) FROM STDIN (FORMAT BINARY)") as copy:
@@ -85,8 +85,8 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
                 for values in zip(*columns):
                     copy.write_row(values)
         else:  # a value the binary format would need converting: the values SQLAlchemy would bind, as text
-            procs = _bind_processors(table, cols, dialect)
-            columns = [_bind_values(v, p) for v, p in zip(raw, procs)]
+            procs = bind_processors(table, cols, dialect)
+            columns = [bind_values(v, p) for v, p in zip(raw, procs)]
             with cur.copy(f"COPY {stage} ({col_list}) FROM STDIN") as copy:
                 for values in zip(*columns):
                     copy.write_row(values)
@@ -145,7 +145,7 @@ _BINARY_TYPES: dict[int, tuple[type, ...]] = {
 _JSON_OIDS = frozenset({3802})
 
 
-def _binary_copyable(oids: Sequence[int], columns: Sequence[list[Any]]) -> bool:
+def binary_copyable(oids: Sequence[int], columns: Sequence[list[Any]]) -> bool:
     """Every value of every column has a binary COPY form equal to what the text path stores."""
     for oid, values in zip(oids, columns):
         if oid in _JSON_OIDS:

@@ -1,5 +1,5 @@
 """SQLite's ``INSERT ... ON CONFLICT`` (and ``INSERT OR IGNORE``) as a few driver-level multi-row
-statements (up to ``SQLITE_ROWS_PER_STATEMENT`` rows each), bound column by column."""
+statements (up to ``ROWS_PER_STATEMENT`` rows each), bound column by column."""
 
 from __future__ import annotations
 
@@ -13,19 +13,20 @@ from typing import Any
 from sqlalchemy import Boolean, LargeBinary, PrimaryKeyConstraint, Table
 from sqlalchemy.engine import Connection
 
-from .write_rows import _bind_processors
+from ...types import stored_type
+from ...write_rows import bind_processors
 
-__all__ = ["SQLITE_ROWS_PER_STATEMENT"]
+__all__ = ["ROWS_PER_STATEMENT", "upsert_rows", "write_columns", "multi_row_sql"]
 
 
-def _sqlite_upsert(
+def upsert_rows(
     conn: Connection, table: Table, cols: list[str], keys: list[str], others: list[str], rows: Sequence[dict[str, Any]]
 ) -> None:
-    """SQLite's ``INSERT ... ON CONFLICT`` for ``rows``, in order (``_sqlite_write_columns``)."""
-    _sqlite_write_columns(conn, table, keys, others, {c: list(map(itemgetter(c), rows)) for c in cols}, {})
+    """SQLite's ``INSERT ... ON CONFLICT`` for ``rows``, in order (``write_columns``)."""
+    write_columns(conn, table, keys, others, {c: list(map(itemgetter(c), rows)) for c in cols}, {})
 
 
-def _sqlite_write_columns(
+def write_columns(
     conn: Connection,
     table: Table,
     keys: list[str],
@@ -34,18 +35,18 @@ def _sqlite_write_columns(
     shared: dict[str, Any],
 ) -> None:
     """SQLite's ``INSERT ... ON CONFLICT`` for rows given column by column (``shared``: a value
-    every row holds), in order, as multi-row ``VALUES`` statements (``_sqlite_multi_row_sql``):
+    every row holds), in order, as multi-row ``VALUES`` statements (``multi_row_sql``):
     the columns' own bind processors (the values SQLAlchemy would store) applied once per value,
     without the per-row statement machinery of ``Connection.execute`` (a third of a chunk's write
     time, spent while the database write lock is held). SQLite applies a multi-row insert's rows
     one after another, conflict clause included, as an ``executemany`` of the same rows does;
-    fewer statements to run (one per ``_sqlite_rows_per_statement`` rows instead of one per row)
+    fewer statements to run (one per ``_rows_per_statement`` rows instead of one per row)
     and a value every row shares bound once."""
     dialect = conn.dialect
     cols = [*columns, *shared]
     n_rows = len(next(iter(columns.values())))
-    types = [table.c[c].type.dialect_impl(dialect) for c in cols]
-    procs = [_sqlite_native(t, p) for t, p in zip(types, _bind_processors(table, cols, dialect))]
+    types = [stored_type(table.c[c].type, dialect) for c in cols]
+    procs = [_native(t, p) for t, p in zip(types, bind_processors(table, cols, dialect))]
     # a column that is NULL in every row is written as a literal NULL: the driver binds a None
     # through its adapter look-up (~3,000 instructions per value, e.g. every cached verdict's
     # agreement); a column holding one object in every row (a chunk's timestamp, run id, judge
@@ -61,19 +62,19 @@ def _sqlite_write_columns(
             bound.append([value])
         else:
             kinds.append("row")
-            bound.append(_sqlite_bind_values(values, p, t))
+            bound.append(_bind_values(values, p, t))
     same = [col[0] for col, kind in zip(bound, kinds) if kind == "same"]
     varying = [col for col, kind in zip(bound, kinds) if kind == "row"]
-    ignore = not others and _sqlite_can_ignore(table, cols, kinds, bound)
-    per_stmt = _sqlite_rows_per_statement(conn, len(same), len(varying))
+    ignore = not others and _can_ignore(table, cols, kinds, bound)
+    per_stmt = _rows_per_statement(conn, len(same), len(varying))
     for start in range(0, n_rows, per_stmt):
         part = [col[start : start + per_stmt] for col in varying]
         n = min(per_stmt, n_rows - start)
-        sql = _sqlite_multi_row_sql(table, tuple(cols), tuple(keys), tuple(others), tuple(kinds), n, dialect, ignore)
+        sql = multi_row_sql(table, tuple(cols), tuple(keys), tuple(others), tuple(kinds), n, dialect, ignore)
         conn.exec_driver_sql(sql, (*same, *chain.from_iterable(zip(*part))) if part else tuple(same))
 
 
-def _sqlite_can_ignore(table: Table, cols: list[str], kinds: list[str], bound: list[list[Any]]) -> bool:
+def _can_ignore(table: Table, cols: list[str], kinds: list[str], bound: list[list[Any]]) -> bool:
     """Whether an insert-ignore of these rows may be ``INSERT OR IGNORE`` rather than ``ON
     CONFLICT (key) DO NOTHING``: the same rows are stored when the only constraint the rows can
     break is the primary key — no NULL in a NOT NULL column and no such column left out without
@@ -82,7 +83,7 @@ def _sqlite_can_ignore(table: Table, cols: list[str], kinds: list[str], bound: l
     ``OR IGNORE`` needs no statement journal (a statement that can abort half-way must be able to
     undo its own changes): for a chunk's judgment-cache rows, scattered over the key index, that
     journal spilled to a temporary file, ~190,000 writes of 4 KiB pages and page numbers per
-    40,000 rows (bench/README.md, issue 16's seventh pass)."""
+    40,000 rows (bench/README.md)."""
     if not _only_key_constraint(table):
         return False
     given = set(cols)
@@ -106,23 +107,23 @@ def _only_key_constraint(table: Table) -> bool:
 #: running it, so a chunk's rows go in a few statements of one shape (prepared once per
 #: connection) rather than one long statement of each size. 128 rather than 32: a chunk's 2,500
 #: judgment-cache rows in 20 statements instead of 79 (~6,800 instructions a case less, each
-#: statement's own cost in SQLAlchemy and the driver; bench/README.md, issue 16's sixth pass)
-SQLITE_ROWS_PER_STATEMENT = 128
+#: statement's own cost in SQLAlchemy and the driver; bench/README.md)
+ROWS_PER_STATEMENT = 128
 
 
-def _sqlite_rows_per_statement(conn: Connection, shared: int, varying: int) -> int:
-    """Rows one statement takes: ``SQLITE_ROWS_PER_STATEMENT``, fewer when their parameters would
+def _rows_per_statement(conn: Connection, shared: int, varying: int) -> int:
+    """Rows one statement takes: ``ROWS_PER_STATEMENT``, fewer when their parameters would
     pass the connection's limit of bound parameters (999 where it cannot be asked)."""
     limit = 999
     driver = getattr(conn.connection, "driver_connection", None)
     getlimit = getattr(driver, "getlimit", None)
     if getlimit is not None:
         limit = getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-    return max(1, min(SQLITE_ROWS_PER_STATEMENT, (limit - shared) // max(varying, 1)))
+    return max(1, min(ROWS_PER_STATEMENT, (limit - shared) // max(varying, 1)))
 
 
 @functools.lru_cache(maxsize=64)
-def _sqlite_multi_row_sql(
+def multi_row_sql(
     table: Table,
     cols: tuple[str, ...],
     keys: tuple[str, ...],
@@ -133,7 +134,7 @@ def _sqlite_multi_row_sql(
     ignore: bool = False,
 ) -> str:
     """``INSERT INTO table (cols) VALUES (...), ... ON CONFLICT (keys) DO UPDATE SET others`` (or
-    ``DO NOTHING``; with ``ignore``, ``INSERT OR IGNORE``: ``_sqlite_can_ignore``) for ``rows``
+    ``DO NOTHING``; with ``ignore``, ``INSERT OR IGNORE``: ``_can_ignore``) for ``rows``
     rows. Per column (``kinds``): ``null`` a literal NULL, ``same`` one parameter every row
     shares, ``row`` a parameter per row. The shared columns come first in each row as ``?1``,
     ``?2``, ... and the others as plain ``?`` (numbered on from there in order), so the parameters
@@ -161,7 +162,7 @@ def _sqlite_multi_row_sql(
     )
 
 
-def _sqlite_native(type_: Any, proc: Any) -> Any:
+def _native(type_: Any, proc: Any) -> Any:
     """A SQLite column's bind processor with shortcuts to what it returns for the common values:
     a binary column's ``bytes`` as a ``bytearray`` (the same BLOB, but the driver binds a
     ``bytearray`` directly, where ``bytes`` or the processor's ``memoryview`` go through its
@@ -185,8 +186,8 @@ def _sqlite_native(type_: Any, proc: Any) -> Any:
     return proc
 
 
-def _sqlite_bind_values(values: list[Any], process: Any, type_: Any) -> list[Any]:
-    """A column's values through its ``_sqlite_native`` processor, the shortcuts taken for the
+def _bind_values(values: list[Any], process: Any, type_: Any) -> list[Any]:
+    """A column's values through its ``_native`` processor, the shortcuts taken for the
     whole column at once where every value is of the usual type (no Python call per value): a
     binary column of ``bytes`` as ``bytearray``s, a boolean column of ``bool``s as ``1``/``0``."""
     if process is None:
