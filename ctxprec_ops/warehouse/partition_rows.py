@@ -19,9 +19,9 @@ from typing import Any
 from sqlalchemy import Table, and_, delete, select, update
 from sqlalchemy.engine import Connection
 
+from .dialects import dialect_of
 from .engine import stream_batches
 from .reflect import has_table
-from .dialects import dialect_of
 from .schema import OutputTables, readable
 from .store import ScoringKey
 
