@@ -284,6 +284,13 @@ class Settings:
     min_pass_rate: float | None = _setting(
         "CTXPREC_MIN_PASS_RATE", "partition alert: minimum pass rate", None, kind="float", minimum=0
     )
+    use_corrected: bool = _setting(
+        "CTXPREC_USE_CORRECTED",
+        "partition alert: min_mean compares the label-corrected mean where enough rows are labelled",
+        False,
+        kind="bool",
+    )
+    label_set: str = _setting("CTXPREC_LABEL_SET", "the ctxprec_labels label set that corrects the figures", "default")
     alert_webhook: str | None = _setting(
         "CTXPREC_ALERT_WEBHOOK", "URL that receives alerts as JSON (POST)", None, secret=True
     )
