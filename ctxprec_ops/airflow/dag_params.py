@@ -34,6 +34,12 @@ def dag_params(settings: Settings, pool: str | None) -> dict[str, Param]:
         "min_mean": _number_param(settings.min_mean, "Alert when the partition mean is below this"),
         "min_pass_rate": _number_param(settings.min_pass_rate, "Alert when the pass rate is below this"),
         "min_drop": _number_param(0.05, "Regression alert: drop below the 7-partition baseline mean"),
+        "use_corrected": Param(
+            settings.use_corrected,
+            type="boolean",
+            description="min_mean compares the mean corrected with gold labels (ctxprec labels import) where "
+            "enough rows of the day are labelled",
+        ),
         "chunk_size": _number_param(settings.chunk_size, "Rows per mapped chunk task", integer=True, lo=1, hi=None),
         "concurrency": _number_param(
             settings.concurrency, "Judge calls in flight per chunk task", integer=True, lo=1, hi=None

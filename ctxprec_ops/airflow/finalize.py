@@ -18,9 +18,13 @@ from ..pipeline.records import ChunkResult
 from ..secrets import redact
 from .base import CtxPrecBaseOperator
 from .segments import parse_segment_arg, segment_alerts
-from .values import opt_float, partition_value, public
+from .values import opt_bool, opt_float, partition_value, public
 
 __all__ = ["ContextualPrecisionFinalizeOperator", "ContextualPrecisionAlertOperator"]
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))
 
 
 class ContextualPrecisionFinalizeOperator(CtxPrecBaseOperator):
@@ -73,7 +77,9 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
 
     Raises ``AirflowFailException`` — failed at once, never retried — when an alert fires
     (``fail_on="any"``) or when an ``error``-severity alert fires (``fail_on="error"``), so
-    ``on_failure_callback`` and notifiers run. Otherwise returns ``CheckResult.to_dict()``.
+    ``on_failure_callback`` and notifiers run. Otherwise returns ``CheckResult.to_dict()``
+    (``corrected``: the partition's label-corrected mean from ``label_set``, or None). With
+    ``use_corrected`` (default ``CTXPREC_USE_CORRECTED``) ``min_mean`` compares the corrected mean.
     """
 
     template_fields: Sequence[str] = (
@@ -83,6 +89,8 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         "min_drop",
         "max_failure_rate",
         "by",
+        "use_corrected",
+        "label_set",
     )
     lineage_inputs = ("ctxprec_scores", "ctxprec_runs")  # the check reads the scores, writes nothing
     lineage_outputs = ()
@@ -96,6 +104,8 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         min_drop: float | str | None = 0.05,
         max_failure_rate: float | str | None = 0.2,
         fail_on: Literal["any", "error"] = "any",
+        use_corrected: bool | str | None = None,
+        label_set: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -106,6 +116,8 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         self.fail_on = fail_on
         #: segment columns whose values are checked too (default: ``segments``, else CTXPREC_SEGMENTS)
         self.by = by
+        self.use_corrected = use_corrected
+        self.label_set = label_set
 
     def execute(self, context: Any) -> dict[str, Any]:
         from ..monitoring import check_partition
@@ -132,6 +144,8 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
             min_pass_rate=settings.min_pass_rate if min_pass_rate is None else min_pass_rate,
             min_drop=0.05 if min_drop is None else min_drop,
             max_failure_rate=opt_float(self.max_failure_rate, "max_failure_rate", lo=0.0, hi=1.0),
+            use_corrected=opt_bool(self.use_corrected, "use_corrected", settings.use_corrected),
+            label_set=(str(self.label_set).strip() if not _blank(self.label_set) else "") or settings.label_set,
         )
         summary = redact(result.summary())
         for line in summary.splitlines():

@@ -181,6 +181,14 @@ class AlertThresholdsResource(ConfigurableResource):
     max_failure_rate: float | None = Field(
         default=0.2, description="Volume: warn when failed rows / rows exceeds this."
     )
+    use_corrected: bool = Field(
+        default=False,
+        description="Threshold: min_mean compares the label-corrected mean where enough rows are labelled "
+        "(CTXPREC_USE_CORRECTED).",
+    )
+    label_set: str = Field(
+        default="default", description="The ctxprec_labels label set that corrects the figures (CTXPREC_LABEL_SET)."
+    )
 
     def rule_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``ctxprec_ops.monitoring.check_partition``."""
@@ -192,6 +200,8 @@ class AlertThresholdsResource(ConfigurableResource):
             "baseline_partitions": self.baseline_partitions,
             "volume_ratio": self.volume_ratio,
             "max_failure_rate": self.max_failure_rate,
+            "use_corrected": self.use_corrected,
+            "label_set": self.label_set,
         }
 
 
@@ -207,7 +217,11 @@ def current_deployment(settings: Settings | None = None) -> str:
 
 def _thresholds(settings: Settings) -> AlertThresholdsResource:
     return AlertThresholdsResource(
-        threshold=settings.threshold, min_mean=settings.min_mean, min_pass_rate=settings.min_pass_rate
+        threshold=settings.threshold,
+        min_mean=settings.min_mean,
+        min_pass_rate=settings.min_pass_rate,
+        use_corrected=settings.use_corrected,
+        label_set=settings.label_set,
     )
 
 
