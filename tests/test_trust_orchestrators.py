@@ -72,8 +72,8 @@ def test_airflow_alert_task_shows_and_can_use_the_corrected_mean(
 def test_dagster_metadata_and_threshold_check_show_the_corrected_mean(tmp_path, judge_server) -> None:
     from dagster import DagsterInstance
 
-    from tests.test_dagster_materialize import GOOD, R, checks_of, metadata_of, run, seed
     from dagster_defs.definitions import score_checks, scores_assets
+    from tests.test_dagster_materialize import GOOD, R, checks_of, metadata_of, run, seed
 
     url = f"sqlite:///{tmp_path / 'warehouse.db'}"
     contexts = GOOD * 4
