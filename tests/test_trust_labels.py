@@ -68,6 +68,7 @@ def test_sample_draws_a_seeded_uniform_prefix_and_lists_every_node(under, tmp_pa
     ids = list(dict.fromkeys(line["log_id"] for line in lines))
     reference = random.Random(7).sample(sorted(truth.gold), len(truth.gold))[:25]  # the documented draw
     assert ids == reference and result.rows == 25 and result.frame == 120
+    assert result.export_name == str(out)
     assert [(line["log_id"], int(line["node"])) for line in lines] == [
         (i, k) for i in ids for k in range(1, len(truth.gold[i]) + 1)
     ]
@@ -362,3 +363,7 @@ def test_compare_gives_the_corrected_delta(tmp_path, capsys):
         == 0
     )
     assert f"corrected with labels: delta {c.corrected['delta']:+.3f}" in capsys.readouterr().out
+    html = render_report(
+        url, tmp_path / "cmp.html", comparison={"by": "version", "baseline": "v1", "candidate": "v2"}
+    ).read_text(encoding="utf-8")
+    assert 'id="comparison-corrected"' in html and f"<b>{c.corrected['delta']:+.3f}</b>" in html

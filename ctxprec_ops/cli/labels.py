@@ -151,9 +151,9 @@ def run_sample(args: argparse.Namespace) -> int:
     )
     for log_id, why in list(result.skipped.items())[:5]:
         console.print(f"left out {log_id}: {why}", markup=False, highlight=False, soft_wrap=True)
-    export = "the exported CSV" if result.path.suffix.lower() != ".csv" else str(result.path)
+    how = "label every node" if result.path.suffix.lower() == ".csv" else "open it, label every node, Export CSV"
     console.print(
-        f"next: label every node, then ctxprec labels import --warehouse {display_url(url)} --labels {export}",
+        f"next: {how}, then ctxprec labels import --warehouse {display_url(url)} --labels {result.export_name}",
         markup=False,
         highlight=False,
         soft_wrap=True,

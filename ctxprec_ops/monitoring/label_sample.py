@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
-from ..calibration.label_sheet import SheetRow, write_sheet
+from ..calibration.label_sheet import SheetRow, sheet_id, write_sheet
 from ..calibration.label_table import verdict_count
 from ..calibration.run import read_cases
 from ..metrics.contextual_precision import ContextualPrecisionMetric
@@ -37,6 +37,14 @@ class LabelSample:
     rows: int  # rows on the sheet
     nodes: int
     skipped: dict[str, str] = field(default_factory=dict)  # log_id -> why it is not on the sheet
+    sheet: str = ""  # the sheet's id: an HTML sheet exports labels-<partition>-<sheet>.csv
+
+    @property
+    def export_name(self) -> str:
+        """The file the CSV sheet is, or the HTML sheet's export is saved as."""
+        if self.path.suffix.lower() == ".csv":
+            return str(self.path)
+        return f"labels-{self.partition_key}-{self.sheet}.csv"
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -50,6 +58,7 @@ class LabelSample:
             "rows": self.rows,
             "nodes": self.nodes,
             "skipped": dict(self.skipped),
+            "sheet": self.sheet,
         }
 
 
@@ -94,4 +103,7 @@ def sample_labels(
     pop = draw.population
     about = f"judge {pop.judge_model} · {table} · seed {seed}"
     path = write_sheet(rows, out, partition_key=partition_key, about=about)
-    return LabelSample(path, partition_key, pop, seed, draw.frame, len(rows), sum(len(r.nodes) for r in rows), skipped)
+    total = sum(len(r.nodes) for r in rows)
+    return LabelSample(
+        path, partition_key, pop, seed, draw.frame, len(rows), total, skipped, sheet_id(rows, partition_key)
+    )
