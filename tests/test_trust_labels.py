@@ -367,3 +367,19 @@ def test_compare_gives_the_corrected_delta(tmp_path, capsys):
         url, tmp_path / "cmp.html", comparison={"by": "version", "baseline": "v1", "candidate": "v2"}
     ).read_text(encoding="utf-8")
     assert 'id="comparison-corrected"' in html and f"<b>{c.corrected['delta']:+.3f}</b>" in html
+
+
+def test_labels_and_the_corrected_mean_on_postgresql(pg_url, tmp_path):
+    truth = build(pg_url, rows=60)
+    score(pg_url, KnownErrorJudge(truth, fn=0.4, fp=0.02))
+    ids = _label(pg_url, truth, tmp_path, 20)
+    again = import_labels(pg_url, read_labels(tmp_path / "done20-0.csv", allow_empty=True))
+    assert again.new == 0 and again.unchanged == sum(len(truth.gold[i]) for i in ids)
+    judge = _scores(pg_url)
+    want = difference_estimate(
+        sum(judge.values()) / len(judge), len(judge),
+        [contextual_precision(truth.gold[i]) for i in ids], [judge[i] for i in ids],
+    )  # fmt: skip
+    got = check_partition(pg_url, DAY).corrected
+    assert got.mean == pytest.approx(want.mean) and got.ci_high == pytest.approx(want.ci_high)
+    assert got.labelled_rows == 20
