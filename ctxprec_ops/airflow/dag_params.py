@@ -29,7 +29,7 @@ SETTING_PARAMS = (
     "judge_samples",
 )
 #: the settings the alert task takes from the params
-ALERT_PARAMS = ("min_mean", "min_pass_rate", "min_drop")
+ALERT_PARAMS = ("min_mean", "min_pass_rate", "min_drop", "use_corrected")
 
 _JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 

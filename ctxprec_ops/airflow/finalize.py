@@ -22,6 +22,10 @@ from .values import partition_value, public
 __all__ = ["ContextualPrecisionFinalizeOperator", "ContextualPrecisionAlertOperator"]
 
 
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))
+
+
 class ContextualPrecisionFinalizeOperator(CtxPrecBaseOperator):
     """Aggregate the partition into its ``ctxprec_runs`` row; returns the RunSummary dict.
 
@@ -72,7 +76,9 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
 
     Raises ``AirflowFailException`` — failed at once, never retried — when an alert fires
     (``fail_on="any"``) or when an ``error``-severity alert fires (``fail_on="error"``), so
-    ``on_failure_callback`` and notifiers run. Otherwise returns ``CheckResult.to_dict()``.
+    ``on_failure_callback`` and notifiers run. Otherwise returns ``CheckResult.to_dict()``
+    (``corrected``: the partition's label-corrected mean from ``label_set``, or None). With
+    ``use_corrected`` (default ``CTXPREC_USE_CORRECTED``) ``min_mean`` compares the corrected mean.
     """
 
     template_fields: Sequence[str] = (
@@ -82,12 +88,17 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         "min_drop",
         "max_failure_rate",
         "by",
+        "use_corrected",
+        "label_set",
     )
     lineage_inputs = ("ctxprec_scores", "ctxprec_runs")  # the check reads the scores, writes nothing
     lineage_outputs = ()
     setting_arguments = {
         **SETTING_ARGUMENTS,
-        **{name: name for name in ("min_mean", "min_pass_rate", "min_drop", "max_failure_rate")},
+        **{
+            name: name
+            for name in ("min_mean", "min_pass_rate", "min_drop", "max_failure_rate", "use_corrected", "label_set")
+        },
     }
 
     def __init__(
@@ -99,6 +110,8 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         min_drop: float | str | None = None,
         max_failure_rate: float | str | None = None,
         fail_on: Literal["any", "error"] = "any",
+        use_corrected: bool | str | None = None,
+        label_set: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -109,6 +122,8 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         self.fail_on = fail_on
         #: segment columns whose values are checked too (default: ``segments``, else CTXPREC_SEGMENTS)
         self.by = by
+        self.use_corrected = use_corrected
+        self.label_set = label_set
 
     def execute(self, context: Any) -> dict[str, Any]:
         from ..monitoring import check_partition
@@ -135,6 +150,8 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
             baseline_partitions=settings.baseline_partitions,
             volume_ratio=settings.volume_ratio,
             max_failure_rate=settings.max_failure_rate,
+            use_corrected=settings.use_corrected,
+            label_set=settings.label_set,
         )
         summary = redact(result.summary())
         for line in summary.splitlines():

@@ -206,6 +206,7 @@ def _build(
             min_mean="{{ params.min_mean }}",
             min_pass_rate="{{ params.min_pass_rate }}",
             min_drop="{{ params.min_drop }}",
+            use_corrected="{{ params.use_corrected }}",
             retries=0,
             on_failure_callback=[*callbacks, *(alert_notifiers or [])],
             **common,

@@ -28,6 +28,7 @@ EPILOG = """\
 examples:
   ctxprec calibrate --warehouse sqlite:///ctxprec_demo.db --labels demo_labels.csv --judge lexical
   ctxprec calibrate --labels labels.csv --judge gpt-4o-mini --judge gpt-4o --compare
+  ctxprec calibrate --label-set default --judge gpt-4o-mini
 
 The labels file is CSV with a header and the columns log_id,node,relevant (node = 1-based rank
 in the row's retrieval_context; relevant = 1/0, true/false or yes/no). Each judge scores the
@@ -59,7 +60,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=RAW,
     )
     add_warehouse(p)
-    p.add_argument("--labels", required=True, metavar="FILE.csv", help="CSV with columns log_id,node,relevant")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--labels", metavar="FILE.csv", help="CSV with columns log_id,node,relevant")
+    src.add_argument(
+        "--label-set",
+        metavar="NAME",
+        help="read the labels from ctxprec_labels (stored by ctxprec labels import) instead of a file",
+    )
     p.add_argument(
         "--judge",
         action="append",
@@ -137,13 +144,25 @@ def run(args: argparse.Namespace) -> int:
         columns = SourceColumns.from_mapping(merge_columns(s.source_columns, columns_of(args)), source="column mapping")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    labels = read_labels(args.labels)
+    source_table = args.source_table or s.source_table
+    if args.label_set is not None:
+        from ..calibration.label_table import read_label_set
+        from ..calibration.labels import LabelFileError
+
+        try:
+            labels = read_label_set(warehouse, args.label_set, source_table=source_table)
+        except LabelFileError:
+            raise
+        except ValueError as exc:  # a bad label set name
+            raise UsageError(str(exc)) from None
+    else:
+        labels = read_labels(args.labels)
     log = None if args.json else (lambda m: err_console.print(m, markup=False, highlight=False))
     results = calibrate(
         warehouse,
         labels,
         judges,
-        source_table=args.source_table or s.source_table,
+        source_table=source_table,
         columns=columns,
         concurrency=s.concurrency,
         resamples=args.resamples,

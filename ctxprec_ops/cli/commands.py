@@ -30,6 +30,8 @@ COMMANDS: dict[str, Command] = {
     "report": Command("monitor", "write a self-contained HTML report"),
     "compare": Command("compare", "compare two values of a segment column (e.g. retriever v1 vs v2), paired or not"),
     "calibrate": Command("calibrate", "measure judges against labelled node judgments"),
+    "labels": Command("labels", "draw rows to label (sample) and store the labels (import) that correct the figures"),
+    "audit": Command("audit", "audit the judge: does a verdict change with where the node is shown? (position)"),
     "batches": Command("batches", "list, collect or cancel Batch API batches"),
 }
 

@@ -73,6 +73,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--pair-on", metavar="COL", help="pair rows of A and B that share this column's value (e.g. input)")
     p.add_argument("--within", metavar="COL", help="repeat the comparison per value of this column")
     p.add_argument("--alpha", type=float, default=0.05, metavar="P", help="significance level (default: %(default)s)")
+    p.add_argument(
+        "--label-set",
+        metavar="NAME",
+        help="labels (ctxprec_labels) that correct each side's mean where enough compared rows are fully "
+        "labelled; the corrected delta is shown next to the judge's (default: CTXPREC_LABEL_SET or default)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument(
         "--fail-if-worse", action="store_true", help="exit 3 when the candidate is significantly worse anywhere"
@@ -146,7 +152,8 @@ def run_compare(args: argparse.Namespace) -> int:
         result = compare(
             url, args.partition, until=args.until, by=args.by, baseline=parse_value(args.baseline),
             candidate=parse_value(args.candidate), pair_on=args.pair_on, within=args.within,
-            alpha=args.alpha, id_column=id_column_of(args), **population_args(args),
+            alpha=args.alpha, id_column=id_column_of(args), label_set=args.label_set or settings(args).label_set,
+            **population_args(args),
         )  # fmt: skip
     except ValueError as exc:
         raise UsageError(str(exc)) from None

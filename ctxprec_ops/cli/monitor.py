@@ -43,6 +43,9 @@ alert rules:
   volume      rows < --volume-ratio x the baseline median rows per partition; a partition
               with no rows at all is checked too                            (warn)
   failure     failed rows / rows > --max-failure-rate                       (warn)
+Labels: where rows of a partition drawn with `ctxprec labels sample` are fully labelled
+(`ctxprec labels import`), the mean corrected with them is shown with its 95% CI; with
+--use-corrected the threshold rule's min_mean compares it (>= 10 labelled rows).
 Figures use one judge model / prompt version (default: the most recent), so a judge change
 never mixes populations. Each rule's flag defaults to its CTXPREC_* variable (docs/configuration.md).
 """
@@ -180,6 +183,24 @@ def _common(p: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
             help="pool partitions that fired a regression alert into later baselines "
             "(default: leave them out, as process control does)",
         )
+        add_label_flags(p)
+
+
+def add_label_flags(p: argparse.ArgumentParser) -> None:
+    """``--label-set`` and ``--use-corrected``: the gold labels that correct the figures."""
+    p.add_argument(
+        "--label-set",
+        metavar="NAME",
+        help="the ctxprec_labels label set whose fully labelled rows correct the mean (default: CTXPREC_LABEL_SET "
+        "or default)",
+    )
+    p.add_argument(
+        "--use-corrected",
+        action="store_true",
+        default=None,
+        help="min_mean compares the label-corrected mean where enough rows are labelled (default: "
+        "CTXPREC_USE_CORRECTED); the regression, volume and pass-rate rules are unchanged",
+    )
 
 
 def _source_table(args: argparse.Namespace) -> str:
@@ -203,16 +224,21 @@ def _settings(args: argparse.Namespace) -> tuple[str, AlertRules]:
     args.metric = metric_of(args).name
     url = s.warehouse_url
     check_warehouse(url)
-    rules = AlertRules(
-        min_mean=s.min_mean,
-        min_pass_rate=s.min_pass_rate,
-        min_drop=s.min_drop,
-        alpha=s.alpha,
-        baseline_partitions=s.baseline_partitions,
-        volume_ratio=s.volume_ratio,
-        max_failure_rate=s.max_failure_rate,
-        exclude_regressions_from_baseline=not args.keep_regressions_in_baseline,
-    )
+    try:
+        rules = AlertRules(
+            min_mean=s.min_mean,
+            min_pass_rate=s.min_pass_rate,
+            min_drop=s.min_drop,
+            alpha=s.alpha,
+            baseline_partitions=s.baseline_partitions,
+            volume_ratio=s.volume_ratio,
+            max_failure_rate=s.max_failure_rate,
+            exclude_regressions_from_baseline=not args.keep_regressions_in_baseline,
+            use_corrected=args.use_corrected if args.use_corrected is not None else s.use_corrected,
+            label_set=args.label_set or s.label_set,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     return url, rules
 
 
@@ -330,6 +356,7 @@ def run_check(args: argparse.Namespace) -> int:
         volume_ratio=rules.volume_ratio, max_failure_rate=rules.max_failure_rate,
         judge_model=args.judge_model, prompt_version=args.prompt_version, source_table=_source_table(args),
         mapping=_mapping(args), exclude_regressions_from_baseline=rules.exclude_regressions_from_baseline,
+        use_corrected=rules.use_corrected, label_set=rules.label_set,
     )  # fmt: skip
     try:
         sinks = settings(args).alert_sinks()
@@ -341,6 +368,8 @@ def run_check(args: argparse.Namespace) -> int:
         print_prose(console, f"baseline: {result.baseline.describe()}")
         if result.population:
             console.print(f"population: {result.population.label()}", markup=False, highlight=False)
+        if result.corrected is not None:
+            console.print(f"labels: {result.corrected.describe()}", markup=False, highlight=False, soft_wrap=True)
         for a in result.alerts:
             style = "bold red" if a.severity == "error" else "bold yellow"
             console.print(Text.assemble(("ALERT", style), f" [{a.severity}] {a.rule}: {a.message}"))

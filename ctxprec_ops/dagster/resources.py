@@ -151,12 +151,14 @@ class AlertThresholdsResource(ConfigurableResource):
     baseline_partitions: int = setting_field("baseline_partitions")
     volume_ratio: float = setting_field("volume_ratio")
     max_failure_rate: float | None = setting_field("max_failure_rate")
+    use_corrected: bool = setting_field("use_corrected")
+    label_set: str = setting_field("label_set")
 
     def rule_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``ctxprec_ops.monitoring.check_partition`` (checked against the declaration)."""
         s = Settings.from_env(**settings_of(self))
         names = ("min_mean", "min_pass_rate", "min_drop", "alpha", "baseline_partitions", "volume_ratio")
-        return {name: getattr(s, name) for name in (*names, "max_failure_rate")}
+        return {name: getattr(s, name) for name in (*names, "max_failure_rate", "use_corrected", "label_set")}
 
 
 def resource_settings(*resources: ConfigurableResource, **more: Any) -> Settings:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-__all__ = ["HLine", "line_chart", "bar_chart", "NARROW_W", "NARROW_H"]
+__all__ = ["HLine", "Overlay", "line_chart", "bar_chart", "NARROW_W", "NARROW_H"]
 
 W, H = 1080, 260
 #: the phone-width variant of every chart (the report shows it below 640 px, so a 390 px screen
@@ -29,6 +29,7 @@ COLORS = {
     "warn": "#d97706",
     "bar": "#60a5fa",
     "failed": "#f87171",
+    "corrected": "#7c3aed",
 }
 
 
@@ -40,6 +41,19 @@ class HLine:
     label: str
     color: str = "#dc2626"
     dash: str = "6 4"
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """A second daily series drawn over the first (e.g. the label-corrected mean): a dashed line,
+    diamond points and an outlined band; None where a day has no value."""
+
+    values: Sequence[float | None]
+    lows: Sequence[float | None]
+    highs: Sequence[float | None]
+    label: str
+    color: str = COLORS["corrected"]
+    css: str = "corrected"
 
 
 def _fmt(v: float, pct: bool, integer: bool = False) -> str:
@@ -158,11 +172,18 @@ def line_chart(
     value_label: str = "mean",
     width: int = W,
     height: int = H,
+    overlay: Overlay | None = None,
 ) -> Markup:
-    """A daily line with an optional band (CI), reference lines and alert markers."""
+    """A daily line with an optional band (CI), reference lines, alert markers and an overlay."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
     if band:
         finite += [v for v in list(band[0]) + list(band[1]) if v is not None and math.isfinite(v)]
+    if overlay:
+        finite += [
+            v
+            for v in list(overlay.values) + list(overlay.lows) + list(overlay.highs)
+            if v is not None and math.isfinite(v)
+        ]
     finite += [h.value for h in hlines]
     if y_range is None:
         lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
@@ -200,6 +221,8 @@ def line_chart(
     _hlines(f, hlines, pct, parts)
     pts = [(f.x(i), f.y(v)) if v is not None and math.isfinite(v) else None for i, v in enumerate(values)]
     parts.append(f'<path d="{_path(pts)}" fill="none" stroke="{COLORS["line"]}" stroke-width="2.2" class="series"/>')
+    if overlay:
+        _overlay(f, days, overlay, pct, parts)
     for i, (p, v) in enumerate(zip(pts, values, strict=True)):
         if p is None or v is None:
             parts.append(
@@ -217,6 +240,36 @@ def line_chart(
         )
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def _overlay(f: _Frame, days: Sequence[str], o: Overlay, pct: bool, parts: list[str]) -> None:
+    """The overlay's interval as an outlined bar per day, its values as a dashed line with diamonds."""
+    for i in range(len(days)):
+        low, high = o.lows[i], o.highs[i]
+        if low is None or high is None:
+            continue
+        x, w = f.x(i), max(min(f.slot * 0.3, 10.0), 3.0)
+        parts.append(
+            f'<rect x="{x - w / 2:.1f}" y="{f.y(high):.1f}" width="{w:.1f}" height="{max(f.y(low) - f.y(high), 1):.1f}" '
+            f'fill="{o.color}" fill-opacity="0.16" stroke="{o.color}" stroke-width="1" class="{o.css}-band"/>'
+        )
+    pts = [(f.x(i), f.y(v)) if v is not None and math.isfinite(v) else None for i, v in enumerate(o.values)]
+    parts.append(
+        f'<path d="{_path(pts)}" fill="none" stroke="{o.color}" stroke-width="1.8" stroke-dasharray="5 3" '
+        f'class="{o.css}-series"/>'
+    )
+    for i, (p, v) in enumerate(zip(pts, o.values, strict=True)):
+        if p is None or v is None:
+            continue
+        x, y = p
+        ci = ""
+        if o.lows[i] is not None and o.highs[i] is not None:
+            ci = f" [{_fmt(o.lows[i], pct)}-{_fmt(o.highs[i], pct)}]"  # type: ignore[arg-type]
+        parts.append(
+            f'<path d="M{x:.1f},{y - 5:.1f} L{x + 5:.1f},{y:.1f} L{x:.1f},{y + 5:.1f} L{x - 5:.1f},{y:.1f} Z" '
+            f'fill="{o.color}" stroke="#fff" stroke-width="1" class="{o.css}-point">'
+            f"<title>{escape(days[i])}: {escape(o.label)} {escape(_fmt(v, pct))}{escape(ci)}</title></path>"
+        )
 
 
 def bar_chart(

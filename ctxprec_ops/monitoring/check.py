@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 
 from ..secrets import redact
 from .alerts import Alert, RegressionTest, evaluate_rules
+from .corrected import attach_corrected
 from .figures import BaselineFigures, PartitionFigures, baseline_figures, partition_figures
 from .history import History, Population, engine_scope, load_history, parse_partition_key
 from .rules import AlertRules
@@ -36,6 +37,8 @@ class CheckResult:
     regression: RegressionTest
     alerts: list[Alert] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the label-corrected mean (``calibration.correction.CorrectedEstimate``); None: no labelled rows
+    corrected: Any = None
 
     @property
     def fired(self) -> bool:
@@ -69,6 +72,7 @@ class CheckResult:
             "alerts": [a.to_dict() for a in self.alerts],
             "notes": [redact(n) for n in self.notes],
             "rules": self.rules.to_dict(),
+            "corrected": self.corrected.to_dict() if self.corrected is not None else None,
         }
 
     def headline(self) -> str:
@@ -98,6 +102,8 @@ class CheckResult:
             lines.append(f"baseline: {self.baseline.describe()}")
         if self.population:
             lines.append(f"population: {self.population.label()}")
+        if self.corrected is not None:
+            lines.append(f"labels: {self.corrected.describe()}")
         if self.regression.verdict in ("regression", "no regression") and self.regression.p_value is not None:
             lines.append(
                 f"regression test: {self.regression.verdict} "
@@ -214,6 +220,8 @@ def check_partition(
     source_table: str | None = None,
     mapping: str | None = None,
     exclude_regressions_from_baseline: bool = True,
+    use_corrected: bool = False,
+    label_set: str = "default",
 ) -> CheckResult:
     """Check one partition against the rules (see ``alerts``) and its trailing baseline.
 
@@ -235,6 +243,8 @@ def check_partition(
         volume_ratio=volume_ratio,
         max_failure_rate=max_failure_rate,
         exclude_regressions_from_baseline=exclude_regressions_from_baseline,
+        use_corrected=use_corrected,
+        label_set=label_set,
     )
     with engine_scope(engine_or_url) as engine:
         history = load_history(
@@ -251,4 +261,6 @@ def check_partition(
             source_table=source_table,
             mapping=mapping,
         )
-    return check_history(history, partition_key, rules)
+        result = check_history(history, partition_key, rules)
+        attach_corrected(engine, history, [result], rules)
+    return result

@@ -43,6 +43,7 @@ from sqlalchemy.engine import Engine
 from ..secrets import redact
 from ..warehouse.schema import existing_output_tables
 from .check import DEFAULT_METRIC
+from .corrected import safe_corrected_comparison
 from .history import engine_scope, parse_partition_key, partition_range
 from .population import Population, resolve_population
 from .range_population import MixedPopulationsError, OtherPopulation, range_population
@@ -117,6 +118,8 @@ class Comparison:
     segments: list[ComparisonSegment] = field(default_factory=list)
     #: rows of the range under other populations, not compared (a population was named)
     other_populations: list[OtherPopulation] = field(default_factory=list)
+    #: the sides' label-corrected means and delta (``corrected.corrected_comparison``); None: no labels
+    corrected: dict[str, Any] | None = None
 
     @property
     def paired(self) -> bool:
@@ -170,6 +173,7 @@ class Comparison:
                 for s in self.segments
             ],
             "other_populations": [o.to_dict() for o in self.other_populations],
+            "corrected": self.corrected,
         }
 
     def headline(self) -> str:
@@ -207,7 +211,24 @@ class Comparison:
                 f"{n:,} rows of other populations in the range are not compared: "
                 + "; ".join(o.describe() for o in self.other_populations)
             )
+        if self.corrected is not None:
+            lines.append(corrected_line(self.corrected))
         return redact("\n".join(lines))
+
+
+def corrected_line(c: dict[str, Any]) -> str:
+    """One line on the label-corrected comparison (``Comparison.corrected``)."""
+    a, b = c["baseline"], c["candidate"]
+    if c.get("delta") is None:
+        return (
+            f"labels: {a['labelled_rows']} / {b['labelled_rows']} fully labelled rows (baseline / candidate): "
+            f"a corrected delta needs >= {a['minimum_rows']} on each side"
+        )
+    return (
+        f"corrected with labels: delta {c['delta']:+.3f} [95% CI {c['ci_low']:+.3f}, {c['ci_high']:+.3f}] "
+        f"(corrected means {a['mean']:.3f} vs {b['mean']:.3f}; "
+        f"{a['labelled_rows']} / {b['labelled_rows']} labelled rows)"
+    )
 
 
 def _is_side(col: sa.ColumnElement[Any], value: str | None) -> sa.ColumnElement[bool]:
@@ -320,6 +341,7 @@ def compare(
     source_table: str | None = None,
     mapping: str | None = None,
     id_column: str | None = None,
+    label_set: str = "default",
 ) -> Comparison:
     """Compare the ``candidate`` value of segment column ``by`` with the ``baseline`` value (None:
     the ``(null)`` segment) over the partitions ``partition..until`` (see the module's notes).
@@ -363,6 +385,7 @@ def compare(
             rows_a, rows_b = _side_rows(groups, pair_on is not None)
             if not rows_a or not rows_b:
                 _no_rows(conn, src, pop, keys, by, baseline if not rows_a else candidate)
+            corrected = safe_corrected_comparison(conn, src, pop, where, by, baseline, candidate, label_set)
     segs = []
     for w in sorted(groups, key=lambda v: (v is not None, v or "")):
         g = groups[w]
@@ -393,7 +416,9 @@ def compare(
             s.p_adjusted = adj
             s.significant = adj is not None and adj < alpha
         segs.sort(key=lambda s: (s.test.delta is None, s.test.delta if s.test.delta is not None else math.inf, s.label))
-    return Comparison(metric, pop, keys, by, baseline, candidate, pair_on, within, alpha, overall, segs, others)
+    return Comparison(
+        metric, pop, keys, by, baseline, candidate, pair_on, within, alpha, overall, segs, others, corrected
+    )
 
 
 def _side_rows(groups: dict[str | None, Any], paired: bool) -> tuple[int, int]:

@@ -30,6 +30,11 @@ class AlertRules:
     exclude_regressions_from_baseline: bool = True
     #: scored cases a partition needs for a regression verdict (Welch's test estimates its spread)
     min_cases: int = 2
+    #: ``min_mean`` compares the label-corrected mean where there are enough labelled rows
+    #: (``monitoring.corrected``); the other rules are unchanged
+    use_corrected: bool = setting(False)
+    #: the ``ctxprec_labels`` label set that corrects the figures
+    label_set: str = setting("default")
 
     def __post_init__(self) -> None:
         check_bounds(self)
