@@ -124,6 +124,8 @@ CASES = [
     Case("baseline_partitions", 3),
     Case("volume_ratio", 0.3),
     Case("max_failure_rate", 0.4),
+    Case("use_corrected", True),
+    Case("label_set", "support-team"),
 ]
 BY_SETTING = {c.setting: c for c in CASES}
 #: the settings that shape a run or its alerts: every one must have a case

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..cases.contexts import is_plain
 from ..cases.test_case import LLMTestCase
+from ..judge import defaults
 from ..judge.budget import Budget
 from ..judge.pricing import price_of
 from ..judge.tokens import token_counter
@@ -161,7 +162,7 @@ def run_position_audit(
     source_table: str | None = None,
     seed: int = 0,
     requested: int | None = None,
-    concurrency: int = 16,
+    concurrency: int = defaults.CONCURRENCY,
     max_cost: float | None = None,
     skipped: Mapping[str, str] | None = None,
 ) -> PositionAudit:

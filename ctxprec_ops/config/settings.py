@@ -239,7 +239,7 @@ class Settings(BaseSettings):
     )
     volume_ratio: float = _rule("volume_ratio", "volume alert: rows below this share of the baseline's median rows")
     max_failure_rate: float | None = _rule("max_failure_rate", "volume alert: failed rows above this share of the rows")
-    use_corrected: bool = _rule(
+    use_corrected: Bool = _rule(
         "use_corrected", "threshold alert: min_mean compares the label-corrected mean where enough rows are labelled"
     )
     label_set: str = _rule("label_set", "the ctxprec_labels label set whose labelled rows correct the figures")

@@ -33,10 +33,11 @@ __all__ = ["Population", "engine_scope", "resolve_population", "key_fields"]
 
 
 @contextlib.contextmanager
-def engine_scope(engine_or_url: Engine | str) -> Iterator[Engine]:
+def engine_scope(engine_or_url: Engine | str, *, read_only: bool = True) -> Iterator[Engine]:
     """Yield an Engine for an Engine or a URL (``warehouse.engine.get_engine``: cached per URL).
     The monitoring readers only read: a URL gets the read-only engine (a SQLite file is opened
-    read-only and left unchanged; elsewhere SELECT rights suffice)."""
+    read-only and left unchanged; elsewhere SELECT rights suffice); ``read_only=False`` for the
+    few that also write (an audit storing its figures)."""
     if isinstance(engine_or_url, Engine):
         yield engine_or_url
         return
@@ -44,7 +45,7 @@ def engine_scope(engine_or_url: Engine | str) -> Iterator[Engine]:
         raise ValueError("a warehouse URL is required (--warehouse or CTXPREC_WAREHOUSE_URL)")
     try:
         require_sqlite_file(engine_or_url)  # a missing SQLite file is said so, never created by a reader
-        engine = get_engine(engine_or_url, read_only=True)
+        engine = get_engine(engine_or_url, read_only=read_only)
     except ValueError:
         raise
     except Exception as exc:  # missing driver etc.: say which (without the password)

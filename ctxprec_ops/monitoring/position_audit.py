@@ -17,6 +17,7 @@ from ..calibration.audit_table import write_audit
 from ..calibration.run import read_cases
 from ..cases.test_case import LLMTestCase
 from ..errors import CtxPrecError
+from ..judge import defaults
 from ..judge.models import resolve_judge
 from ..metrics.contextual_precision import ContextualPrecisionMetric
 from ..pipeline.columns import SourceColumns
@@ -64,7 +65,7 @@ def audit_position(
     judge: Any = "lexical",
     seed: int = 0,
     max_cost: float | None = None,
-    concurrency: int = 16,
+    concurrency: int = defaults.CONCURRENCY,
     source_table: str | None = None,
     mapping: str | None = None,
     columns: SourceColumns | dict[str, str] | None = None,
@@ -74,7 +75,7 @@ def audit_position(
     cache) and compare with the judge's stored verdicts; store the audit in ``ctxprec_audits``.
     ``judge``: a model name or a ``JudgeModel``."""
     judge = resolve_judge(judge)
-    with engine_scope(warehouse) as engine:
+    with engine_scope(warehouse, read_only=not store) as engine:
         draw, cases, skipped = _drawn_cases(
             engine, partition_key, n, judge, seed=seed, source_table=source_table, mapping=mapping, columns=columns
         )

@@ -32,9 +32,9 @@ class AlertRules:
     min_cases: int = 2
     #: ``min_mean`` compares the label-corrected mean where there are enough labelled rows
     #: (``monitoring.corrected``); the other rules are unchanged
-    use_corrected: bool = setting(False)
+    use_corrected: bool = False
     #: the ``ctxprec_labels`` label set that corrects the figures
-    label_set: str = setting("default")
+    label_set: str = "default"
 
     def __post_init__(self) -> None:
         check_bounds(self)
