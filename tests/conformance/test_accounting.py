@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import pytest
+
 from tests.fixtures.warehouse_data import CountingJudge
 
+from .backends import IDS
 from .invariants import DAY, assert_each_row_once, assert_ledger, day_start, log, logs, outcome, score, source_count
 
 #: bad input: no judge call is made, the row is recorded as a failure
@@ -64,3 +67,19 @@ def test_a_sampled_run_accounts_for_the_rows_it_left_out(warehouse):
     scored = outcome(warehouse).scored()
     assert 0 < len(scored) < len(ids) and row["rows_scored"] == len(scored)
     assert set(scored) <= {str(i) for i in ids}
+
+
+@pytest.mark.known_bug(
+    IDS,  # every backend: the bug is in the core
+    "rows_total is counted from the output tables: a row moved to another day still counts in its old day",
+)
+def test_a_row_moved_to_another_day_counts_in_the_day_it_says_now(warehouse):
+    """A row whose ``event_time`` is corrected to another day after its partition was scored:
+    each re-run's ledger is its partition's source rows now (the row counts in its new day only)."""
+    table = warehouse.create_source(logs(range(1, 7)) + logs(range(7, 10), "2026-11-29", first=7))
+    score(warehouse.url)
+    score(warehouse.url, "2026-11-29")
+    with warehouse.engine() as engine, engine.begin() as conn:
+        conn.execute(table.update().where(table.c.id == 3).values(event_time=day_start("2026-11-29")))
+    for day in (DAY, "2026-11-29"):
+        assert_ledger(warehouse, score(warehouse.url, day), source_count(warehouse, day))

@@ -46,7 +46,9 @@ def test_score_rows_carry_the_segment_values_and_check_and_trend_report_per_segm
     assert code == 0, out.get("alerts")
     assert {s["label"]: s["rows"] for s in out["by"]["tenant"]["segments"]} == want
 
-    code = main(["trend", "--warehouse", warehouse.url, "--end", DAY, "--by", "tenant", "--min-rows", "1"])
+    code = main(
+        ["trend", "--warehouse", warehouse.url, "--end", DAY, "--days", "1", "--by", "tenant", "--min-rows", "1"]
+    )
     text = capsys.readouterr().out
     assert code == 0
     for label in want:
