@@ -69,10 +69,6 @@ def test_a_sampled_run_accounts_for_the_rows_it_left_out(warehouse):
     assert set(scored) <= {str(i) for i in ids}
 
 
-@pytest.mark.known_bug(
-    IDS,  # every backend: the bug is in the core
-    "rows_total is counted from the output tables: a row moved to another day still counts in its old day",
-)
 def test_a_row_moved_to_another_day_counts_in_the_day_it_says_now(warehouse):
     """A row whose ``event_time`` is corrected to another day after its partition was scored:
     each re-run's ledger is its partition's source rows now (the row counts in its new day only)."""

@@ -38,13 +38,7 @@ KINDS_WITH_EXACT_TEXT = {"text", "integer", "uuid"}
 @pytest.mark.parametrize(
     "case",
     [
-        pytest.param(
-            "text-variants",
-            marks=pytest.mark.known_bug(
-                "mariadb",
-                "log_id columns use the server's case- and accent-insensitive collation: variants collide, rows lost",
-            ),
-        ),
+        "text-variants",
         pytest.param(
             "long-text",
             marks=pytest.mark.known_bug(
@@ -58,13 +52,7 @@ KINDS_WITH_EXACT_TEXT = {"text", "integer", "uuid"}
                 "duckdb", "DECIMAL ids are read through a float: digits past the 17th are lost, ids can collide"
             ),
         ),
-        pytest.param(
-            "float",
-            marks=pytest.mark.known_bug(
-                "mariadb",
-                "DOUBLE ids become fixed-point Decimal text: 1e-300 -> 0E-10, 1.0 = 1.0000000000000002, 1.8e308 too long",
-            ),
-        ),
+        "float",
         "uuid",
     ],
 )

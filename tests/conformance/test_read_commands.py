@@ -138,14 +138,6 @@ COMMANDS: dict[str, tuple[Callable[[str, Path], list[str]], Callable[[str, Path]
 
 @pytest.mark.parametrize("access", ["owner", "select-only"])
 @pytest.mark.parametrize("command", list(COMMANDS))
-@pytest.mark.known_bug(
-    "mariadb",
-    "every --segment run fails: ctxprec_segments' key is too long (judge_model VARCHAR(255))",
-    command="compare",
-)
-@pytest.mark.known_bug(
-    "sqlite", "read commands open SQLite for writing: 'attempt to write a readonly database'", access="select-only"
-)
 def test_read_commands_run_for_the_owner_and_with_select_only_rights(
     seeded, backend, command, access, tmp_path, capsys
 ):

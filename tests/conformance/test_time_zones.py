@@ -43,12 +43,6 @@ def _rows(column: str) -> list[dict]:
 @pytest.mark.parametrize("zone", ["utc", "non-utc"])
 @pytest.mark.parametrize("column", ["timestamp", "timestamptz"])
 @pytest.mark.known_bug(
-    "mariadb",
-    "TIMESTAMP is compared in the session's time zone: on a non-UTC server the partition is the local day",
-    column="timestamptz",
-    zone="non-utc",
-)
-@pytest.mark.known_bug(
     "sqlite",
     "ISO text with an offset is read by datetime(), rounded to ms: 23:59:59.999999 falls on the next day",
     column="timestamptz",
