@@ -39,7 +39,7 @@ from .identifiers import MAX_SEGMENT_NAME, validate_identifier
 from .migrate import MAPPING, MAPPING_LENGTH, add_key_columns, migrate_table
 from .reflect import get_columns, table_names
 from .store import ScoringKey
-from .types import Double, KeyCode, KeyText, ModelName
+from .types import Double, ExactText, KeyCode, KeyText, ModelName
 from .upsert import upsert
 
 __all__ = [
@@ -107,7 +107,7 @@ def segments_table(schema: str | None, names: Sequence[str]) -> Table:
     with _lock:
         t = _tables.get(cache_key)
         if t is None:
-            cols = [Column(segment_column(n), Text) for n in cache_key[1]]
+            cols: list[Column[Any]] = [Column(segment_column(n), ExactText()) for n in cache_key[1]]
             t = _tables[cache_key] = Table(
                 SEGMENTS,
                 MetaData(schema=schema),

@@ -19,6 +19,7 @@ __all__ = [
     "KeyText",
     "KeyCode",
     "ModelName",
+    "ExactText",
     "JSONValue",
     "HashKey",
     "Double",
@@ -81,6 +82,17 @@ class ModelName(_Chosen):
 
     def _choose(self, family: Any) -> TypeEngine[Any]:
         chosen: TypeEngine[Any] = family.model_name_type()
+        return chosen
+
+
+class ExactText(_Chosen):
+    """Text of any length outside a key, compared and grouped exactly as the source spells it (a
+    segment's values: ``acme`` and ``ACME`` are two segments)."""
+
+    cache_ok = True
+
+    def _choose(self, family: Any) -> TypeEngine[Any]:
+        chosen: TypeEngine[Any] = family.exact_text_type()
         return chosen
 
 

@@ -24,9 +24,6 @@ def _label(value: str | None) -> str:
     return "(null)" if value is None else value
 
 
-@pytest.mark.known_bug(
-    "mariadb", "every --segment run fails: ctxprec_segments' key is too long (judge_model VARCHAR(255))"
-)
 def test_score_rows_carry_the_segment_values_and_check_and_trend_report_per_segment(warehouse, capsys):
     rows = _rows()
     warehouse.create_source(rows, extra={"tenant": "label"})

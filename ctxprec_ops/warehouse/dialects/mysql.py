@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Table, func, select, text
-from sqlalchemy.dialects.mysql import VARCHAR, insert
+from sqlalchemy.dialects.mysql import TEXT, VARCHAR, insert
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.types import TypeEngine
 
@@ -66,6 +66,10 @@ class MySQLDialect(Dialect):
     def key_text_type(self, length: int | None) -> TypeEngine[Any]:
         charset, collation = _TEXT
         return VARCHAR(255 if length is None else length, charset=charset, collation=collation)
+
+    def exact_text_type(self) -> TypeEngine[Any]:
+        charset, collation = _TEXT
+        return TEXT(charset=charset, collation=collation)
 
     def key_code_type(self, length: int) -> TypeEngine[Any]:
         charset, collation = _ASCII

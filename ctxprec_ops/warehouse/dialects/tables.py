@@ -8,7 +8,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, MetaData, String, Table, inspect
+from sqlalchemy import JSON, DateTime, Float, MetaData, String, Table, Text, inspect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import NoSuchTableError
 from sqlalchemy.schema import CreateTable
@@ -28,6 +28,10 @@ class Tables(Facts):
     def key_text_type(self, length: int | None) -> TypeEngine[Any]:
         """Text in a primary key, compared exactly (``length`` None: as long as a key allows)."""
         return String(255 if length is None else length)
+
+    def exact_text_type(self) -> TypeEngine[Any]:
+        """Text of any length compared and grouped byte for byte (segment values)."""
+        return Text()
 
     def key_code_type(self, length: int) -> TypeEngine[Any]:
         """Machine-made ASCII text in a key (a partition key, a fingerprint)."""
