@@ -22,6 +22,7 @@ from ..warehouse.ddl import create_table
 from ..warehouse.engine import read_connection, write_transaction
 from ..warehouse.identifiers import validate_identifier
 from ..warehouse.reflect import table_names
+from ..warehouse.types import KeyText
 from ..warehouse.upsert import upsert
 from .audit import PositionAudit
 
@@ -29,7 +30,6 @@ __all__ = ["AUDITS", "audits_table", "write_audit", "read_audits"]
 
 AUDITS = "ctxprec_audits"
 _DOUBLE = Float(precision=53)
-_TEXT = String(255).with_variant(sa.Text(), "postgresql", "sqlite")
 _tables: dict[str | None, Table] = {}
 _ensured: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
@@ -48,7 +48,7 @@ def audits_table(schema: str | None = None) -> Table:
                 Column("kind", String(32), nullable=False),
                 Column("partition_key", String(10), nullable=False),
                 Column("metric", String(64), nullable=False),
-                Column("source_table", _TEXT),
+                Column("source_table", KeyText()),
                 Column("judge_model", String(255), nullable=False),
                 Column("prompt_version", String(64), nullable=False),
                 Column("seed", Integer),

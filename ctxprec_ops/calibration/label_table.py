@@ -31,6 +31,7 @@ from ..warehouse.engine import get_engine, read_connection, write_transaction
 from ..warehouse.identifiers import validate_identifier
 from ..warehouse.reflect import table_names
 from ..warehouse.schema import SCORES, existing_output_tables
+from ..warehouse.types import KeyText
 from ..warehouse.upsert import upsert
 from .labels import LabelFileError, LabelSet, labels_digest
 
@@ -49,7 +50,6 @@ LABELS = "ctxprec_labels"
 DEFAULT_LABEL_SET = "default"
 #: the metric whose verdicts give a row's node count (labels are node judgments of a retrieval)
 NODE_METRIC = "contextual_precision"
-_KEYTEXT = String(255).with_variant(sa.Text(), "postgresql", "sqlite")
 _tables: dict[str | None, Table] = {}
 _ensured: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
@@ -66,8 +66,8 @@ def labels_table(schema: str | None = None) -> Table:
                 LABELS,
                 MetaData(schema=schema),
                 Column("label_set", String(64), nullable=False),
-                Column("source_table", _KEYTEXT, nullable=False),
-                Column("log_id", _KEYTEXT, nullable=False),
+                Column("source_table", KeyText(), nullable=False),
+                Column("log_id", KeyText(), nullable=False),
                 Column("node", Integer, nullable=False),
                 Column("relevant", Boolean, nullable=False),
                 Column("labeller", String(255)),

@@ -6,11 +6,8 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-import pytest
-
 from tests.fixtures.warehouse_data import CountingJudge
 
-from .backends import IDS
 from .invariants import DAY, assert_each_row_once, assert_ledger, day_start, log, logs, outcome, score, source_count
 
 #: bad input: no judge call is made, the row is recorded as a failure

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-import pytest
-
 from ctxprec_ops.cli import main
 
 from .invariants import DAY, assert_each_row_once, assert_ledger, logs, score, source_count
