@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..judge.budget import Budget
+from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.source import parse_partition_key
 from .config import PipelineConfig
@@ -32,6 +33,7 @@ from .records import (
     RunSummary,
     Waiting,
 )
+from .staging import stage_source
 from .stream import score_chunks
 from .transport import JudgeTransport, transport_for
 from .workers import can_fork_out, score_in_processes
@@ -172,6 +174,25 @@ def _passes(
             return results, None
 
 
+def _write_back(ctx: PipelineContext, partition_key: str) -> list[str]:
+    """Send the partition's score rows not written back yet (failed before, or cached rows this
+    run did not write); a line for the run's notes. Never raises: scoring is done."""
+    target = ctx.config.phoenix if ctx.config.write_back else None
+    if target is None:
+        return []
+    from ..traces.writeback import write_back_partition
+
+    try:
+        result = write_back_partition(ctx.engine, ctx.tables, ctx.key, partition_key, target)
+    except Exception as exc:  # the scores are in the warehouse: the next run sends them
+        log.warning("partition %s: write-back to %s failed: %s", partition_key, target.name, redact(str(exc)))
+        return [f"write-back to {target.name} failed ({type(exc).__name__}); the next run sends it again"]
+    chunks = ctx.write_backs
+    chunks.target = target.name
+    chunks.add(result)
+    return [chunks.summary()] if chunks.written or chunks.failed else []
+
+
 def score_partition(
     config: PipelineConfig,
     partition_key: str,
@@ -204,6 +225,7 @@ def score_partition(
     parse_partition_key(partition_key)
     run_id = run_id or uuid.uuid4().hex
     transport = transport or transport_for(config.judge_mode)
+    stage_source(config, partition_key)  # a source outside the warehouse (Phoenix): staged first
     ctx = prepare(config)
     resume = dict(resume or {})
     if resume.get("started_at"):
@@ -228,7 +250,7 @@ def score_partition(
             started_at=base.started_at,
             context=ctx,
         )
-        notes = transport.notes() + ctx.rows.notes()
+        notes = transport.notes() + ctx.rows.notes() + _write_back(ctx, partition_key)
         cause = next((r.error_message for r in results if r.error_message), None)
         if cause and not summary.completed:
             notes.append(cause)  # e.g. "judge unreachable: connection refused at URL"
