@@ -40,11 +40,17 @@ def score(target: str, request_path: bool, labels: bool) -> None:
     from ctxprec_ops.pipeline import PipelineConfig, score_partition
 
     if labels:
-        cfg = PipelineConfig(warehouse=f"sqlite:///{target}", metric="label_contextual_precision", chunk_size=500)
+        cfg = PipelineConfig(
+            warehouse=f"sqlite:///{target}", metric="label_contextual_precision", chunk_size=500, quiet_gc=True
+        )
         day = bl.DAY
     else:
         cfg = PipelineConfig(
-            warehouse=f"sqlite:///{target}", judge=bp._instant_judge(request_path), chunk_size=500, concurrency=16
+            warehouse=f"sqlite:///{target}",
+            judge=bp._instant_judge(request_path),
+            chunk_size=500,
+            concurrency=16,
+            quiet_gc=True,
         )
         day = bp.DAY
     pid = str(os.getpid())

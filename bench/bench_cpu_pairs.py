@@ -42,7 +42,9 @@ def run_one(code: str, db: str) -> dict:
 
     from ctxprec_ops.pipeline import PipelineConfig, score_partition
 
-    cfg = PipelineConfig(warehouse=f"sqlite:///{db}", judge=bp.InstantJudge(), chunk_size=500, concurrency=16)
+    cfg = PipelineConfig(
+        warehouse=f"sqlite:///{db}", judge=bp.InstantJudge(), chunk_size=500, concurrency=16, quiet_gc=True
+    )
     try:
         from ctxprec_ops.pipeline.context import prepare
 

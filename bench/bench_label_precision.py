@@ -177,7 +177,7 @@ def read_floor(path: str) -> float:
 
 def compute_only(n: int) -> float:
     from ctxprec_ops.metrics.label_precision import LabelContextualPrecisionMetric
-    from ctxprec_ops.warehouse.label_rows import row_to_labelled
+    from ctxprec_ops.pipeline.label_rows import row_to_labelled
 
     rows = [{"id": i, "retrieved_ids": r, "relevant_ids": rel} for i, _, r, rel in _rows(n)]
     metric = LabelContextualPrecisionMetric()

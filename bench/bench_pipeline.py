@@ -562,7 +562,8 @@ def score(
 
     j = _instant_judge(judge == "instant-request") if judge.startswith("instant") else "lexical"
     url = target if "://" in target else f"sqlite:///{target}"
-    cfg = PipelineConfig(warehouse=url, judge=j, chunk_size=chunk_size, concurrency=concurrency)
+    # quiet_gc: the collector tuning the CLI runs with (a library caller opts in; PipelineConfig.quiet_gc)
+    cfg = PipelineConfig(warehouse=url, judge=j, chunk_size=chunk_size, concurrency=concurrency, quiet_gc=True)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     profile_to = os.environ.get("BENCH_CPROFILE")
     profilers: list = []

@@ -112,7 +112,9 @@ def run_partition(
         elif ev.kind == "chunk_done":
             marks["written"] = time.perf_counter()
 
-    cfg = PipelineConfig(warehouse=f"sqlite:///{db}", judge=judge(server), chunk_size=chunk, concurrency=concurrency)
+    cfg = PipelineConfig(
+        warehouse=f"sqlite:///{db}", judge=judge(server), chunk_size=chunk, concurrency=concurrency, quiet_gc=True
+    )
     t0 = time.perf_counter()
     summary = score_partition(cfg, DAY, progress=progress)
     wall = time.perf_counter() - t0

@@ -7,6 +7,7 @@
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
+from .judge import defaults as _judge_defaults
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is imported on first use
     from .cases.results import EvaluationResult, MetricData, MetricResult, TestResult, WindowResult
@@ -140,3 +141,16 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+
+def _configured_judge() -> str:
+    """The Python API's ``model=None``: the judge the settings name (``ctxprec_ops.config``; read
+    when a metric is made, so the configuration is loaded only by those who use it)."""
+    from .config import default_judge_name
+
+    return default_judge_name()
+
+
+# the package is the Python API's face: it gives the judge layer the configured default judge
+# (``judge.defaults.configured_judge``), which the layers below never read themselves
+_judge_defaults.configured_judge = _configured_judge

@@ -6,6 +6,10 @@ pydantic, the engine and metric: most of it long-lived. Inside ``quiet_gc()`` wh
 is frozen (``gc.freeze``: left out of every pass) and young collections run every
 ``YOUNG_THRESHOLD`` allocations. Both are restored when the last concurrent user leaves; the
 freeze is skipped when the host froze objects itself (fork servers do, for copy-on-write).
+
+Opt-in: it changes the collector of the whole process, so a library call never does it behind its
+host's back (an Airflow or Dagster worker's heap is theirs). ``PipelineConfig(quiet_gc=True)`` asks
+for it — the CLI does, in its own process — and the streams of that run use it.
 """
 
 from __future__ import annotations

@@ -42,6 +42,14 @@ class JudgeConfigurationError(CtxPrecError, ValueError):
     retryable = False
 
 
+class JudgeAnswersUnusableError(JudgeConfigurationError):
+    """The judge's answers are systematically unusable (every answer of several cases in a row
+    failed the same way: node ids from 0, ``relevant`` not a boolean, empty answers): the judge
+    does not follow the answer format. The remaining rows are not sent; a configuration error,
+    so the outcome policy fails the run instead of having an orchestrator retry it (a retry would
+    pay for the same unusable answers again)."""
+
+
 class JudgeRequestRejectedError(CtxPrecError):
     """The judge endpoint refused the request as made (HTTP 400/403/413/422 other than an
     unsupported response format): asking again would get the same answer."""

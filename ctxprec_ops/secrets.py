@@ -1,8 +1,12 @@
-"""Keep secrets out of logs, tables, reports and exceptions."""
+"""Keep secrets out of logs, tables, reports and exceptions.
+
+``redact`` masks what looks like a credential (a URL's password, a bearer token, an OpenAI key) and
+every value registered with ``register_secret``: the settings register theirs when they are read
+(the API keys, the SMTP password, the alert webhook), a judge its key when its client is made.
+"""
 
 from __future__ import annotations
 
-import os
 import re
 
 __all__ = ["redact", "redact_url", "register_secret"]
@@ -23,15 +27,6 @@ def register_secret(value: str | None) -> None:
         _extra_secrets.add(value)
 
 
-def _known_secrets() -> set[str]:
-    found = set(_extra_secrets)
-    for name in ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"):
-        v = os.environ.get(name)
-        if v and len(v) >= 4:
-            found.add(v)
-    return found
-
-
 def redact_url(url: str) -> str:
     """``postgresql://u:pw@h/db`` -> ``postgresql://u:***@h/db`` (also ``u:pw@h/db``)."""
     url = _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:***@", url)
@@ -44,7 +39,7 @@ def redact(text: str) -> str:
     """Remove every known secret and anything shaped like a credential from ``text``."""
     if not text:
         return text
-    for secret in sorted(_known_secrets(), key=len, reverse=True):
+    for secret in sorted(_extra_secrets, key=len, reverse=True):
         text = text.replace(secret, "***")
     text = redact_url(text)
     text = _OPENAI_KEY.sub("sk-***", text)

@@ -3,7 +3,8 @@
 Each sub-command's parser is the one ``ctxprec`` builds (``ctxprec_ops.cli.build_parser``, which
 adds a command's full parser when the command is named), and each section is that parser's own
 ``--help`` at a fixed width of 100 columns: usage, description, every flag with its help text
-and the epilog's examples. ``tests/test_docs_cli_reference.py`` checks that the page shows what
+and the epilog's examples; a command with actions of its own (``ctxprec labels sample``) has a
+section per action too. ``tests/test_docs_cli_reference.py`` checks that the page shows what
 this prints.
 
     python scripts/cli_reference.py            # the reference block
@@ -54,6 +55,9 @@ def reference() -> str:
     for name, command in COMMANDS.items():
         full = _subparsers(build_parser([name]))[name]  # the command's own parser, as `ctxprec NAME` builds it
         out += _section(f"ctxprec {name}", command.help[:1].upper() + command.help[1:] + ".", full)
+        for action, sub in _subparsers(full).items():  # `ctxprec labels sample`, `ctxprec audit position`
+            summary = sub.description or action
+            out += _section(f"ctxprec {name} {action}", summary if summary.endswith(".") else summary + ".", sub)
     return "\n".join(out).rstrip()
 
 

@@ -132,7 +132,7 @@ def test_progress_lines_when_not_interactive(warehouse, capsys):
         (["--partition", DAY, "--source-table", "nope"], 1, "does not exist"),
         (["--partition", DAY, "--source-table", "logs;drop table x"], 2, "not a valid identifier"),
         (["--partition", DAY, "--threshold", "1.5"], 2, "threshold"),
-        (["--partition", DAY, "--chunk-size", "0"], 2, "chunk_size"),
+        (["--partition", DAY, "--chunk-size", "0"], 2, "--chunk-size must be at least 1"),
         (["--partition", DAY, "--judge", "gpt-4o-mini"], 1, "OPENAI_API_KEY"),
     ],
 )

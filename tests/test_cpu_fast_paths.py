@@ -217,9 +217,9 @@ def test_sqlite_multi_row_writes_store_what_row_by_row_writes_store(tmp_path, mo
     a literal, boolean and binary columns converted column-wise) leave the table as the generic path's one row at a time: a key given twice in
     one call ends with its last row (upsert) or keeps its first (insert_ignore), across and
     within statements."""
-    import ctxprec_ops.warehouse.upsert as up
+    import ctxprec_ops.warehouse.dialects.sqlite.write as sqlite_write
 
-    monkeypatch.setattr(up, "SQLITE_ROWS_PER_STATEMENT", per_statement)
+    monkeypatch.setattr(sqlite_write, "ROWS_PER_STATEMENT", per_statement)
     at = datetime(2026, 11, 28, 3)
     same_text = "shared"
     rng = random.Random(per_statement)
@@ -265,7 +265,7 @@ def test_sqlite_multi_row_writes_store_what_row_by_row_writes_store(tmp_path, mo
 
 def _reference_text_check(value: str, where: str) -> None:
     """``rows._check_text`` as it was before its ASCII shortcut: every check on every text."""
-    from ctxprec_ops.warehouse.rows import MAX_TEXT_CHARS, _bad
+    from ctxprec_ops.pipeline.rows import MAX_TEXT_CHARS, _bad
 
     if len(value) > MAX_TEXT_CHARS:
         raise _bad(f"{where} is too long: {len(value):,} characters (limit {MAX_TEXT_CHARS:,})")
@@ -279,7 +279,7 @@ def _reference_text_check(value: str, where: str) -> None:
 
 def test_the_row_checks_ascii_shortcut_accepts_and_rejects_as_the_full_checks():
     from ctxprec_ops.errors import InvalidTestCaseError
-    from ctxprec_ops.warehouse.rows import MAX_TEXT_CHARS, row_to_test_case
+    from ctxprec_ops.pipeline.rows import MAX_TEXT_CHARS, row_to_test_case
 
     rng = random.Random(8)
     pieces = ["plain", "ü", "\x00", "\ud800", "😀", " ", "\t\n", "\u3000", "", "a" * (MAX_TEXT_CHARS - 3), "\x7f"]
@@ -407,12 +407,12 @@ def test_multi_row_statements_number_only_the_shared_parameters():
     whole call shares are numbered (``?1``, ``?2``), each row's own are plain ``?``."""
     import re
 
-    from ctxprec_ops.warehouse.sqlite_write import _sqlite_multi_row_sql
+    from ctxprec_ops.warehouse.dialects.sqlite.write import multi_row_sql
 
     engine = get_engine("sqlite://")
     table = _table(sa.MetaData())
     kinds = ("row", "same", "null", "row", "same")
-    sql = _sqlite_multi_row_sql(
+    sql = multi_row_sql(
         table, ("key", "flag", "n", "blob", "at"), ("key",), ("flag", "n", "blob", "at"), kinds, 40, engine.dialect
     )
     assert sorted(set(re.findall(r"\?\d+", sql))) == ["?1", "?2"] and len(re.findall(r"\?\d+", sql)) == 2 * 40

@@ -107,5 +107,5 @@ def test_freshness_and_automation_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("CTXPREC_DAGSTER_AUTOMATION", "none")
     assert next(iter(build_scores_asset("contextual_precision").specs)).automation_condition is None
     monkeypatch.setenv("CTXPREC_DAGSTER_AUTOMATION", "hourly")
-    with pytest.raises(ValueError, match="automation must be one of eager, cron, on_cron, none"):
+    with pytest.raises(ValueError, match="CTXPREC_DAGSTER_AUTOMATION must be one of eager, cron, on_cron, none"):
         build_scores_asset("contextual_precision")

@@ -24,7 +24,7 @@ from ctxprec_ops import (
     ToolCallType,
     Turn,
 )
-from ctxprec_ops.warehouse.rows import row_to_test_case
+from ctxprec_ops.pipeline.rows import row_to_test_case
 
 LLM_PRIVATE = ("_trace_dict", "_dataset_rank", "_dataset_alias", "_dataset_id", "_dataset_version")
 CONVERSATION_PRIVATE = ("_dataset_rank", "_dataset_alias", "_dataset_id", "_dataset_version")

@@ -118,7 +118,7 @@ def test_demo_refuses_to_wipe_a_non_sqlite_warehouse_without_force(capsys):
 
 def test_demo_bad_report_path_fails_before_work(tmp_path, capsys):
     db = tmp_path / "x.db"
-    assert main(["demo", "--warehouse", f"sqlite:///{db}", "--out", str(tmp_path / "report.pdf")]) == 1
+    assert main(["demo", "--warehouse", f"sqlite:///{db}", "--out", str(tmp_path / "report.pdf")]) == 2  # usage
     assert ".html" in capsys.readouterr().err
     assert not db.exists()
 

@@ -22,7 +22,7 @@ from ctxprec_ops import (
     evaluate,
 )
 from ctxprec_ops.cases.contexts import context_nodes, display_nodes
-from ctxprec_ops.warehouse.rows import row_to_test_case
+from ctxprec_ops.pipeline.rows import row_to_test_case
 
 FAQ_1 = RetrievedContextData(context="Shipping takes a week.", source="faq.md")
 POLICY = RetrievedContextData(context="Refunds are paid within 5 days.", source="policy.md")

@@ -17,9 +17,9 @@ from ctxprec_ops.json_text import JSONText, plain_ids, plain_verdicts_template, 
 from ctxprec_ops.metrics import label_precision
 from ctxprec_ops.metrics.label_precision import LabelContextualPrecisionMetric, LabelledRetrieval
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
-from ctxprec_ops.warehouse.label_rows import row_to_labelled
+from ctxprec_ops.pipeline.label_rows import row_to_labelled
+from ctxprec_ops.warehouse.dialects.sqlite.time import sqlite_instant, sqlite_instant_general
 from ctxprec_ops.warehouse.schema import output_tables
-from ctxprec_ops.warehouse.source import sqlite_instant, sqlite_instant_general
 from ctxprec_ops.warehouse.upsert import upsert
 from tests.fixtures.warehouse_data import query
 

@@ -15,9 +15,9 @@ from ctxprec_ops.cli import main as ctxprec
 from ctxprec_ops.errors import InvalidTestCaseError
 from ctxprec_ops.metrics.label_precision import LabelContextualPrecisionMetric, LabelledRetrieval
 from ctxprec_ops.pipeline import METRIC_KINDS, PipelineConfig, score_partition
+from ctxprec_ops.pipeline.label_rows import row_to_labelled
 from ctxprec_ops.scoring.formula import contextual_precision
 from ctxprec_ops.scoring.ranking import ranking_figures
-from ctxprec_ops.warehouse.label_rows import row_to_labelled
 from tests.fixtures.warehouse_data import query
 
 LABELS = "label_contextual_precision"

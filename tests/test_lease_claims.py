@@ -19,7 +19,6 @@ from ctxprec_ops.warehouse.engine import get_engine
 from ctxprec_ops.warehouse.lease_claims import (
     CLAIMS_TABLE,
     DEFAULT_LEASE_SECONDS,
-    LEASE_ENV,
     LeaseSettingError,
     claims_table,
     lease_claim,
@@ -249,22 +248,25 @@ def test_the_claims_table_lives_in_the_given_schema(duckdb_url):
     assert tables() == {"out_tables", "main"}
 
 
-def test_the_lease_length_setting(monkeypatch):
-    monkeypatch.delenv(LEASE_ENV, raising=False)
+def test_the_lease_length():
     assert lease_seconds() == DEFAULT_LEASE_SECONDS
-    monkeypatch.setenv(LEASE_ENV, "30")
-    assert lease_seconds() == 30.0 and lease_seconds(2) == 2.0
-    for bad in ("0", "-5", "ten", "nan", "inf"):
-        monkeypatch.setenv(LEASE_ENV, bad)
-        with pytest.raises(LeaseSettingError, match=LEASE_ENV):
-            lease_seconds()
-    with pytest.raises(LeaseSettingError, match="lease"):
-        lease_seconds(0)
+    assert lease_seconds(30) == 30.0 and lease_seconds("2") == 2.0
+    for bad in (0, -5, "ten", "nan", "inf"):
+        with pytest.raises(LeaseSettingError, match="lease must be a positive number of seconds"):
+            lease_seconds(bad)
 
 
-def test_a_bad_lease_setting_stops_a_claim_with_the_settings_name(duckdb_url, monkeypatch):
-    monkeypatch.setenv(LEASE_ENV, "ten minutes")
+def test_the_lease_setting_reaches_the_claim_and_a_bad_one_names_its_variable(duckdb_url):
+    """CTXPREC_CLAIM_LEASE_SECONDS is read by the configuration and reaches the chunk claim through
+    ``PipelineConfig.claim_lease_seconds``; a bad value stops the run before any claim."""
+    from ctxprec_ops.config import Settings, SettingsError
+
+    assert Settings.from_env({"CTXPREC_CLAIM_LEASE_SECONDS": "30"}).pipeline_config().claim_lease_seconds == 30.0
+    assert Settings.from_env({}).pipeline_config().claim_lease_seconds is None  # the warehouse's default
+    for bad in ("0", "ten minutes", "nan"):
+        with pytest.raises(SettingsError, match="CTXPREC_CLAIM_LEASE_SECONDS must be"):
+            Settings.from_env({"CTXPREC_CLAIM_LEASE_SECONDS": bad})
     engine = get_engine(duckdb_url)
-    with pytest.raises(LeaseSettingError, match=f"{LEASE_ENV} must be a positive number of seconds"):
-        with chunk_claim(engine, _name(), wait=False):
+    with pytest.raises(LeaseSettingError, match="lease must be a positive number of seconds"):
+        with chunk_claim(engine, _name(), wait=False, lease=0):
             pass

@@ -153,8 +153,14 @@ def test_bad_arguments_are_clear(engine):
 
 
 def test_missing_tables_is_a_clear_error(tmp_path):
+    empty = tmp_path / "empty.db"
+    sa.create_engine(f"sqlite:///{empty}").connect().close()
     with pytest.raises(LookupError, match="no ctxprec_scores table"):
-        check_partition(f"sqlite:///{tmp_path / 'empty.db'}", P)
+        check_partition(f"sqlite:///{empty}", P)
+    missing = tmp_path / "missing.db"  # a reader never creates the file it was pointed at
+    with pytest.raises(ValueError, match="does not exist"):
+        check_partition(f"sqlite:///{missing}", P)
+    assert not missing.exists()
 
 
 def test_trend_keeps_silent_days_and_flags_alerts(engine):

@@ -66,9 +66,8 @@ def test_check_errors(url, tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["check", "--warehouse", url, "--partition", "2026-02-30"]) == 2
     assert "2026-02-30" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as info:
-        main(["check", "--warehouse", url, "--partition", P, "--min-mean", "7"])
-    assert info.value.code == 2 and "between 0 and 1" in capsys.readouterr().err
+    assert main(["check", "--warehouse", url, "--partition", P, "--min-mean", "7"]) == 2
+    assert "--min-mean must be between 0 and 1, got 7.0" in capsys.readouterr().err
     empty = tmp_path / "empty.db"
     sa.create_engine(f"sqlite:///{empty}").connect().close()
     assert main(["check", "--warehouse", f"sqlite:///{empty}", "--partition", P]) == 1
@@ -96,7 +95,8 @@ def test_trend_and_report(url, tmp_path, capsys):
     target = tmp_path / "r.html"
     assert main(["report", "--warehouse", url, "--out", str(target), "--days", "7"]) == 0
     assert target.exists() and "alert-marker" in target.read_text()
-    assert main(["report", "--warehouse", url, "--out", str(tmp_path / "nodir" / "r.html")]) == 1
+    # a bad --out is a usage error (exit 2), found before any work
+    assert main(["report", "--warehouse", url, "--out", str(tmp_path / "nodir" / "r.html")]) == 2
     capsys.readouterr()
     bad = tmp_path / "bad.html"
     assert main(["report", "--warehouse", url, "--out", str(bad), "--source-table", "logs; DROP TABLE x"]) == 2

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
+from ctxprec_ops.config import Settings
 from ctxprec_ops.monitoring import check_partition
-from ctxprec_ops.monitoring.sinks import EmailSink, LogSink, SmtpSettings, WebhookSink, deliver, sinks_from_env
+from ctxprec_ops.monitoring.sinks import EmailSink, LogSink, SmtpSettings, WebhookSink, deliver
 from tests.synthetic_history import Day, beta_scores, steady_history, write_history
 
 P = "2026-11-28"
@@ -182,7 +183,7 @@ def test_smtp_settings_from_env_and_failure(smtp_server, fired_result):
         "CTXPREC_SMTP_PASSWORD": SMTP_PASSWORD,
         "CTXPREC_SMTP_USER": "u",
     }
-    sinks = sinks_from_env(env)
+    sinks = Settings.from_env(env).alert_sinks()
     assert [s.name for s in sinks] == ["log", "email"]
     assert sinks[1].settings.recipients == ["a@example.com", "b@example.com"]
     assert SMTP_PASSWORD not in repr(sinks[1].settings)

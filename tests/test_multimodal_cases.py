@@ -25,8 +25,8 @@ from ctxprec_ops import (
 )
 from ctxprec_ops.cases.test_case import ConversationalTestCase
 from ctxprec_ops.judge.models.names import reads_images
+from ctxprec_ops.pipeline.rows import row_to_conversation, row_to_test_case
 from ctxprec_ops.scoring.prompt_parts import MultimodalPrompt
-from ctxprec_ops.warehouse.rows import row_to_conversation, row_to_test_case
 from tests.fixtures.judge_server import image_label
 
 # a 1x1 GIF and a different 1x1 GIF (another colour)
@@ -194,16 +194,22 @@ def test_openai_judge_model_name_rules(name, reads):
     assert OpenAIJudge(name, api_key="k").supports_multimodal() is reads
 
 
-def test_openai_judge_multimodal_argument_and_environment(monkeypatch):
+def test_openai_judge_multimodal_argument_and_setting():
+    """The argument wins over the model name; CTXPREC_JUDGE_MULTIMODAL reaches the judge through the
+    run's configuration (``PipelineConfig.judge_multimodal``), the judge reads no variable."""
+    from ctxprec_ops.config import Settings, SettingsError
+    from ctxprec_ops.pipeline.context import build_judge
+
     assert OpenAIJudge("my-vllm-model", api_key="k", multimodal=True).supports_multimodal() is True
     assert OpenAIJudge("gpt-4o", api_key="k", multimodal=False).supports_multimodal() is False
-    monkeypatch.setenv("CTXPREC_JUDGE_MULTIMODAL", "yes")
-    assert OpenAIJudge("my-vllm-model", api_key="k").supports_multimodal() is True
-    monkeypatch.setenv("CTXPREC_JUDGE_MULTIMODAL", "0")
-    assert OpenAIJudge("gpt-4o", api_key="k").supports_multimodal() is False
-    monkeypatch.setenv("CTXPREC_JUDGE_MULTIMODAL", "maybe")
-    with pytest.raises(ValueError, match="CTXPREC_JUDGE_MULTIMODAL"):
-        OpenAIJudge("gpt-4o", api_key="k")
+    yes = Settings.from_env({"CTXPREC_JUDGE_MULTIMODAL": "yes"}).pipeline_config(judge="my-vllm-model")
+    assert yes.judge_multimodal is True and build_judge(yes).supports_multimodal() is True
+    no = Settings.from_env({"CTXPREC_JUDGE_MULTIMODAL": "0"}).pipeline_config(judge="gpt-4o")
+    assert build_judge(no).supports_multimodal() is False
+    unset = Settings.from_env({}).pipeline_config(judge="gpt-4o")
+    assert unset.judge_multimodal is None and build_judge(unset).supports_multimodal() is True
+    with pytest.raises(SettingsError, match="CTXPREC_JUDGE_MULTIMODAL must be true or false"):
+        Settings.from_env({"CTXPREC_JUDGE_MULTIMODAL": "maybe"})
 
 
 # -- the judgment cache sees the image ------------------------------------------------------------

@@ -157,3 +157,49 @@ def test_staging_tables_keep_projects_apart():
     assert staging_table("Rag App").startswith("phoenix_rag_app_")
     with pytest.raises(ValueError, match="http"):
         PhoenixTarget("localhost:6006")
+
+
+def test_the_cli_reads_phoenix_and_writes_back(tmp_path, phoenix, judge_server, monkeypatch, capsys):
+    """``ctxprec score --phoenix URL --phoenix-project NAME --write-back`` (DESIGN's flags)."""
+    from ctxprec_ops.cli import main
+
+    project = f"rag-{uuid.uuid4().hex[:8]}"
+    span_ids = phoenix.send(project, DAY, _cases(4))
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    sa.create_engine(url).connect().close()  # the warehouse file the run writes to
+    args = ["score", "--warehouse", url, "--partition", DAY, "--judge", "gpt-4o-mini"]
+    code = main([*args, "--phoenix", phoenix.url, "--phoenix-project", project, "--write-back"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert "4 span(s) annotated" in printed.out
+    assert len(_span_annotations(phoenix, project, span_ids)) == 4
+
+
+def test_a_dagster_materialization_reads_phoenix_and_writes_back(tmp_path, phoenix, judge_server):
+    """The scores asset with the warehouse resource's Phoenix fields: read, scored, written back."""
+    from dagster import DagsterInstance, materialize
+
+    from ctxprec_ops.dagster.resources import AlertThresholdsResource, JudgeResource, WarehouseResource
+    from dagster_defs.definitions import scores_assets
+
+    project = f"rag-{uuid.uuid4().hex[:8]}"
+    span_ids = phoenix.send(project, DAY, _cases(3))
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    sa.create_engine(url).connect().close()
+    resources = {
+        "warehouse": WarehouseResource(url=url, phoenix_url=phoenix.url, phoenix_project=project, write_back="phoenix"),
+        "judge": JudgeResource(model="gpt-4o-mini", base_url=judge_server.base_url, api_key="k", max_retries=1),
+        "thresholds": AlertThresholdsResource(),
+    }
+    instance = DagsterInstance.ephemeral()
+    try:
+        asset = scores_assets["contextual_precision"]
+        result = materialize([asset], instance=instance, partition_key=DAY, resources=resources, raise_on_error=False)
+    finally:
+        instance.dispose()
+    assert result.success
+    (mat,) = result.asset_materializations_for_node("contextual_precision_scores")
+    assert mat.metadata["rows_scored"].value == 3
+    assert len(_span_annotations(phoenix, project, span_ids)) == 3

@@ -305,7 +305,7 @@ def test_partition_key_and_config_errors(url):
         PipelineConfig(warehouse=url, metric="precision")  # type: ignore[arg-type]
 
 
-def test_from_settings_reads_the_environment():
+def test_the_settings_pipeline_config_reads_the_environment():
     env = {
         "CTXPREC_WAREHOUSE_URL": "sqlite:///x.db",
         "CTXPREC_CHUNK_SIZE": "7",
@@ -314,7 +314,7 @@ def test_from_settings_reads_the_environment():
         "CTXPREC_SOURCE_TABLE": "logs",
     }
     s = Settings.from_env(env)
-    cfg = PipelineConfig.from_settings(s, concurrency=3, max_cost=None)
+    cfg = s.pipeline_config(concurrency=3, max_cost=None)
     assert (cfg.warehouse, cfg.chunk_size, cfg.threshold, cfg.concurrency, cfg.table_name) == (
         "sqlite:///x.db",
         7,
@@ -322,10 +322,10 @@ def test_from_settings_reads_the_environment():
         3,
         "logs",
     )
-    turn = PipelineConfig.from_settings(s, metric="turn_contextual_precision")
+    turn = s.pipeline_config(metric="turn_contextual_precision")
     assert turn.table_name == "chats"
     with pytest.raises(TypeError):
-        PipelineConfig.from_settings(s, chunksize=3)
+        s.pipeline_config(chunksize=3)
 
 
 # -- PostgreSQL -----------------------------------------------------------------------------

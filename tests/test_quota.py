@@ -12,6 +12,7 @@ import pytest
 from ctxprec_ops import ContextualPrecisionMetric, LLMTestCase, evaluate
 from ctxprec_ops.judge.limiter import RequestQuota, parse_reset_seconds
 from ctxprec_ops.judge.models import OpenAIJudge
+from ctxprec_ops.judge.retry import RetryWaits
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
 from ctxprec_ops.warehouse.engine import get_engine
 from tests.fixtures.warehouse_data import create_logs
@@ -133,14 +134,15 @@ def test_tpm_cap_paces_by_estimated_tokens(judge_server, tmp_path):
 
 
 def test_retry_after_is_capped_by_retry_max_wait(judge_server, monkeypatch):
-    """Issue 19 (5): ``Retry-After: 99999`` waits CTXPREC_RETRY_MAX_WAIT, not minutes."""
-    monkeypatch.setenv("CTXPREC_RETRY_MAX_WAIT", "0.3")
+    """Issue 19 (5): ``Retry-After: 99999`` waits the longest retry wait (``retry_max_wait``,
+    CTXPREC_RETRY_MAX_WAIT through the pipeline), not minutes."""
     judge_server.retry_after = "99999"
     judge_server.script(["429", "429", "429"])
     judge = OpenAIJudge("judge-test-model", base_url=judge_server.base_url, api_key="test-key")
     case = LLMTestCase(input="q?", expected_output="a", retrieval_context=["RELEVANT a", "IRRELEVANT b"])
     started = time.monotonic()
-    (r,) = evaluate([case], [ContextualPrecisionMetric(model=judge)], concurrency=1).results
+    waits = RetryWaits(initial=0.01, maximum=0.3)
+    (r,) = evaluate([case], [ContextualPrecisionMetric(model=judge)], concurrency=1, retry_waits=waits).results
     took = time.monotonic() - started
     assert r.score == 1.0 and r.attempts == 4
     assert 0.6 <= took < 5, took

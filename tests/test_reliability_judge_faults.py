@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
 from ctxprec_ops.warehouse.engine import get_engine
+from tests.fixtures.isolation import SUITE_RUN
 from tests.fixtures.warehouse_data import create_logs
 from tests.helpers.planted import DAY, expected_score, planted_rows, verdict_list
 
@@ -99,9 +100,10 @@ def test_partition_under_every_judge_fault_scores_each_row_exactly(judge_server,
         judge="judge-test-model",
         judge_base_url=judge_server.base_url,
         judge_api_key="test-key",
-        judge_timeout=0.5,
+        judge_timeout=1.0,  # the whole call's deadline: room for a loaded machine
         chunk_size=200,
         concurrency=16,
+        **SUITE_RUN,  # the suite's fast retries
     )
     summary = score_partition(cfg, DAY)
 
@@ -199,7 +201,6 @@ def test_budget_holds_under_concurrency_and_faults(judge_server, warehouse, monk
     """16 calls in flight, retries and repairs: the run never spends more than ``max_cost``;
     rows it cannot afford are ``budget_exhausted`` failures that the next run picks up."""
     url, truth = warehouse
-    monkeypatch.setenv("CTXPREC_PRICES", '{"judge-test-model": [100.0, 400.0]}')  # ~$0.06 a call
     all_faults(judge_server, timeouts=False)
     cfg = PipelineConfig(
         warehouse=url,
@@ -209,6 +210,7 @@ def test_budget_holds_under_concurrency_and_faults(judge_server, warehouse, monk
         chunk_size=128,
         concurrency=16,
         max_cost=3.0,
+        prices={"judge-test-model": (100.0, 400.0)},  # ~$0.06 a call (CTXPREC_PRICES through a face)
     )
     capped = score_partition(cfg, DAY)
     assert capped.status == "budget_exhausted" and not capped.completed

@@ -48,7 +48,7 @@ def test_deeply_nested_json_is_that_rows_invalid_input_not_the_partitions_abort(
 
 def test_any_exception_while_reading_a_row_becomes_its_invalid_input():
     from ctxprec_ops.errors import InvalidTestCaseError
-    from ctxprec_ops.warehouse.rows import case_or_failure
+    from ctxprec_ops.pipeline.rows import case_or_failure
 
     def explode(row):
         raise MemoryError("cannot allocate\nsecond line")
@@ -508,7 +508,7 @@ def test_estimate_counts_prompt_tokens_with_the_models_bpe_encoding_offline(tmp_
 
     from ctxprec_ops.metrics.contextual_precision import ContextualPrecisionMetric
     from ctxprec_ops.pipeline.estimate import estimate_partition
-    from ctxprec_ops.warehouse.rows import row_to_test_case
+    from ctxprec_ops.pipeline.rows import row_to_test_case
 
     url, rows = _estimate_rows(tmp_path)
     est = estimate_partition(PipelineConfig(warehouse=url, judge="gpt-4o-mini"), DAY)

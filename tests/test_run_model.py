@@ -126,10 +126,10 @@ def test_score_through_the_column_variable(tmp_path: Path, monkeypatch: pytest.M
     renamed_table(url, n=3)
     monkeypatch.setenv("CTXPREC_SOURCE_COLUMNS", json.dumps(MAPPING))
     monkeypatch.setenv("CTXPREC_SOURCE_TABLE", "rag_events")
-    run = score_partition(PipelineConfig.from_settings(None, warehouse=url, judge="lexical"), DAY)
+    run = score_partition(Settings.from_env().pipeline_config(warehouse=url, judge="lexical"), DAY)
     assert (run.rows_total, run.rows_scored) == (3, 3)
     # a flag on top of the variable: the flag wins for its column, the rest stays mapped
-    config = PipelineConfig.from_settings(None, warehouse=url, columns={"input": "gold"})
+    config = Settings.from_env().pipeline_config(warehouse=url, columns={"input": "gold"})
     assert config.source_columns.input == "gold" and config.source_columns.retrieval_context == "contexts"
 
 
@@ -153,9 +153,8 @@ def test_a_failed_run_of_another_judge_raises_no_failure_alert(tmp_path: Path, m
     create_logs(sa.create_engine(url), day_rows(30))
     assert ctxprec(["score", "--warehouse", url, "--partition", DAY, "--judge", "lexical", "--quiet"]) == 0
     openai_env.script(["500"] * 400)
-    monkeypatch.setenv("CTXPREC_RETRY_INITIAL_WAIT", "0.01")
-    monkeypatch.setenv("CTXPREC_RETRY_MAX_WAIT", "0.02")
-    run = score_partition(PipelineConfig(warehouse=url, judge="gpt-4o-mini", max_retries=1), DAY)
+    fast = {"retry_initial_wait": 0.01, "retry_max_wait": 0.02, "outage_tolerance": 5}
+    run = score_partition(PipelineConfig(warehouse=url, judge="gpt-4o-mini", max_retries=1, **fast), DAY)
     assert run.status == "failed" and run.rows_failed == 30
     assert query(url, "SELECT COUNT(*) FROM ctxprec_failures WHERE judge_model = 'gpt-4o-mini'")[0][0] == 30
     assert ctxprec(["check", "--warehouse", url, "--partition", DAY]) == 0

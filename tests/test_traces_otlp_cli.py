@@ -202,7 +202,6 @@ AIRFLOW_PROBE = r"""
 import json, types
 import sqlalchemy as sa
 from ctxprec_ops.airflow.operators import ContextualPrecisionOperator
-from ctxprec_ops.config import Settings
 engine = sa.create_engine(URL)
 md = sa.MetaData()
 spans = sa.Table("spans", md, *[sa.Column(c, sa.Text) for c in
@@ -216,7 +215,7 @@ op.source_format = "openinference"  # as rendered from the template
 ctx = {"ti": types.SimpleNamespace(dag_id="probe", try_number=1), "run_id": "manual__spans"}
 out = {"summary": op.execute(ctx), "templates": list(ContextualPrecisionOperator.template_fields)}
 rerank = ContextualPrecisionOperator(task_id="r", warehouse_url=URL, source_format="openinference", stage="rerank")
-out["rerank_table"] = rerank._source_table_name(Settings.from_env(), "contextual_precision")
+out["rerank_table"] = rerank._source_table_name("contextual_precision")
 emit(out)
 """
 

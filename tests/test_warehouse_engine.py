@@ -7,14 +7,8 @@ import threading
 import pytest
 import sqlalchemy as sa
 
-from ctxprec_ops.warehouse.engine import (
-    SQLITE_CACHE_KIB,
-    SQLITE_WAL_AUTOCHECKPOINT_PAGES,
-    display_url,
-    get_engine,
-    normalize_url,
-    write_transaction,
-)
+from ctxprec_ops.warehouse.dialects.sqlite.session import CACHE_KIB, WAL_AUTOCHECKPOINT_PAGES
+from ctxprec_ops.warehouse.engine import display_url, get_engine, normalize_url, write_transaction
 
 
 def test_postgres_urls_use_psycopg3_and_passwords_never_show():
@@ -36,8 +30,8 @@ def test_sqlite_engine_settings_and_cache(tmp_path):
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one() >= 10_000
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar_one() == 1  # NORMAL
-        assert conn.exec_driver_sql("PRAGMA cache_size").scalar_one() == -SQLITE_CACHE_KIB
-        assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar_one() == SQLITE_WAL_AUTOCHECKPOINT_PAGES
+        assert conn.exec_driver_sql("PRAGMA cache_size").scalar_one() == -CACHE_KIB
+        assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar_one() == WAL_AUTOCHECKPOINT_PAGES
 
 
 def test_concurrent_sqlite_writers_queue_instead_of_failing(tmp_path):

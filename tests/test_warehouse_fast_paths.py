@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.scoring.verdicts import AnswerProblem, JudgeAnswer, parse_answer
-from ctxprec_ops.warehouse.source import sqlite_instant, sqlite_instant_general
+from ctxprec_ops.warehouse.dialects.sqlite.time import sqlite_instant, sqlite_instant_general
 
 EVENT_TIMES = [
     "2026-11-28 12:34:56",

@@ -14,17 +14,19 @@ import sqlalchemy as sa
 
 from ctxprec_ops.json_text import JSONText
 from ctxprec_ops.judge.cache import judgment_keys, key_head, key_range
+from ctxprec_ops.warehouse.dialects import dialect_of
+from ctxprec_ops.warehouse.dialects.postgresql.copy import binary_copyable, copy_upsert
+from ctxprec_ops.warehouse.dialects.postgresql.lookups import heads_lookup
 from ctxprec_ops.warehouse.engine import get_engine, write_transaction
 from ctxprec_ops.warehouse.schema import ensure_output_tables
 from ctxprec_ops.warehouse.store import (
     ScoringKey,
-    _heads_lookup,
     analyze_if_grown,
     load_judgments,
     scored_ids,
     write_chunk,
 )
-from ctxprec_ops.warehouse.upsert import copy_upsert, insert_ignore, upsert
+from ctxprec_ops.warehouse.upsert import insert_ignore, upsert
 
 NOW = datetime(2026, 11, 29, 1, 2, 3, tzinfo=UTC)
 COPIED = (
@@ -128,7 +130,6 @@ def test_binary_and_text_copy_store_the_same_values(pg):
     """Rows whose values all have a binary COPY form go in binary; a value that needs
     converting (an integer id for a text column, a naive timestamp) sends the chunk through the
     text format with SQLAlchemy's bind processors. Both store the same values."""
-    from ctxprec_ops.warehouse.pg_copy import _binary_copyable
 
     t = ensure_output_tables(pg)
     odd = 'tab\there\nnewline \\N backslash "quoted" ünïcode'
@@ -138,8 +139,8 @@ def test_binary_and_text_copy_store_the_same_values(pg):
     # JSON serialized already (the label metric's JSONText) is stored as the object would be
     rows.append(dict(rows[0], log_id="3", verdicts=JSONText(json.dumps(rows[0]["verdicts"]))))
     oids = [25, 1184]
-    assert _binary_copyable(oids, [["1"], [NOW]]) and not _binary_copyable(oids, [[1], [NOW]])
-    assert not _binary_copyable(oids, [["1"], [NOW.replace(tzinfo=None)]])
+    assert binary_copyable(oids, [["1"], [NOW]]) and not binary_copyable(oids, [[1], [NOW]])
+    assert not binary_copyable(oids, [["1"], [NOW.replace(tzinfo=None)]])
     with write_transaction(pg) as conn:
         copy_upsert(conn, t.scores, rows, update=True)
         copy_upsert(conn, t.scores, text_rows, update=True)
@@ -228,12 +229,10 @@ def test_scored_ids_uses_the_primary_key_once_the_table_is_analyzed(pg):
     t = ensure_output_tables(pg)
     with pg.begin() as conn:
         conn.exec_driver_sql("ALTER TABLE ctxprec_scores SET (autovacuum_enabled = off)")
-    from ctxprec_ops.warehouse import store
-
     ids = [str(i) for i in range(500)]
-    lookup = sa.select(t.scores.c.log_id).where(
-        KEY.where(t.scores), next(store._id_lists(pg.connect(), t.scores.c.log_id, ids))
-    )
+    with pg.connect() as conn:
+        ids_bound = next(dialect_of(pg).id_in(conn, t.scores.c.log_id, ids))
+    lookup = sa.select(t.scores.c.log_id).where(KEY.where(t.scores), ids_bound)
     with write_transaction(pg) as conn:  # one chunk through the real write path, then 30,000 rows in SQL
         write_chunk(conn, t, KEY, log_ids=[], scores=[score_row(str(i)) for i in range(500)], failures=[], judgments=[])
         conn.exec_driver_sql(
@@ -258,7 +257,7 @@ def test_judgment_lookup_is_one_index_range_per_question_without_statistics(pg):
     with write_transaction(pg) as conn:
         insert_ignore(conn, t.judgments, [judgment(k) for k in keys])
     with pg.connect() as conn:
-        stmt = _heads_lookup(t)
+        stmt = heads_lookup(t.judgments, agreement=True)
         sql = stmt.compile(dialect=conn.dialect)
         ranges = [key_range(key_head(k)) for k in keys[::5]]
         params = dict(sql.params, lo=[lo for lo, _ in ranges], hi=[hi for _, hi in ranges])

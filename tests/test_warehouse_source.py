@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.pipeline import PipelineConfig, SourceColumns, plan_chunks
-from ctxprec_ops.warehouse.engine import get_engine, read_connection
+from ctxprec_ops.warehouse.engine import get_engine, normalize_url, read_connection
 from ctxprec_ops.warehouse.source import (
     PartitionKeyError,
     SourceTableError,
@@ -158,10 +158,14 @@ def test_postgres_partitions_ignore_the_session_time_zone(pg_server, session_tz,
     db = pg_server.create_database(timezone=session_tz)
     try:
         url = pg_server.url(db)
-        engine = get_engine(url)
-        with engine.connect() as conn:
+        plain = sa.create_engine(normalize_url(url))  # the server's own session time zone
+        with plain.connect() as conn:
             shown = conn.exec_driver_sql("SHOW timezone").scalar_one()
+        plain.dispose()
         assert shown == (session_tz or pg_server.timezone) and shown != "UTC"
+        engine = get_engine(url)
+        with engine.connect() as conn:  # the warehouse's sessions run in UTC
+            assert conn.exec_driver_sql("SHOW timezone").scalar_one() == "UTC"
         rows = [log_row(i, (t.replace(tzinfo=UTC) if aware else t)) for i, (t, _) in enumerate(PG_CASES)]
         create_logs(engine, rows, time_type=sa.DateTime(timezone=aware))
         with engine.begin() as conn:
@@ -204,8 +208,8 @@ def test_a_chunk_with_text_that_is_not_utf8_is_read_whole(tmp_path):
     """SQLite chunk reads decode text on the driver's fast path, which refuses invalid UTF-8: the
     chunk is then read again keeping the bad bytes as surrogates, so every row comes back and the
     bad one is reported by the row checks, not by the read."""
-    from ctxprec_ops.warehouse.engine import _sqlite_text
-    from ctxprec_ops.warehouse.rows import row_to_test_case
+    from ctxprec_ops.pipeline.rows import row_to_test_case
+    from ctxprec_ops.warehouse.dialects.sqlite.session import text_factory
 
     url = f"sqlite:///{tmp_path / 'wh.db'}"
     engine = get_engine(url)
@@ -216,7 +220,7 @@ def test_a_chunk_with_text_that_is_not_utf8_is_read_whole(tmp_path):
     with read_connection(engine) as conn:
         rows = read_chunk_rows(conn, src, "2026-11-28", None, 3)
         again = read_chunk_rows(conn, src, "2026-11-28", 1, 3)
-        assert conn.connection.driver_connection.text_factory is _sqlite_text  # restored after the fast path
+        assert conn.connection.driver_connection.text_factory is text_factory  # restored after the fast path
     assert [r["id"] for r in rows] == [1, 2, 3] and [r["id"] for r in again] == [2, 3]
     assert rows[1]["input"] == "Paris\udcff" and rows[0]["input"] == rows[2]["input"] == log_row(1, None)["input"]
     with pytest.raises(Exception, match="not valid UTF-8"):

@@ -1,5 +1,5 @@
 """The write path issues a few statements per chunk, never one per row, on every backend that
-starts here (issue 31): SQLite, PostgreSQL, MariaDB, DuckDB and Snowflake (fakesnow).
+starts here: SQLite, PostgreSQL, MariaDB, DuckDB and Snowflake (fakesnow).
 
 A partition of 30 rows and one of 300, each scored as one chunk: the larger one may take a few more
 statements (SQLite's multi-row statements hold 128 rows, PyMySQL splits a batch at 1 MB), but a

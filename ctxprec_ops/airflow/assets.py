@@ -21,7 +21,6 @@ the tasks use: ``warehouse_url``, else the connection ``ctxprec_warehouse``, els
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -80,23 +79,10 @@ def table_ref(url: URL | str | None, table: str, *, conn_id: str | None = None) 
         return TableRef(ns, table, f"{ns}/{table}", table)
     from sqlalchemy.engine import make_url
 
-    u = make_url(url) if isinstance(url, str) else url
-    backend = u.get_backend_name()
-    if backend in ("sqlite", "duckdb"):
-        path = u.database or ":memory:"
-        path = path if path == ":memory:" else os.path.abspath(path)
-        ns = f"{backend}://{path}" if path.startswith("/") else f"{backend}:///{path}"
-        return TableRef(ns, table, _normal(f"{ns}/{table}"), table)
-    # a unix-socket directory (or no host) is this machine: the URI names no path as a host
-    host = u.host if u.host and "/" not in u.host else "localhost"
-    if backend == "postgresql":
-        ns = f"postgres://{host}:{u.port or 5432}"
-        schema = (u.query.get("schema") if isinstance(u.query.get("schema"), str) else None) or "public"
-        database = u.database or "postgres"
-        return TableRef(ns, f"{database}.{schema}.{table}", f"{ns}/{database}/{schema}/{table}", table)
-    ns = f"{backend}://{host}" + (f":{u.port}" if u.port else "")
-    database = u.database or "default"
-    return TableRef(ns, f"{database}.{table}", f"{ns}/{database}/{table}", table)
+    from ..warehouse.dialects import lineage
+
+    ref = lineage(make_url(url) if isinstance(url, str) else url, table)  # the warehouse family names it
+    return TableRef(ref.namespace, ref.name, _normal(ref.uri), table)
 
 
 def _normal(uri: str) -> str:

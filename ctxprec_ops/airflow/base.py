@@ -1,21 +1,24 @@
 """The base of the ctxprec operators: shared arguments, their resolution into a ``PipelineConfig``
-(rendered fields, then the ``CTXPREC_*`` defaults), and the outcome policy in Airflow terms.
+(the rendered arguments over the ``CTXPREC_*`` settings, each checked against the one declaration,
+``ctxprec_ops.config.Settings``), and the outcome policy in Airflow terms.
 
-The judge API key never is a template field: it comes from the Airflow connection
-``judge_conn_id`` (password; host or extra ``base_url`` = endpoint) or ``OPENAI_API_KEY``.
+Each setting argument names its ``Settings`` field (``SETTING_ARGUMENTS``; ``settings`` takes any
+other by name): its type, default, bounds and meaning are the declaration's. The judge API key
+never is a template field: it comes from the Airflow connection ``judge_conn_id`` (password; host
+or extra ``base_url`` = endpoint) or ``OPENAI_API_KEY``.
 """
 
 from __future__ import annotations
 
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from ..config import Settings
+from ..config import Settings, SettingsError
 from ..errors import CtxPrecError, JudgeUnavailableError
 from ..pipeline.kinds import metric_kind
 from ..pipeline.outcome import Decision, Outcome, decide_error
@@ -29,7 +32,7 @@ from .hooks import (
 )
 from .lineage import LineageMixin
 from .segments import parse_segment_arg
-from .values import columns_value, opt_float, opt_int
+from .values import NONE_STRINGS, columns_value
 
 __all__ = [
     "CtxPrecBaseOperator",
@@ -37,10 +40,35 @@ __all__ = [
     "JudgeOutageError",
     "JudgeSettings",
     "DEFAULT_JUDGE_CONN_ID",
+    "SETTING_ARGUMENTS",
     "apply_decision",
 ]
 
 DEFAULT_JUDGE_CONN_ID = "ctxprec_judge"
+
+#: operator argument -> the ``Settings`` field it sets (the same name unless it says otherwise)
+SETTING_ARGUMENTS: dict[str, str] = {
+    name: name
+    for name in (
+        "threshold",
+        "chunk_size",
+        "concurrency",
+        "max_cost",
+        "judge_max_retries",
+        "max_rpm",
+        "max_tpm",
+        "outage_tolerance",
+        "sample_rate",
+        "max_rows",
+        "judge_samples",
+        "source_format",
+        "stage",
+    )
+}
+
+
+def _given(value: Any) -> bool:
+    return value is not None and not (isinstance(value, str) and value.strip().lower() in NONE_STRINGS)
 
 
 class CtxPrecTaskError(CtxPrecError):
@@ -88,21 +116,12 @@ class CtxPrecBaseOperator(LineageMixin, BaseOperator):
         "judge",
         "judge_base_url",
         "judge_conn_id",
-        "threshold",
-        "chunk_size",
-        "concurrency",
-        "max_cost",
-        "judge_max_retries",
-        "max_rpm",
-        "max_tpm",
-        "outage_tolerance",
-        "sample_rate",
-        "max_rows",
-        "judge_samples",
-        "source_format",
-        "stage",
+        *SETTING_ARGUMENTS,
+        "settings",
     )
     ui_color = "#e8f4f8"
+    #: argument -> ``Settings`` field, of this operator (subclasses add theirs)
+    setting_arguments: Mapping[str, str] = SETTING_ARGUMENTS
 
     def __init__(
         self,
@@ -130,6 +149,7 @@ class CtxPrecBaseOperator(LineageMixin, BaseOperator):
         judge_samples: int | str | None = None,
         source_format: str | None = None,
         stage: str | None = None,
+        settings: dict[str, Any] | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -162,6 +182,9 @@ class CtxPrecBaseOperator(LineageMixin, BaseOperator):
         #: default CTXPREC_SOURCE_FORMAT / CTXPREC_STAGE; the reference and documents tables: CTXPREC_*
         self.source_format = source_format
         self.stage = stage
+        #: any other setting by its ``Settings`` name, e.g. ``{"batch_retry": "sync"}`` (a mapping, or
+        #: the JSON object a template rendered); checked against the declaration like the others
+        self.settings = settings
 
     # -- resolution (at execute time, after rendering) -------------------------------------
     def _metric(self) -> str:
@@ -170,42 +193,52 @@ class CtxPrecBaseOperator(LineageMixin, BaseOperator):
         except ValueError as exc:
             raise AirflowFailException(str(exc)) from None
 
-    def _source_table_name(self, settings: Settings, metric: str) -> str:
-        """The input table this task's scores come from (``source_table`` or the metric's
-        configured table), as recorded in ``ctxprec_scores.source_table``."""
-        from ..pipeline.context import source_table_name
-        from ..pipeline.formats import SPAN_FORMATS, reads_spans, recorded_source
-
-        kind = metric_kind(metric)
-        fmt = self.source_format or (settings.source_format if reads_spans(kind) else "rows")
+    def resolved_settings(self, **more: Any) -> Settings:
+        """The settings of this task: ``CTXPREC_*`` with its rendered setting arguments (and
+        ``more``, fields) on top, each checked against the declaration; a bad one fails the task at
+        once (a retry cannot fix it), naming the argument."""
+        values: dict[str, Any] = {}
+        names: dict[str, str] = {}
+        for arg, field in self.setting_arguments.items():
+            value = getattr(self, arg, None)
+            if _given(value):
+                values[field], names[field] = value, arg
+        for field, value in _settings_arg(self.settings).items():
+            if _given(value):
+                values[field], names[field] = value, f"settings[{field!r}]"
+        values.update({k: v for k, v in more.items() if v is not None})
         try:
-            if fmt in SPAN_FORMATS:
-                return recorded_source(
-                    source_table_name(self.source_table or settings.span_table, None), self.stage or settings.stage
-                )
-            return source_table_name(self.source_table or getattr(settings, kind.table_setting), None)
+            return Settings.from_env(**values)
+        except SettingsError as exc:
+            named = exc.named(names[exc.field]) if exc.field in names else exc
+            raise AirflowFailException(f"invalid ctxprec settings: {redact(str(named))}") from None
+        except TypeError as exc:  # a name that is no setting
+            raise AirflowFailException(f"invalid ctxprec settings: {exc}") from None
+
+    def _source_table_name(self, metric: str, settings: Settings | None = None) -> str:
+        """The input table this task's scores come from (``source_table`` or the metric's
+        configured table), as recorded in ``ctxprec_scores.source_table`` (``settings``: this
+        task's, ``resolved_settings``)."""
+        settings = settings or self.resolved_settings()
+        try:
+            return settings.recorded_source(metric_kind(metric), self.source_table or None)
         except ValueError as exc:
             raise AirflowFailException(str(exc)) from None
 
     def _recorded_mapping(self, settings: Settings, metric: str) -> str:
         """The ``mapping`` this task's scores are recorded under: the fingerprint of its column
         mapping (``columns`` or the metric's ``CTXPREC_*_COLUMNS``, ``pipeline.mapping``)."""
-        from ..pipeline import PipelineConfig
-        from ..pipeline.mapping import mapping_of
-
         try:
-            config = PipelineConfig.from_settings(
-                settings, metric=metric, columns=columns_value(self.columns),
-                source_format=self.source_format or None, stage=self.stage or None,
-            )  # fmt: skip
+            return settings.mapping_for(metric_kind(metric), columns_value(self.columns))
         except (TypeError, ValueError) as exc:
             raise AirflowFailException(f"invalid ctxprec settings: {redact(str(exc))}") from None
-        return mapping_of(config)
 
     def _warehouse_hook(self) -> CtxPrecWarehouseHook:
         return CtxPrecWarehouseHook(warehouse_conn_id=self.warehouse_conn_id, warehouse_url=self.warehouse_url)
 
-    def _judge_settings(self, settings: Settings) -> JudgeSettings:
+    def _judge_settings(self) -> JudgeSettings:
+        """The judge's model, endpoint and key: the arguments, else the ``judge_conn_id`` connection
+        (model in its extra, endpoint in its host or extra ``base_url``, key as its password)."""
         model, base_url, api_key = self.judge, self.judge_base_url, None
         if self.judge_conn_id:
             conn = optional_connection(self.judge_conn_id)
@@ -216,56 +249,38 @@ class CtxPrecBaseOperator(LineageMixin, BaseOperator):
                 base_url = base_url or extra.get("base_url") or (host if "://" in host else None)
                 model = model or extra.get("model")
         mask(api_key)
-        return JudgeSettings(model=model or settings.judge, base_url=base_url or None, api_key=api_key)
+        return JudgeSettings(model=model or "", base_url=base_url or None, api_key=api_key)
 
     def pipeline_config(self) -> Any:
-        """The ``PipelineConfig`` for this task (rendered fields, then ``CTXPREC_*`` defaults)."""
-        from ..pipeline import PipelineConfig
-
-        settings = Settings.from_env()
+        """The ``PipelineConfig`` for this task (rendered arguments over the ``CTXPREC_*`` settings)."""
         metric = self._metric()
+        judge = self._judge_settings()
+        settings = self.resolved_settings(
+            judge=judge.model or None,
+            openai_base_url=judge.base_url,
+            segments=parse_segment_arg(self.segments),
+        )
         hook = self._warehouse_hook()
         try:
             engine = hook.get_engine()
         except ValueError as exc:
             raise AirflowFailException(redact(str(exc))) from None
         self.log.info("warehouse: %s", hook.describe())
-        judge = self._judge_settings(settings)
-        threshold = opt_float(self.threshold, "threshold", lo=0.0, hi=1.0)
-        retries = opt_int(self.judge_max_retries, "judge_max_retries", lo=0)
         try:
-            config = PipelineConfig.from_settings(
-                settings,
+            config = settings.pipeline_config(
                 warehouse=engine,
                 metric=metric,
-                judge=judge.model,
-                judge_base_url=judge.base_url,
                 judge_api_key=judge.api_key,
                 source_table=self.source_table or None,
                 columns=columns_value(self.columns),
-                segments=parse_segment_arg(self.segments),
-                threshold=threshold,
-                chunk_size=opt_int(self.chunk_size, "chunk_size"),
-                concurrency=opt_int(self.concurrency, "concurrency"),
-                max_cost=opt_float(self.max_cost, "max_cost", lo=0.0),
-                max_retries=retries,
-                max_rpm=opt_float(self.max_rpm, "max_rpm", lo=0.0),
-                max_tpm=opt_float(self.max_tpm, "max_tpm", lo=0.0),
-                outage_tolerance=opt_float(self.outage_tolerance, "outage_tolerance", lo=0.0),
-                sample_rate=opt_float(self.sample_rate, "sample_rate", lo=0.0, hi=1.0),
-                max_rows=opt_int(self.max_rows, "max_rows"),
-                judge_mode=getattr(self, "judge_mode", None) or None,
-                judge_samples=opt_int(self.judge_samples, "judge_samples"),
-                source_format=self.source_format or None,
-                stage=self.stage or None,
             )
         except (TypeError, ValueError) as exc:  # bad names or numbers: retrying cannot help
             raise AirflowFailException(f"invalid ctxprec settings: {redact(str(exc))}") from None
         self.log.info(
             "metric %s, judge %s%s, source table %s, threshold %s, chunk size %s, concurrency %s",
             metric,
-            judge.model,
-            f" at {judge.base_url}" if judge.base_url else "",
+            config.judge,
+            f" at {config.judge_base_url}" if config.judge_base_url else "",
             config.table_name,
             config.threshold,
             config.chunk_size,
@@ -307,3 +322,19 @@ class CtxPrecBaseOperator(LineageMixin, BaseOperator):
             self.log.error("%s", redact(traceback.format_exc()))
             cls = JudgeOutageError if isinstance(exc, JudgeUnavailableError) else CtxPrecTaskError
             raise cls(message) from None
+
+
+def _settings_arg(value: Any) -> dict[str, Any]:
+    """The ``settings`` argument: a mapping, or the JSON object a template rendered."""
+    if not _given(value):
+        return {}
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise AirflowFailException(f"settings must be a JSON object of settings, got {value!r}") from None
+    if not isinstance(value, Mapping):
+        raise AirflowFailException(f"settings must map setting names to values, got {value!r}")
+    return dict(value)

@@ -13,14 +13,17 @@ from typing import Any, Literal
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from ..config import Settings
 from ..pipeline.records import ChunkResult
 from ..secrets import redact
-from .base import CtxPrecBaseOperator
+from .base import SETTING_ARGUMENTS, CtxPrecBaseOperator
 from .segments import parse_segment_arg, segment_alerts
-from .values import opt_float, partition_value, public
+from .values import partition_value, public
 
 __all__ = ["ContextualPrecisionFinalizeOperator", "ContextualPrecisionAlertOperator"]
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))
 
 
 class ContextualPrecisionFinalizeOperator(CtxPrecBaseOperator):
@@ -73,7 +76,9 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
 
     Raises ``AirflowFailException`` — failed at once, never retried — when an alert fires
     (``fail_on="any"``) or when an ``error``-severity alert fires (``fail_on="error"``), so
-    ``on_failure_callback`` and notifiers run. Otherwise returns ``CheckResult.to_dict()``.
+    ``on_failure_callback`` and notifiers run. Otherwise returns ``CheckResult.to_dict()``
+    (``corrected``: the partition's label-corrected mean from ``label_set``, or None). With
+    ``use_corrected`` (default ``CTXPREC_USE_CORRECTED``) ``min_mean`` compares the corrected mean.
     """
 
     template_fields: Sequence[str] = (
@@ -83,9 +88,18 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         "min_drop",
         "max_failure_rate",
         "by",
+        "use_corrected",
+        "label_set",
     )
     lineage_inputs = ("ctxprec_scores", "ctxprec_runs")  # the check reads the scores, writes nothing
     lineage_outputs = ()
+    setting_arguments = {
+        **SETTING_ARGUMENTS,
+        **{
+            name: name
+            for name in ("min_mean", "min_pass_rate", "min_drop", "max_failure_rate", "use_corrected", "label_set")
+        },
+    }
 
     def __init__(
         self,
@@ -93,9 +107,11 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         by: list[str] | str | None = None,
         min_mean: float | str | None = None,
         min_pass_rate: float | str | None = None,
-        min_drop: float | str | None = 0.05,
-        max_failure_rate: float | str | None = 0.2,
+        min_drop: float | str | None = None,
+        max_failure_rate: float | str | None = None,
         fail_on: Literal["any", "error"] = "any",
+        use_corrected: bool | str | None = None,
+        label_set: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -106,32 +122,36 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         self.fail_on = fail_on
         #: segment columns whose values are checked too (default: ``segments``, else CTXPREC_SEGMENTS)
         self.by = by
+        self.use_corrected = use_corrected
+        self.label_set = label_set
 
     def execute(self, context: Any) -> dict[str, Any]:
         from ..monitoring import check_partition
 
         key = partition_value(self.partition_key)
         metric = self._metric()
-        settings = Settings.from_env()
+        settings = self.resolved_settings()
         hook = self._warehouse_hook()
         try:
             engine = hook.get_engine()
         except ValueError as exc:
             raise AirflowFailException(redact(str(exc))) from None
-        min_mean = opt_float(self.min_mean, "min_mean", lo=0.0, hi=1.0)
-        min_pass_rate = opt_float(self.min_pass_rate, "min_pass_rate", lo=0.0, hi=1.0)
-        min_drop = opt_float(self.min_drop, "min_drop", lo=0.0, hi=1.0)
         result = self._call(
             check_partition,
             engine,
             key,
             metric=metric,
-            source_table=self._source_table_name(settings, metric),
+            source_table=self._source_table_name(metric, settings),
             mapping=self._recorded_mapping(settings, metric),
-            min_mean=settings.min_mean if min_mean is None else min_mean,
-            min_pass_rate=settings.min_pass_rate if min_pass_rate is None else min_pass_rate,
-            min_drop=0.05 if min_drop is None else min_drop,
-            max_failure_rate=opt_float(self.max_failure_rate, "max_failure_rate", lo=0.0, hi=1.0),
+            min_mean=settings.min_mean,
+            min_pass_rate=settings.min_pass_rate,
+            min_drop=settings.min_drop,
+            alpha=settings.alpha,
+            baseline_partitions=settings.baseline_partitions,
+            volume_ratio=settings.volume_ratio,
+            max_failure_rate=settings.max_failure_rate,
+            use_corrected=settings.use_corrected,
+            label_set=settings.label_set,
         )
         summary = redact(result.summary())
         for line in summary.splitlines():

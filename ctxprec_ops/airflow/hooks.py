@@ -163,13 +163,13 @@ class CtxPrecWarehouseHook(BaseHook):
 
 
 def _parse(url: str, what: str) -> URL:
+    from ..warehouse.engine import default_driver
+
     try:
         u = make_url(url)
     except Exception as exc:  # ArgumentError echoes the URL: never show a password
         raise ValueError(f"{what} is not a SQLAlchemy URL: {redact_url(url)!r} ({type(exc).__name__})") from None
-    if u.drivername in ("postgresql", "postgres"):
-        u = u.set(drivername="postgresql+psycopg")
-    return u
+    return default_driver(u)  # the warehouse family's (psycopg 3 for PostgreSQL)
 
 
 def _url_from_connection(conn: Any) -> URL:

@@ -7,16 +7,9 @@ retrieval-log DAG and the conversation-log DAG stay identical in shape. The task
 partition (``aggregate``, or ``score_batch``) declares the ``ctxprec_scores`` Asset as its outlet
 (and the source table's Asset as its inlet) and attaches the run's figures to the asset event.
 
-Airflow-only knobs (the ``CTXPREC_*`` variables of ``ctxprec_ops.config`` configure the rest):
-
-| variable | meaning | default |
-|---|---|---|
-| ``CTXPREC_AIRFLOW_MAX_ACTIVE_CHUNKS`` | chunk tasks running at once, per DAG, all runs | 4 |
-| ``CTXPREC_AIRFLOW_POOL`` | pool for the chunk tasks (one judge quota); ``nightly_dag(pool=)`` wins | unset |
-| ``CTXPREC_AIRFLOW_RETRIES`` | retries of every task (alerts are never retried) | 3 |
-| ``CTXPREC_AIRFLOW_RETRY_DELAY`` | first retry delay, seconds (doubles each retry) | 60 |
-| ``CTXPREC_AIRFLOW_MAX_RETRY_DELAY`` | retry delay cap, seconds | 1800 |
-| ``CTXPREC_AIRFLOW_ON_FAILURE`` | extra failure callbacks, ``module:attr`` comma-separated | unset |
+The Airflow-only settings (``CTXPREC_AIRFLOW_*``: chunk tasks at once, pool, retries, failure
+callbacks) are listed in the DAG's docs (``airflow_settings_doc``) and in docs/configuration.md;
+the other ``CTXPREC_*`` settings configure the tasks as they configure every entry point.
 """
 
 from __future__ import annotations
@@ -39,7 +32,14 @@ from .operators import (
     ContextualPrecisionPlanOperator,
 )
 
-__all__ = ["nightly_dag", "nightly_dags", "nightly_timetable", "on_new_logs_dag", "on_new_logs_dags"]
+__all__ = [
+    "airflow_settings_doc",
+    "nightly_dag",
+    "nightly_dags",
+    "nightly_timetable",
+    "on_new_logs_dag",
+    "on_new_logs_dags",
+]
 
 #: the partition a task scores: a manual trigger's param, else the run's data-interval day
 NIGHTLY_PARTITION = "{{ params.partition_key or ds }}"
@@ -53,11 +53,19 @@ def nightly_timetable() -> CronDataIntervalTimetable:
 
 
 def _start_date(value: str) -> datetime:
-    try:
-        d = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"CTXPREC_START_DATE must be a date YYYY-MM-DD, got {value!r}") from None
-    return d.replace(tzinfo=UTC) if d.tzinfo is None else d
+    """``CTXPREC_START_DATE`` (a day, checked by the declaration) as midnight UTC."""
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+def airflow_settings_doc(settings: Settings) -> str:
+    """The Airflow-only settings as a Markdown table (variable, meaning, value here), from the
+    declaration: the DAG docs show what configures these DAGs where they were parsed."""
+    rows = [
+        f"| ``{var}`` | {info['help']} | {getattr(settings, info['field'])!r} |"
+        for var, info in Settings.variables().items()
+        if info["section"] == "airflow"
+    ]
+    return "\n".join(["| variable | meaning | value |", "|---|---|---|", *rows])
 
 
 def nightly_dag(
@@ -190,7 +198,7 @@ def _build(
         params=dag_params(settings, pool),
         default_args={"owner": "ctxprec", "on_failure_callback": callbacks, **retry_args},
         tags=tags or ["ctxprec", metric],
-        doc_md=doc_md or __doc__,
+        doc_md=doc_md or f"{__doc__}\n{airflow_settings_doc(settings)}\n",
         max_active_runs=1,
     ) as dag:
         alert = ContextualPrecisionAlertOperator(
@@ -198,6 +206,7 @@ def _build(
             min_mean="{{ params.min_mean }}",
             min_pass_rate="{{ params.min_pass_rate }}",
             min_drop="{{ params.min_drop }}",
+            use_corrected="{{ params.use_corrected }}",
             retries=0,
             on_failure_callback=[*callbacks, *(alert_notifiers or [])],
             **common,

@@ -24,7 +24,7 @@ from typing import Any
 from airflow.sdk import BaseNotifier
 
 from ..monitoring.notice import AlertNotice, webhook_payload
-from ..monitoring.sinks import WebhookSink
+from ..monitoring.sinks import DEFAULT_DELIVERY_DEADLINE, WebhookSink
 from ..secrets import redact
 from .callbacks import failure_message
 from .hooks import mask, optional_connection
@@ -94,12 +94,14 @@ class CtxPrecWebhookNotifier(BaseNotifier):
         timeout: float = 10.0,
         retries: int = 3,
         backoff: float = 1.0,
+        deadline: float = DEFAULT_DELIVERY_DEADLINE,
     ) -> None:
         super().__init__()
         self.webhook_conn_id = webhook_conn_id
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
+        self.deadline = deadline
 
     def endpoint(self) -> tuple[str, dict[str, str]]:
         """The URL and headers from the connection (both masked from every log)."""
@@ -126,7 +128,9 @@ class CtxPrecWebhookNotifier(BaseNotifier):
     def notify(self, context: Any) -> None:
         try:
             url, headers = self.endpoint()
-            sink = WebhookSink(url, timeout=self.timeout, retries=self.retries, backoff=self.backoff)
+            sink = WebhookSink(
+                url, timeout=self.timeout, retries=self.retries, backoff=self.backoff, deadline=self.deadline
+            )
             notice = notice_for(context)
             attempts = sink.post(webhook_payload(notice), headers)
             self.log.info("ctxprec %s notice sent to the webhook (%d attempt(s))", notice.event, attempts)

@@ -17,7 +17,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from ..pipeline.outcome import Outcome, decide
 from ..pipeline.records import ChunkResult, RunSummary
-from .base import CtxPrecBaseOperator, CtxPrecTaskError, apply_decision
+from .base import SETTING_ARGUMENTS, CtxPrecBaseOperator, CtxPrecTaskError, apply_decision
 from .values import opt_int, partition_value, public
 
 __all__ = ["ContextualPrecisionPlanOperator", "ContextualPrecisionOperator"]
@@ -82,6 +82,7 @@ class ContextualPrecisionOperator(CtxPrecBaseOperator):
     """
 
     template_fields: Sequence[str] = (*CtxPrecBaseOperator.template_fields, "chunk", "judge_mode")
+    setting_arguments = {**SETTING_ARGUMENTS, "judge_mode": "judge_mode"}
 
     def __init__(
         self,

@@ -8,7 +8,6 @@ judge connection's password when ``judge_conn_id`` names one, else from ``OPENAI
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -58,7 +57,7 @@ class BatchPollTrigger(BaseTrigger):
                 conn = None
             if conn is not None and conn.password:
                 return str(conn.password)
-        return os.environ.get("OPENAI_API_KEY")
+        return None  # the openai client reads OPENAI_API_KEY itself
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         import openai

@@ -59,7 +59,9 @@ class BatchJudge(JudgeModel):
         self.real = real
         self.transport = transport
         self.model = real.get_model_name()
-        self.price_per_million = batch_price_of(self.model)
+        #: the run's price table (``PipelineConfig.prices``: ``"model@batch"`` or the model's, halved)
+        self.prices = transport.ctx.config.prices
+        self.price_per_million = batch_price_of(self.model, self.prices)
         self.endpoint = getattr(real, "endpoint", None)
         self.multimodal = real.supports_multimodal()  # image parts go into the request lines as they would be sent
         self._calls_of_case: dict[str, int] = {}
@@ -80,7 +82,7 @@ class BatchJudge(JudgeModel):
                 output=answer.content or "",
                 prompt_tokens=answer.prompt_tokens,
                 completion_tokens=answer.completion_tokens,
-                cost=batch_cost_of(self.model, answer.prompt_tokens, answer.completion_tokens),
+                cost=batch_cost_of(self.model, answer.prompt_tokens, answer.completion_tokens, self.prices),
             )
         action, cause = t.decide(h)
         if action == "sync":

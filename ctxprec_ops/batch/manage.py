@@ -35,9 +35,16 @@ class BatchNotFoundError(CtxPrecError, LookupError):
 
 
 def batch_records(config: PipelineConfig, *, open_only: bool = False, limit: int = 200) -> list[BatchRecord]:
-    """The warehouse's most recent batches, newest first."""
-    engine = get_engine(config.warehouse)
-    return list_batches(engine, batches_table(engine, config.output_schema), open_only=open_only, limit=limit)
+    """The warehouse's most recent batches, newest first. Only reads (``batches list`` needs SELECT
+    rights only): no table is created (none yet: no batches)."""
+    from ..warehouse.reflect import has_table
+    from .store import BATCHES
+
+    engine = get_engine(config.warehouse, read_only=True)
+    if not has_table(engine, BATCHES, config.output_schema):
+        return []
+    table = batches_table(engine, config.output_schema, create=False)
+    return list_batches(engine, table, open_only=open_only, limit=limit)
 
 
 def _record(config: PipelineConfig, batch_id: str) -> BatchRecord:

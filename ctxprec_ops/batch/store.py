@@ -69,13 +69,13 @@ def _build(schema: str | None) -> Table:
     )
 
 
-def batches_table(engine: Engine, schema: str | None = None) -> Table:
-    """The table (created when missing; once per engine)."""
+def batches_table(engine: Engine, schema: str | None = None, *, create: bool = True) -> Table:
+    """The table (created when missing, once per engine; ``create=False``: only declared, for readers)."""
     with _lock:
         table = _tables.get(schema)
         if table is None:
             table = _tables[schema] = _build(schema)
-        if (id(engine), schema) not in _created:
+        if create and (id(engine), schema) not in _created:
             with write_transaction(engine) as conn:
                 create_table(conn, table)
             _created.add((id(engine), schema))

@@ -39,6 +39,7 @@ from ..judge.pricing import batch_cost_of
 from ..secrets import redact
 from .api import MAX_BYTES, MAX_REQUESTS, TERMINAL_STATUSES, BatchClient, request_line, split_lines
 from .judge import BatchJudge, RecordedPrompt
+from .notes import round_note
 from .results import BatchAnswer, request_hash, requested_ids
 from .store import (
     BatchRecord,
@@ -237,6 +238,11 @@ class BatchTransport:
         failed = r.requests - c.answered
         if status != "completed" and failed:
             self._note(f"batch {r.batch_id} ended {status}: {c.answered} of {r.requests} requests answered")
+        elif missing and not unreadable:  # completed, and yet some requests have no line at all
+            self._note(
+                f"batch {r.batch_id} completed without a line for {len(missing)} of its {r.requests} request(s) "
+                "(in neither its output nor its error file)"
+            )
         if unreadable:
             self._note(f"batch {r.batch_id}: {unreadable} in its result file; those requests are asked again")
         if got.identical_duplicates or got.conflicting:
@@ -259,7 +265,7 @@ class BatchTransport:
                 finished_at=now,
                 prompt_tokens=c.prompt_tokens,
                 completion_tokens=c.completion_tokens,
-                cost=batch_cost_of(r.judge_model, c.prompt_tokens, c.completion_tokens),
+                cost=batch_cost_of(r.judge_model, c.prompt_tokens, c.completion_tokens, self.ctx.config.prices),
                 answered=c.answered,
                 failed=r.requests - c.answered,
             )
@@ -280,10 +286,7 @@ class BatchTransport:
         if not prompts:
             return True  # the next pass fails the unaffordable rows as budget_exhausted
         if self.rounds:
-            self._note(
-                f"round {self.rounds + 1}: {len(prompts)} request(s) the earlier batch(es) did not answer "
-                "submitted again at the batch price"
-            )
+            self._note_round(prompts)
         key = self.ctx.key
         lines = [
             request_line(self.real, f"{key.metric}|{p.case_id[:100]}|{p.seq}|{h}", p.prompt, p.schema)
@@ -315,6 +318,13 @@ class BatchTransport:
             log.info("partition %s: submitted batch %s (%d requests)", self.partition_key, record.batch_id, count)
         self.rounds += 1
         return True
+
+    def _note_round(self, prompts: list[tuple[str, RecordedPrompt]]) -> None:
+        """Say what a further round asks and how (``notes.round_note``): logged as it happens (the
+        CLI's stderr, the orchestrators' logs) and kept among the run's notes."""
+        note = round_note(self.rounds + 1, prompts, self.unanswered, self._judge)
+        log.warning("partition %s: %s", self.partition_key, note)
+        self._note(note)
 
     def _affordable(self, prompts: list[tuple[str, RecordedPrompt]]) -> list[tuple[str, RecordedPrompt]]:
         """With ``max_cost``: the prefix of ``prompts`` whose estimated batch cost fits what is left."""
@@ -394,9 +404,14 @@ class BatchTransport:
         self.recorded.setdefault(h, prompt)
 
     def used(self, answer: BatchAnswer) -> None:
-        self.spent += batch_cost_of(self.real.get_model_name(), answer.prompt_tokens, answer.completion_tokens) or 0.0
+        cost = batch_cost_of(
+            self.real.get_model_name(), answer.prompt_tokens, answer.completion_tokens, self.ctx.config.prices
+        )
+        self.spent += cost or 0.0
 
     def sent_sync(self, gen: Generation) -> None:
+        if not self.sync_calls:
+            log.warning("partition %s: unanswered requests go out as sync calls at the full price", self.partition_key)
         self.sync_calls += 1
         self.sync_cost = None if self.sync_cost is None or gen.cost is None else self.sync_cost + gen.cost
         self.spent += gen.cost or 0.0

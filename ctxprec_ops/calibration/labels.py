@@ -1,21 +1,25 @@
 """Node labels for calibration: a CSV file with the columns ``log_id,node,relevant``.
 
 ``node`` is the 1-based rank of the node in the row's ``retrieval_context``; ``relevant`` is
-1/0, true/false or yes/no (any case). Extra columns (a note, who labelled it) are ignored. A bad
-line is a clear one-line error naming the file and line; a (log_id, node) labelled twice with
-different answers is refused (twice the same answer is fine).
+1/0, true/false or yes/no (any case). Optional columns ``labeller`` (who) and ``labelled_at``
+(when: an ISO 8601 timestamp, UTC when it names no zone) are kept for ``ctxprec labels
+import``; other columns (a note, the context columns of a sampled sheet) are ignored. A bad line
+is a clear one-line error naming the file and line; a (log_id, node) labelled twice with
+different answers is refused (twice the same answer is fine). With ``allow_empty`` (an exported
+sheet not finished yet) an empty ``relevant`` cell is a node not labelled yet, skipped.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import CtxPrecError
 
-__all__ = ["LabelSet", "LabelFileError", "read_labels", "parse_labels"]
+__all__ = ["LabelSet", "LabelFileError", "LabelMeta", "read_labels", "parse_labels", "labels_digest"]
 
 _TRUE = {"1", "true", "yes", "y", "t"}
 _FALSE = {"0", "false", "no", "n", "f"}
@@ -30,20 +34,52 @@ class LabelFileError(CtxPrecError, ValueError):
 
 
 @dataclass(frozen=True)
+class LabelMeta:
+    """Where a label came from: its line in the file, who gave it and when (None: not said)."""
+
+    line: int
+    labeller: str | None = None
+    labelled_at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class LabelSet:
-    """``labels[log_id][node] = relevant``; ``digest`` identifies the set (order-independent)."""
+    """``labels[log_id][node] = relevant``; ``digest`` identifies the set (order-independent).
+    ``meta[(log_id, node)]``: the label's line, labeller and time (files only); ``blank``: the
+    nodes listed with an empty ``relevant`` (``allow_empty``)."""
 
     name: str
     labels: dict[str, dict[int, bool]]
     digest: str
+    meta: dict[tuple[str, int], LabelMeta] = field(default_factory=dict, compare=False, repr=False)
+    blank: int = 0
 
     @property
     def nodes(self) -> int:
         return sum(len(v) for v in self.labels.values())
 
 
-def parse_labels(lines: list[str] | str, name: str = "labels") -> LabelSet:
-    """Labels from CSV text (or lines) with a header row."""
+def labels_digest(labels: dict[str, dict[int, bool]]) -> str:
+    """16 hex digits identifying a set of labels, whatever their order."""
+    canon = "\n".join(f"{k}\t{n}\t{int(v)}" for k in sorted(labels) for n, v in sorted(labels[k].items()))
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+def _timestamp(raw: str, where: str) -> datetime | None:
+    if not raw:
+        return None
+    try:
+        at = datetime.fromisoformat(raw.replace("Z", "+00:00") if raw.endswith("Z") else raw)
+    except ValueError:
+        raise LabelFileError(
+            f"{where}: labelled_at must be an ISO 8601 timestamp (2026-11-28T10:00:00Z), got {raw!r}"
+        ) from None
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+
+
+def parse_labels(lines: list[str] | str, name: str = "labels", *, allow_empty: bool = False) -> LabelSet:
+    """Labels from CSV text (or lines) with a header row (``allow_empty``: an empty ``relevant``
+    cell is a node not labelled yet, counted in ``blank``)."""
     text_lines = lines.splitlines() if isinstance(lines, str) else lines
     reader = csv.DictReader(text_lines)
     header = [h.strip() for h in (reader.fieldnames or [])]
@@ -55,6 +91,8 @@ def parse_labels(lines: list[str] | str, name: str = "labels") -> LabelSet:
         )
     reader.fieldnames = header
     labels: dict[str, dict[int, bool]] = {}
+    meta: dict[tuple[str, int], LabelMeta] = {}
+    blank = 0
     for row in reader:
         line = reader.line_num
         log_id = (row.get("log_id") or "").strip()
@@ -72,6 +110,9 @@ def parse_labels(lines: list[str] | str, name: str = "labels") -> LabelSet:
             ) from None
         if node < 1:
             raise LabelFileError(f"{name} line {line}: node must be >= 1 (1 = the best-ranked node), got {node}")
+        if not rel_raw and allow_empty:
+            blank += 1
+            continue
         if rel_raw in _TRUE:
             relevant = True
         elif rel_raw in _FALSE:
@@ -84,15 +125,19 @@ def parse_labels(lines: list[str] | str, name: str = "labels") -> LabelSet:
                 f"{name} line {line}: log_id {log_id!r} node {node} is labelled both relevant and not relevant"
             )
         seen[node] = relevant
+        who = (row.get("labeller") or "").strip() or None
+        meta[(log_id, node)] = LabelMeta(
+            line, who[:255] if who else None, _timestamp((row.get("labelled_at") or "").strip(), f"{name} line {line}")
+        )
     if not labels:
+        if blank:
+            raise LabelFileError(f"{name}: no node is labelled yet ({blank} rows with an empty relevant cell)")
         raise LabelFileError(f"{name}: no labels (expected rows of log_id,node,relevant after the header)")
-    canon = "\n".join(f"{k}\t{n}\t{int(v)}" for k in sorted(labels) for n, v in sorted(labels[k].items()))
-    digest = hashlib.sha256(canon.encode()).hexdigest()[:16]
-    return LabelSet(name, labels, digest)
+    return LabelSet(name, labels, labels_digest(labels), meta, blank)
 
 
-def read_labels(path: str | Path) -> LabelSet:
-    """Labels from the CSV file at ``path``."""
+def read_labels(path: str | Path, *, allow_empty: bool = False) -> LabelSet:
+    """Labels from the CSV file at ``path`` (``allow_empty``: as ``parse_labels``)."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8-sig")
@@ -100,4 +145,4 @@ def read_labels(path: str | Path) -> LabelSet:
         raise LabelFileError(f"labels file {str(p)!r} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise LabelFileError(f"labels file {str(p)!r} cannot be read: {exc}") from None
-    return parse_labels(text, p.name)
+    return parse_labels(text, p.name, allow_empty=allow_empty)

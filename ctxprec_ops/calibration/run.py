@@ -23,18 +23,19 @@ from sqlalchemy.types import JSON
 from ..cases.contexts import node_count
 from ..cases.test_case import LLMTestCase
 from ..errors import CtxPrecError, InvalidTestCaseError
+from ..judge import defaults
 from ..metrics.contextual_precision import ContextualPrecisionMetric
 from ..pipeline.columns import SourceColumns
+from ..pipeline.rows import row_to_test_case
 from ..scoring.consistency import check_samples
 from ..scoring.formula import contextual_precision
 from ..warehouse.engine import get_engine, read_connection, write_transaction
-from ..warehouse.rows import row_to_test_case
 from ..warehouse.source import SourceTable, reflect_source
 from .labels import LabelSet
 from .stats import Agreement, CaseLabels, Estimate, agreement
 from .table import FIGURES, write_calibration
 
-__all__ = ["CalibrationResult", "LabelledCases", "calibrate", "load_cases", "compare"]
+__all__ = ["CalibrationResult", "LabelledCases", "calibrate", "load_cases", "read_cases", "compare"]
 
 log = logging.getLogger("ctxprec_ops.calibration")
 
@@ -116,6 +117,35 @@ def _read_rows(engine: Engine, src: SourceTable, ids: Sequence[str]) -> list[dic
     return rows
 
 
+def read_cases(
+    engine: Engine,
+    ids: Sequence[str],
+    *,
+    source_table: str = "retrieval_logs",
+    columns: SourceColumns | dict[str, str] | None = None,
+    schema: str | None = None,
+) -> dict[str, LLMTestCase | str]:
+    """``log_id -> LLMTestCase`` of the rows ``ids`` of ``source_table`` (read through the column
+    mapping, as ``score`` reads them), or ``log_id -> why`` for a missing or unusable row."""
+    cols = columns if isinstance(columns, SourceColumns) else SourceColumns.from_mapping(columns)
+    mapping = {k: v for k, v in cols.as_dict().items() if k not in ("retrieved_ids", "relevant_ids")}
+    src = reflect_source(
+        engine, source_table, schema, mapping, columns_env="CTXPREC_SOURCE_COLUMNS", optional=cols.optional_missing_ok()
+    )
+    found = {str(r["id"]): r for r in _read_rows(engine, src, list(ids))}
+    out: dict[str, LLMTestCase | str] = {}
+    for log_id in ids:
+        row = found.get(log_id)
+        if row is None:
+            out[log_id] = f"no row with id {log_id!r} in {source_table}"
+            continue
+        try:
+            out[log_id] = row_to_test_case(row)
+        except InvalidTestCaseError as exc:
+            out[log_id] = str(exc)
+    return out
+
+
 def load_cases(
     engine: Engine,
     labels: LabelSet,
@@ -126,22 +156,12 @@ def load_cases(
 ) -> LabelledCases:
     """The labelled rows as ``LLMTestCase``s; unknown ids, bad rows and labels of nodes the row
     does not have are reported in ``skipped`` (a case with some valid labels is kept)."""
-    cols = columns if isinstance(columns, SourceColumns) else SourceColumns.from_mapping(columns)
-    mapping = {k: v for k, v in cols.as_dict().items() if k not in ("retrieved_ids", "relevant_ids")}
-    src = reflect_source(
-        engine, source_table, schema, mapping, columns_env="CTXPREC_SOURCE_COLUMNS", optional=cols.optional_missing_ok()
-    )
-    found = {str(r["id"]): r for r in _read_rows(engine, src, list(labels.labels))}
+    cases = read_cases(engine, list(labels.labels), source_table=source_table, columns=columns, schema=schema)
     out = LabelledCases([], {})
     for log_id, nodes in labels.labels.items():
-        row = found.get(log_id)
-        if row is None:
-            out.skipped[log_id] = f"no row with id {log_id!r} in {source_table}"
-            continue
-        try:
-            case = row_to_test_case(row)
-        except InvalidTestCaseError as exc:
-            out.skipped[log_id] = str(exc)
+        case = cases[log_id]
+        if isinstance(case, str):
+            out.skipped[log_id] = case
             continue
         n = node_count(case.retrieval_context)  # the judged nodes (a source's items are one)
         kept = {k: v for k, v in nodes.items() if k <= n}
@@ -216,7 +236,7 @@ def calibrate(
     columns: SourceColumns | dict[str, str] | None = None,
     schema: str | None = None,
     output_schema: str | None = None,
-    concurrency: int = 16,
+    concurrency: int = defaults.CONCURRENCY,
     resamples: int = 1000,
     seed: int = 0,
     log_fn: Callable[[str], None] | None = None,

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from . import _common
-from .commands import COMMANDS
+from .commands import COMMANDS, Parser
 
 
 def _command_of(argv: Sequence[str] | None) -> str | None:
@@ -25,7 +25,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``ctxprec`` parser. Only the module of the command named in ``argv`` is imported (it adds
     its full parser); every other command is listed by name and help (``commands.COMMANDS``), so
     ``ctxprec --help`` and each command start without loading the others (``argv`` None: ``sys.argv``)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="ctxprec",
         description="Score the contextual precision of RAG retrievers from warehouse logs.",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -3,31 +3,33 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import Settings
 from ..errors import CtxPrecError, IdentifierError, JudgeConfigurationError
-from ..pipeline import DEFAULT_METRIC, METRIC_KINDS, METRIC_NAMES, MetricKind, PipelineConfig
+from ..pipeline import DEFAULT_METRIC, METRIC_KINDS, METRIC_NAMES, MetricKind
 from ..pipeline.columns import parse_column_flags
 from ..pipeline.outcome import EXIT_BUDGET, decide_error
-from ..scoring.samples import check_samples
 from ..secrets import redact
 from ._common import err_console
+from ._flags import add_flag, overrides
+
+if TYPE_CHECKING:  # pydantic: loaded when a command runs, never for --help
+    from ..config import Settings
+    from ..pipeline import PipelineConfig
 
 __all__ = [
     "EXIT_BUDGET",
     "UsageError",
+    "add_flag",
     "add_warehouse",
     "add_metric",
     "add_columns",
     "add_segments",
     "add_source",
     "add_traces",
-    "traces_of",
     "metric_of",
     "columns_of",
     "mapping_of_args",
@@ -53,10 +55,8 @@ class UsageError(CtxPrecError, ValueError):
     retryable = False
 
 
-def add_warehouse(
-    parser: argparse.ArgumentParser, *, default_help: str = "CTXPREC_WAREHOUSE_URL or sqlite:///ctxprec.db"
-) -> None:
-    parser.add_argument("--warehouse", metavar="URL", help=f"SQLAlchemy URL of the warehouse (default: {default_help})")
+def add_warehouse(parser: argparse.ArgumentParser) -> None:
+    add_flag(parser, "--warehouse")
 
 
 def add_metric(parser: argparse.ArgumentParser) -> None:
@@ -84,14 +84,7 @@ def add_columns(parser: argparse.ArgumentParser) -> None:
 
 def add_segments(parser: argparse.ArgumentParser) -> None:
     """``--segment COL`` (repeatable): copy a source column's values into the score rows."""
-    parser.add_argument(
-        "--segment",
-        action="append",
-        metavar="COL",
-        default=None,
-        help="a column of the input table whose value each score row carries, for per-segment "
-        "trend/check/compare (--by COL); repeatable (default: CTXPREC_SEGMENTS, a JSON list)",
-    )
+    add_flag(parser, "--segment")
 
 
 def metric_of(args: argparse.Namespace) -> MetricKind:
@@ -109,119 +102,58 @@ def mapping_of_args(args: argparse.Namespace) -> str:
     """The fingerprint of the column mapping configured for the readers (``CTXPREC_*_COLUMNS``,
     ``--column`` on top): the scores read with it are the ones compared, as the configured input
     table's are (``pipeline.mapping``)."""
-    from ..pipeline.mapping import configured_mapping
-
     try:
-        return configured_mapping(metric_of(args), settings(), columns_of(args))
+        return settings(args).mapping_for(metric_of(args), columns_of(args))
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
 
 
-def settings() -> Settings:
-    """``Settings.from_env()``; a malformed ``CTXPREC_*`` variable is a usage error (exit 2)."""
+def settings(args: argparse.Namespace | None = None) -> Settings:
+    """The settings: the ``CTXPREC_*`` variables with the setting flags given in ``args`` on top,
+    each checked against the declaration; a bad one is a usage error (exit 2) naming the flag or
+    the variable."""
+    from ..config import Settings, SettingsError
+
+    values, names = overrides(args) if args is not None else ({}, {})
     try:
-        return Settings.from_env()
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        return Settings.from_env(**values)
+    except SettingsError as exc:
+        named = exc.named(names[exc.field]) if exc.field in names else exc
+        raise UsageError(str(named)) from None
 
 
 def add_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partition", required=True, metavar="YYYY-MM-DD", help="the UTC day of event_time to score")
     add_metric(parser)
     add_columns(parser)
-    parser.add_argument(
-        "--judge",
-        metavar="MODEL",
-        help="an OpenAI-compatible model name, or 'lexical' for the offline judge "
-        "(default: CTXPREC_JUDGE, else gpt-4o-mini with OPENAI_API_KEY, else lexical)",
-    )
-    parser.add_argument(
-        "--judge-url",
-        metavar="URL",
-        help="the judge's OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 for vLLM "
-        "(default: OPENAI_BASE_URL, else OpenAI); --judge names the model served there",
-    )
+    add_flag(parser, "--judge")
+    add_flag(parser, "--judge-url")
     parser.add_argument(
         "--source-table",
         metavar="NAME",
         help="input table, 'table' or 'schema.table' (default: CTXPREC_SOURCE_TABLE or "
         "retrieval_logs; CTXPREC_CONVERSATION_TABLE or conversation_logs for the turn metric)",
     )
-    parser.add_argument(
-        "--chunk-size", type=int, metavar="N", help="rows per chunk (default: CTXPREC_CHUNK_SIZE or 500)"
-    )
-    parser.add_argument(
-        "--threshold",
-        type=float,
-        metavar="X",
-        help="per-case pass threshold in [0, 1] (default: CTXPREC_THRESHOLD or 0.5)",
-    )
-    parser.add_argument(
-        "--max-nodes-per-call",
-        type=int,
-        default=None,
-        metavar="N",
-        help="nodes per judge call for long lists (default: 20)",
-    )
-    parser.add_argument(
-        "--samples",
-        type=int,
-        metavar="N",
-        help="self-consistency: ask the judge N sampled answers per node (odd; one request with n=N "
-        "at temperature 1 where the endpoint supports it) and keep the majority verdict; costs ~N times "
-        "the completion tokens (default: CTXPREC_JUDGE_SAMPLES or 1)",
-    )
+    for flag in ("--chunk-size", "--threshold", "--max-nodes-per-call", "--samples"):
+        add_flag(parser, flag)
 
 
 def add_traces(parser: argparse.ArgumentParser) -> None:
     """A spans table (or an OTLP/JSON file) as the source: ``--source-format``, ``--stage``, the
     reference and documents lookups, ``--otlp-json`` (docs/traces.md)."""
     g = parser.add_argument_group("traces (docs/traces.md)")
-    g.add_argument(
-        "--source-format",
-        choices=("rows", "openinference", "otel-genai"),
-        help="rows (a retrieval-log table) or a spans table of OpenInference / OTel GenAI traces: one case "
-        "per retriever span (default: CTXPREC_SOURCE_FORMAT or rows; with --otlp-json: the file's convention)",
-    )
-    g.add_argument(
-        "--stage",
-        choices=("retrieve", "rerank"),
-        help="spans: score the retriever spans or the reranker spans' order (default: CTXPREC_STAGE or retrieve)",
-    )
-    g.add_argument(
-        "--expected-attribute",
-        metavar="KEY",
-        help="spans: the span attribute holding the reference answer (default: CTXPREC_EXPECTED_ATTRIBUTE)",
-    )
-    g.add_argument(
-        "--gold-table",
-        metavar="NAME",
-        help="spans: table of reference answers, expected_output by trace_id or input (default: "
-        "CTXPREC_GOLD_TABLE); with neither this nor --expected-attribute scoring is reference-free",
-    )
-    g.add_argument(
-        "--documents-table",
-        metavar="NAME",
-        help="spans: table of document texts (id, content) for spans that record document ids only "
-        "(default: CTXPREC_DOCUMENTS_TABLE)",
-    )
+    for flag in ("--source-format", "--stage", "--expected-attribute", "--gold-table", "--documents-table"):
+        add_flag(parser, flag, to=g)
+    p = parser.add_argument_group("Arize Phoenix (docs/phoenix.md)")
+    add_flag(parser, "--phoenix", to=p)
+    add_flag(parser, "--phoenix-project", to=p)
+    add_flag(parser, "--write-back", to=p, nargs="?", const="phoenix", metavar="phoenix")
     g.add_argument(
         "--otlp-json",
         metavar="FILE",
         help="load an OTLP/JSON trace export into the spans table (--source-table, default spans) of the "
         "warehouse (a SQLite file is created if missing), then score it",
     )
-
-
-def traces_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The trace settings given as flags (``PipelineConfig`` fields)."""
-    return {
-        "source_format": getattr(args, "source_format", None),
-        "stage": getattr(args, "stage", None),
-        "expected_attribute": getattr(args, "expected_attribute", None),
-        "gold_table": getattr(args, "gold_table", None),
-        "documents_table": getattr(args, "documents_table", None),
-    }
 
 
 def check_partition(value: str) -> str:
@@ -272,13 +204,14 @@ def check_judge_name(judge: Any) -> None:
         )
 
 
-def check_judge(judge: Any) -> None:
+def check_judge(judge: Any, s: Settings | None = None) -> None:
     """Fail before any work when the judge setting is a URL, or an LLM judge has no API key (the
     client would fail later)."""
     check_judge_name(judge)
     if not isinstance(judge, str) or judge.strip().lower() == "lexical":
         return
-    if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("AZURE_OPENAI_API_KEY")):
+    s = s or settings()
+    if s.openai_api_key is None and s.azure_openai_api_key is None:
         raise JudgeConfigurationError(
             f"judge {judge!r} needs OPENAI_API_KEY (and OPENAI_BASE_URL for a non-OpenAI endpoint); "
             "use --judge lexical for the offline judge"
@@ -286,31 +219,19 @@ def check_judge(judge: Any) -> None:
 
 
 def config_from_args(args: argparse.Namespace, **extra: Any) -> PipelineConfig:
-    """``PipelineConfig`` from the env (``Settings.from_env``) with the given flags on top."""
-    if getattr(args, "samples", None) is not None:
-        try:
-            check_samples(args.samples, "--samples")
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+    """The run's ``PipelineConfig``: the settings (the environment, the setting flags on top) for
+    the metric, input table and column mapping the flags name; ``extra``: more ``PipelineConfig``
+    fields. The CLI's process is its own: the collector is tuned while chunks stream (``quiet_gc``)."""
+    s = settings(args)
     try:
-        config = PipelineConfig.from_settings(
-            settings(),
-            warehouse=getattr(args, "warehouse", None),
-            judge=getattr(args, "judge", None),
+        config = s.pipeline_config(
             metric=metric_of(args).name,
             source_table=getattr(args, "source_table", None),
             columns=columns_of(args) or None,
-            segments=getattr(args, "segment", None) or None,
-            chunk_size=getattr(args, "chunk_size", None),
-            threshold=getattr(args, "threshold", None),
-            max_nodes_per_call=getattr(args, "max_nodes_per_call", None),
-            judge_samples=getattr(args, "samples", None),
-            **({"judge_base_url": args.judge_url} if getattr(args, "judge_url", None) else {}),
+            quiet_gc=True,
             **extra,
         )
-    except (IdentifierError, TypeError) as exc:
-        raise UsageError(str(exc)) from None
-    except ValueError as exc:  # bad numbers (flags or CTXPREC_* variables)
+    except (IdentifierError, TypeError, ValueError) as exc:  # bad names, or values that do not fit together
         raise UsageError(str(exc)) from None
     check_judge_name(config.judge)
     if isinstance(config.warehouse, str):

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
 from rich.text import Text
 
-from ._render import stdout_console
+from ..monitoring.table_fit import Col, FitTable
+from ._render import print_prose, stdout_console
 
 if TYPE_CHECKING:
     from ..monitoring import CheckResult
@@ -20,12 +20,14 @@ def _f(v: float | None, spec: str = ".3f") -> str:
     return "—" if v is None else format(v, spec)
 
 
-def figures_table(result: CheckResult) -> Table:
+def figures_table(result: CheckResult) -> FitTable:
     s, b = result.figures.summary, result.baseline.summary
-    t = Table(title=f"{result.metric} · {result.partition_key}", header_style="bold")
-    t.add_column("")
-    t.add_column("partition", justify="right")
-    t.add_column(f"baseline ({len(result.baseline.partitions)} partitions)", justify="right")
+    t = FitTable(
+        Col("", justify="left"),
+        Col("partition"),
+        Col(f"baseline ({len(result.baseline.partitions)} partitions)"),
+        title=f"{result.metric} · {result.partition_key}",
+    )
 
     def f3(v):
         return "—" if v is None else f"{v:.3f}"
@@ -66,18 +68,24 @@ def sample_notes(df: Any) -> list[str]:
     return out
 
 
-def segment_check_table(check: SegmentCheck) -> Table:
-    """One row per segment value, worst delta first."""
-    t = Table(title=f"{check.metric} · {check.partition_key} by {check.by}", header_style="bold")
-    for name, justify in (
-        (check.by, "left"), ("rows", "right"), ("mean", "right"), ("baseline", "right"),
-        ("delta", "right"), ("p", "right"), ("Holm p", "right"), ("status", "left"),
-    ):  # fmt: skip
-        t.add_column(name, justify=justify)  # type: ignore[arg-type]
+def segment_check_table(check: SegmentCheck) -> FitTable:
+    """One row per segment value, worst delta first. In a narrow terminal p, baseline, Holm p and
+    rows give way, in that order; the segment's name never."""
+    t = FitTable(
+        Col(check.by, justify="left"),
+        Col("rows", drop=4),
+        Col("mean"),
+        Col("baseline", drop=2),
+        Col("delta"),
+        Col("p", drop=1),
+        Col("Holm p", drop=3),
+        Col("status", justify="left"),
+        title=f"{check.metric} · {check.partition_key} by {check.by}",
+    )
     for s in check.by_delta():
         style = "red" if s.status == "alert" else ("dim" if s.status == "too few rows" else None)
         t.add_row(
-            s.label, str(s.rows), _f(s.mean), _f(s.baseline_mean), _f(s.delta, "+.3f"),
+            Text(s.label), str(s.rows), _f(s.mean), _f(s.baseline_mean), _f(s.delta, "+.3f"),
             _f(s.p_value, ".2g"), _f(s.p_adjusted, ".2g"), s.status, style=style,
         )  # fmt: skip
     return t
@@ -92,20 +100,26 @@ def print_segment_check(check: SegmentCheck) -> None:
             console.print(Text.assemble(("ALERT", style), f" [{a.severity}] {a.rule}: {a.message}"))
     few = check.too_few_line()
     if few:
-        console.print(f"note: {few}", markup=False, highlight=False, soft_wrap=True)
+        print_prose(console, f"note: {few}")
 
 
-def segment_trend_table(by: str, checks: Sequence[SegmentCheck]) -> Table:
-    """One row per segment value: the latest day's figures, the daily means, the days it alerted."""
+def segment_trend_table(by: str, checks: Sequence[SegmentCheck]) -> FitTable:
+    """One row per segment value: the latest day's figures, the daily means, the days it alerted.
+    In a narrow terminal baseline, Holm p, rows and the daily means give way, in that order."""
     from ..monitoring.stats import sparkline
 
     last = checks[-1]
-    t = Table(title=f"{last.metric} by {by}: {checks[0].partition_key} → {last.partition_key}", header_style="bold")
-    for name, justify in (
-        (by, "left"), ("rows", "right"), ("mean", "right"), ("baseline", "right"), ("delta", "right"),
-        ("Holm p", "right"), ("daily mean", "left"), ("alert days", "left"),
-    ):  # fmt: skip
-        t.add_column(name, justify=justify, no_wrap=name == "daily mean")  # type: ignore[arg-type]
+    t = FitTable(
+        Col(by, justify="left"),
+        Col("rows", drop=3),
+        Col("mean"),
+        Col("baseline", drop=1),
+        Col("delta"),
+        Col("Holm p", drop=2),
+        Col("daily mean", justify="left", drop=4),
+        Col("alert days", justify="left", wrap=True),
+        title=f"{last.metric} by {by}: {checks[0].partition_key} → {last.partition_key}",
+    )
     values = {s.value: s.label for c in checks for s in c.segments}
     for value in sorted(values, key=lambda v: (v is not None, v or "")):
         per_day = [next((s for s in c.segments if s.value == value), None) for c in checks]
@@ -113,7 +127,7 @@ def segment_trend_table(by: str, checks: Sequence[SegmentCheck]) -> Table:
         means = [s.mean if s is not None else None for s in per_day]
         alert_days = [c.partition_key for c, s in zip(checks, per_day) if s is not None and s.status == "alert"]
         t.add_row(
-            values[value], str(latest.rows) if latest else "0", _f(latest.mean if latest else None),
+            Text(values[value]), str(latest.rows) if latest else "0", _f(latest.mean if latest else None),
             _f(latest.baseline_mean if latest else None), _f(latest.delta if latest else None, "+.3f"),
             _f(latest.p_adjusted if latest else None, ".2g"), sparkline(means, lo=0.0, hi=1.0),
             ", ".join(alert_days), style="red" if alert_days and alert_days[-1] == last.partition_key else None,

@@ -1,4 +1,6 @@
-"""Rich tables the commands print: run summaries, a chunk result, an estimate."""
+"""Rich tables the commands print: run summaries, a chunk result, an estimate. Each is a
+``FitTable``: it fits the terminal it is printed to (an 80-column one included) by leaving out
+its least important columns first, never the row's name or date."""
 
 from __future__ import annotations
 
@@ -9,14 +11,29 @@ from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
-from rich.table import Table
 
+from ..monitoring.table_fit import Col, FitTable
 from ..pipeline import ChunkResult, RunSummary
 
 if TYPE_CHECKING:
     from ..pipeline.estimate import Estimate
 
-__all__ = ["runs_table", "run_table", "chunk_table", "estimate_table", "fmt_cost", "fmt_num", "stdout_console"]
+__all__ = [
+    "runs_table",
+    "run_table",
+    "chunk_table",
+    "estimate_table",
+    "fmt_cost",
+    "fmt_num",
+    "stdout_console",
+    "print_prose",
+]
+
+
+def _width_known() -> bool:
+    from ._common import console
+
+    return console.is_terminal or bool(os.environ.get("COLUMNS"))
 
 
 def stdout_console() -> Console:
@@ -24,9 +41,15 @@ def stdout_console() -> Console:
     (rich's default of 80 would fold the tables), unless ``COLUMNS`` says otherwise."""
     from ._common import console
 
-    if console.is_terminal or os.environ.get("COLUMNS"):
+    if _width_known():
         return console
     return Console(width=140)
+
+
+def print_prose(console: Console, text: str, *, style: str | None = None) -> None:
+    """A message line: wrapped at word boundaries to the terminal's width (or ``COLUMNS``); one
+    line when the output is piped or logged with no width given (for grep and log readers)."""
+    console.print(text, markup=False, highlight=False, style=style, soft_wrap=not _width_known())
 
 
 def fmt_num(v: float | None, spec: str = ".3f") -> str:
@@ -62,15 +85,27 @@ def status_cell(s: RunSummary) -> str:
     return cell
 
 
-def runs_table(summaries: Sequence[RunSummary], *, title: str | None = None, show_metric: bool = True) -> Table:
-    """One row per partition run: counts, mean/median, pass rate, 95% CI of the mean, spend."""
-    table = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("partition", no_wrap=True)
-    if show_metric:
-        table.add_column("metric")
-    table.add_column("status")
-    for name in ("rows", "scored", "cached", "failed", "mean", "median", "pass rate", "95% CI", "tokens", "cost"):
-        table.add_column(name, justify="right")
+def runs_table(summaries: Sequence[RunSummary], *, title: str | None = None, show_metric: bool = True) -> FitTable:
+    """One row per partition run: counts, mean/median, pass rate, 95% CI of the mean, spend. In a
+    narrow terminal cached, median, tokens, CI, scored, cost and metric give way, in that order."""
+    table = FitTable(
+        Col("partition", justify="left"),
+        *([Col("metric", justify="left", drop=7)] if show_metric else []),
+        Col("status", justify="left"),
+        Col("rows"),
+        Col("scored", drop=5),
+        Col("cached", drop=1),
+        Col("failed"),
+        Col("mean"),
+        Col("median", drop=2),
+        Col("pass rate"),
+        Col("95% CI", drop=4),
+        Col("tokens", drop=3),
+        Col("cost", drop=6),
+        title=title,
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
     for s in summaries:
         cells = [s.partition_key]
         if show_metric:
@@ -92,11 +127,22 @@ def runs_table(summaries: Sequence[RunSummary], *, title: str | None = None, sho
     return table
 
 
-def run_table(s: RunSummary, *, title: str | None = None) -> Table:
+def _figures(title: str | None, rows: Sequence[tuple[str, str]], **options: object) -> FitTable:
+    """A two-column table (figure, value): the value wraps at word boundaries if it must."""
+    table = FitTable(
+        Col("figure", justify="left", style="bold"),
+        Col("value", wrap=True),
+        title=title,
+        show_header=False,
+        **options,
+    )
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def run_table(s: RunSummary, *, title: str | None = None) -> FitTable:
     """One run as a two-column table (fits an 80-column terminal)."""
-    table = Table(title=title, show_header=False, box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("figure", style="bold")
-    table.add_column("value", justify="right")
     failures = ", ".join(f"{t} {n}" for t, n in sorted(s.failures_by_type.items()))
     rows = [
         ("partition", s.partition_key),
@@ -122,15 +168,20 @@ def run_table(s: RunSummary, *, title: str | None = None) -> Table:
         rows.append(("[yellow]rows without an id (not scored)[/]", f"{s.rows_without_id:,}"))
     if s.rows_unpartitioned:
         rows.append(("[yellow]table rows in no partition[/]", f"{s.rows_unpartitioned:,}"))
-    for name, value in rows:
-        table.add_row(name, value)
-    return table
+    return _figures(title, rows, box=box.SIMPLE_HEAD, pad_edge=False)
 
 
-def chunk_table(result: ChunkResult, *, run_id: str) -> Table:
-    table = Table(title=f"chunk {result.index} of {result.partition_key} (run {run_id})", header_style="bold")
-    for name in ("rows", "scored", "cached", "failed", "judge calls", "tokens", "cost"):
-        table.add_column(name, justify="right")
+def chunk_table(result: ChunkResult, *, run_id: str) -> FitTable:
+    table = FitTable(
+        Col("rows"),
+        Col("scored"),
+        Col("cached", drop=2),
+        Col("failed"),
+        Col("judge calls", drop=3),
+        Col("tokens", drop=1),
+        Col("cost"),
+        title=f"chunk {result.index} of {result.partition_key} (run {run_id})",
+    )
     table.add_row(
         str(result.rows_total),
         str(result.rows_scored),
@@ -143,11 +194,8 @@ def chunk_table(result: ChunkResult, *, run_id: str) -> Table:
     return table
 
 
-def estimate_table(e: Estimate) -> Table:
+def estimate_table(e: Estimate) -> FitTable:
     """One partition's estimate as a two-column table (figure, value)."""
-    table = Table(title=f"estimate · {e.partition_key} · {e.metric}", header_style="bold", show_header=False)
-    table.add_column("figure")
-    table.add_column("value", justify="right")
     judge = e.judge_model + (" (offline)" if e.offline_judge else "")
     price = (
         f"${e.price_per_million[0]:g} / ${e.price_per_million[1]:g} per 1M in/out tokens"
@@ -172,6 +220,4 @@ def estimate_table(e: Estimate) -> Table:
         ("estimated cost", fmt_cost(e.cost)),
         ("estimated cost, batch mode", fmt_cost(getattr(e, "batch_cost", None))),
     ]
-    for name, value in rows:
-        table.add_row(name, value)
-    return table
+    return _figures(f"estimate · {e.partition_key} · {e.metric}", rows)

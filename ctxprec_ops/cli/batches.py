@@ -6,7 +6,7 @@ import argparse
 import json
 from datetime import UTC, datetime
 
-from ._args import RAW, UsageError, add_columns, add_warehouse, config_from_args, guarded
+from ._args import RAW, UsageError, add_columns, add_flag, add_warehouse, config_from_args, guarded
 from ._common import EXIT_OK
 from ._render import run_table, stdout_console
 from .commands import COMMANDS
@@ -42,12 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--open", action="store_true", help="list: only batches no run has collected yet")
     p.add_argument("--source-table", metavar="NAME", help="collect: the input table of the batch's rows (as for score)")
     add_columns(p)
-    p.add_argument(
-        "--max-nodes-per-call",
-        type=int,
-        metavar="N",
-        help="collect: nodes per judge call, as the batch was submitted with (default: 20)",
-    )
+    add_flag(p, "--max-nodes-per-call", about="collect: nodes per judge call, as the batch was submitted with")
     p.add_argument("--json", action="store_true", help="print JSON on stdout instead of a table")
     p.set_defaults(func=guarded("batches", run))
 
@@ -58,9 +53,8 @@ def _age(submitted: datetime) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
     from ..batch.manage import batch_records, cancel_batch, collect_batch
+    from ..monitoring.table_fit import Col, FitTable
 
     console = stdout_console()
     if args.action != "list" and not args.batch_id:
@@ -86,20 +80,20 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         console.print_json(json.dumps([r.__dict__ for r in records], default=str))
         return EXIT_OK
-    table = Table(title="batches (newest first)")
-    for col in (
-        "batch",
-        "partition",
-        "metric",
-        "judge",
-        "prompt",
-        "status",
-        "requests",
-        "answered",
-        "age",
-        "collected",
-    ):
-        table.add_column(col)
+    # in a narrow terminal: prompt, metric, answered, judge, collected, age give way, in that order
+    table = FitTable(
+        Col("batch", justify="left"),
+        Col("partition", justify="left"),
+        Col("metric", justify="left", drop=2),
+        Col("judge", justify="left", drop=4),
+        Col("prompt", justify="left", drop=1),
+        Col("status", justify="left"),
+        Col("requests"),
+        Col("answered", drop=3),
+        Col("age", drop=6),
+        Col("collected", justify="left", drop=5),
+        title="batches (newest first)",
+    )
     for r in records:
         table.add_row(
             r.batch_id,

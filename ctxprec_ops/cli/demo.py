@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
+from functools import partial
 
 from ..demo.defaults import DEFAULT_DEMO_URL, DEFAULT_REPORT, DEMO_JUDGE
 from ..secrets import redact
-from ._args import RAW, UsageError, check_judge, guarded
+from ._args import RAW, UsageError, add_flag, check_judge, guarded, settings
 from ._common import EXIT_OK, err_console
 from .commands import COMMANDS
 
@@ -79,14 +79,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, default=20261128, help="sample seed (same seed, same logs)")
     p.add_argument("--end-date", metavar="YYYY-MM-DD", help="last day of the sample (default: yesterday, UTC)")
-    p.add_argument("--concurrency", type=int, metavar="N", help="judge requests in flight at most")
+    add_flag(p, "--concurrency")
     p.add_argument("--force", action="store_true", help="allow recreating the demo tables on a non-SQLite warehouse")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=guarded("demo", run))
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..demo.job import METRICS, check_demo_warehouse, check_report_path, run_demo
+    from ..demo.job import METRICS, check_demo_warehouse, run_demo
+    from ._out_path import check_out_path
     from ._render import runs_table, stdout_console
     from .progress import ProgressDisplay
 
@@ -97,14 +98,14 @@ def run(args: argparse.Namespace) -> int:
         from ._args import check_partition
 
         check_partition(args.end_date)
+    s = settings(args)
     judge = args.judge or DEMO_JUDGE
-    check_judge(judge)
+    check_judge(judge, s)
     check_demo_warehouse(args.warehouse, force=args.force)
-    check_report_path(args.out)
-    configured = os.environ.get("CTXPREC_JUDGE", "").strip()
-    if not args.judge and configured and configured.lower() != DEMO_JUDGE:
+    check_out_path(args.out)  # the report and the files next to it: a bad --out is a usage error
+    if not args.judge and s.is_set("judge") and s.judge.lower() != DEMO_JUDGE:
         err_console.print(
-            f"ctxprec demo: note: CTXPREC_JUDGE={redact(configured)} is not used by the demo, which is offline "
+            f"ctxprec demo: note: CTXPREC_JUDGE={redact(s.judge)} is not used by the demo, which is offline "
             "unless --judge names a judge",
             markup=False,
             highlight=False,
@@ -124,10 +125,11 @@ def run(args: argparse.Namespace) -> int:
             out=args.out,
             seed=args.seed,
             end_date=args.end_date,
-            concurrency=args.concurrency,
             force=args.force,
             progress_for=display.callback,
             log=display.log,
+            # the run settings of the environment (and --concurrency); the CLI's process is its own
+            configure=partial(s.pipeline_config, quiet_gc=True),
         )
 
     info = result.info

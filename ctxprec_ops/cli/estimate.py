@@ -14,7 +14,6 @@ from ._args import (
     check_partition,
     config_from_args,
     guarded,
-    traces_of,
 )
 from ._common import EXIT_OK, err_console
 from .commands import COMMANDS
@@ -30,6 +29,7 @@ are the real prompts counted with the model's BPE encoding (cl100k/o200k, bundle
 'tokens' extra; else characters / 4, and the output says which), completion tokens 40 per node; prices
 from ctxprec_ops.judge.pricing (override with CTXPREC_PRICES='{"model": [in_usd_per_1M, out_usd_per_1M]}').
 No judge is called and nothing is written; no API key is needed.
+privileges: read access only (SELECT on the input and ctxprec_* tables); a SQLite file is opened read-only.
 """
 
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     partition = check_partition(args.partition)
     if getattr(args, "otlp_json", None):
         raise UsageError("--otlp-json loads a file for ctxprec score; estimate the spans table it loaded into")
-    config = config_from_args(args, **traces_of(args))
+    config = config_from_args(args)
 
     def progress(rows: int, _total: int | None) -> None:
         if not args.json and err_console.is_terminal:

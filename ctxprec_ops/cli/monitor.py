@@ -4,18 +4,29 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from ..errors import IdentifierError
 from ..pipeline.columns import merge_columns
-from ._args import RAW, UsageError, add_columns, add_metric, check_warehouse, columns_of, guarded, metric_of, settings
+from ._args import (
+    RAW,
+    UsageError,
+    add_columns,
+    add_flag,
+    add_metric,
+    add_warehouse,
+    check_warehouse,
+    columns_of,
+    guarded,
+    metric_of,
+    settings,
+)
 from ._args import check_partition as check_partition_key
 from ._args import mapping_of_args as _mapping
 from ._common import EXIT_ALERT, EXIT_OK, err_console
-from ._render import stdout_console
+from ._render import print_prose, stdout_console
 from .commands import COMMANDS
 
 if TYPE_CHECKING:  # the monitoring stack (pandas, scipy) is imported by the commands that use it
@@ -32,15 +43,28 @@ alert rules:
   volume      rows < --volume-ratio x the baseline median rows per partition; a partition
               with no rows at all is checked too                            (warn)
   failure     failed rows / rows > --max-failure-rate                       (warn)
+Labels: where rows of a partition drawn with `ctxprec labels sample` are fully labelled
+(`ctxprec labels import`), the mean corrected with them is shown with its 95% CI; with
+--use-corrected the threshold rule's min_mean compares it (>= 10 labelled rows).
 Figures use one judge model / prompt version (default: the most recent), so a judge change
-never mixes populations. Defaults: CTXPREC_WAREHOUSE_URL, CTXPREC_MIN_MEAN, CTXPREC_MIN_PASS_RATE.
+never mixes populations. Each rule's flag defaults to its CTXPREC_* variable (docs/configuration.md).
 """
 
-TREND_EPILOG = """\
+#: what the read commands need (trend, check, report, compare)
+READS_ONLY = (
+    "privileges: read access only (SELECT on the ctxprec_* tables); a SQLite file is opened read-only and "
+    "never written\n"
+)
+
+TREND_EPILOG = (
+    """\
 examples:
   ctxprec trend --warehouse sqlite:///ctxprec.db
   ctxprec trend --days 30 --metric turn_contextual_precision --min-mean 0.6
+
 """
+    + READS_ONLY
+)
 
 CHECK_EPILOG = (
     """\
@@ -53,6 +77,8 @@ exit codes:
   0  no alert    1  error (warehouse, tables)    2  bad arguments    3  an alert fired
 
 """
+    + READS_ONLY
+    + "\n"
     + RULES_HELP
     + """Delivery (only when an alert fires): --webhook or CTXPREC_ALERT_WEBHOOK (Slack-compatible JSON);
 --email-to or CTXPREC_ALERT_EMAIL_TO with CTXPREC_SMTP_HOST/PORT/USER/PASSWORD/FROM/STARTTLS.
@@ -66,20 +92,7 @@ examples:
 
 The file is self-contained (inline CSS and SVG, no scripts, no network): open it offline or
 attach it to a ticket.
-"""
-
-
-def _unit(name: str):
-    def parse(raw: str) -> float:
-        try:
-            v = float(raw)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {raw!r}") from None
-        if not 0.0 <= v <= 1.0:
-            raise argparse.ArgumentTypeError(f"{name} must be between 0 and 1, got {raw}")
-        return v
-
-    return parse
+""" + READS_ONLY.replace("\n", "; --out needs a writable directory\n")
 
 
 def _positive(raw: str) -> int:
@@ -94,11 +107,7 @@ def _positive(raw: str) -> int:
 
 def add_population_flags(p: argparse.ArgumentParser) -> None:
     """Where and whose scores: --warehouse, --metric, --judge-model, --prompt-version, --source-table."""
-    p.add_argument(
-        "--warehouse",
-        metavar="URL",
-        help="SQLAlchemy URL of the warehouse (default: CTXPREC_WAREHOUSE_URL or sqlite:///ctxprec.db)",
-    )
+    add_warehouse(p)
     add_metric(p)
     p.add_argument(
         "--judge-model", metavar="NAME", help="compare scores of this judge model (default: the most recent)"
@@ -127,6 +136,15 @@ def population_args(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def id_column_of(args: argparse.Namespace) -> str:
+    """The input table's id column under the configured column mapping (``--column id=...``)."""
+    kind = metric_of(args)
+    try:
+        return merge_columns(getattr(settings(), kind.columns_setting), columns_of(args)).get("id", "id")
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _add_by(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--by",
@@ -149,73 +167,52 @@ def _add_by(p: argparse.ArgumentParser) -> None:
 def _common(p: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
     add_population_flags(p)
     if thresholds:
-        p.add_argument(
+        for flag in (
             "--min-mean",
-            type=_unit("--min-mean"),
-            metavar="X",
-            help="alert when the mean is below X (default: CTXPREC_MIN_MEAN)",
-        )
-        p.add_argument(
             "--min-pass-rate",
-            type=_unit("--min-pass-rate"),
-            metavar="X",
-            help="alert when the pass rate is below X (default: CTXPREC_MIN_PASS_RATE)",
-        )
-        p.add_argument(
             "--min-drop",
-            type=_unit("--min-drop"),
-            default=0.05,
-            metavar="X",
-            help="regression: smallest drop of the mean that alerts (default: %(default)s)",
-        )
-        p.add_argument(
             "--alpha",
-            type=_unit("--alpha"),
-            default=0.01,
-            metavar="P",
-            help="regression: significance level of the Welch t-test (default: %(default)s)",
-        )
-        p.add_argument(
             "--baseline-partitions",
-            type=_positive,
-            default=7,
-            metavar="N",
-            help="trailing baseline size in scored partitions (default: %(default)s)",
-        )
-        p.add_argument(
             "--volume-ratio",
-            type=_unit("--volume-ratio"),
-            default=0.5,
-            metavar="X",
-            help="volume: alert below X times the baseline median rows (default: %(default)s)",
-        )
-        p.add_argument(
             "--max-failure-rate",
-            type=_unit("--max-failure-rate"),
-            default=0.2,
-            metavar="X",
-            help="alert when more than X of the rows failed (default: %(default)s)",
-        )
+        ):
+            add_flag(p, flag)
         p.add_argument(
             "--keep-regressions-in-baseline",
             action="store_true",
             help="pool partitions that fired a regression alert into later baselines "
             "(default: leave them out, as process control does)",
         )
+        add_label_flags(p)
+
+
+def add_label_flags(p: argparse.ArgumentParser) -> None:
+    """``--label-set`` and ``--use-corrected``: the gold labels that correct the figures."""
+    p.add_argument(
+        "--label-set",
+        metavar="NAME",
+        help="the ctxprec_labels label set whose fully labelled rows correct the mean (default: CTXPREC_LABEL_SET "
+        "or default)",
+    )
+    p.add_argument(
+        "--use-corrected",
+        action="store_true",
+        default=None,
+        help="min_mean compares the label-corrected mean where enough rows are labelled (default: "
+        "CTXPREC_USE_CORRECTED); the regression, volume and pass-rate rules are unchanged",
+    )
 
 
 def _source_table(args: argparse.Namespace) -> str:
     """The input table whose scores are compared: ``--source-table``, else the metric's
     configured table (validated: ``IdentifierError`` -> exit 2)."""
     from ..pipeline.context import source_table_name
-    from ..pipeline.formats import SPAN_FORMATS, reads_spans, recorded_source
 
-    s, kind = settings(), metric_of(args)
     given = getattr(args, "source_table", None)
     try:
-        if not given and s.source_format in SPAN_FORMATS and reads_spans(kind):
-            return recorded_source(source_table_name(s.span_table, None), s.stage)  # a spans table's scores
-        return source_table_name(given or getattr(s, kind.table_setting), None)
+        if given:
+            return source_table_name(given, None)
+        return settings(args).recorded_source(metric_of(args))  # a spans table's scores: its stage's
     except IdentifierError as exc:
         raise UsageError(str(exc)) from None
 
@@ -223,20 +220,22 @@ def _source_table(args: argparse.Namespace) -> str:
 def _settings(args: argparse.Namespace) -> tuple[str, AlertRules]:
     from ..monitoring import AlertRules
 
-    env = settings()
+    s = settings(args)
     args.metric = metric_of(args).name
-    url = args.warehouse or env.warehouse_url
+    url = s.warehouse_url
     check_warehouse(url)
     try:
         rules = AlertRules(
-            min_mean=args.min_mean if args.min_mean is not None else env.min_mean,
-            min_pass_rate=args.min_pass_rate if args.min_pass_rate is not None else env.min_pass_rate,
-            min_drop=args.min_drop,
-            alpha=args.alpha,
-            baseline_partitions=args.baseline_partitions,
-            volume_ratio=args.volume_ratio,
-            max_failure_rate=args.max_failure_rate,
+            min_mean=s.min_mean,
+            min_pass_rate=s.min_pass_rate,
+            min_drop=s.min_drop,
+            alpha=s.alpha,
+            baseline_partitions=s.baseline_partitions,
+            volume_ratio=s.volume_ratio,
+            max_failure_rate=s.max_failure_rate,
             exclude_regressions_from_baseline=not args.keep_regressions_in_baseline,
+            use_corrected=args.use_corrected if args.use_corrected is not None else s.use_corrected,
+            label_set=args.label_set or s.label_set,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -270,15 +269,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     _common(p)
     p.add_argument("--partition", required=True, metavar="YYYY-MM-DD", help="the partition (UTC day) to check")
-    p.add_argument(
-        "--webhook", metavar="URL", help="POST alerts to this Slack-compatible webhook (default: CTXPREC_ALERT_WEBHOOK)"
-    )
-    p.add_argument(
-        "--email-to",
-        metavar="ADDR",
-        action="append",
-        help="e-mail alerts to ADDR (repeatable; SMTP from CTXPREC_SMTP_*)",
-    )
+    add_flag(p, "--webhook")
+    add_flag(p, "--email-to")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     _add_by(p)
     p.set_defaults(func=guarded("check", run_check))
@@ -333,14 +325,12 @@ def run_trend(args: argparse.Namespace) -> int:
     console.print(format_trend_table(df))
     for messages in df["alert_messages"]:
         for m in messages:
-            console.print("[bold red]ALERT[/bold red] ", end="")
-            console.print(m, markup=False, highlight=False)
+            console.print(Text.assemble(("ALERT", "bold red"), " ", m))
     for line in sample_notes(df):
-        console.print(f"note: {line}", markup=False, highlight=False, soft_wrap=True)
+        print_prose(console, f"note: {line}")
     note = None if args.end else staleness_note(str(df["partition_key"].iloc[-1]))
     if note:
-        console.print("[bold yellow]note[/bold yellow] ", end="")
-        console.print(note, markup=False, highlight=False)
+        console.print(Text.assemble(("note", "bold yellow"), " ", note))
     for by in args.by or ():
         from ..monitoring.segments import segment_trend
         from ._monitor_render import segment_trend_table
@@ -350,13 +340,12 @@ def run_trend(args: argparse.Namespace) -> int:
         if checks:
             console.print(segment_trend_table(by, checks))
             for a in checks[-1].alerts:
-                console.print("[bold red]ALERT[/bold red] ", end="")
-                console.print(a.message, markup=False, highlight=False)
+                console.print(Text.assemble(("ALERT", "bold red"), " ", a.message))
     return EXIT_OK
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from ..monitoring import check_partition, deliver, sinks_from_env
+    from ..monitoring import check_partition, deliver
     from ._monitor_render import figures_table
 
     url, rules = _settings(args)
@@ -367,22 +356,25 @@ def run_check(args: argparse.Namespace) -> int:
         volume_ratio=rules.volume_ratio, max_failure_rate=rules.max_failure_rate,
         judge_model=args.judge_model, prompt_version=args.prompt_version, source_table=_source_table(args),
         mapping=_mapping(args), exclude_regressions_from_baseline=rules.exclude_regressions_from_baseline,
+        use_corrected=rules.use_corrected, label_set=rules.label_set,
     )  # fmt: skip
     try:
-        sinks = sinks_from_env(webhook=args.webhook, email_to=args.email_to)
+        sinks = settings(args).alert_sinks()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     console = stdout_console()
     if not args.json:
         console.print(figures_table(result))
-        console.print(f"baseline: {result.baseline.describe()}", markup=False, highlight=False, soft_wrap=True)
+        print_prose(console, f"baseline: {result.baseline.describe()}")
         if result.population:
             console.print(f"population: {result.population.label()}", markup=False, highlight=False)
+        if result.corrected is not None:
+            console.print(f"labels: {result.corrected.describe()}", markup=False, highlight=False, soft_wrap=True)
         for a in result.alerts:
             style = "bold red" if a.severity == "error" else "bold yellow"
             console.print(Text.assemble(("ALERT", style), f" [{a.severity}] {a.rule}: {a.message}"))
         for n in result.notes:
-            console.print(f"note: {n}", markup=False, highlight=False, soft_wrap=True)
+            print_prose(console, f"note: {n}")
     seg_checks = []
     for by in args.by or ():
         from ..monitoring.segments import check_segments
@@ -414,12 +406,13 @@ def run_check(args: argparse.Namespace) -> int:
 
 def run_report(args: argparse.Namespace) -> int:
     from ..monitoring import render_report
+    from ._out_path import check_out_path
 
+    out = check_out_path(args.out)  # before any work: a bad --out is a usage error
     url, rules = _settings(args)
     if args.end:
         check_partition_key(args.end)
-    out = Path(args.out)
-    kind, env = metric_of(args), settings()
+    kind, env = metric_of(args), settings(args)
     source = _source_table(args)
     columns = merge_columns(getattr(env, kind.columns_setting), columns_of(args))
     comparison = None
@@ -434,7 +427,7 @@ def run_report(args: argparse.Namespace) -> int:
         comparison = {
             "by": args.compare_by, "baseline": parse_value(args.baseline), "candidate": parse_value(args.candidate),
             "pair_on": args.pair_on, "within": args.within, "partition": args.compare_from,
-            "until": args.compare_until,
+            "until": args.compare_until, "id_column": columns.get("id"),
         }  # fmt: skip
     path = render_report(
         url, out, metric=kind.name, days=args.days, end=args.end, rules=rules, worst=args.worst,

@@ -11,6 +11,7 @@ from ..pipeline.outcome import Outcome, decide
 from ._args import (
     RAW,
     UsageError,
+    add_flag,
     add_segments,
     add_source,
     add_traces,
@@ -19,7 +20,7 @@ from ._args import (
     check_partition,
     config_from_args,
     guarded,
-    traces_of,
+    settings,
 )
 from ._common import err_console
 from .commands import COMMANDS
@@ -40,11 +41,10 @@ examples:
   ctxprec score --partition 2026-11-28 --source-format openinference --source-table spans
   ctxprec score --partition 2026-11-28 --source-format openinference --stage rerank
   ctxprec score --warehouse sqlite:///traces.db --otlp-json traces.json --partition 2026-11-28
+  ctxprec score --phoenix http://localhost:6006 --phoenix-project rag-app --write-back --partition 2026-11-28
 
-Defaults come from CTXPREC_WAREHOUSE_URL, CTXPREC_JUDGE, CTXPREC_SOURCE_TABLE,
-CTXPREC_CONVERSATION_TABLE, CTXPREC_SOURCE_COLUMNS, CTXPREC_CONVERSATION_COLUMNS, CTXPREC_SEGMENTS,
-CTXPREC_THRESHOLD, CTXPREC_CONCURRENCY, CTXPREC_CHUNK_SIZE, CTXPREC_SAMPLE_RATE, CTXPREC_MAX_ROWS, CTXPREC_MAX_RPM,
-CTXPREC_MAX_TPM, CTXPREC_OUTAGE_TOLERANCE, OPENAI_API_KEY and OPENAI_BASE_URL; flags override them.
+Every setting without a flag comes from its CTXPREC_* variable too (docs/configuration.md), and
+OPENAI_API_KEY / OPENAI_BASE_URL configure the judge's client; flags override the variables.
 Re-running a partition only judges rows that are not scored yet.
 
 exit codes:  (the Airflow operator and the Dagster asset decide the same way)
@@ -70,47 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_source(p)
     add_segments(p)
     add_traces(p)
-    p.add_argument(
-        "--concurrency",
-        type=int,
-        metavar="N",
-        help="judge requests in flight at most (default: CTXPREC_CONCURRENCY or 16)",
-    )
-    p.add_argument("--max-cost", type=float, metavar="USD", help="cap the run's judge spend in USD")
-    p.add_argument(
-        "--max-rpm",
-        type=float,
-        metavar="N",
-        help="judge requests per minute at most, kept before sending (default: CTXPREC_MAX_RPM, "
-        "no cap); several processes sharing one quota each get their share, see docs/scaling.md",
-    )
-    p.add_argument(
-        "--max-tpm",
-        type=float,
-        metavar="N",
-        help="judge tokens per minute at most, estimated prompt + completion allowance "
-        "(default: CTXPREC_MAX_TPM, no cap)",
-    )
-    p.add_argument(
-        "--sample-rate",
-        type=float,
-        metavar="R",
-        help="score only this share of the partition's rows, 0 < R <= 1: the same rows on every run "
-        "and for every metric (a hash of the log id); default CTXPREC_SAMPLE_RATE or 1",
-    )
-    p.add_argument(
-        "--max-rows",
-        type=int,
-        metavar="N",
-        help="score at most N rows of the partition (of the sample; default CTXPREC_MAX_ROWS, no cap)",
-    )
-    p.add_argument(
-        "--outage-tolerance",
-        type=float,
-        metavar="SECONDS",
-        help="how long to wait out a judge outage before giving up on the run's remaining rows "
-        "(default: CTXPREC_OUTAGE_TOLERANCE or 600; an endpoint that never answered: 30)",
-    )
+    for flag in ("--concurrency", "--max-cost", "--max-rpm", "--max-tpm", "--sample-rate", "--max-rows"):
+        add_flag(p, flag)
+    add_flag(p, "--outage-tolerance")
     p.add_argument("--strict", action="store_true", help="strict mode: threshold 1, any score below 1 becomes 0")
     p.add_argument(
         "--workers",
@@ -130,14 +92,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--batch",
         action="store_true",
         help="judge through the OpenAI Batch API: half price, results within 24 h; resumes the "
-        "partition's open batches instead of submitting again (default: CTXPREC_JUDGE_MODE)",
+        "partition's open batches instead of submitting again (default: CTXPREC_JUDGE_MODE or sync)",
     )
-    p.add_argument(
-        "--batch-retry",
-        choices=("batch", "sync"),
-        help="batch mode: requests a batch did not answer usably go to the next batch (`batch`, half price) "
-        "or out at once as sync calls (`sync`, full price) (default: CTXPREC_BATCH_RETRY, else batch)",
-    )
+    add_flag(p, "--batch-retry")
     p.add_argument("--run-id", metavar="ID", help="run id to record (default: a new random id)")
     p.add_argument(
         "--finalize",
@@ -156,42 +113,17 @@ def run(args: argparse.Namespace) -> int:
 
     console = stdout_console()
     partition = check_partition(args.partition)
-    if args.max_cost is not None and args.max_cost < 0:
-        raise UsageError("--max-cost must be >= 0")
     if args.workers < 1:
         raise UsageError("--workers must be at least 1")
-    if args.concurrency is not None and args.concurrency < 1:
-        raise UsageError("--concurrency must be at least 1")
-    for flag, value in (("--max-rpm", args.max_rpm), ("--max-tpm", args.max_tpm)):
-        if value is not None and not value > 0:
-            raise UsageError(f"{flag} must be > 0")
-    if args.outage_tolerance is not None and not args.outage_tolerance >= 0:
-        raise UsageError("--outage-tolerance must be >= 0 seconds")
-    if args.sample_rate is not None and not 0 < args.sample_rate <= 1:
-        raise UsageError("--sample-rate must be > 0 and <= 1")
-    if args.max_rows is not None and args.max_rows < 1:
-        raise UsageError("--max-rows must be at least 1")
-    traces = traces_of(args)
     if args.otlp_json:
-        traces["source_format"] = load_otlp(args, traces["source_format"])
+        args.source_format = load_otlp(args, args.source_format)
     config = config_from_args(
-        args,
-        **traces,
-        concurrency=args.concurrency,
-        max_cost=args.max_cost,
-        strict_mode=True if args.strict else None,
-        max_rpm=args.max_rpm,
-        max_tpm=args.max_tpm,
-        outage_tolerance=args.outage_tolerance,
-        sample_rate=args.sample_rate,
-        max_rows=args.max_rows,
-        judge_mode="batch" if args.batch else None,
-        batch_retry=args.batch_retry,
+        args, strict_mode=True if args.strict else None, judge_mode="batch" if args.batch else None
     )
     if config.judge_mode == "batch" and (args.chunk is not None or args.workers > 1):
         raise UsageError("--batch scores the whole partition in one process: drop --chunk/--workers")
     if config.kind.needs_judge:  # the label metric computes without a judge: no key needed
-        check_judge(config.judge)
+        check_judge(config.judge, settings(args))
     run_id = args.run_id or uuid.uuid4().hex
     label = f"{partition} {config.metric}"
 
@@ -215,7 +147,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         console.print(run_table(summary, title=f"{config.table_name} · run {run_id}"))
         for note in config.trace_options.notes() if config.trace_options else ():
-            console.print(f"note: {note}", markup=False, highlight=False)
+            if note not in (summary.error_message or ""):  # else the run's notes below say it
+                console.print(f"note: {note}", markup=False, highlight=False)
+        if summary.error_message and decide(summary).outcome is Outcome.DONE:  # else the error line says it
+            console.print(f"note: {summary.error_message}", markup=False, highlight=False, soft_wrap=True)
     return _exit_code(summary)
 
 
@@ -224,16 +159,14 @@ def load_otlp(args: argparse.Namespace, source_format: str | None) -> str:
     with (the flag, else ``CTXPREC_SOURCE_FORMAT`` when it names a span format, else the file's)."""
     from pathlib import Path
 
-    from sqlalchemy.engine import make_url
-
     from ..traces.otlp import load_otlp_json
-    from ..warehouse.engine import get_engine
+    from ..warehouse.engine import database_file, get_engine
     from ._args import settings
 
-    s = settings()
+    s = settings()  # the variables alone: --source-format given means given on the command line
     url = args.warehouse or s.warehouse_url
     try:
-        database = make_url(url).database if make_url(url).get_backend_name() == "sqlite" else None
+        database = database_file(url)
     except Exception:
         database = None  # config_from_args says what is wrong with it
     if database and database != ":memory:" and not database.startswith("file:") and not Path(database).exists():

@@ -39,11 +39,11 @@ from ctxprec_ops.pipeline.outcome import Decision, Outcome, decide, decide_error
 from ctxprec_ops.secrets import redact, register_secret
 
 from .automation import automation_condition, freshness_policy
-from .metadata import column_lineage, definition_metadata, summary_metadata
+from .metadata import column_lineage, corrected_metadata, definition_metadata, summary_markdown, summary_metadata
 from .partitions import build_daily_partitions
 from .policies import scoring_retry_policy
 from .progress import RunLogProgress
-from .resources import AlertThresholdsResource, JudgeResource, WarehouseResource
+from .resources import AlertThresholdsResource, JudgeResource, WarehouseResource, resource_settings
 from .sources import GROUP
 
 __all__ = ["RESOURCE_KEYS", "apply_decision", "build_pipeline_config", "build_scores_asset"]
@@ -60,33 +60,12 @@ def build_pipeline_config(
     thresholds: AlertThresholdsResource,
     segments: Sequence[str] | None = None,
 ) -> PipelineConfig:
-    """The same ``PipelineConfig`` the CLI builds, from the Dagster resources."""
+    """The ``PipelineConfig`` of a materialization, resolved as the CLI resolves its own: the
+    settings the resources hold (``CTXPREC_*`` for what they leave unset; a component's own
+    ``segments`` first), checked against the declaration."""
     register_secret(judge.api_key)  # redact() now masks it wherever it shows up
-    return PipelineConfig(
-        warehouse=warehouse.url,
-        metric=metric,
-        judge=judge.model,
-        judge_base_url=judge.base_url,
-        judge_api_key=judge.api_key,
-        judge_timeout=judge.timeout,
-        source_table=warehouse.table_for(metric),
-        columns=warehouse.columns_for(metric) or None,
-        segments=list(segments) if segments else list(warehouse.segments),  # a component's own list first
-        threshold=thresholds.threshold,
-        chunk_size=judge.chunk_size,
-        concurrency=judge.concurrency,
-        max_cost=judge.max_cost,
-        max_retries=judge.max_retries,
-        max_rpm=judge.max_rpm,
-        max_tpm=judge.max_tpm,
-        outage_tolerance=judge.outage_tolerance,
-        sample_rate=judge.sample_rate,
-        max_rows=judge.max_rows,
-        judge_mode=judge.judge_mode,
-        batch_poll_seconds=judge.batch_poll_seconds,
-        judge_samples=judge.samples,
-        **warehouse.traces_for(metric),
-    )
+    settings = resource_settings(warehouse, judge, thresholds, segments=list(segments) if segments else None)
+    return settings.pipeline_config(metric=metric, judge_api_key=judge.api_key)
 
 
 def apply_decision(decision: Decision, metadata: dict | None = None) -> None:
@@ -148,6 +127,38 @@ def _segment_metadata(
     return md
 
 
+def _corrected_metadata(
+    config: PipelineConfig, summary: RunSummary, partition_key: str, context: AssetExecutionContext, label_set: str
+) -> dict[str, MetadataValue]:
+    """The partition's label-corrected mean (``corrected_mean``, its CI, ``labelled_rows``) when
+    rows of it are labelled in ``label_set``; the ``summary`` table gets a row for it too."""
+    if summary.judge_model is None or summary.prompt_version is None or not summary.rows_scored:
+        return {}
+    from ctxprec_ops.monitoring.corrected import CORRECTABLE, corrected_estimate
+    from ctxprec_ops.pipeline.context import source_table_name
+    from ctxprec_ops.pipeline.mapping import mapping_of
+    from ctxprec_ops.warehouse.engine import get_engine
+
+    if config.metric not in CORRECTABLE:
+        return {}
+    try:
+        engine = config.warehouse if not isinstance(config.warehouse, str) else get_engine(config.warehouse)
+        table = source_table_name(config.table_name, config.source_schema)
+        est = corrected_estimate(
+            engine, partition_key, metric=config.metric, judge_model=summary.judge_model,
+            prompt_version=summary.prompt_version, source_table=table, mapping=mapping_of(config), label_set=label_set,
+        )  # fmt: skip
+    except Exception as exc:  # metadata is a bonus: never fail a materialization over it
+        context.log.warning(f"corrected mean not recorded: {type(exc).__name__}: {redact(str(exc))[:200]}")
+        return {}
+    if est is None:
+        return {}
+    context.log.info(f"{config.metric} {partition_key} labels: {est.describe()}")
+    md = corrected_metadata(est)
+    md["summary"] = MetadataValue.md(summary_markdown(summary, est))
+    return md
+
+
 def build_scores_asset(
     metric: str,
     *,
@@ -196,7 +207,7 @@ def build_scores_asset(
             config = build_pipeline_config(kind.name, warehouse, judge, thresholds, segments)
             context.log.info(
                 f"scoring {kind.name} {partition_key} from {warehouse.display_url()} table {config.table_name} "
-                f"with judge {judge.model}{' at ' + judge.base_url if judge.base_url else ''} "
+                f"with judge {config.judge}{' at ' + str(config.judge_base_url) if config.judge_base_url else ''} "
                 f"(attempt {context.retry_number + 1})"
             )
             summary: RunSummary = score_partition(
@@ -210,6 +221,7 @@ def build_scores_asset(
         )
         metadata["dagster/column_lineage"] = column_lineage(kind, warehouse.columns_for(kind.name), source)
         metadata.update(_segment_metadata(config, summary, partition_key, context))
+        metadata.update(_corrected_metadata(config, summary, partition_key, context, thresholds.label_set))
         decision = decide(summary)
         if summary.rows_failed:
             by_type = ", ".join(f"{k}: {v}" for k, v in sorted(summary.failures_by_type.items()))

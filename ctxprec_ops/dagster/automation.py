@@ -15,10 +15,10 @@
 is flagged when its last materialization is older than that many hours (warned an hour before).
 
 Nothing runs until the automation sensor ``ctxprec_automation`` runs: it starts stopped (like the
-nightly schedule) unless ``CTXPREC_AUTOMATION_RUNNING=1``. Turn it on in the UI under *Automation*.
+nightly schedule) unless ``CTXPREC_AUTOMATION_RUNNING`` is true. Turn it on in the UI under
+*Automation*. Each of these settings is declared once, in ``ctxprec_ops.config.Settings``.
 """
 
-import os
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -31,6 +31,8 @@ from dagster import (
     FreshnessPolicy,
 )
 
+from ctxprec_ops.config import Settings
+
 __all__ = [
     "AUTOMATION_KINDS",
     "AutomationSettings",
@@ -39,44 +41,43 @@ __all__ = [
     "build_automation_sensor",
 ]
 
-AUTOMATION_KINDS = ("eager", "cron", "on_cron", "none")
-_TRUE = ("1", "true", "yes", "on")
+AUTOMATION_KINDS = Settings.choices("dagster_automation")
+#: field of ``AutomationSettings`` -> the setting it is
+_SETTINGS = {
+    "kind": "dagster_automation",
+    "cron": "dagster_automation_cron",
+    "freshness_hours": "dagster_freshness_hours",
+    "sensor_running": "automation_running",
+}
 
 
 @dataclass(frozen=True)
 class AutomationSettings:
-    """How the scores assets are automated (the Component's ``automation:`` block, or the environment)."""
+    """How the scores assets are automated (the Component's ``automation:`` block, or the
+    settings: ``from_settings``); the defaults and bounds are the settings'."""
 
-    kind: str = "eager"
-    cron: str = "0 0 * * *"
+    kind: str = Settings.default("dagster_automation")
+    cron: str = Settings.default("dagster_automation_cron")
     timezone: str = "UTC"
-    freshness_hours: float | None = None
-    sensor_running: bool = False
+    freshness_hours: float | None = Settings.default("dagster_freshness_hours")
+    sensor_running: bool = Settings.default("automation_running")
 
     def __post_init__(self) -> None:
-        if self.kind not in AUTOMATION_KINDS:
-            raise ValueError(f"automation must be one of {', '.join(AUTOMATION_KINDS)}, got {self.kind!r}")
-        if self.freshness_hours is not None and self.freshness_hours <= 1:
-            raise ValueError(f"freshness_hours must be more than 1, got {self.freshness_hours!r}")
+        for name, setting in _SETTINGS.items():
+            bounds = Settings.bounds(setting)
+            if bounds is not None:
+                bounds.check(name, getattr(self, name))
 
     @classmethod
-    def from_env(cls) -> "AutomationSettings":
-        hours = os.environ.get("CTXPREC_DAGSTER_FRESHNESS_HOURS", "").strip()
-        try:
-            freshness = float(hours) if hours else None
-        except ValueError:
-            raise ValueError(f"CTXPREC_DAGSTER_FRESHNESS_HOURS must be a number of hours, got {hours!r}") from None
-        return cls(
-            kind=os.environ.get("CTXPREC_DAGSTER_AUTOMATION", "eager").strip().lower() or "eager",
-            cron=os.environ.get("CTXPREC_DAGSTER_AUTOMATION_CRON", "0 0 * * *").strip() or "0 0 * * *",
-            freshness_hours=freshness,
-            sensor_running=os.environ.get("CTXPREC_AUTOMATION_RUNNING", "").strip().lower() in _TRUE,
-        )
+    def from_settings(cls, settings: Settings | None = None) -> "AutomationSettings":
+        """The automation ``settings`` (default: the environment's) configure."""
+        s = settings or Settings.from_env()
+        return cls(**{name: getattr(s, setting) for name, setting in _SETTINGS.items()})
 
 
 def automation_condition(settings: AutomationSettings | None = None) -> AutomationCondition | None:
     """The scores assets' condition (None for ``none``)."""
-    s = settings or AutomationSettings.from_env()
+    s = settings or AutomationSettings.from_settings()
     if s.kind == "none":
         return None
     if s.kind == "eager":
@@ -91,7 +92,7 @@ def automation_condition(settings: AutomationSettings | None = None) -> Automati
 
 
 def freshness_policy(settings: AutomationSettings | None = None) -> FreshnessPolicy | None:
-    s = settings or AutomationSettings.from_env()
+    s = settings or AutomationSettings.from_settings()
     if s.freshness_hours is None:
         return None
     fail = timedelta(hours=s.freshness_hours)
@@ -102,7 +103,7 @@ def build_automation_sensor(
     assets: list[AssetsDefinition], settings: AutomationSettings | None = None, name: str = "ctxprec_automation"
 ) -> AutomationConditionSensorDefinition:
     """The sensor that evaluates the scores assets' conditions (stopped unless ``sensor_running``)."""
-    s = settings or AutomationSettings.from_env()
+    s = settings or AutomationSettings.from_settings()
     return AutomationConditionSensorDefinition(
         name,
         target=assets,

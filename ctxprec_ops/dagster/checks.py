@@ -84,6 +84,13 @@ def check_metadata(result: CheckResult, kind: str) -> dict[str, MetadataValue]:
         md["min_pass_rate"] = _num(result.rules.min_pass_rate)
         md["ci_low"] = _num(s.ci_low)
         md["ci_high"] = _num(s.ci_high)
+        md["use_corrected"] = MetadataValue.bool(result.rules.use_corrected)
+        c = result.corrected
+        if c is not None:
+            md["corrected_mean"] = _num(c.mean)
+            md["corrected_ci_low"] = _num(c.ci_low)
+            md["corrected_ci_high"] = _num(c.ci_high)
+            md["labelled_rows"] = _num(c.labelled_rows)
     elif kind == "regression":
         md["baseline_mean"] = _num(b.mean)
         md["baseline_cases"] = _num(b.n)

@@ -10,6 +10,10 @@ and checks as ``dagster_defs`` (``build_scores_asset``, ``build_score_checks``) 
 ``score_partition``. Resource keys are prefixed by the asset name, so several components (say one
 per retriever table) live in one project. Secrets stay in the environment: ``warehouse.url_env``
 and ``judge.api_key_env`` name variables, passed as ``EnvVar`` (never written to run config).
+
+Every other attribute is a setting (``ctxprec_ops.config.Settings``): the ``judge:`` and
+``thresholds:`` blocks are the resources' fields, the others name their setting; what the YAML
+leaves unset comes from its ``CTXPREC_*`` variable, as for every entry point.
 """
 
 from typing import Any
@@ -17,6 +21,7 @@ from typing import Any
 from dagster import (
     Component,
     ComponentLoadContext,
+    ConfigurableResource,
     DefaultScheduleStatus,
     Definitions,
     EnvVar,
@@ -29,9 +34,11 @@ from dagster import (
     scaffold_with,
 )
 from dagster.components.component_scaffolding import scaffold_component
-from pydantic import Field
+from pydantic import Field, create_model
 
-from ctxprec_ops.pipeline.kinds import metric_kind
+from ctxprec_ops.config import Settings
+from ctxprec_ops.config.fields import setting_field, settings_of, values_for
+from ctxprec_ops.pipeline.kinds import MetricKind, metric_kind
 
 from .assets import build_scores_asset
 from .automation import AUTOMATION_KINDS, AutomationSettings, automation_condition, build_automation_sensor
@@ -39,61 +46,61 @@ from .automation import freshness_policy as build_freshness_policy
 from .checks import build_score_checks
 from .partitions import build_daily_partitions
 from .resources import AlertThresholdsResource, JudgeResource, WarehouseResource
-from .sensors import build_alert_sensors
+from .sensors import WEBHOOK_ENV, build_alert_sensors
 from .sources import GROUP, log_table_spec
 
 __all__ = ["ContextualPrecisionComponent", "ContextualPrecisionScaffolder"]
 
 
-class WarehouseModel(Model):
-    url_env: str | None = Field(default="CTXPREC_WAREHOUSE_URL", description="Variable holding the SQLAlchemy URL.")
-    url: str | None = Field(default=None, description="A literal URL without a password (e.g. sqlite:///ctxprec.db).")
+def _from_resource(name: str, resource: type[ConfigurableResource], drop: tuple[str, ...] = (), **more: Any) -> Any:
+    """A YAML block with the fields of ``resource`` (the settings, their defaults and meanings), less
+    ``drop``, plus ``more``: the Component's schema is the resource's, so the two never drift."""
+    fields: dict[str, Any] = {k: (f.annotation, f) for k, f in resource.model_fields.items() if k not in drop}
+    return create_model(name, __base__=Model, **fields, **more)
 
 
-class JudgeModel(Model):
-    model: str = Field(default="lexical", description="OpenAI-compatible model name, or 'lexical' (offline).")
-    base_url: str | None = Field(default=None, description="Endpoint; unset: OPENAI_BASE_URL.")
-    api_key_env: str | None = Field(default="OPENAI_API_KEY", description="Variable holding the API key.")
-    concurrency: int = 16
-    chunk_size: int = 500
-    timeout: float = 60.0
-    max_retries: int = 6
-    max_cost: float | None = Field(default=None, description="USD cap on one partition run's judge spend.")
-    max_rpm: float | None = None
-    max_tpm: float | None = None
-    sample_rate: float = 1.0
-    max_rows: int | None = None
-    judge_mode: str = Field(default="sync", description="'sync' or 'batch' (OpenAI Batch API).")
-    samples: int = 1
-
-
-class ThresholdsModel(Model):
-    threshold: float = Field(default=0.5, description="Per-case pass threshold.")
-    min_mean: float | None = Field(default=None, description="threshold check: fail below this partition mean.")
-    min_pass_rate: float | None = Field(default=None, description="threshold check: fail below this pass rate.")
-    min_drop: float = 0.05
-    alpha: float = 0.01
-    baseline_partitions: int = 7
-    volume_ratio: float = 0.5
-    max_failure_rate: float | None = 0.2
-    blocking: bool = Field(default=True, description="A threshold breach fails the run.")
+#: the ``warehouse:`` block: where the URL is (a variable, or a literal URL without a password) and
+#: ``WarehouseResource``'s settings (the metric's own table and mapping: ``source_table``/``columns``)
+WarehouseModel = _from_resource(
+    "WarehouseModel",
+    WarehouseResource,
+    drop=("url",),
+    url_env=(
+        str | None,
+        Field(default=Settings.variable("warehouse_url"), description="Variable holding the SQLAlchemy URL."),
+    ),
+    url=(str | None, Field(default=None, description="A literal URL without a password (e.g. sqlite:///ctxprec.db).")),
+)
+#: the ``judge:`` block: ``JudgeResource``'s settings; the key is named by a variable (``api_key_env``)
+JudgeModel = _from_resource(
+    "JudgeModel",
+    JudgeResource,
+    drop=("api_key",),
+    api_key_env=(str | None, Field(default="OPENAI_API_KEY", description="Variable holding the API key.")),
+)
+#: the ``thresholds:`` block: ``AlertThresholdsResource``'s settings, and whether a breach blocks
+ThresholdsModel = _from_resource(
+    "ThresholdsModel",
+    AlertThresholdsResource,
+    blocking=(bool, setting_field("blocking_checks", description="A threshold breach fails the run.")),
+)
 
 
 class AutomationModel(Model):
-    kind: str = Field(default="eager", description=f"One of {', '.join(AUTOMATION_KINDS)}.")
-    cron: str = "0 0 * * *"
-    freshness_hours: float | None = Field(default=None, description="FreshnessPolicy fail window, hours.")
-    sensor_running: bool = Field(default=False, description="Start the automation sensor running.")
+    kind: str = setting_field("dagster_automation", description=f"One of {', '.join(AUTOMATION_KINDS)}.")
+    cron: str = setting_field("dagster_automation_cron")
+    freshness_hours: float | None = setting_field("dagster_freshness_hours")
+    sensor_running: bool = setting_field("automation_running", description="Start the automation sensor running.")
 
 
 class ScheduleModel(Model):
     enabled: bool = Field(default=False, description="Add a nightly schedule (00:00 UTC, yesterday's partition).")
-    running: bool = False
+    running: bool = setting_field("schedule_running")
 
 
 class AlertsModel(Model):
     enabled: bool = Field(default=False, description="Add the run-failure / check-failure webhook sensors.")
-    webhook_env: str = Field(default="CTXPREC_ALERT_WEBHOOK", description="Variable holding the webhook URL.")
+    webhook_env: str = Field(default=WEBHOOK_ENV, description="Variable holding the webhook URL.")
 
 
 class ContextualPrecisionScaffolder(Scaffolder):
@@ -104,16 +111,20 @@ class ContextualPrecisionScaffolder(Scaffolder):
             request,
             {
                 "metric": "contextual_precision",
-                "source_table": "retrieval_logs",
+                "source_table": Settings.default("source_table"),
                 "columns": {},
                 "segments": [],
-                "start_date": "2025-01-01",
-                "warehouse": {"url_env": "CTXPREC_WAREHOUSE_URL"},
-                "judge": {"model": "lexical", "api_key_env": "OPENAI_API_KEY", "concurrency": 16},
-                "thresholds": {"threshold": 0.5, "min_mean": None, "min_pass_rate": None},
-                "automation": {"kind": "eager", "cron": "0 0 * * *", "sensor_running": False},
+                "start_date": Settings.default("start_date"),
+                "warehouse": {"url_env": Settings.variable("warehouse_url")},
+                "judge": {"model": "lexical", "api_key_env": "OPENAI_API_KEY"},
+                "thresholds": {name: Settings.default(name) for name in ("threshold", "min_mean", "min_pass_rate")},
+                "automation": {
+                    "kind": Settings.default("dagster_automation"),
+                    "cron": Settings.default("dagster_automation_cron"),
+                    "sensor_running": Settings.default("automation_running"),
+                },
                 "schedule": {"enabled": False},
-                "alerts": {"enabled": False, "webhook_env": "CTXPREC_ALERT_WEBHOOK"},
+                "alerts": {"enabled": False, "webhook_env": WEBHOOK_ENV},
             },
         )
 
@@ -129,43 +140,55 @@ class ContextualPrecisionComponent(Component, Model, Resolvable):
     declare_source: bool = Field(default=True, description="Declare the log table as an external asset.")
     columns: dict[str, str] = Field(default_factory=dict, description="Logical column name -> table column.")
     segments: list[str] = Field(default_factory=list, description="Columns the scores are segmented by.")
-    start_date: str = Field(default="2025-01-01", description="First daily partition, YYYY-MM-DD.")
+    start_date: str = setting_field("start_date")
     group_name: str = GROUP
-    warehouse: WarehouseModel = Field(default_factory=lambda: WarehouseModel())
-    judge: JudgeModel = Field(default_factory=lambda: JudgeModel())
-    thresholds: ThresholdsModel = Field(default_factory=lambda: ThresholdsModel())
+    warehouse: WarehouseModel = Field(default_factory=lambda: WarehouseModel())  # type: ignore[valid-type]
+    judge: JudgeModel = Field(default_factory=lambda: JudgeModel())  # type: ignore[valid-type]
+    thresholds: ThresholdsModel = Field(default_factory=lambda: ThresholdsModel())  # type: ignore[valid-type]
     automation: AutomationModel = Field(default_factory=lambda: AutomationModel())
     schedule: ScheduleModel = Field(default_factory=lambda: ScheduleModel())
     alerts: AlertsModel = Field(default_factory=lambda: AlertsModel())
 
-    def _resources(self, kind: Any) -> dict[str, Any]:
-        w, j, t = self.warehouse, self.judge, self.thresholds
+    def settings(self, kind: MetricKind) -> Settings:
+        """The settings this YAML gives, over the ``CTXPREC_*`` variables for what it leaves unset."""
+        given: dict[str, Any] = {}
+        for block in (self.warehouse, self.judge, self.thresholds, self.automation, self.schedule):
+            given.update(settings_of(block, given_only=True))
+        samples = getattr(self.judge, "samples", None)
+        if samples is not None:
+            given["judge_samples"] = samples  # the deprecated name
+        if "start_date" in self.model_fields_set:
+            given["start_date"] = self.start_date
+        if self.source_table:
+            given[kind.table_setting] = self.source_table
+        if self.columns:
+            given[kind.columns_setting] = dict(self.columns)
+        return Settings.from_env(**given)
+
+    def _resources(self, kind: MetricKind, settings: Settings) -> dict[str, Any]:
+        w: Any = self.warehouse  # models made from the resources' fields (typed Any)
+        j_: Any = self.judge
         if w.url is None and not w.url_env:
             raise ValueError("warehouse: set url_env (a variable holding the URL) or url")
-        table = self.source_table or kind.default_table
-        table_fields: Any = {kind.table_setting: table, kind.columns_setting: dict(self.columns)}
-        warehouse = WarehouseResource(url=w.url if w.url else EnvVar(str(w.url_env)), **table_fields)
-        llm = j.model.strip().lower() != "lexical"
-        judge = JudgeResource(
-            model=j.model,
-            base_url=j.base_url,
-            api_key=EnvVar(j.api_key_env) if llm and j.api_key_env else None,
-            **j.model_dump(exclude={"model", "base_url", "api_key_env"}),
+        warehouse = WarehouseResource(
+            **{**values_for(WarehouseResource, settings), "url": w.url if w.url else EnvVar(str(w.url_env))}
         )
-        thresholds = AlertThresholdsResource(**t.model_dump(exclude={"blocking"}))
+        llm = settings.judge.strip().lower() != "lexical"
+        judge_values = values_for(JudgeResource, settings)
+        if "base_url" not in j_.model_fields_set and settings.openai_base_url is not None:
+            judge_values["base_url"] = EnvVar(Settings.variable("openai_base_url"))  # its value stays out of run config
+        key_env = j_.api_key_env
+        judge = JudgeResource(**judge_values, api_key=EnvVar(key_env) if llm and key_env else None)
+        thresholds = AlertThresholdsResource(**values_for(AlertThresholdsResource, settings))
         return {"warehouse": warehouse, "judge": judge, "thresholds": thresholds}
 
     def build_defs(self, context: ComponentLoadContext) -> Definitions:
         kind = metric_kind(self.metric)
+        settings = self.settings(kind)
         name = self.asset_name or f"{kind.name}_scores"
         keys = {role: f"{name}__{role}" for role in ("warehouse", "judge", "thresholds")}
-        auto = AutomationSettings(
-            kind=self.automation.kind,
-            cron=self.automation.cron,
-            freshness_hours=self.automation.freshness_hours,
-            sensor_running=self.automation.sensor_running,
-        )
-        partitions = build_daily_partitions(self.start_date)
+        auto = AutomationSettings.from_settings(settings)
+        partitions = build_daily_partitions(settings.start_date)
         source_key = self.source_asset or self.source_table or kind.default_table
         scores = build_scores_asset(
             kind.name,
@@ -182,7 +205,7 @@ class ContextualPrecisionComponent(Component, Model, Resolvable):
             scores,
             kind.name,
             partitions_def=partitions,
-            blocking=self.thresholds.blocking,
+            blocking=settings.blocking_checks,
             resource_keys=keys,
             name=f"{name}_checks",
         )
@@ -194,7 +217,7 @@ class ContextualPrecisionComponent(Component, Model, Resolvable):
         jobs, schedules = [], []
         if self.schedule.enabled:
             job = define_asset_job(f"{name}_job", selection=[scores], tags={"ctxprec/entry_point": "dagster"})
-            status = DefaultScheduleStatus.RUNNING if self.schedule.running else DefaultScheduleStatus.STOPPED
+            status = DefaultScheduleStatus.RUNNING if settings.schedule_running else DefaultScheduleStatus.STOPPED
             jobs.append(job)
             schedules.append(
                 build_schedule_from_partitioned_job(
@@ -202,7 +225,7 @@ class ContextualPrecisionComponent(Component, Model, Resolvable):
                 )
             )
         sources = [log_table_spec(kind, key=source_key, group_name=self.group_name)] if self.declare_source else []
-        resources = self._resources(kind)
+        resources = self._resources(kind, settings)
         return Definitions(
             assets=[*sources, scores],
             asset_checks=[checks],

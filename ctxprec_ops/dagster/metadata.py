@@ -26,6 +26,7 @@ __all__ = [
     "summary_markdown",
     "column_lineage",
     "definition_metadata",
+    "corrected_metadata",
 ]
 
 #: the public columns of ctxprec_scores (DESIGN.md)
@@ -97,8 +98,24 @@ def _fmt(value: Any, pattern: str = "{}") -> str:
     return "n/a" if value is None else pattern.format(value)
 
 
-def summary_markdown(summary: RunSummary) -> str:
-    """A short markdown table of the run (the materialization's ``summary``)."""
+def corrected_metadata(estimate: Any) -> dict[str, MetadataValue]:
+    """The label-corrected mean of the partition (``monitoring.corrected.corrected_estimate``):
+    ``corrected_mean`` with ``corrected_ci_low`` / ``corrected_ci_high`` (null with too few
+    labelled rows) and ``labelled_rows``; nothing when no row is labelled."""
+    if estimate is None:
+        return {}
+    return {
+        "corrected_mean": _number(estimate.mean, float),
+        "corrected_ci_low": _number(estimate.ci_low, float),
+        "corrected_ci_high": _number(estimate.ci_high, float),
+        "labelled_rows": MetadataValue.int(int(estimate.labelled_rows)),
+        "corrected_method": MetadataValue.text(estimate.describe()),
+    }
+
+
+def summary_markdown(summary: RunSummary, corrected: Any = None) -> str:
+    """A short markdown table of the run (the materialization's ``summary``; ``corrected``: the
+    partition's label-corrected estimate, a row of its own)."""
     rows = [
         ("status", _fmt(summary.status)),
         ("rows scored / total", f"{summary.rows_scored} / {summary.rows_total}"),
@@ -106,6 +123,7 @@ def summary_markdown(summary: RunSummary) -> str:
         ("mean score", _fmt(summary.mean_score, "{:.3f}")),
         ("pass rate", _fmt(summary.pass_rate, "{:.1%}")),
         ("95% CI", "n/a" if summary.ci_low is None else f"{summary.ci_low:.3f} - {summary.ci_high:.3f}"),
+        *([("corrected mean (labels)", corrected.describe())] if corrected is not None else []),
         ("judge", f"{summary.judge_model} ({summary.prompt_version})"),
         ("judge cost", _fmt(summary.cost, "${:.4f}")),
     ]

@@ -5,17 +5,20 @@ Dagster stores the variable's *name* in run config, never its value; the resourc
 log them and the assets never put them in metadata.
 
 ``resources_for(deployment)`` returns the resource set of one deployment (``local`` or
-``production``); ``definitions.py`` picks it from ``CTXPREC_DEPLOYMENT``.
+``production``); ``definitions.py`` picks it from ``CTXPREC_DEPLOYMENT``. Every field but the
+secrets is a setting, declared by name (``ctxprec_ops.config.fields.setting_field``): its default
+and meaning are the declaration's, and a materialization resolves its run through ``Settings``
+(``resource_settings``), so a setting no resource field sets still comes from its variable.
 """
 
-import os
 from typing import Any
 
 from dagster import ConfigurableResource, EnvVar
 from pydantic import Field
 
-from ctxprec_ops.config import DEFAULT_WAREHOUSE_URL, Settings
-from ctxprec_ops.pipeline.formats import reads_spans, recorded_source
+from ctxprec_ops.config import Settings
+from ctxprec_ops.config.fields import setting_field, settings_of, values_for
+from ctxprec_ops.pipeline.formats import reads_spans
 from ctxprec_ops.pipeline.kinds import metric_kind
 from ctxprec_ops.warehouse.engine import display_url, require_sqlite_file
 
@@ -25,88 +28,74 @@ __all__ = [
     "AlertThresholdsResource",
     "DEPLOYMENTS",
     "DEPLOYMENT_ENV",
-    "current_deployment",
     "resources_for",
+    "resource_settings",
 ]
 
-DEPLOYMENT_ENV = "CTXPREC_DEPLOYMENT"
-DEPLOYMENTS = ("local", "production")
+DEPLOYMENT_ENV = Settings.variable("deployment")
+DEPLOYMENTS = Settings.choices("deployment")
 
 
 class WarehouseResource(ConfigurableResource):
-    """The SQLAlchemy warehouse holding the retrieval logs and the ``ctxprec_*`` output tables."""
+    """The SQLAlchemy warehouse holding the retrieval logs and the ``ctxprec_*`` output tables, and
+    the input tables' settings (each field is a ``CTXPREC_*`` setting: ``config.fields``)."""
 
-    url: str = Field(description="SQLAlchemy URL; pass EnvVar('CTXPREC_WAREHOUSE_URL') when it holds a password.")
-    source_table: str = Field(default="retrieval_logs", description="Retrieval-log table (single-turn metric).")
-    conversation_table: str = Field(default="conversation_logs", description="Conversation-log table (turn metric).")
-    source_columns: dict[str, str] = Field(
-        default_factory=dict, description="Column mapping of the retrieval-log table (CTXPREC_SOURCE_COLUMNS)."
+    url: str = setting_field(
+        "warehouse_url",
+        required=True,
+        description="SQLAlchemy URL of the warehouse; pass EnvVar('CTXPREC_WAREHOUSE_URL') when it holds a password.",
     )
-    conversation_columns: dict[str, str] = Field(
-        default_factory=dict, description="Column mapping of the conversation-log table (CTXPREC_CONVERSATION_COLUMNS)."
-    )
-    segments: list[str] = Field(
-        default_factory=list,
+    source_table: str = setting_field("source_table")
+    conversation_table: str = setting_field("conversation_table")
+    source_columns: dict[str, str] = setting_field("source_columns")
+    conversation_columns: dict[str, str] = setting_field("conversation_columns")
+    segments: list[str] = setting_field(
+        "segments",
         description="Segment columns copied into the score rows (CTXPREC_SEGMENTS); the checks also check "
         "each of their values (per-segment regression, Holm-corrected) and the metadata carries their means.",
     )
     # a spans table as the single-turn metric's source (docs/traces.md)
-    source_format: str = Field(default="rows", description="rows, openinference or otel-genai (CTXPREC_SOURCE_FORMAT).")
-    stage: str = Field(default="retrieve", description="Spans: retrieve or rerank (CTXPREC_STAGE).")
-    span_table: str = Field(default="spans", description="Spans table (CTXPREC_SPAN_TABLE).")
-    span_columns: dict[str, str] = Field(
-        default_factory=dict, description="Column mapping of the spans table (CTXPREC_SPAN_COLUMNS)."
+    source_format: str = setting_field("source_format")
+    stage: str = setting_field("stage")
+    span_table: str = setting_field("span_table")
+    span_columns: dict[str, str] = setting_field("span_columns")
+    expected_attribute: str | None = setting_field("expected_attribute")
+    gold_table: str | None = setting_field("gold_table")
+    documents_table: str | None = setting_field("documents_table")
+    claim_lease_seconds: float | None = setting_field("claim_lease_seconds")
+    # Arize Phoenix: the spans' source when no input table is configured, and the write-back target
+    phoenix_url: str | None = setting_field("phoenix_url")
+    phoenix_project: str = setting_field("phoenix_project")
+    phoenix_api_key: str | None = setting_field(
+        "phoenix_api_key", description="Phoenix API key; pass EnvVar('CTXPREC_PHOENIX_API_KEY'), never logged."
     )
-    expected_attribute: str | None = Field(default=None, description="Spans: attribute of the reference answer.")
-    gold_table: str | None = Field(default=None, description="Spans: table of reference answers.")
-    documents_table: str | None = Field(default=None, description="Spans: table of document texts by id.")
+    phoenix_document_annotation: str = setting_field("phoenix_document_annotation")
+    phoenix_span_annotation: str = setting_field("phoenix_span_annotation")
+    write_back: str | None = setting_field("write_back")
+
+    def settings(self) -> Settings:
+        """The settings these fields hold (over the ``CTXPREC_*`` variables for the unset ones)."""
+        return Settings.from_env(**settings_of(self))
 
     def _spans(self, metric: str) -> bool:
         return self.source_format != "rows" and reads_spans(metric_kind(metric))
 
     def table_for(self, metric: str) -> str:
         """The input table a metric reads."""
-        if self._spans(metric):
-            return self.span_table
-        return str(getattr(self, metric_kind(metric).table_setting))
+        return self.span_table if self._spans(metric) else str(getattr(self, metric_kind(metric).table_setting))
 
     def columns_for(self, metric: str) -> dict[str, str]:
         """The column mapping of the table a metric reads."""
-        if self._spans(metric):
-            return dict(self.span_columns)
-        return dict(getattr(self, metric_kind(metric).columns_setting))
-
-    def traces_for(self, metric: str) -> dict[str, Any]:
-        """The ``PipelineConfig`` span settings of a metric (none for a log table)."""
-        if not self._spans(metric):
-            return {}
-        return {
-            "source_format": self.source_format,
-            "stage": self.stage,
-            "expected_attribute": self.expected_attribute,
-            "gold_table": self.gold_table,
-            "documents_table": self.documents_table,
-        }
+        return dict(self.span_columns if self._spans(metric) else getattr(self, metric_kind(metric).columns_setting))
 
     def recorded_table_for(self, metric: str) -> str:
         """The ``source_table`` a metric's scores are recorded under (the reranker stage's differs)."""
-        from ctxprec_ops.pipeline.context import source_table_name
-
-        name = source_table_name(self.table_for(metric), None)
-        return recorded_source(name, self.stage) if self._spans(metric) else name
+        return self.settings().recorded_source(metric_kind(metric))
 
     def recorded_mapping_for(self, metric: str) -> str:
         """The ``mapping`` a metric's scores are recorded under: the fingerprint of its column
         mapping (``pipeline.mapping``)."""
-        from ctxprec_ops.pipeline import PipelineConfig
-        from ctxprec_ops.pipeline.mapping import mapping_of
-
-        columns = self.columns_for(metric) or None
-        return mapping_of(
-            PipelineConfig(
-                metric=metric, source_table=self.table_for(metric), columns=columns, **self.traces_for(metric)
-            )
-        )
+        return self.settings().mapping_for(metric_kind(metric))
 
     def display_url(self) -> str:
         """The URL with any password masked: safe for logs and metadata."""
@@ -119,147 +108,110 @@ class WarehouseResource(ConfigurableResource):
 
 
 class JudgeResource(ConfigurableResource):
-    """The LLM judge (any OpenAI-compatible endpoint) or ``lexical``, the offline judge."""
+    """The LLM judge (any OpenAI-compatible endpoint) or ``lexical``, the offline judge, and the
+    settings of its calls (each field is a ``CTXPREC_*`` setting: ``config.fields``)."""
 
-    model: str = Field(default="lexical", description="OpenAI-compatible model name, or 'lexical'.")
-    base_url: str | None = Field(
-        default=None, description="Endpoint; None lets the openai client read OPENAI_BASE_URL."
+    model: str | None = setting_field(
+        "judge",
+        default=None,
+        description="OpenAI-compatible model name, or 'lexical'; unset: the configured default judge "
+        "(CTXPREC_JUDGE, else gpt-4o-mini with OPENAI_API_KEY, else lexical).",
+    )
+    base_url: str | None = setting_field(
+        "openai_base_url", description="Endpoint; unset: OPENAI_BASE_URL (as the openai client reads it), else OpenAI."
     )
     api_key: str | None = Field(default=None, description="Pass EnvVar('OPENAI_API_KEY'); never logged.")
-    timeout: float = Field(default=60.0, description="Seconds per judge request.")
-    concurrency: int = Field(default=16, description="Judge requests in flight at most.")
-    chunk_size: int = Field(default=500, description="Rows per chunk (one write transaction each).")
-    max_cost: float | None = Field(default=None, description="USD cap on one partition run's judge spend.")
-    max_retries: int = Field(default=6, description="Per-request retries of transient judge errors.")
-    max_rpm: float | None = Field(
-        default=None,
-        description="Judge requests per minute at most (CTXPREC_MAX_RPM); this process's share of the provider quota.",
+    timeout: float = setting_field("judge_timeout")
+    concurrency: int = setting_field("concurrency")
+    chunk_size: int = setting_field("chunk_size")
+    max_nodes_per_call: int = setting_field("max_nodes_per_call")
+    max_cost: float | None = setting_field("max_cost")
+    max_retries: int = setting_field("judge_max_retries")
+    retry_initial_wait: float = setting_field("retry_initial_wait")
+    retry_max_wait: float = setting_field("retry_max_wait")
+    max_rpm: float | None = setting_field("max_rpm")
+    max_tpm: float | None = setting_field("max_tpm")
+    sample_rate: float = setting_field("sample_rate")
+    max_rows: int | None = setting_field("max_rows")
+    outage_tolerance: float = setting_field("outage_tolerance")
+    judge_mode: str = setting_field(
+        "judge_mode",
+        description="'sync' or 'batch' (OpenAI Batch API: half price; the materialization submits, then polls "
+        "until the batch ends, up to its 24 h window; a terminated run's batch is resumed by the next "
+        "materialization) (CTXPREC_JUDGE_MODE).",
     )
-    max_tpm: float | None = Field(default=None, description="Judge tokens per minute at most (CTXPREC_MAX_TPM).")
-    sample_rate: float = Field(
-        default=1.0,
-        description="Share of each partition's rows to score, (0, 1]; the same rows every run (CTXPREC_SAMPLE_RATE).",
-    )
-    max_rows: int | None = Field(
-        default=None, description="Score at most this many rows per partition (CTXPREC_MAX_ROWS)."
-    )
-    outage_tolerance: float = Field(
-        default=600.0,
-        description="Seconds a judge outage is waited out before the run's "
-        "remaining rows fail (CTXPREC_OUTAGE_TOLERANCE).",
-    )
-    judge_mode: str = Field(
-        default="sync",
-        description="'sync' or 'batch' (OpenAI Batch API: half price; the "
-        "materialization submits, then polls until the batch ends, up to its 24 h window; "
-        "a terminated run's batch is resumed by the next materialization).",
-    )
-    batch_poll_seconds: float = Field(default=60.0, description="Batch mode: longest wait between two polls.")
-    samples: int = Field(
-        default=1,
-        description="Self-consistency: sampled judge answers per node, odd; the majority verdict is kept "
-        "(~N times the completion tokens; CTXPREC_JUDGE_SAMPLES).",
-    )
+    batch_poll_seconds: float = setting_field("batch_poll_seconds")
+    batch_retry: str = setting_field("batch_retry")
+    judge_samples: int = setting_field("judge_samples")
+    samples: int | None = Field(default=None, description="Deprecated: judge_samples (kept for existing configs).")
+    judge_multimodal: bool | None = setting_field("judge_multimodal")
+    prices: dict[str, list[float]] = setting_field("prices")
 
 
 class AlertThresholdsResource(ConfigurableResource):
-    """Per-case pass threshold and the partition alert thresholds used by the asset checks."""
+    """Per-case pass threshold and the alert rules the asset checks apply (each field is a
+    ``CTXPREC_*`` setting: ``config.fields``)."""
 
-    threshold: float = Field(default=0.5, description="Per-case pass threshold (CTXPREC_THRESHOLD).")
-    min_mean: float | None = Field(
-        default=None, description="Alert when the partition mean is below (CTXPREC_MIN_MEAN)."
-    )
-    min_pass_rate: float | None = Field(
-        default=None, description="Alert when the pass rate is below (CTXPREC_MIN_PASS_RATE)."
-    )
-    min_drop: float = Field(default=0.05, description="Regression: minimum drop of the mean below the baseline mean.")
-    alpha: float = Field(default=0.01, description="Regression: one-sided Welch t-test significance level.")
-    baseline_partitions: int = Field(
-        default=7, description="Regression/volume: trailing scored partitions pooled as baseline."
-    )
-    volume_ratio: float = Field(default=0.5, description="Volume: warn when rows < ratio x the baseline median rows.")
-    max_failure_rate: float | None = Field(
-        default=0.2, description="Volume: warn when failed rows / rows exceeds this."
-    )
+    threshold: float = setting_field("threshold")
+    min_mean: float | None = setting_field("min_mean")
+    min_pass_rate: float | None = setting_field("min_pass_rate")
+    min_drop: float = setting_field("min_drop")
+    alpha: float = setting_field("alpha")
+    baseline_partitions: int = setting_field("baseline_partitions")
+    volume_ratio: float = setting_field("volume_ratio")
+    max_failure_rate: float | None = setting_field("max_failure_rate")
+    use_corrected: bool = setting_field("use_corrected")
+    label_set: str = setting_field("label_set")
 
     def rule_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``ctxprec_ops.monitoring.check_partition``."""
-        return {
-            "min_mean": self.min_mean,
-            "min_pass_rate": self.min_pass_rate,
-            "min_drop": self.min_drop,
-            "alpha": self.alpha,
-            "baseline_partitions": self.baseline_partitions,
-            "volume_ratio": self.volume_ratio,
-            "max_failure_rate": self.max_failure_rate,
-        }
+        """Keyword arguments of ``ctxprec_ops.monitoring.check_partition`` (checked against the declaration)."""
+        s = Settings.from_env(**settings_of(self))
+        names = ("min_mean", "min_pass_rate", "min_drop", "alpha", "baseline_partitions", "volume_ratio")
+        return {name: getattr(s, name) for name in (*names, "max_failure_rate", "use_corrected", "label_set")}
 
 
-def _env_or(name: str, default: Any) -> Any:
-    """``EnvVar(name)`` when the (OPENAI_*) variable is set (its value stays out of run config), else ``default``."""
-    return EnvVar(name) if os.environ.get(name) else default
-
-
-def current_deployment(settings: Settings | None = None) -> str:
-    """The deployment named by ``CTXPREC_DEPLOYMENT`` (default ``local``)."""
-    return (settings or Settings.from_env()).deployment
+def resource_settings(*resources: ConfigurableResource, **more: Any) -> Settings:
+    """The settings a set of resources holds (the ``CTXPREC_*`` variables for what none of them
+    sets), ``more`` (fields) on top: what a materialization runs with."""
+    values: dict[str, Any] = {}
+    for resource in resources:
+        values.update(settings_of(resource))
+        if isinstance(resource, JudgeResource) and resource.samples is not None:
+            values["judge_samples"] = resource.samples  # the deprecated name
+    values.update({k: v for k, v in more.items() if v is not None})
+    return Settings.from_env(**values)
 
 
 def _thresholds(settings: Settings) -> AlertThresholdsResource:
-    return AlertThresholdsResource(
-        threshold=settings.threshold, min_mean=settings.min_mean, min_pass_rate=settings.min_pass_rate
-    )
+    return AlertThresholdsResource(**values_for(AlertThresholdsResource, settings))
 
 
 def _warehouse(settings: Settings, url: Any) -> WarehouseResource:
-    return WarehouseResource(
-        url=url,
-        source_table=settings.source_table,
-        conversation_table=settings.conversation_table,
-        source_columns=settings.source_columns,
-        conversation_columns=settings.conversation_columns,
-        segments=list(settings.segments),
-        source_format=settings.source_format,
-        stage=settings.stage,
-        span_table=settings.span_table,
-        span_columns=settings.span_columns,
-        expected_attribute=settings.expected_attribute,
-        gold_table=settings.gold_table,
-        documents_table=settings.documents_table,
-    )
+    return WarehouseResource(**{**values_for(WarehouseResource, settings), "url": url})
 
 
 def _judge(settings: Settings, *, require_key: bool) -> JudgeResource:
-    """The judge every deployment builds from ``Settings`` (CTXPREC_JUDGE and OPENAI_*)."""
+    """The judge every deployment builds from ``Settings`` (CTXPREC_JUDGE and OPENAI_*); the
+    OPENAI_* values go in as ``EnvVar``s, so their values stay out of run config."""
     llm = settings.judge.strip().lower() != "lexical"
-    key: Any = _env_or("OPENAI_API_KEY", None)
+    key_var, url_var = Settings.variable("openai_api_key"), Settings.variable("openai_base_url")
+    key: Any = EnvVar(key_var) if settings.openai_api_key is not None else None
     if llm and require_key:
-        key = EnvVar("OPENAI_API_KEY")  # an LLM judge needs a key (vLLM/Ollama accept any value)
-    return JudgeResource(
-        model=settings.judge,
-        base_url=_env_or("OPENAI_BASE_URL", None),
+        key = EnvVar(key_var)  # an LLM judge needs a key (vLLM/Ollama accept any value)
+    values = values_for(JudgeResource, settings)
+    values.update(
+        base_url=EnvVar(url_var) if settings.openai_base_url is not None else None,
         api_key=key if llm else None,
-        concurrency=settings.concurrency,
-        chunk_size=settings.chunk_size,
-        max_rpm=settings.max_rpm,
-        max_tpm=settings.max_tpm,
-        outage_tolerance=settings.outage_tolerance,
-        sample_rate=settings.sample_rate,
-        max_rows=settings.max_rows,
-        judge_mode=settings.judge_mode,
-        batch_poll_seconds=settings.batch_poll_seconds,
-        samples=settings.judge_samples,
     )
+    return JudgeResource(**values)
 
 
 def _local(settings: Settings) -> dict[str, Any]:
     """SQLite ``sqlite:///ctxprec.db`` unless CTXPREC_WAREHOUSE_URL says otherwise; the judge
     from CTXPREC_JUDGE (``lexical``, the offline judge, when neither it nor OPENAI_API_KEY is set)."""
+    url_var = Settings.variable("warehouse_url")
     return {
-        "warehouse": _warehouse(
-            settings,
-            EnvVar("CTXPREC_WAREHOUSE_URL") if settings.is_set("CTXPREC_WAREHOUSE_URL") else DEFAULT_WAREHOUSE_URL,
-        ),
+        "warehouse": _warehouse(settings, EnvVar(url_var) if settings.is_set(url_var) else settings.warehouse_url),
         "judge": _judge(settings, require_key=False),
         "thresholds": _thresholds(settings),
     }
@@ -268,14 +220,15 @@ def _local(settings: Settings) -> dict[str, Any]:
 def _production(settings: Settings) -> dict[str, Any]:
     """Warehouse URL and judge credentials from the environment (required at run launch)."""
     return {
-        "warehouse": _warehouse(settings, EnvVar("CTXPREC_WAREHOUSE_URL")),
+        "warehouse": _warehouse(settings, EnvVar(Settings.variable("warehouse_url"))),
         "judge": _judge(settings, require_key=True),
         "thresholds": _thresholds(settings),
     }
 
 
 def resources_for(deployment: str | None = None, settings: Settings | None = None) -> dict[str, Any]:
-    """The resource set of ``deployment`` (default: ``CTXPREC_DEPLOYMENT``), from ``Settings.from_env``."""
+    """The resource set of ``deployment`` (default: ``CTXPREC_DEPLOYMENT``), from ``settings``
+    (default: the environment's)."""
     settings = settings or Settings.from_env()
     deployment = deployment or settings.deployment
     if deployment not in DEPLOYMENTS:

@@ -9,13 +9,13 @@ check fails.
   its checks failed (``regression`` / ``volume`` warnings, a non-blocking ``threshold``):
   ``event="check_failed"``, one alert per failed check.
 
-The webhook URL is in ``CTXPREC_ALERT_WEBHOOK`` (or the variable ``webhook_env`` names), read at
-each tick; it is a secret: never logged, never in the message. A 5xx answer is retried; a delivery
-that still fails fails the sensor tick. Both sensors start stopped unless that variable is set when
-the code location loads.
+The webhook URL is in ``CTXPREC_ALERT_WEBHOOK`` (a setting: ``ctxprec_ops.config.Settings``), or
+in the variable ``webhook_env`` names (read as a Dagster ``EnvVar``), read at each tick; it is a
+secret: never logged, never in the message. A 5xx answer is retried; a delivery that still fails
+fails the sensor tick. Both sensors start stopped unless that variable is set when the code
+location loads.
 """
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +24,7 @@ from dagster import (
     DagsterEventType,
     DagsterRunStatus,
     DefaultSensorStatus,
+    EnvVar,
     RunFailureSensorContext,
     RunStatusSensorContext,
     SensorDefinition,
@@ -32,6 +33,7 @@ from dagster import (
     run_status_sensor,
 )
 
+from ctxprec_ops.config import Settings
 from ctxprec_ops.monitoring.notice import AlertNotice, webhook_payload
 from ctxprec_ops.monitoring.sinks import WebhookSink
 from ctxprec_ops.secrets import redact
@@ -40,7 +42,14 @@ from .checks import CHECK_KINDS
 
 __all__ = ["WEBHOOK_ENV", "build_alert_sensors", "failed_checks", "run_notice"]
 
-WEBHOOK_ENV = "CTXPREC_ALERT_WEBHOOK"
+WEBHOOK_ENV = Settings.variable("alert_webhook")
+
+
+def _webhook(webhook_env: str) -> str | None:
+    """The webhook URL: the ``alert_webhook`` setting, or the variable ``webhook_env`` names."""
+    if webhook_env == WEBHOOK_ENV:
+        return Settings.from_env().alert_webhook
+    return EnvVar(webhook_env).get_value() or None
 
 
 def failed_checks(instance: Any, run_id: str) -> list[dict[str, Any]]:
@@ -97,7 +106,7 @@ def run_notice(context: RunStatusSensorContext, event: str, *, failure: str | No
 
 
 def _post(notice: AlertNotice, webhook_env: str) -> SkipReason | None:
-    target = os.environ.get(webhook_env)
+    target = _webhook(webhook_env)
     if not target:
         return SkipReason(f"{webhook_env} is not set: nothing posted")
     WebhookSink(target).post(webhook_payload(notice))
@@ -115,7 +124,7 @@ def build_alert_sensors(
     """The two alert sensors (``<prefix>_run_failure_alert``, ``<prefix>_check_failure_alert``) for runs
     that materialize ``scores_keys`` (see the module doc)."""
     keys = set(scores_keys)
-    running = bool(os.environ.get(webhook_env))
+    running = bool(_webhook(webhook_env))
     status = DefaultSensorStatus.RUNNING if running else DefaultSensorStatus.STOPPED
 
     @run_failure_sensor(

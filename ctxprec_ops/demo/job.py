@@ -16,12 +16,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ..config import Settings
 from ..errors import CtxPrecError
 from ..pipeline import METRIC_KINDS, PipelineConfig, ProgressCallback, RunSummary, score_partition
 from ..pipeline.outcome import Decision, Outcome, decide
 from ..secrets import redact, redact_url
-from ..warehouse.engine import normalize_url
+from ..warehouse.engine import database_file, normalize_url
 from ..warehouse.schema import output_tables
 from .defaults import DEFAULT_DEMO_URL, DEFAULT_REPORT, DEMO_JUDGE
 from .sample import SampleInfo, create_sample_warehouse
@@ -79,10 +78,8 @@ class DemoResult:
 
 
 def _sqlite_file(url: str) -> Path | None:
-    u = normalize_url(url)
-    if u.get_backend_name() != "sqlite" or u.database in (None, "", ":memory:") or u.database.startswith("file:"):
-        return None
-    return Path(u.database)
+    path = database_file(url)  # the file a SQLite URL names; None for anything else
+    return None if path is None else Path(path)
 
 
 def check_demo_warehouse(url: str, *, force: bool) -> None:
@@ -135,15 +132,19 @@ def run_demo(
     force: bool = False,
     progress_for: Callable[[str], ProgressCallback] | None = None,
     log: Callable[[str], None] | None = None,
+    configure: Callable[..., PipelineConfig] = PipelineConfig,
 ) -> DemoResult:
     """Create the sample warehouse at ``warehouse`` (recreated), score every partition of every
     metric with ``judge`` (default ``DEMO_JUDGE``, the offline lexical judge, whatever
     ``OPENAI_API_KEY`` and ``CTXPREC_JUDGE`` say), load the trend and alerts, write the HTML
-    reports next to ``out``. Runs that did not complete are in ``DemoResult.incomplete``."""
+    reports next to ``out``. Runs that did not complete are in ``DemoResult.incomplete``.
+
+    ``configure`` builds each run's ``PipelineConfig`` from the demo's own values (keyword
+    arguments): ``PipelineConfig`` itself (the library's defaults) unless the caller passes its
+    resolved settings' (the CLI: ``Settings.pipeline_config``, the environment's)."""
     started = time.perf_counter()
     if out is not None:
         check_report_path(out)
-    settings = Settings.from_env()
     judge_name = judge or DEMO_JUDGE
     engine = _fresh_engine(warehouse, force=force)
     try:
@@ -166,18 +167,18 @@ def run_demo(
 
         summaries: list[RunSummary] = []
         run_id = f"demo-{uuid.uuid4().hex[:12]}"
+        given = {"concurrency": concurrency, "chunk_size": chunk_size}
+        given = {k: v for k, v in given.items() if v is not None}
         configs = [
-            PipelineConfig.from_settings(
-                settings,
+            configure(
                 warehouse=engine,
                 judge=judge_name,
                 metric=kind.name,
                 source_table=kind.default_table,
                 source_format="rows",  # the sample warehouse holds log tables, whatever CTXPREC_SOURCE_FORMAT says
                 columns=kind.columns(),
-                concurrency=concurrency,
-                chunk_size=chunk_size,
                 judge_mode="sync",  # results now, whatever CTXPREC_JUDGE_MODE says
+                **given,
             )
             for kind in METRICS
         ]

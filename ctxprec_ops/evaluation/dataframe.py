@@ -15,6 +15,7 @@ import pandas as pd
 from ..cases.results import MetricResult
 from ..cases.test_case import LLMTestCase
 from ..errors import CtxPrecError
+from ..judge import defaults
 from ..judge.models import JudgeModel
 from ..metrics.contextual_precision import ContextualPrecisionMetric
 from ..secrets import redact
@@ -88,10 +89,10 @@ def score_dataframe(
     judge: str | JudgeModel | None = None,
     threshold: float = 0.5,
     columns: Mapping[str, str] | None = None,
-    concurrency: int = 16,
+    concurrency: int = defaults.CONCURRENCY,
     strict_mode: bool = False,
     include_reason: bool = True,
-    max_nodes_per_call: int = 20,
+    max_nodes_per_call: int = defaults.MAX_NODES_PER_CALL,
     show_progress: bool | None = None,
     samples: int = 1,
 ) -> pd.DataFrame:

@@ -13,10 +13,12 @@ from pydantic import BaseModel
 from .._async import run_sync
 from ..cases.results import EvaluationResult, MetricResult
 from ..errors import InvalidTestCaseError
+from ..judge import defaults
 from ..judge.budget import Budget
 from ..judge.cache import VerdictCache
 from ..judge.calls import JudgeRun, active_guards
 from ..judge.limiter import AdaptiveLimiter
+from ..judge.retry import RetryWaits
 from ..metrics.base import BaseRetrievalMetric
 
 __all__ = ["a_evaluate", "assert_test", "evaluate"]
@@ -32,9 +34,6 @@ def _as_list(x: Any) -> list:
     if isinstance(x, Iterable) and not isinstance(x, (str, bytes)):
         return list(x)
     return [x]
-
-
-_DEFAULT_CONCURRENCY = 16
 
 
 def _settings(
@@ -55,7 +54,7 @@ def _settings(
     if metrics is None:
         raise ValueError("evaluate() needs at least one metric")
     if concurrency is None:
-        concurrency = int(getattr(async_config, "max_concurrent", None) or _DEFAULT_CONCURRENCY)
+        concurrency = int(getattr(async_config, "max_concurrent", None) or defaults.CONCURRENCY)
     if show_progress is None and display_config is not None:
         show_progress = getattr(display_config, "show_indicator", None)
     return _as_list(cases), _as_list(metrics), concurrency, show_progress
@@ -68,6 +67,8 @@ async def a_evaluate(
     test_cases: Sequence[Any] | None = None,
     concurrency: int | None = None,
     max_retries: int | None = None,
+    retry_waits: RetryWaits | None = None,
+    outage_tolerance: float | None = None,
     show_progress: bool | None = None,
     cache: VerdictCache | None = None,
     budget: Budget | None = None,
@@ -91,7 +92,7 @@ async def a_evaluate(
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     retries = max_retries if max_retries is not None else max(m.max_retries for m in metric_list)
-    guards = active_guards(concurrency)
+    guards = active_guards(concurrency, outage_tolerance)
     run = JudgeRun(
         limiter=AdaptiveLimiter(concurrency),
         budget=budget,
@@ -99,6 +100,7 @@ async def a_evaluate(
         max_retries=retries,
         breaker=guards.breaker,
         quota=guards.quota,
+        waits=retry_waits or RetryWaits(),
     )
     total = len(case_list) * len(metric_list)
     results: list[MetricResult | None] = [None] * total
@@ -174,6 +176,8 @@ def evaluate(
     test_cases: Sequence[Any] | None = None,
     concurrency: int | None = None,
     max_retries: int | None = None,
+    retry_waits: RetryWaits | None = None,
+    outage_tolerance: float | None = None,
     show_progress: bool | None = None,
     cache: VerdictCache | None = None,
     budget: Budget | None = None,
@@ -189,8 +193,10 @@ def evaluate(
 
     ``evaluate(cases, metrics)`` or deepeval's ``evaluate(test_cases=..., metrics=...,
     async_config=AsyncConfig(max_concurrent=N), display_config=..., error_config=...)``.
-    ``concurrency`` (default 16, or ``async_config.max_concurrent``) caps judge requests in
-    flight. Works from sync code and from inside a running event loop. Results come back in
+    ``concurrency`` (default ``judge.defaults.CONCURRENCY``, or ``async_config.max_concurrent``)
+    caps judge requests in flight; ``retry_waits`` (``judge.retry.RetryWaits``) and
+    ``outage_tolerance`` (seconds) time the retries and how long an outage is waited out (the
+    judge layer's defaults otherwise). Works from sync code and from inside a running event loop. Results come back in
     input order: ``.results`` / ``.to_pandas()`` one per (case, metric), ``.test_results`` one
     per case with ``metrics_data`` (deepeval's shape).
     """
@@ -201,6 +207,8 @@ def evaluate(
             test_cases=test_cases,
             concurrency=concurrency,
             max_retries=max_retries,
+            retry_waits=retry_waits,
+            outage_tolerance=outage_tolerance,
             show_progress=show_progress,
             cache=cache,
             budget=budget,

@@ -1,7 +1,8 @@
 """A circuit breaker for the judge endpoint: ride through outages, give up promptly and say why.
 
 When the judge itself is the problem — every recent request failed with a connection error, a
-timeout, a 5xx or a 429 — retrying each row on its own only burns the rows' retries. The breaker
+timeout (a call that outlived its whole-call deadline too, however steadily the endpoint was
+trickling its answer), a 5xx or a 429 — retrying each row on its own only burns the rows' retries. The breaker
 *opens* after ``trip_after`` consecutive such failures (``judging.trip_after_for``: two waves of
 the requests in flight, at least 5): no request is sent, callers wait in
 ``admit()``; one caller at a time is let through as a *probe* (after 0.25 s, then doubling up to
@@ -15,14 +16,13 @@ message naming the cause and the endpoint, e.g.
 ``judge unreachable: connection refused at http://127.0.0.1:9/v1``. One breaker spans one
 partition run (the pipeline keeps it in its context) or one ``evaluate()`` call.
 
-``tolerance`` defaults to ``CTXPREC_OUTAGE_TOLERANCE`` (600 s).
+``tolerance`` defaults to ``defaults.OUTAGE_TOLERANCE`` (the pipeline passes its configured one).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 import time
 from collections.abc import Callable
@@ -31,36 +31,22 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import JudgeUnavailableError
 from ..secrets import redact
+from . import defaults
 from .retry import is_rate_limit
 
 __all__ = [
     "CircuitBreaker",
     "BreakerEvent",
     "describe_failure",
-    "outage_tolerance_from_env",
     "DEFAULT_OUTAGE_TOLERANCE",
     "FIRST_CONTACT_TIMEOUT",
 ]
 
 log = logging.getLogger("ctxprec_ops.breaker")
 
-DEFAULT_OUTAGE_TOLERANCE = 600.0
+DEFAULT_OUTAGE_TOLERANCE = defaults.OUTAGE_TOLERANCE
 #: an endpoint that never answered once is given up after this many seconds (or the tolerance)
 FIRST_CONTACT_TIMEOUT = 30.0
-
-
-def outage_tolerance_from_env(env: dict[str, str] | None = None) -> float:
-    """``CTXPREC_OUTAGE_TOLERANCE`` in seconds (default 600); a bad value is a one-line error."""
-    raw = (os.environ if env is None else env).get("CTXPREC_OUTAGE_TOLERANCE")
-    if raw is None or raw.strip() == "":
-        return DEFAULT_OUTAGE_TOLERANCE
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"CTXPREC_OUTAGE_TOLERANCE must be a number of seconds, got {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"CTXPREC_OUTAGE_TOLERANCE must be >= 0, got {value}")
-    return value
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -83,6 +69,10 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
             return "unreachable", "host name not found"
         if isinstance(x, ConnectionResetError):
             return "unreachable", "connection reset"
+    for x in chain:  # a call that outlived its deadline (answering, but too slowly to finish)
+        seconds = getattr(x, "seconds", None)
+        if isinstance(x, TimeoutError) and isinstance(seconds, (int, float)):
+            return "unavailable", f"no complete answer within the {seconds:g} s call deadline (timed out)"
     names = " ".join(type(x).__name__ for x in chain).lower()
     if "timeout" in names or any(isinstance(x, TimeoutError) for x in chain):
         return "unreachable", "no answer (timed out)"
@@ -126,7 +116,7 @@ BreakerListener = Callable[[BreakerEvent], None]
 class CircuitBreaker:
     def __init__(
         self,
-        tolerance: float | None = None,
+        tolerance: float = DEFAULT_OUTAGE_TOLERANCE,
         *,
         trip_after: int = 5,
         first_contact_timeout: float = FIRST_CONTACT_TIMEOUT,
@@ -134,7 +124,7 @@ class CircuitBreaker:
         max_probe_interval: float = 5.0,
         endpoint: str | None = None,
     ) -> None:
-        self.tolerance = outage_tolerance_from_env() if tolerance is None else float(tolerance)
+        self.tolerance = float(tolerance)
         if self.tolerance < 0:
             raise ValueError(f"outage_tolerance must be >= 0, got {self.tolerance}")
         self.trip_after = max(1, trip_after)

@@ -18,6 +18,8 @@ from pydantic import BaseModel
 from ..errors import JudgeConfigurationError, JudgeUnavailableError
 from ..scoring.verdicts import JudgeAnswer
 from ..secrets import redact
+from . import defaults
+from .answer_watch import AnswerWatch
 from .breaker import CircuitBreaker
 from .budget import Budget
 from .cache import VerdictCache
@@ -25,7 +27,7 @@ from .events import JudgeRetry, notify_retry, retry_reason
 from .limiter import AdaptiveLimiter, RequestQuota
 from .models.base import Generation, JudgeModel
 from .pricing import price_of
-from .retry import backoff_seconds, is_rate_limit, is_transient, retry_after_seconds
+from .retry import RetryWaits, backoff_seconds, is_rate_limit, is_transient, retry_after_seconds
 
 log = logging.getLogger("ctxprec_ops.judging")
 
@@ -47,30 +49,40 @@ EST_COMPLETION_TOKENS_PER_NODE = 40
 
 
 @dataclass
+class JudgeGuards:
+    """A circuit breaker, a request quota and an answer watch that outlive one ``evaluate()``
+    call (the pipeline installs one set per partition run with ``use_guards``)."""
+
+    breaker: CircuitBreaker | None = None
+    quota: RequestQuota | None = None
+    answers: AnswerWatch = field(default_factory=AnswerWatch)
+
+
+_guards: ContextVar[JudgeGuards | None] = ContextVar("ctxprec_judge_guards", default=None)
+
+
+@dataclass
 class JudgeRun:
     """Shared state of one evaluation run: limiter, quota, circuit breaker, budget, cache, retry
     settings. ``breaker``/``quota`` may span several runs (the pipeline shares them across the
-    chunks of a partition)."""
+    chunks of a partition); ``answers`` (default: the installed guards' watch, else a new one)
+    stops a run early when the judge's answers are systematically unusable."""
 
     limiter: AdaptiveLimiter
     budget: Budget | None = None
     cache: VerdictCache | None = None
-    max_retries: int = 6
+    max_retries: int = defaults.MAX_RETRIES
     breaker: CircuitBreaker | None = None
     quota: RequestQuota | None = None
+    #: how long a transient failure is waited out before its retry
+    waits: RetryWaits = field(default_factory=RetryWaits)
     stats: dict[str, int] = field(default_factory=lambda: {"retries": 0, "repairs": 0, "calls": 0})
+    answers: AnswerWatch | None = None
 
-
-@dataclass
-class JudgeGuards:
-    """A circuit breaker and a request quota that outlive one ``evaluate()`` call (the pipeline
-    installs one pair per partition run with ``use_guards``)."""
-
-    breaker: CircuitBreaker | None = None
-    quota: RequestQuota | None = None
-
-
-_guards: ContextVar[JudgeGuards | None] = ContextVar("ctxprec_judge_guards", default=None)
+    def __post_init__(self) -> None:
+        if self.answers is None:
+            guards = _guards.get()
+            self.answers = guards.answers if guards is not None else AnswerWatch()
 
 
 @dataclass(frozen=True)
@@ -96,13 +108,16 @@ def use_guards(guards: JudgeGuards) -> Iterator[JudgeGuards]:
         _guards.reset(token)
 
 
-def active_guards(concurrency: int = 16) -> JudgeGuards:
-    """The installed guards, else a fresh breaker (sized for ``concurrency``) and quota from the
-    environment."""
+def active_guards(concurrency: int = defaults.CONCURRENCY, outage_tolerance: float | None = None) -> JudgeGuards:
+    """The installed guards, else a fresh breaker (sized for ``concurrency``, waiting an outage out
+    for ``outage_tolerance`` seconds, default ``defaults.OUTAGE_TOLERANCE``) and a quota without a
+    cap (paced by the provider's headers only)."""
     guards = _guards.get()
     if guards is not None:
         return guards
-    return JudgeGuards(breaker=CircuitBreaker(trip_after=trip_after_for(concurrency)), quota=RequestQuota.from_env())
+    tolerance = defaults.OUTAGE_TOLERANCE if outage_tolerance is None else outage_tolerance
+    breaker = CircuitBreaker(tolerance, trip_after=trip_after_for(concurrency))
+    return JudgeGuards(breaker=breaker, quota=RequestQuota())
 
 
 def trip_after_for(concurrency: int) -> int:
@@ -187,6 +202,8 @@ async def _send_once(
     try:
         if run.quota is not None and (wait := run.quota.reserve(tokens)) > 0:
             await run.quota.wait(wait)
+        if run.answers is not None and run.answers.tripped:  # found unusable while this one waited
+            run.answers.check()
         try:
             if choices is None:
                 out = await judge.a_generate_with_usage(prompt, schema)
@@ -196,7 +213,7 @@ async def _send_once(
             if run.quota is not None:
                 run.quota.observe(_headers_of(exc))
             if is_rate_limit(exc):
-                run.limiter.on_rate_limited(retry_after_seconds(exc))
+                run.limiter.on_rate_limited(run.waits.cap(retry_after_seconds(exc)))
             raise
     finally:
         if not run.limiter.try_release():
@@ -216,7 +233,7 @@ def _answer_inline(judge: JudgeModel, prompt: str, run: JudgeRun, schema: type[B
         out = judge.generate_inline(prompt, schema)
     except Exception as exc:
         if is_rate_limit(exc):
-            run.limiter.on_rate_limited(retry_after_seconds(exc))
+            run.limiter.on_rate_limited(run.waits.cap(retry_after_seconds(exc)))
         raise
     run.limiter.on_success()
     return out
@@ -278,7 +295,7 @@ async def _send(
             retries += 1
             run.stats["retries"] += 1
             log.debug("judge call failed (%s), retry %d", redact(str(exc))[:200], retries)
-            wait = backoff_seconds(retries, exc)
+            wait = backoff_seconds(retries, exc, run.waits)
             notify_retry(JudgeRetry(retries, run.max_retries, wait, retry_reason(exc)))
             await asyncio.sleep(wait)
             continue

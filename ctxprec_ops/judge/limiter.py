@@ -2,7 +2,7 @@
 
 ``AdaptiveLimiter``: at most ``limit`` calls are in flight. A 429 cuts the limit by a quarter (at
 most once per cool-down) and, when the server sent ``Retry-After``, pauses new calls until then
-(capped by ``CTXPREC_RETRY_MAX_WAIT``); sustained success raises the limit again by one step at a
+(capped by the caller: ``RetryWaits.cap``); sustained success raises the limit again by one step at a
 time up to the configured maximum (AIMD, as TCP does).
 
 ``RequestQuota``: a provider's requests-per-minute and tokens-per-minute quota, kept *before* a
@@ -16,12 +16,9 @@ pace further when they say less is left than the configured pace would use.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import time
 from collections.abc import Mapping
-
-from .retry import max_wait_seconds
 
 __all__ = ["AdaptiveLimiter", "RequestQuota", "parse_reset_seconds"]
 
@@ -134,7 +131,7 @@ class AdaptiveLimiter:
             self.limit = max(self.min_concurrency, (self.limit * 3) // 4)
             self._last_decrease = now
         if retry_after is not None and retry_after > 0:
-            self._pause_until = max(self._pause_until, now + min(retry_after, max_wait_seconds()))
+            self._pause_until = max(self._pause_until, now + retry_after)
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -169,19 +166,6 @@ def _int_header(headers: Mapping[str, str], name: str) -> int | None:
         return None
 
 
-def _positive_env(name: str) -> float | None:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number, got {raw!r}") from None
-    if value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
-    return value
-
-
 class RequestQuota:
     """Pace requests under ``max_rpm`` requests and ``max_tpm`` tokens per minute (either may be
     None: no configured cap, only what the provider's headers say)."""
@@ -204,14 +188,6 @@ class RequestQuota:
     def capped(self) -> bool:
         """Whether a cap is configured (without one, only provider headers pace the requests)."""
         return bool(self.max_rpm or self.max_tpm)
-
-    @classmethod
-    def from_env(cls, max_rpm: float | None = None, max_tpm: float | None = None) -> RequestQuota:
-        """Explicit values, else ``CTXPREC_MAX_RPM`` / ``CTXPREC_MAX_TPM``."""
-        return cls(
-            max_rpm if max_rpm is not None else _positive_env("CTXPREC_MAX_RPM"),
-            max_tpm if max_tpm is not None else _positive_env("CTXPREC_MAX_TPM"),
-        )
 
     def _request_interval(self, now: float) -> float:
         base = 60.0 / self.max_rpm if self.max_rpm else 0.0

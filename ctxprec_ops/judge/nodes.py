@@ -1,16 +1,24 @@
 """Judge a ranked node list: one call per group of ``max_nodes_per_call`` nodes (``calls.call_judge``:
 retried on transient faults under the shared limiter and budget), validated by node id, repaired
-when the answer does not cover the nodes exactly once (re-ask once, then split the group in halves).
+when the answer does not cover the nodes exactly once: re-asked once with the problem, then the
+group's two halves asked once each.
+
+Repairs are bounded per case: at most ``REPAIR_CALLS`` (3) paid calls on top of the first answer
+of each group, so a case of one group costs at most 4 calls whatever the judge answers (the
+re-ask-then-split cascade used to recurse, about 4n - 2 calls for n unusable nodes). Every
+answer's outcome goes to the run's ``AnswerWatch``: a judge whose answers keep failing the same
+way stops the run's remaining calls (``answer_watch``).
 
 With ``samples`` > 1 (self-consistency, ``scoring/consistency.py``) a group is asked for that many
 sampled answers — in one request where the judge returns several choices (``n``), else one request
-per answer — each unusable answer is replaced by a repaired one, and the majority verdict per node
-is kept with its agreement.
+per answer — each unusable answer is replaced by a repaired one (within the same repair bound),
+and the majority verdict per node is kept with its agreement.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
@@ -18,16 +26,48 @@ from pydantic import BaseModel
 
 from ..errors import JudgeAnswerError
 from ..scoring.consistency import agreement_of, majority, node_verdict
-from ..scoring.template import answer_format
+from ..scoring.template import AnswerFormat, answer_format
 from ..scoring.verdicts import AnswerProblem, NodeVerdict
+from . import defaults
+from .answer_watch import AnswerWatch
 from .cache import judgment_keys
 from .calls import JudgeRun, Usage, call_judge, gather_settled
 from .models.base import ChoicesUnsupportedError, JudgeModel
 
-__all__ = ["judge_nodes"]
+__all__ = ["judge_nodes", "REPAIR_CALLS"]
+
+#: paid repair calls one case may make on top of each group's first answer (re-ask + two halves)
+REPAIR_CALLS = 3
 
 #: a (rank, node text) pair's parts (C-level accessors: no comprehension frame per group)
 _rank, _text = itemgetter(0), itemgetter(1)
+
+
+@dataclass
+class _Case:
+    """One case's repair allowance and the problems of its answers (for the ``AnswerWatch``)."""
+
+    watch: AnswerWatch
+    repairs_left: int = REPAIR_CALLS
+    problems: list[AnswerProblem] = field(default_factory=list)
+
+    def read(self, fmt: AnswerFormat, raw: Any, ids: list[int]) -> dict[int, NodeVerdict]:
+        """The answer's verdicts; an unusable answer's problem is kept and raised."""
+        try:
+            verdicts = fmt.verdicts(raw, ids)
+        except AnswerProblem as problem:
+            self.problems.append(problem)
+            self.watch.unusable(self, self.problems, failed=False)
+            raise
+        self.watch.usable()
+        return verdicts
+
+    def take(self, calls: int) -> bool:
+        """Spend ``calls`` repair calls if the allowance has them."""
+        if calls > self.repairs_left:
+            return False
+        self.repairs_left -= calls
+        return True
 
 
 async def _judge_group(
@@ -38,6 +78,7 @@ async def _judge_group(
     group: Sequence[tuple[int, str]],
     run: JudgeRun,
     usage: Usage,
+    case: _Case,
     samples: int = 1,
     sampled: bool = False,
 ) -> dict[int, NodeVerdict]:
@@ -46,15 +87,21 @@ async def _judge_group(
     ids = list(map(_rank, group))
     fmt = answer_format(template)  # by node id (ctxprec templates) or in node order (deepeval-style)
     prompt = fmt.prompt(input, expected, list(map(_text, group)), ids)
+    case.watch.check()
     if samples > 1:
-        return await _majority_of(judge, template, input, expected, group, run, usage, samples, prompt)
+        return await _majority_of(judge, template, input, expected, group, run, usage, case, samples, prompt)
     choices = 1 if sampled else None
     raw = await call_judge(judge, prompt, len(group), run, usage, fmt.schema, choices)
     try:
-        return fmt.verdicts(raw[0] if sampled else raw, ids)
+        return case.read(fmt, raw[0] if sampled else raw, ids)
     except AnswerProblem as problem:
         first_problem = str(problem)
-    return await _repair(judge, template, input, expected, group, run, usage, prompt, first_problem, sampled)
+    return await _repair(judge, template, input, expected, group, run, usage, case, prompt, first_problem, sampled)
+
+
+def _unusable(ids: list[int], problem: str, how: str) -> JudgeAnswerError:
+    what = f"node {ids[0]}" if len(ids) == 1 else f"nodes {ids[0]}-{ids[-1]}"
+    return JudgeAnswerError(f"the judge's answer for {what} was unusable even after {how}: {problem}")
 
 
 async def _repair(
@@ -65,31 +112,57 @@ async def _repair(
     group: Sequence[tuple[int, str]],
     run: JudgeRun,
     usage: Usage,
+    case: _Case,
     prompt: str,
     problem: str,
     sampled: bool,
 ) -> dict[int, NodeVerdict]:
-    """An unusable answer: re-ask once with the problem, then judge the group's halves apart."""
+    """An unusable answer: re-ask once with the problem, then ask the group's halves once each,
+    within the case's repair allowance."""
     ids = [k for k, _ in group]
     fmt = answer_format(template)
+    if not case.take(1):
+        raise _unusable(ids, problem, "the case's repair calls were spent")
+    case.watch.check()
     usage.repairs += 1
     run.stats["repairs"] += 1
     repair = fmt.repair(prompt, problem, ids)
     raw = await call_judge(judge, repair, len(group), run, usage, fmt.schema, 1 if sampled else None)
     try:
-        return fmt.verdicts(raw[0] if sampled else raw, ids)
+        return case.read(fmt, raw[0] if sampled else raw, ids)
     except AnswerProblem as again:
         second_problem = str(again)
-    if len(group) == 1:
-        raise JudgeAnswerError(
-            f"the judge's answer for node {ids[0]} was unusable even after re-asking: {second_problem}"
-        )
+    if len(group) == 1 or not case.take(2):
+        raise _unusable(ids, second_problem, "re-asking")
     mid = len(group) // 2
     left, right = await gather_settled(
-        _judge_group(judge, template, input, expected, group[:mid], run, usage, sampled=sampled),
-        _judge_group(judge, template, input, expected, group[mid:], run, usage, sampled=sampled),
+        _ask_once(judge, template, input, expected, group[:mid], run, usage, case, sampled),
+        _ask_once(judge, template, input, expected, group[mid:], run, usage, case, sampled),
     )
     return {**left, **right}
+
+
+async def _ask_once(
+    judge: JudgeModel,
+    template: type,
+    input: str,
+    expected: str,
+    group: Sequence[tuple[int, str]],
+    run: JudgeRun,
+    usage: Usage,
+    case: _Case,
+    sampled: bool,
+) -> dict[int, NodeVerdict]:
+    """Half a group whose answers were unusable twice: asked once, not repaired further."""
+    ids = list(map(_rank, group))
+    fmt = answer_format(template)
+    case.watch.check()
+    prompt = fmt.prompt(input, expected, list(map(_text, group)), ids)
+    raw = await call_judge(judge, prompt, len(group), run, usage, fmt.schema, 1 if sampled else None)
+    try:
+        return case.read(fmt, raw[0] if sampled else raw, ids)
+    except AnswerProblem as problem:
+        raise _unusable(ids, str(problem), "re-asking and asking its half of the nodes alone") from None
 
 
 async def _sampled_answers(
@@ -121,6 +194,7 @@ async def _majority_of(
     group: Sequence[tuple[int, str]],
     run: JudgeRun,
     usage: Usage,
+    case: _Case,
     samples: int,
     prompt: str,
 ) -> dict[int, NodeVerdict]:
@@ -132,13 +206,13 @@ async def _majority_of(
     problems: list[str] = []
     for raw in await _sampled_answers(judge, prompt, len(group), run, usage, fmt.schema, samples):
         try:
-            answers.append(fmt.verdicts(raw, ids))
+            answers.append(case.read(fmt, raw, ids))
         except AnswerProblem as problem:
             problems.append(str(problem))
     problems += ["the judge returned no answer"] * (samples - len(answers) - len(problems))
     if problems:
         answers += await gather_settled(
-            *(_repair(judge, template, input, expected, group, run, usage, prompt, p, True) for p in problems)
+            *(_repair(judge, template, input, expected, group, run, usage, case, prompt, p, True) for p in problems)
         )
     return majority(answers, ids)
 
@@ -152,7 +226,7 @@ async def judge_nodes(
     nodes: Sequence[str],
     run: JudgeRun,
     *,
-    max_nodes_per_call: int = 20,
+    max_nodes_per_call: int = defaults.MAX_NODES_PER_CALL,
     usage: Usage | None = None,
     samples: int = 1,
 ) -> tuple[list[NodeVerdict], Usage]:
@@ -190,14 +264,20 @@ async def judge_nodes(
         if callable(fast):  # offline judges answer directly, nothing to repair or retry
             fresh = fast(input, expected, todo)
         else:
-            if len(todo) <= max_nodes_per_call:  # the common case: one call, no task to schedule
-                fresh = await _judge_group(judge, template, input, expected, todo, run, usage, samples)
-            else:
-                groups = [todo[i : i + max_nodes_per_call] for i in range(0, len(todo), max_nodes_per_call)]
-                parts = await gather_settled(
-                    *(_judge_group(judge, template, input, expected, g, run, usage, samples) for g in groups)
-                )
-                fresh = {k: v for part in parts for k, v in part.items()}
+            assert run.answers is not None  # set by JudgeRun.__post_init__
+            case = _Case(run.answers)
+            try:
+                if len(todo) <= max_nodes_per_call:  # the common case: one call, no task to schedule
+                    fresh = await _judge_group(judge, template, input, expected, todo, run, usage, case, samples)
+                else:
+                    groups = [todo[i : i + max_nodes_per_call] for i in range(0, len(todo), max_nodes_per_call)]
+                    parts = await gather_settled(
+                        *(_judge_group(judge, template, input, expected, g, run, usage, case, samples) for g in groups)
+                    )
+                    fresh = {k: v for part in parts for k, v in part.items()}
+            except JudgeAnswerError:
+                case.watch.unusable(case, case.problems, failed=True)
+                raise
         for rank, _ in todo:
             v = fresh[rank]
             verdicts[rank] = v

@@ -1,14 +1,29 @@
 """Per-model token prices (USD per million tokens) and cost arithmetic.
 
-Prices change; override them with ``set_price(model, input, output)`` or the environment
-variable ``CTXPREC_PRICES`` (JSON: ``{"my-model": [0.5, 1.5]}``). Unknown model -> cost None.
+Prices change; override them per call with ``prices`` (``{"my-model": (0.5, 1.5)}``, batch prices
+under ``"my-model@batch"``: the pipeline passes ``PipelineConfig.prices``, from ``CTXPREC_PRICES``)
+or for the process with ``set_price(model, input, output)``. Unknown model -> cost None.
 """
 
 from __future__ import annotations
 
-from ..config import Settings
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["PRICES", "set_price", "price_of", "cost_of", "batch_price_of", "batch_cost_of", "BATCH_DISCOUNT"]
+__all__ = [
+    "PRICES",
+    "Prices",
+    "set_price",
+    "parse_prices",
+    "price_of",
+    "cost_of",
+    "batch_price_of",
+    "batch_cost_of",
+    "BATCH_DISCOUNT",
+]
+
+#: model (or ``model@batch``) -> (input, output) USD per 1M tokens
+Prices = Mapping[str, tuple[float, float]]
 
 #: the Batch API's price as a share of the list price (OpenAI, Azure OpenAI: half)
 BATCH_DISCOUNT = 0.5
@@ -35,18 +50,24 @@ def set_price(model: str, input_per_million: float, output_per_million: float) -
     PRICES[model] = (float(input_per_million), float(output_per_million))
 
 
-def _env_prices() -> dict[str, tuple[float, float]]:
-    data = Settings.read("prices")
+def parse_prices(data: Any, name: str = "prices") -> dict[str, tuple[float, float]]:
+    """``{"model": [input, output], ...}`` as ``{model: (input, output)}`` (``ValueError`` naming
+    ``name`` when it has another shape or a negative price)."""
     try:
-        return {str(k): (float(v[0]), float(v[1])) for k, v in data.items()}
+        out = {str(k): (float(v[0]), float(v[1])) for k, v in dict(data or {}).items()}
     except (ValueError, TypeError, IndexError, KeyError):
-        raise ValueError('CTXPREC_PRICES must be JSON like {"model": [input_usd_per_1M, output_usd_per_1M]}') from None
+        raise ValueError(
+            f'{name} must be JSON like {{"model": [input_usd_per_1M, output_usd_per_1M]}}, got {data!r}'
+        ) from None
+    if any(len(v) != 2 for v in dict(data or {}).values()) or any(p < 0 for pair in out.values() for p in pair):
+        raise ValueError(f"{name} must give two prices >= 0 per model, got {data!r}")
+    return out
 
 
-def price_of(model: str) -> tuple[float, float] | None:
-    env = _env_prices()
-    if model in env:
-        return env[model]
+def price_of(model: str, prices: Prices | None = None) -> tuple[float, float] | None:
+    """``prices[model]``, else the list price of ``model`` (or of its base name), else None."""
+    if prices and model in prices:
+        return prices[model]
     if model in PRICES:
         return PRICES[model]
     # dated snapshots ("gpt-4o-mini-2024-07-18") and provider prefixes ("openai/gpt-4o")
@@ -57,24 +78,27 @@ def price_of(model: str) -> tuple[float, float] | None:
     return None
 
 
-def cost_of(model: str, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
-    price = price_of(model)
+def cost_of(
+    model: str, prompt_tokens: int | None, completion_tokens: int | None, prices: Prices | None = None
+) -> float | None:
+    price = price_of(model, prices)
     if price is None or prompt_tokens is None or completion_tokens is None:
         return None
     return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1_000_000
 
 
-def batch_price_of(model: str) -> tuple[float, float] | None:
-    """The Batch API price: ``CTXPREC_PRICES["model@batch"]`` when given, else half the list price."""
-    env = _env_prices()
-    if f"{model}@batch" in env:
-        return env[f"{model}@batch"]
-    price = price_of(model)
+def batch_price_of(model: str, prices: Prices | None = None) -> tuple[float, float] | None:
+    """The Batch API price: ``prices["model@batch"]`` when given, else half the price."""
+    if prices and f"{model}@batch" in prices:
+        return prices[f"{model}@batch"]
+    price = price_of(model, prices)
     return None if price is None else (price[0] * BATCH_DISCOUNT, price[1] * BATCH_DISCOUNT)
 
 
-def batch_cost_of(model: str, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
-    price = batch_price_of(model)
+def batch_cost_of(
+    model: str, prompt_tokens: int | None, completion_tokens: int | None, prices: Prices | None = None
+) -> float | None:
+    price = batch_price_of(model, prices)
     if price is None or prompt_tokens is None or completion_tokens is None:
         return None
     return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1_000_000

@@ -3,19 +3,38 @@
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from ..config import Settings
+from . import defaults
 
 __all__ = [
+    "RetryWaits",
     "TransientJudgeError",
     "is_transient",
     "is_rate_limit",
     "retry_after_seconds",
     "backoff_seconds",
-    "max_wait_seconds",
 ]
+
+
+@dataclass(frozen=True)
+class RetryWaits:
+    """How long to wait before retrying a judge call: ``initial`` seconds before the first retry,
+    doubling (with full jitter) up to ``maximum``, which also caps a server's ``Retry-After`` (a
+    ``Retry-After: 99999`` does not stall a run)."""
+
+    initial: float = defaults.RETRY_INITIAL_WAIT
+    maximum: float = defaults.RETRY_MAX_WAIT
+
+    def __post_init__(self) -> None:
+        if not (self.initial >= 0 and self.maximum >= 0):
+            raise ValueError(f"retry waits must be >= 0 seconds, got {self.initial!r} and {self.maximum!r}")
+
+    def cap(self, seconds: float | None) -> float | None:
+        """``seconds`` (a server's ``Retry-After``), at most ``maximum``."""
+        return None if seconds is None else min(seconds, self.maximum)
 
 
 class TransientJudgeError(Exception):
@@ -90,23 +109,12 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         return None
 
 
-def max_wait_seconds() -> float:
-    """``CTXPREC_RETRY_MAX_WAIT`` (default 30 s): the longest single wait before a retry, also the
-    cap on a server's ``Retry-After`` (a ``Retry-After: 99999`` does not stall a run)."""
-    return max(0.0, float(Settings.read("retry_max_wait")))
-
-
-def backoff_seconds(attempt: int, exc: BaseException | None = None) -> float:
-    """Exponential backoff with full jitter; a server's ``Retry-After`` wins when present, up to
-    ``CTXPREC_RETRY_MAX_WAIT``.
-
-    ``CTXPREC_RETRY_INITIAL_WAIT`` (default 0.5 s) and ``CTXPREC_RETRY_MAX_WAIT`` (30 s) tune it.
-    """
-    cap = max_wait_seconds()
+def backoff_seconds(attempt: int, exc: BaseException | None = None, waits: RetryWaits = RetryWaits()) -> float:
+    """Exponential backoff with full jitter from ``waits.initial``; a server's ``Retry-After``
+    wins when present; never more than ``waits.maximum``."""
     if exc is not None:
-        ra = retry_after_seconds(exc)
+        ra = waits.cap(retry_after_seconds(exc))
         if ra is not None:
-            return min(ra, cap)
-    initial = float(Settings.read("retry_initial_wait"))
-    ceiling = min(cap, initial * (2 ** max(0, attempt - 1)))
+            return ra
+    ceiling = min(waits.maximum, waits.initial * (2 ** max(0, attempt - 1)))
     return ceiling / 2 + random.uniform(0, ceiling / 2)

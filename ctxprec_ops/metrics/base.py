@@ -9,6 +9,7 @@ from typing import Any
 from .._async import run_sync
 from ..cases.results import MetricResult
 from ..errors import CtxPrecError, InvalidTestCaseError, JudgeConfigurationError
+from ..judge import defaults
 from ..judge.calls import JudgeRun
 from ..judge.limiter import AdaptiveLimiter
 from ..judge.models import JudgeModel, resolve_judge
@@ -39,8 +40,8 @@ class BaseRetrievalMetric:
         flaky: bool = False,
         evaluation_template: type | None = None,
         *,
-        max_nodes_per_call: int = 20,
-        max_retries: int = 6,
+        max_nodes_per_call: int = defaults.MAX_NODES_PER_CALL,
+        max_retries: int = defaults.MAX_RETRIES,
         samples: int = 1,
     ) -> None:
         """Arguments in deepeval's (4.3) names and positional order. ``threshold=None`` scores
@@ -179,7 +180,7 @@ class BaseRetrievalMetric:
 
     async def a_measure(self, test_case: Any, _show_indicator: bool = True, **_: Any) -> float | None:
         self._reset()
-        run = JudgeRun(limiter=AdaptiveLimiter(16), max_retries=self.max_retries)
+        run = JudgeRun(limiter=AdaptiveLimiter(defaults.CONCURRENCY), max_retries=self.max_retries)
         try:
             result = await self.score_case(test_case, run)
         finally:

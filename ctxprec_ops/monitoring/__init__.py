@@ -3,7 +3,10 @@
 Entry points: ``check_partition`` (one partition -> ``CheckResult``), ``load_trend`` (recent
 partitions -> DataFrame), ``format_trend_table`` (rich table), ``render_report`` (HTML file),
 ``deliver`` with the sinks of ``sinks`` (log, webhook, e-mail); per segment column
-``check_segments`` / ``segment_trend`` (-> ``SegmentCheck``) and ``compare`` (-> ``Comparison``).
+``check_segments`` / ``segment_trend`` (-> ``SegmentCheck``) and ``compare`` (-> ``Comparison``);
+the trust tools ``sample_labels`` (a labelling sheet of rows drawn at random),
+``corrected_estimate`` (a partition's label-corrected mean) and ``audit_position`` /
+``estimate_position_audit`` (the judge's position-bias audit).
 
 Names are imported lazily (PEP 562): an orchestrator step that only runs a check does not pay
 for the report's or the trend's imports.
@@ -15,7 +18,7 @@ from .._lazy import lazy_exports
 
 _EXPORTS = {
     "Alert": "alerts",
-    "AlertRules": "alerts",
+    "AlertRules": "rules",
     "RegressionTest": "alerts",
     "CheckResult": "check",
     "DEFAULT_METRIC": "check",
@@ -23,7 +26,7 @@ _EXPORTS = {
     "Population": "population",
     "render_report": "report",
     "deliver": "sinks",
-    "sinks_from_env": "sinks",
+    "alert_sinks": "sinks",
     "LogSink": "sinks",
     "WebhookSink": "sinks",
     "EmailSink": "sinks",
@@ -36,6 +39,10 @@ _EXPORTS = {
     "load_trend": "trend",
     "trend_results": "trend",
     "format_trend_table": "trend",
+    "corrected_estimate": "corrected",
+    "sample_labels": "label_sample",
+    "audit_position": "position_audit",
+    "estimate_position_audit": "position_audit",
 }
 
 __all__ = sorted(_EXPORTS)

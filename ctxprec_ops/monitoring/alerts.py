@@ -25,9 +25,10 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 from .figures import BaselineFigures, PartitionFigures
+from .rules import AlertRules
 from .stats import Moments, finite_or_none, welch_less
 
-__all__ = ["Alert", "AlertRules", "RegressionTest", "evaluate_rules", "RULE_KINDS"]
+__all__ = ["Alert", "RegressionTest", "evaluate_rules", "RULE_KINDS"]
 
 Severity = Literal["error", "warn"]
 
@@ -64,45 +65,6 @@ class Alert:
         d["value"], d["limit"] = finite_or_none(self.value), finite_or_none(self.limit)
         d["kind"] = self.kind
         return d
-
-
-@dataclass(frozen=True)
-class AlertRules:
-    """Rule settings; None disables a threshold rule."""
-
-    min_mean: float | None = None
-    min_pass_rate: float | None = None
-    min_drop: float = 0.05
-    alpha: float = 0.01
-    baseline_partitions: int = 7
-    min_baseline_partitions: int = 2
-    min_baseline_cases: int = 20
-    volume_ratio: float = 0.5
-    max_failure_rate: float | None = 0.2
-    exclude_regressions_from_baseline: bool = True
-    #: scored cases a partition needs for a regression verdict (Welch's test estimates its spread)
-    min_cases: int = 2
-
-    def __post_init__(self) -> None:
-        for name in ("min_mean", "min_pass_rate", "max_failure_rate"):
-            v = getattr(self, name)
-            if v is not None and not (0.0 <= v <= 1.0):
-                raise ValueError(f"{name} must be between 0 and 1, got {v}")
-        if not (0.0 <= self.min_drop <= 1.0):
-            raise ValueError(f"min_drop must be between 0 and 1, got {self.min_drop}")
-        if not (0.0 < self.alpha < 1.0):
-            raise ValueError(f"alpha must be between 0 and 1 (exclusive), got {self.alpha}")
-        if not (0.0 <= self.volume_ratio <= 1.0):
-            raise ValueError(f"volume_ratio must be between 0 and 1, got {self.volume_ratio}")
-        if self.baseline_partitions < 1 or self.min_baseline_partitions < 1:
-            raise ValueError("baseline_partitions and min_baseline_partitions must be at least 1")
-        if self.min_baseline_cases < 2:
-            raise ValueError("min_baseline_cases must be at least 2")
-        if self.min_cases < 2:
-            raise ValueError("min_cases must be at least 2 (a t-test needs two cases to see a spread)")
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-__all__ = ["HLine", "line_chart", "bar_chart", "NARROW_W", "NARROW_H"]
+__all__ = ["HLine", "Overlay", "line_chart", "bar_chart", "NARROW_W", "NARROW_H"]
 
 W, H = 1080, 260
 #: the phone-width variant of every chart (the report shows it below 640 px, so a 390 px screen
@@ -29,6 +29,7 @@ COLORS = {
     "warn": "#d97706",
     "bar": "#60a5fa",
     "failed": "#f87171",
+    "corrected": "#7c3aed",
 }
 
 
@@ -42,19 +43,38 @@ class HLine:
     dash: str = "6 4"
 
 
+@dataclass(frozen=True)
+class Overlay:
+    """A second daily series drawn over the first (e.g. the label-corrected mean): a dashed line,
+    diamond points and an outlined band; None where a day has no value."""
+
+    values: Sequence[float | None]
+    lows: Sequence[float | None]
+    highs: Sequence[float | None]
+    label: str
+    color: str = COLORS["corrected"]
+    css: str = "corrected"
+
+
 def _fmt(v: float, pct: bool, integer: bool = False) -> str:
     if pct:
         return f"{v:.0%}"
     return f"{v:,.0f}" if integer or abs(v) >= 10 else f"{v:.2f}"
 
 
-def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+def _ticks(lo: float, hi: float, n: int = 5, *, integer: bool = False) -> list[float]:
+    """About ``n`` evenly spaced "nice" ticks covering ``[lo, hi]``: steps of 1, 2, 2.5 or 5 times
+    a power of ten; ``integer``: steps of 1, 2 or 5 times a power of ten and at least 1, so every
+    tick is a whole number (a count axis never reads 0, 2, 5, 8, 10 for 0, 2.5, 5, 7.5, 10)."""
     span = hi - lo
     if span <= 0:
         return [lo]
     raw = span / n
     mag = 10 ** math.floor(math.log10(raw))
-    step = min((s * mag for s in (1, 2, 2.5, 5, 10) if s * mag >= raw), default=raw)
+    nice = (1, 2, 5, 10) if integer else (1, 2, 2.5, 5, 10)
+    step = min((s * mag for s in nice if s * mag >= raw), default=raw)
+    if integer:
+        step = max(1.0, float(round(step)))
     first = math.ceil(lo / step - 1e-9) * step
     out, v = [], first
     while v <= hi + 1e-9:
@@ -81,7 +101,7 @@ class _Frame:
 
 
 def _axes(f: _Frame, days: Sequence[str], pct: bool, parts: list[str], integer: bool = False) -> None:
-    for t in _ticks(f.lo, f.hi):
+    for t in _ticks(f.lo, f.hi, integer=integer):
         y = f.y(t)
         parts.append(f'<line x1="{ML}" x2="{f.w - MR}" y1="{y:.1f}" y2="{y:.1f}" stroke="{COLORS["grid"]}"/>')
         parts.append(
@@ -152,11 +172,18 @@ def line_chart(
     value_label: str = "mean",
     width: int = W,
     height: int = H,
+    overlay: Overlay | None = None,
 ) -> Markup:
-    """A daily line with an optional band (CI), reference lines and alert markers."""
+    """A daily line with an optional band (CI), reference lines, alert markers and an overlay."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
     if band:
         finite += [v for v in list(band[0]) + list(band[1]) if v is not None and math.isfinite(v)]
+    if overlay:
+        finite += [
+            v
+            for v in list(overlay.values) + list(overlay.lows) + list(overlay.highs)
+            if v is not None and math.isfinite(v)
+        ]
     finite += [h.value for h in hlines]
     if y_range is None:
         lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
@@ -194,6 +221,8 @@ def line_chart(
     _hlines(f, hlines, pct, parts)
     pts = [(f.x(i), f.y(v)) if v is not None and math.isfinite(v) else None for i, v in enumerate(values)]
     parts.append(f'<path d="{_path(pts)}" fill="none" stroke="{COLORS["line"]}" stroke-width="2.2" class="series"/>')
+    if overlay:
+        _overlay(f, days, overlay, pct, parts)
     for i, (p, v) in enumerate(zip(pts, values, strict=True)):
         if p is None or v is None:
             parts.append(
@@ -213,6 +242,36 @@ def line_chart(
     return Markup("".join(parts))
 
 
+def _overlay(f: _Frame, days: Sequence[str], o: Overlay, pct: bool, parts: list[str]) -> None:
+    """The overlay's interval as an outlined bar per day, its values as a dashed line with diamonds."""
+    for i in range(len(days)):
+        low, high = o.lows[i], o.highs[i]
+        if low is None or high is None:
+            continue
+        x, w = f.x(i), max(min(f.slot * 0.3, 10.0), 3.0)
+        parts.append(
+            f'<rect x="{x - w / 2:.1f}" y="{f.y(high):.1f}" width="{w:.1f}" height="{max(f.y(low) - f.y(high), 1):.1f}" '
+            f'fill="{o.color}" fill-opacity="0.16" stroke="{o.color}" stroke-width="1" class="{o.css}-band"/>'
+        )
+    pts = [(f.x(i), f.y(v)) if v is not None and math.isfinite(v) else None for i, v in enumerate(o.values)]
+    parts.append(
+        f'<path d="{_path(pts)}" fill="none" stroke="{o.color}" stroke-width="1.8" stroke-dasharray="5 3" '
+        f'class="{o.css}-series"/>'
+    )
+    for i, (p, v) in enumerate(zip(pts, o.values, strict=True)):
+        if p is None or v is None:
+            continue
+        x, y = p
+        ci = ""
+        if o.lows[i] is not None and o.highs[i] is not None:
+            ci = f" [{_fmt(o.lows[i], pct)}-{_fmt(o.highs[i], pct)}]"  # type: ignore[arg-type]
+        parts.append(
+            f'<path d="M{x:.1f},{y - 5:.1f} L{x + 5:.1f},{y:.1f} L{x:.1f},{y + 5:.1f} L{x - 5:.1f},{y:.1f} Z" '
+            f'fill="{o.color}" stroke="#fff" stroke-width="1" class="{o.css}-point">'
+            f"<title>{escape(days[i])}: {escape(o.label)} {escape(_fmt(v, pct))}{escape(ci)}</title></path>"
+        )
+
+
 def bar_chart(
     days: Sequence[str],
     stacks: Sequence[tuple[str, Sequence[float], str]],
@@ -226,7 +285,7 @@ def bar_chart(
     """Stacked daily bars; ``stacks`` = [(label, values, color), ...] from the bottom up."""
     totals = [sum(s[1][i] for s in stacks) for i in range(len(days))]
     top = max(totals + [h.value for h in hlines] + [1.0])
-    ticks = _ticks(0, top * 1.1)
+    ticks = _ticks(0, top * 1.1, integer=True)
     f = _Frame(len(days), 0.0, max(ticks[-1], top * 1.1), width=width, height=height)
     parts = _open(title, width, height)
     _axes(f, days, False, parts, integer=True)

@@ -13,9 +13,11 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from ..secrets import redact
-from .alerts import Alert, AlertRules, RegressionTest, evaluate_rules
+from .alerts import Alert, RegressionTest, evaluate_rules
+from .corrected import attach_corrected
 from .figures import BaselineFigures, PartitionFigures, baseline_figures, partition_figures
 from .history import History, Population, engine_scope, load_history, parse_partition_key
+from .rules import AlertRules
 
 __all__ = ["CheckResult", "check_partition", "check_history", "DEFAULT_METRIC"]
 
@@ -35,6 +37,8 @@ class CheckResult:
     regression: RegressionTest
     alerts: list[Alert] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the label-corrected mean (``calibration.correction.CorrectedEstimate``); None: no labelled rows
+    corrected: Any = None
 
     @property
     def fired(self) -> bool:
@@ -68,6 +72,7 @@ class CheckResult:
             "alerts": [a.to_dict() for a in self.alerts],
             "notes": [redact(n) for n in self.notes],
             "rules": self.rules.to_dict(),
+            "corrected": self.corrected.to_dict() if self.corrected is not None else None,
         }
 
     def headline(self) -> str:
@@ -97,6 +102,8 @@ class CheckResult:
             lines.append(f"baseline: {self.baseline.describe()}")
         if self.population:
             lines.append(f"population: {self.population.label()}")
+        if self.corrected is not None:
+            lines.append(f"labels: {self.corrected.describe()}")
         if self.regression.verdict in ("regression", "no regression") and self.regression.p_value is not None:
             lines.append(
                 f"regression test: {self.regression.verdict} "
@@ -199,20 +206,22 @@ def check_partition(
     partition_key: str,
     *,
     metric: str = DEFAULT_METRIC,
-    min_mean: float | None = None,
-    min_pass_rate: float | None = None,
-    min_drop: float = 0.05,
-    alpha: float = 0.01,
-    baseline_partitions: int = 7,
-    volume_ratio: float = 0.5,
-    max_failure_rate: float | None = 0.2,
-    min_baseline_partitions: int = 2,
-    min_baseline_cases: int = 20,
+    min_mean: float | None = AlertRules.min_mean,
+    min_pass_rate: float | None = AlertRules.min_pass_rate,
+    min_drop: float = AlertRules.min_drop,
+    alpha: float = AlertRules.alpha,
+    baseline_partitions: int = AlertRules.baseline_partitions,
+    volume_ratio: float = AlertRules.volume_ratio,
+    max_failure_rate: float | None = AlertRules.max_failure_rate,
+    min_baseline_partitions: int = AlertRules.min_baseline_partitions,
+    min_baseline_cases: int = AlertRules.min_baseline_cases,
     judge_model: str | None = None,
     prompt_version: str | None = None,
     source_table: str | None = None,
     mapping: str | None = None,
     exclude_regressions_from_baseline: bool = True,
+    use_corrected: bool = False,
+    label_set: str = "default",
 ) -> CheckResult:
     """Check one partition against the rules (see ``alerts``) and its trailing baseline.
 
@@ -234,6 +243,8 @@ def check_partition(
         volume_ratio=volume_ratio,
         max_failure_rate=max_failure_rate,
         exclude_regressions_from_baseline=exclude_regressions_from_baseline,
+        use_corrected=use_corrected,
+        label_set=label_set,
     )
     with engine_scope(engine_or_url) as engine:
         history = load_history(
@@ -250,4 +261,6 @@ def check_partition(
             source_table=source_table,
             mapping=mapping,
         )
-    return check_history(history, partition_key, rules)
+        result = check_history(history, partition_key, rules)
+        attach_corrected(engine, history, [result], rules)
+    return result

@@ -2,14 +2,21 @@
 and per segment?
 
 Rows are the population's scores in the partitions ``partition..until`` whose segment column
-``by`` is ``baseline`` or ``candidate`` (all three columns — ``by``, ``pair_on``, ``within`` —
-are segment columns recorded at scoring time, ``ctxprec score --segment``).
+``by`` is ``baseline`` or ``candidate``. All three columns — ``by``, ``pair_on``, ``within`` —
+are segment columns recorded at scoring time (``ctxprec score --segment``) or, when not
+recorded, columns of the input table read by ``log_id`` after the fact
+(``segment_data.compared_columns``). The population is chosen over the whole range
+(``range_population``): the one scoring key of those rows that fits the named parts; several keys
+fit — a judge changed mid-range — ``MixedPopulationsError`` names them (pooled they would be two
+measurements; one alone would silently drop the other's rows); rows of other keys are listed
+(``other_populations``) when one was named.
 
 - **Paired** (``pair_on``): a pair is one value of ``pair_on`` (within one ``within`` segment)
   that has rows on both sides; a side's several rows for it (repeats, several days) are averaged
   first. The test is the paired t-test of the per-pair differences (candidate − baseline), the
   interval the t-interval of their mean. Rows whose ``pair_on`` value has no partner, or is NULL,
-  are counted (``unpaired_*``) and left out.
+  are counted (``unpaired_*``) and left out. ``*_rows`` count rows, not pairs: the rows behind
+  the pairs plus the unpaired ones.
 - **Unpaired**: Welch's t-test of the two sides' rows, the Welch–Satterthwaite t-interval of the
   difference of means.
 
@@ -34,13 +41,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from ..secrets import redact
+from ..warehouse.schema import existing_output_tables
 from .check import DEFAULT_METRIC
-from .history import engine_scope, load_history, parse_partition_key, partition_range
-from .population import Population
-from .segment_data import SegmentError, SegmentSource, label, segment_source, value_filter
+from .corrected import safe_corrected_comparison
+from .history import engine_scope, parse_partition_key, partition_range
+from .population import Population, resolve_population
+from .range_population import MixedPopulationsError, OtherPopulation, range_population
+from .segment_data import SegmentError, SegmentSource, compared_columns, label, value_filter
 from .stats import Moments, TestResult, finite_or_none, holm, paired_test, welch_test
 
-__all__ = ["Comparison", "ComparisonSegment", "compare"]
+__all__ = ["Comparison", "ComparisonSegment", "MixedPopulationsError", "OtherPopulation", "compare"]
 
 
 @dataclass
@@ -55,6 +65,9 @@ class ComparisonSegment:
     pairs: int | None = None
     unpaired_baseline: int = 0
     unpaired_candidate: int = 0
+    #: paired: the rows behind the pairs on each side (a side's repeats of a pair value count each)
+    paired_rows_baseline: int = 0
+    paired_rows_candidate: int = 0
     p_adjusted: float | None = None
     significant: bool = False
 
@@ -62,12 +75,21 @@ class ComparisonSegment:
     def label(self) -> str:
         return label(self.value)
 
+    @property
+    def baseline_rows(self) -> int:
+        """The baseline's rows in the comparison's range: paired ones plus those left unpaired."""
+        return self.paired_rows_baseline + self.unpaired_baseline if self.paired else self.baseline.n
+
+    @property
+    def candidate_rows(self) -> int:
+        return self.paired_rows_candidate + self.unpaired_candidate if self.paired else self.candidate.n
+
     def figures(self) -> dict[str, Any]:
         t = self.test
         return {
             "pairs": self.pairs,
-            "baseline_rows": self.baseline.n if not self.paired else self.baseline.n + self.unpaired_baseline,
-            "candidate_rows": self.candidate.n if not self.paired else self.candidate.n + self.unpaired_candidate,
+            "baseline_rows": self.baseline_rows,
+            "candidate_rows": self.candidate_rows,
             "unpaired_baseline": self.unpaired_baseline,
             "unpaired_candidate": self.unpaired_candidate,
             "baseline_mean": finite_or_none(self.baseline.mean),
@@ -94,6 +116,10 @@ class Comparison:
     alpha: float
     overall: ComparisonSegment
     segments: list[ComparisonSegment] = field(default_factory=list)
+    #: rows of the range under other populations, not compared (a population was named)
+    other_populations: list[OtherPopulation] = field(default_factory=list)
+    #: the sides' label-corrected means and delta (``corrected.corrected_comparison``); None: no labels
+    corrected: dict[str, Any] | None = None
 
     @property
     def paired(self) -> bool:
@@ -146,6 +172,8 @@ class Comparison:
                 }
                 for s in self.segments
             ],
+            "other_populations": [o.to_dict() for o in self.other_populations],
+            "corrected": self.corrected,
         }
 
     def headline(self) -> str:
@@ -155,8 +183,11 @@ class Comparison:
         if t.delta is None:
             sides = f"{label(self.candidate_value)} vs {label(self.baseline_value)}"
             return f"{self.metric} {span}: {self.by} {sides}: no data ({size})"
-        ci = f" [95% CI {t.ci_low:+.3f}, {t.ci_high:+.3f}]" if t.ci_low is not None else ""
+        ci = f" [95% CI {t.ci_low:+.3f}, {t.ci_high:+.3f}]" if t.ci_low is not None and not t.no_variance else ""
         p = f", p={t.p_value:.2g}" if t.p_value is not None else ", no test (n < 2)"
+        if t.no_variance:  # a p of 0 or 1 and a zero-width interval would read as measured: say why
+            alike = "every pair differs by exactly this" if self.paired else "each side's scores are all alike"
+            p = f", no variance: {alike}"
         verdict = "significant" if o.significant else "not significant"
         return (
             f"{self.metric} {span}: {self.by} {label(self.candidate_value)} - {label(self.baseline_value)} = "
@@ -172,10 +203,32 @@ class Comparison:
                 f"{o.unpaired_candidate} {label(self.candidate_value)} (no partner on {self.pair_on}, or NULL)"
             )
         for s in self.worse_segments:
+            p = "no variance" if s.test.no_variance else f"Holm-adjusted p={s.p_adjusted:.2g}"
+            lines.append(f"worse: {self.within}={s.label}: delta {s.test.delta:+.3f}, {p}")
+        if self.other_populations:
+            n = sum(o.rows for o in self.other_populations)
             lines.append(
-                f"worse: {self.within}={s.label}: delta {s.test.delta:+.3f}, Holm-adjusted p={s.p_adjusted:.2g}"
+                f"{n:,} rows of other populations in the range are not compared: "
+                + "; ".join(o.describe() for o in self.other_populations)
             )
+        if self.corrected is not None:
+            lines.append(corrected_line(self.corrected))
         return redact("\n".join(lines))
+
+
+def corrected_line(c: dict[str, Any]) -> str:
+    """One line on the label-corrected comparison (``Comparison.corrected``)."""
+    a, b = c["baseline"], c["candidate"]
+    if c.get("delta") is None:
+        return (
+            f"labels: {a['labelled_rows']} / {b['labelled_rows']} fully labelled rows (baseline / candidate): "
+            f"a corrected delta needs >= {a['minimum_rows']} on each side"
+        )
+    return (
+        f"corrected with labels: delta {c['delta']:+.3f} [95% CI {c['ci_low']:+.3f}, {c['ci_high']:+.3f}] "
+        f"(corrected means {a['mean']:.3f} vs {b['mean']:.3f}; "
+        f"{a['labelled_rows']} / {b['labelled_rows']} labelled rows)"
+    )
 
 
 def _is_side(col: sa.ColumnElement[Any], value: str | None) -> sa.ColumnElement[bool]:
@@ -238,15 +291,16 @@ def _paired(conn, src: SegmentSource, where: list, by: str, pair_on: str, within
         sa.func.sum(sa.case((both, p.mb))), sa.func.sum(sa.case((both, p.mb * p.mb))),
         sa.func.min(sa.case((both, p.mb))), sa.func.max(sa.case((both, p.mb))),
         sa.func.sum(sa.case((p.mb.is_(None), p.na), else_=0)), sa.func.sum(sa.case((p.ma.is_(None), p.nb), else_=0)),
+        sa.func.sum(sa.case((both, p.na), else_=0)), sa.func.sum(sa.case((both, p.nb), else_=0)),
     ).group_by(*group)  # fmt: skip
     out: dict[str | None, dict[str, Any]] = {}
     for row in conn.execute(q):
         w = row[0] if within is not None else None
-        n, ds, dq, dlo, dhi, sa_, qa, loa, hia, sb, qb, lob, hib, ua, ub = row[len(group) :]
+        n, ds, dq, dlo, dhi, sa_, qa, loa, hia, sb, qb, lob, hib, ua, ub, ra, rb = row[len(group) :]
         n = int(n or 0)
         out[w] = {
             "d": _m(n, ds, dq, dlo, dhi), "a": _m(n, sa_, qa, loa, hia), "b": _m(n, sb, qb, lob, hib),
-            "ua": int(ua or 0), "ub": int(ub or 0),
+            "ua": int(ua or 0), "ub": int(ub or 0), "ra": int(ra or 0), "rb": int(rb or 0),
         }  # fmt: skip
     # rows whose pair value is NULL cannot be paired: counted per side
     side = sa.case((is_a, sa.literal(0)), else_=sa.literal(1))
@@ -254,7 +308,7 @@ def _paired(conn, src: SegmentSource, where: list, by: str, pair_on: str, within
     nq = sa.select(*nq_group, side, sa.func.count()).where(*where, col_p.is_(None)).group_by(*nq_group, side)
     for row in conn.execute(nq):
         w = row[0] if within is not None else None
-        rec = out.setdefault(w, {"d": Moments(), "a": Moments(), "b": Moments(), "ua": 0, "ub": 0})
+        rec = out.setdefault(w, {"d": Moments(), "a": Moments(), "b": Moments(), "ua": 0, "ub": 0, "ra": 0, "rb": 0})
         rec["ua" if int(row[-2]) == 0 else "ub"] += int(row[-1])
     return out
 
@@ -286,9 +340,12 @@ def compare(
     prompt_version: str | None = None,
     source_table: str | None = None,
     mapping: str | None = None,
+    id_column: str | None = None,
+    label_set: str = "default",
 ) -> Comparison:
     """Compare the ``candidate`` value of segment column ``by`` with the ``baseline`` value (None:
-    the ``(null)`` segment) over the partitions ``partition..until`` (see the module's notes)."""
+    the ``(null)`` segment) over the partitions ``partition..until`` (see the module's notes).
+    ``id_column``: the input table's id column, for columns read from it (default ``id``)."""
     parse_partition_key(partition)
     end = until or partition
     if parse_partition_key(end) < parse_partition_key(partition):
@@ -302,14 +359,16 @@ def compare(
         raise ValueError("--by, --pair-on and --within must name different columns")
     days = (parse_partition_key(end) - parse_partition_key(partition)).days + 1
     keys = partition_range(end, days)
+    given = {"judge_model": judge_model, "prompt_version": prompt_version, "source_table": source_table,
+             "mapping": mapping}  # fmt: skip
     with engine_scope(engine_or_url) as engine:
-        history = load_history(
-            engine, metric, up_to=end, population_partition=end,
-            judge_model=judge_model, prompt_version=prompt_version, source_table=source_table, mapping=mapping,
-        )  # fmt: skip
-        pop = history.population
+        tables = existing_output_tables(engine)
         with engine.connect() as conn:
-            src = segment_source(conn, pop, *cols)
+            fallback = resolve_population(conn, tables, metric, partition_key=end, up_to=end, **given)
+            src = compared_columns(conn, fallback, *cols, id_column=id_column or "id")
+            sides = sa.or_(_is_side(src.col(by), baseline), _is_side(src.col(by), candidate))
+            pop, others = range_population(conn, src, metric, keys, [*src.recorded(*cols), sides], given)
+            pop = pop or fallback
             assert pop is not None
             t = src.table
             where = [
@@ -317,7 +376,7 @@ def compare(
                 t.c.partition_key >= keys[0],
                 t.c.partition_key <= keys[-1],
                 *src.recorded(*cols),
-                sa.or_(_is_side(src.col(by), baseline), _is_side(src.col(by), candidate)),
+                sides,
             ]
             if pair_on is None:
                 groups = _unpaired(conn, src, where, by, within, baseline, candidate)
@@ -326,6 +385,7 @@ def compare(
             rows_a, rows_b = _side_rows(groups, pair_on is not None)
             if not rows_a or not rows_b:
                 _no_rows(conn, src, pop, keys, by, baseline if not rows_a else candidate)
+            corrected = safe_corrected_comparison(conn, src, pop, where, by, baseline, candidate, label_set)
     segs = []
     for w in sorted(groups, key=lambda v: (v is not None, v or "")):
         g = groups[w]
@@ -333,7 +393,11 @@ def compare(
             a, b = g
             segs.append(ComparisonSegment(w, welch_test(a, b), a, b, False))
         else:
-            segs.append(ComparisonSegment(w, paired_test(g["d"]), g["a"], g["b"], True, g["d"].n, g["ua"], g["ub"]))
+            segs.append(
+                ComparisonSegment(
+                    w, paired_test(g["d"]), g["a"], g["b"], True, g["d"].n, g["ua"], g["ub"], g["ra"], g["rb"]
+                )
+            )
     if pair_on is None:
         a, b = _pool([s.baseline for s in segs]), _pool([s.candidate for s in segs])
         overall = ComparisonSegment(None, welch_test(a, b), a, b, False)
@@ -342,6 +406,7 @@ def compare(
         overall = ComparisonSegment(
             None, paired_test(d), _pool([s.baseline for s in segs]), _pool([s.candidate for s in segs]), True,
             d.n, sum(s.unpaired_baseline for s in segs), sum(s.unpaired_candidate for s in segs),
+            sum(s.paired_rows_baseline for s in segs), sum(s.paired_rows_candidate for s in segs),
         )  # fmt: skip
     overall.significant = overall.test.p_value is not None and overall.test.p_value < alpha
     if within is None:
@@ -351,13 +416,15 @@ def compare(
             s.p_adjusted = adj
             s.significant = adj is not None and adj < alpha
         segs.sort(key=lambda s: (s.test.delta is None, s.test.delta if s.test.delta is not None else math.inf, s.label))
-    return Comparison(metric, pop, keys, by, baseline, candidate, pair_on, within, alpha, overall, segs)
+    return Comparison(
+        metric, pop, keys, by, baseline, candidate, pair_on, within, alpha, overall, segs, others, corrected
+    )
 
 
 def _side_rows(groups: dict[str | None, Any], paired: bool) -> tuple[int, int]:
     if paired:
-        a = sum(g["a"].n + g["ua"] for g in groups.values())
-        b = sum(g["b"].n + g["ub"] for g in groups.values())
+        a = sum(g["ra"] + g["ua"] for g in groups.values())
+        b = sum(g["rb"] + g["ub"] for g in groups.values())
         return a, b
     return sum(g[0].n for g in groups.values()), sum(g[1].n for g in groups.values())
 

@@ -6,9 +6,10 @@ pipeline declares them. ``ctxprec_failures`` and ``ctxprec_runs`` are optional.
 
 Whose scores: one ``Population`` (``population.py``). **Volume** (rows seen by a partition) is
 judge-independent: the distinct ``log_id`` of the population's input table scored for the metric
-by any judge or recorded in ``ctxprec_failures``. **Failed rows** are those of the population (a
-failed run of another judge or prompt does not make the compared scores' failure rate; that
-run's own status and outcome report it).
+by any judge or recorded in ``ctxprec_failures``. **Failed rows** are those of the population's
+whole scoring key (a failed run of another judge, prompt or column mapping does not make the
+compared scores' failure rate; that run's own status and outcome report it), also before the
+population has any score: then those of the key's given parts (input table, column mapping).
 
 **What is read.** Loose index scans (two probes per partition) find which partitions have data; the figures of the
 partitions shown and of their baselines are SQL aggregates (count, sum, sum of squares, min, max,
@@ -129,6 +130,16 @@ def _seen_keys(conn: sa.Connection, tables: ExistingTables, metric: str, source_
     return sorted(keys)
 
 
+def _own(t: sa.FromClause, pop: Population | None, given: dict[str, str | None]) -> list[sa.ColumnElement[bool]]:
+    """The rows of ``t`` (failures, runs) that belong to the compared population: its key; with
+    no population yet (nothing of it scored), the parts of the key that were given (the metric's
+    configured input table and column mapping, a named judge or prompt) — never another
+    configuration's rows."""
+    if pop is not None:
+        return [pop.where(t)]
+    return [t.c[name] == value for name, value in given.items() if value is not None and name in t.c]
+
+
 def _volumes(
     conn: sa.Connection,
     tables: ExistingTables,
@@ -136,12 +147,14 @@ def _volumes(
     pop: Population | None,
     keys: Sequence[str],
     table: str | None = None,
+    given: dict[str, str | None] | None = None,
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Rows seen (distinct log_id, scored by any judge or failed) and rows failed, for ``keys``.
 
-    Failed rows are those of the compared population (its judge model and prompt version): a
-    failed run of another judge is not a failure of the scores being compared. With no
-    population yet (nothing scored), every failure counts.
+    Failed rows are those of the compared population (its whole scoring key: judge model, prompt
+    version, input table, column mapping): a failed run of another judge or column mapping is not
+    a failure of the scores being compared. With no population yet (nothing of it scored), the
+    failures of the key's given parts (``_own``).
     """
     if not keys:
         return {}, {}
@@ -171,9 +184,7 @@ def _volumes(
     rows = {str(k): int(n) for k, n in conn.execute(q) if k is not None}
     failed: dict[str, int] = {}
     if f is not None:
-        where = [f.c.metric == metric, f.c.partition_key.in_(wanted)]
-        if pop is not None:
-            where.append(pop.where(f))
+        where = [f.c.metric == metric, f.c.partition_key.in_(wanted), *_own(f, pop, given or {})]
         q = (
             sa.select(f.c.partition_key, sa.func.count(sa.distinct(f.c.log_id)))
             .where(*where)
@@ -184,9 +195,14 @@ def _volumes(
 
 
 def _latest_runs(
-    conn: sa.Connection, tables: ExistingTables, metric: str, pop: Population | None, keys: Sequence[str]
+    conn: sa.Connection,
+    tables: ExistingTables,
+    metric: str,
+    pop: Population | None,
+    keys: Sequence[str],
+    given: dict[str, str | None] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """The latest ``ctxprec_runs`` row per partition, of the population when there is one."""
+    """The latest ``ctxprec_runs`` row per partition of the population (``_own``)."""
     r = tables.runs
     if r is None or not keys:
         return {}
@@ -194,8 +210,9 @@ def _latest_runs(
     q = sa.select(*(c for c in r.c if c.name in tables.runs_columns)).where(
         r.c.metric == metric, r.c.partition_key.in_(list(keys))
     )
-    if pop is not None:
-        q = q.where(pop.where(r))
+    own = _own(r, pop, given or {})
+    if own:
+        q = q.where(*own)
     for row in conn.execute(q).mappings():
         rec = dict(row)
         key = str(rec["partition_key"])
@@ -320,9 +337,11 @@ def load_history(
             wanted.update(hist.scored_before(key, max(lookback or 0, baseline_partitions)))
             wanted.update(hist.seen_before(key, baseline_partitions))
         ordered = sorted(wanted)
-        rows, failed = _volumes(conn, tables, metric, pop, ordered, seen_in)
+        given = {"judge_model": judge_model, "prompt_version": prompt_version, "source_table": seen_in,
+                 "mapping": mapping}  # fmt: skip
+        rows, failed = _volumes(conn, tables, metric, pop, ordered, seen_in, given)
         moments = _case_moments(conn, tables, pop, ordered)
-        runs = _latest_runs(conn, tables, metric, pop, ordered)
+        runs = _latest_runs(conn, tables, metric, pop, ordered, given)
         medians: dict[str, float | None] = {}
         if pop is not None:
             t = tables.scores

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from ..secrets import redact_url
-from ..warehouse.engine import get_engine
+from ..warehouse.engine import get_engine, require_sqlite_file
 from ..warehouse.migrate import DEFAULT_MAPPING
 from ..warehouse.schema import ExistingTables
 from ..warehouse.store import ScoringKey
@@ -33,15 +33,19 @@ __all__ = ["Population", "engine_scope", "resolve_population", "key_fields"]
 
 
 @contextlib.contextmanager
-def engine_scope(engine_or_url: Engine | str) -> Iterator[Engine]:
-    """Yield an Engine for an Engine or a URL (``warehouse.engine.get_engine``: cached per URL)."""
+def engine_scope(engine_or_url: Engine | str, *, read_only: bool = True) -> Iterator[Engine]:
+    """Yield an Engine for an Engine or a URL (``warehouse.engine.get_engine``: cached per URL).
+    The monitoring readers only read: a URL gets the read-only engine (a SQLite file is opened
+    read-only and left unchanged; elsewhere SELECT rights suffice); ``read_only=False`` for the
+    few that also write (an audit storing its figures)."""
     if isinstance(engine_or_url, Engine):
         yield engine_or_url
         return
     if not isinstance(engine_or_url, str) or not engine_or_url.strip():
         raise ValueError("a warehouse URL is required (--warehouse or CTXPREC_WAREHOUSE_URL)")
     try:
-        engine = get_engine(engine_or_url)
+        require_sqlite_file(engine_or_url)  # a missing SQLite file is said so, never created by a reader
+        engine = get_engine(engine_or_url, read_only=read_only)
     except ValueError:
         raise
     except Exception as exc:  # missing driver etc.: say which (without the password)
@@ -144,11 +148,24 @@ def resolve_population(
             .limit(1)
         ).first()
         if row is not None:
-            values: dict[str, Any] = {
-                f.name: None for f in dataclasses.fields(ScoringKey) if f.default is dataclasses.MISSING
-            }
-            values.update(zip(names, row))
-            return Population(ScoringKey(**values))
-    if judge_model is not None or prompt_version is not None:  # explicit, even with no rows yet
+            return _population(names, row)
+    if judge_model is not None or prompt_version is not None:
+        # named, nothing of it scored: the key of its latest failure (a run whose every row
+        # failed is a population too: its failures are its figures), else the parts as named
+        f = tables.failures
+        if f is not None:
+            named = [f.c[n] == v for n, v in given.items() if v is not None and n in names and n in f.c]
+            days = [[f.c.partition_key == partition_key]] if partition_key is not None else []
+            for where in [*days, [f.c.partition_key <= up_to] if up_to else []]:
+                q = sa.select(*(f.c[n] for n in names)).where(*named, *where).order_by(f.c.failed_at.desc())
+                row = conn.execute(q.limit(1)).first()
+                if row is not None:
+                    return _population(names, row)
         return Population.of(metric, judge_model, prompt_version, given["source_table"], given["mapping"])
     return None
+
+
+def _population(names: list[str], row: Any) -> Population:
+    values: dict[str, Any] = {f.name: None for f in dataclasses.fields(ScoringKey) if f.default is dataclasses.MISSING}
+    values.update(zip(names, row))
+    return Population(ScoringKey(**values))

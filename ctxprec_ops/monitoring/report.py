@@ -20,15 +20,16 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 from sqlalchemy.engine import Engine
 
+from ..errors import CtxPrecError
 from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.identifiers import split_table_name
 from ..warehouse.schema import existing_output_tables
-from .alerts import AlertRules
 from .cases import case_threshold, load_worst_cases
-from .charts import COLORS, NARROW_H, NARROW_W, H, HLine, W, bar_chart, line_chart
+from .charts import COLORS, NARROW_H, NARROW_W, H, HLine, Overlay, W, bar_chart, line_chart
 from .check import DEFAULT_METRIC, CheckResult
 from .history import History, engine_scope
+from .rules import AlertRules
 from .trend import staleness_note, trend_results
 
 __all__ = ["render_report", "render_report_html", "report_context"]
@@ -86,6 +87,7 @@ def _charts(
             days, [s.mean for s in summ], title=f"Daily mean {metric} with 95% CI",
             band=([s.ci_low for s in summ], [s.ci_high for s in summ]),
             hlines=hl_mean, markers=_markers(results), width=width, height=height,
+            overlay=_corrected_overlay(results),
         ),
         "pass_rate": line_chart(
             days, [s.pass_rate for s in summ], title="Daily pass rate", hlines=hl_pass,
@@ -104,6 +106,19 @@ def _charts(
             height=height,
         ),
     }  # fmt: skip
+
+
+def _corrected_overlay(results: Sequence[CheckResult]) -> Overlay | None:
+    """The label-corrected mean and its 95% interval per day (None: no day has one)."""
+    ests = [r.corrected if r.corrected is not None and r.corrected.available else None for r in results]
+    if not any(ests):
+        return None
+    return Overlay(
+        [e.mean if e else None for e in ests],
+        [e.ci_low if e else None for e in ests],
+        [e.ci_high if e else None for e in ests],
+        "corrected mean",
+    )
 
 
 def report_context(
@@ -156,6 +171,8 @@ def report_context(
         "stale": stale,
         "segment_checks": list(segment_checks),
         "comparison": comparison,
+        "corrected_days": [r for r in results if r.corrected is not None],
+        "audits": [],
     }
 
 
@@ -172,6 +189,25 @@ def _calibrations(engine: Engine) -> list[dict[str, Any]]:
     except Exception as exc:  # a bonus section: never fails the report
         logging.getLogger("ctxprec_ops.monitoring").warning("report: calibrations not shown: %s", type(exc).__name__)
         return []
+
+
+def _audits(engine: Engine, metric: str, history: History, partitions: list[str]) -> list[dict[str, Any]]:
+    """The latest position audit of each partition of the window for the report's judge; none on
+    any error."""
+    from ..calibration.audit_table import read_audits
+
+    pop = history.population
+    if pop is None or not partitions:
+        return []
+    try:
+        rows = read_audits(engine, partitions=partitions, judge_model=pop.judge_model, metric=metric)
+    except Exception as exc:  # a bonus section: never fails the report
+        logging.getLogger("ctxprec_ops.monitoring").warning("report: audits not shown: %s", type(exc).__name__)
+        return []
+    latest: dict[str, dict[str, Any]] = {}
+    for r in rows:  # newest first
+        latest.setdefault(str(r["partition_key"]), r)
+    return [latest[k] for k in sorted(latest, reverse=True)]
 
 
 def _flip_rates(engine: Engine, metric: str, history: History, partitions: list[str]) -> list[Any]:
@@ -253,9 +289,9 @@ def render_report(
     rules = rules or AlertRules(min_mean=min_mean, min_pass_rate=min_pass_rate)
     out = Path(out_path)
     if out.suffix.lower() not in (".html", ".htm"):
-        raise ValueError(f"the report is an HTML file: --out should end in .html, got {out.name!r}")
-    if not out.parent.exists():
-        raise ValueError(f"the directory of {str(out)!r} does not exist")
+        raise ReportPathError(f"the report is an HTML file: --out should end in .html, got {out.name!r}")
+    if not out.parent.is_dir():
+        raise ReportPathError(f"the directory of {str(out)!r} does not exist")
     if source_table is not None:
         split_table_name(source_table, None, "source table name")  # IdentifierError, before any work
     with engine_scope(engine_or_url) as engine:
@@ -298,16 +334,30 @@ def render_report(
         )  # fmt: skip
         ctx["calibrations"] = _calibrations(engine)
         ctx["flip_rates"] = _flip_rates(engine, metric, history, scored)
+        ctx["audits"] = _audits(engine, metric, history, [r.partition_key for r in results])
         ctx["reference_free"] = _reference_free(engine, metric, history, scored)
     html = render_report_html(ctx)
     # write atomically: a reader (or a browser refresh) never sees half a report
-    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=out.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=out.parent)
+    except OSError as exc:  # the path the caller gave, not the temporary file's name
+        raise ReportPathError(f"cannot write the report {str(out)!r}: {(exc.strerror or str(exc)).lower()}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(html)
         os.chmod(tmp, 0o644)
         os.replace(tmp, out)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise ReportPathError(f"cannot write the report {str(out)!r}: {(exc.strerror or str(exc)).lower()}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return out
+
+
+class ReportPathError(CtxPrecError, ValueError):
+    """The report cannot be written where it was asked to be (not retried: the path is the fix)."""
+
+    error_type = "usage"
+    retryable = False

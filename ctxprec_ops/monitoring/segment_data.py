@@ -3,6 +3,15 @@ moments of their scores per (partition, segment value), aggregated in SQL.
 
 A row counts for segment column ``COL`` only when its ``segment_columns`` lists ``COL`` (a
 ``seg_COL`` value of a row scored without it is "not recorded", never the ``(null)`` segment).
+
+``compared_columns`` (for ``compare``) also takes a column that was not recorded at scoring time
+from the input table itself, after the fact: the score rows are joined with the table their
+``source_table`` names on ``log_id`` = the table's id column (as text), and the column's value is
+read as text (NULL stays NULL: the ``(null)`` value), as a recorded segment would be — except
+that it is today's value, not the value at scoring time. Text columns compare exactly as
+recorded ones; other types as the database writes them as text. Score rows whose input row is
+gone are left out. A spans source (traces) has no such columns: its values live in the span's
+attributes, so there the column must be recorded (``--segment``).
 """
 
 from __future__ import annotations
@@ -12,8 +21,10 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import NoSuchTableError
 
 from ..errors import CtxPrecError
+from ..warehouse.schema import existing_output_tables
 from ..warehouse.segments import NULL_LABEL, existing_segments_table, segment_column
 from .history import moments_by
 from .population import Population
@@ -23,6 +34,7 @@ __all__ = [
     "SegmentError",
     "SegmentSource",
     "segment_source",
+    "compared_columns",
     "value_filter",
     "label",
     "segment_moments",
@@ -66,11 +78,14 @@ def parse_value(text: str) -> str | None:
 
 
 class SegmentSource:
-    """The segments table of a warehouse with the columns a reader asks for, checked."""
+    """The segments table of a warehouse with the columns a reader asks for, checked (or, from
+    ``compared_columns``, the score rows with the columns read from their input table too)."""
 
-    def __init__(self, table: sa.Table, names: Sequence[str]) -> None:
+    def __init__(self, table: sa.FromClause, names: Sequence[str], from_source: Sequence[str] = ()) -> None:
         self.table = table
         self.names = list(names)
+        #: the columns read from the input table (not recorded: no ``segment_columns`` filter)
+        self.from_source = list(from_source)
 
     def col(self, name: str) -> sa.ColumnElement[Any]:
         return self.table.c[segment_column(name)]
@@ -78,6 +93,7 @@ class SegmentSource:
     def recorded(self, *names: str) -> list[sa.ColumnElement[bool]]:
         """The rows scored with every one of ``names`` among their segment columns: one ``LIKE``
         (``segment_columns`` is the sorted JSON list, so the names appear in sorted order)."""
+        names = tuple(n for n in names if n not in self.from_source)
         if not names:
             return []
 
@@ -104,6 +120,79 @@ def segment_source(
     if population is None:
         raise SegmentError("nothing scored for this metric yet: no segments to read")
     return SegmentSource(table, have)
+
+
+def compared_columns(
+    conn: Connection, population: Population | None, *names: str, id_column: str = "id", schema: str | None = None
+) -> SegmentSource:
+    """The rows ``compare`` reads, with segment columns ``names``: those recorded at scoring time
+    from ``ctxprec_segments``, the others from the population's input table (see the module's
+    notes); a column in neither is a ``SegmentError`` naming both places."""
+    table, have = existing_segments_table(conn, schema)
+    missing = [n for n in names if n not in have]
+    if not missing:
+        return segment_source(conn, population, *names, schema=schema)
+    if population is None:
+        raise SegmentError("nothing scored for this metric yet: no segments to read")
+    source, columns = _input_columns(conn, population, missing, id_column)
+    recorded = [n for n in names if n not in missing]
+    if recorded:  # rows scored with those segments, their values as recorded
+        assert table is not None
+        base: sa.FromClause = table
+    else:  # every score row of the population
+        base = existing_output_tables(conn.engine, schema).scores
+    key = _as_text(source.c[columns[id_column]])
+    extra = [_as_text(source.c[columns[n]]).label(segment_column(n)) for n in missing]
+    rows = sa.select(*base.c, *extra).select_from(base.join(source, base.c.log_id == key)).subquery("ctxprec_compared")
+    return SegmentSource(rows, have + missing, from_source=missing)
+
+
+def _input_columns(
+    conn: Connection, population: Population, names: Sequence[str], id_column: str
+) -> tuple[sa.Table, dict[str, str]]:
+    """The population's input table and its column for each of ``names`` and ``id_column``."""
+    from ..traces.options import RERANK_SUFFIX
+    from ..warehouse.identifiers import split_table_name
+    from ..warehouse.reflect import reflect_table
+
+    what = ", ".join(repr(n) for n in names)
+    recorded = f"score with --segment {names[0]} (or CTXPREC_SEGMENTS) to record it"
+    name = population.source_table
+    if not name:
+        raise SegmentError(
+            f"no score rows carry segment column {what}, and the scores do not name their input table; {recorded}"
+        )
+    try:
+        schema, table = split_table_name(name.removesuffix(RERANK_SUFFIX), None, "source table name")
+        source = reflect_table(conn, table, schema)
+    except (CtxPrecError, NoSuchTableError):
+        raise SegmentError(
+            f"no score rows carry segment column {what}, and their input table {name} cannot be read; {recorded}"
+        ) from None
+    by_lower = {c.name.lower(): c.name for c in source.columns}
+    if id_column.lower() not in by_lower and {"span_id", "attributes"} <= set(by_lower):
+        raise SegmentError(
+            f"no score rows carry segment column {what}, and {name} is a spans table (its values are span "
+            f"attributes, not columns); {recorded}"
+        )
+    found = {n: source.c[n].name if n in source.c else by_lower.get(n.lower()) for n in [id_column, *names]}
+    absent = [n for n, col in found.items() if col is None]
+    if absent:
+        raise SegmentError(
+            f"no score rows carry segment column {', '.join(repr(n) for n in absent)} and {name} has no such "
+            f"column (its columns: {', '.join(c.name for c in source.columns)}); {recorded}"
+        )
+    return source, {n: str(col) for n, col in found.items()}
+
+
+def _as_text(col: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+    """A column's value as segment text: text as it is, booleans ``true``/``false``, NULL kept,
+    anything else as the database writes it as text."""
+    if isinstance(col.type, sa.String):
+        return col
+    if isinstance(col.type, sa.Boolean):
+        return sa.case((col.is_(None), sa.null()), (col, sa.literal("true")), else_=sa.literal("false"))
+    return sa.cast(col, sa.String)
 
 
 def segment_moments(

@@ -241,6 +241,12 @@ class TestResult:
     def to_dict(self) -> dict[str, float | int | None]:
         return {k: (v if k == "n" else finite_or_none(v)) for k, v in asdict(self).items()}
 
+    @property
+    def no_variance(self) -> bool:
+        """The test ran on samples without spread (standard error 0; see the module's note on zero
+        variance): its p-value is 0 or 1 and its interval has no width — show "no variance"."""
+        return self.se is not None and self.se == 0.0
+
 
 def _same(a: float, b: float) -> bool:
     return abs(a - b) <= ZERO_SPREAD

@@ -12,13 +12,14 @@ import datetime as dt
 from collections.abc import Sequence
 
 import pandas as pd
-from rich.table import Table
 from sqlalchemy.engine import Engine
 
-from .alerts import AlertRules
 from .check import DEFAULT_METRIC, CheckResult, check_history, lookback
+from .corrected import attach_corrected
 from .history import History, engine_scope, load_history, parse_partition_key, partition_range
+from .rules import AlertRules
 from .stats import sparkline
+from .table_fit import Col, FitTable
 
 __all__ = ["trend_results", "load_trend", "results_frame", "format_trend_table", "staleness_note", "TREND_COLUMNS"]
 
@@ -26,6 +27,7 @@ TREND_COLUMNS = [
     "partition_key", "n", "mean", "median", "ci_low", "ci_high", "pass_rate", "rows", "rows_failed",
     "failure_rate", "run_status", "cost", "baseline_mean", "drop", "p_value", "regression", "alerts",
     "alert_messages", "sampled", "sample_rate", "rows_total",
+    "corrected_mean", "corrected_ci_low", "corrected_ci_high", "labelled_rows",
 ]  # fmt: skip
 
 
@@ -73,7 +75,9 @@ def trend_results(
             lookback=lookback(rules),
             population=index.population,
         )
-    return history, [check_history(history, k, rules) for k in keys]
+        results = [check_history(history, k, rules) for k in keys]
+        attach_corrected(engine, history, results, rules)
+    return history, results
 
 
 def results_frame(results: Sequence[CheckResult]) -> pd.DataFrame:
@@ -90,12 +94,14 @@ def results_frame(results: Sequence[CheckResult]) -> pd.DataFrame:
                 "regression": r.regression.verdict,
                 "alerts": [a.rule for a in r.alerts],
                 "alert_messages": [a.message for a in r.alerts],
+                **_corrected_columns(r),
             }
         )
     df = pd.DataFrame(rows, columns=TREND_COLUMNS)
     for col in ("n", "rows", "rows_failed"):
         df[col] = df[col].astype("int64")
     df["sampled"] = df["sampled"].fillna(False).astype(bool)
+    df["labelled_rows"] = pd.to_numeric(df["labelled_rows"], errors="coerce").fillna(0).astype("int64")
     df["rows_total"] = pd.to_numeric(df["rows_total"], errors="coerce").astype("float64")
     for col in (
         "mean",
@@ -109,9 +115,23 @@ def results_frame(results: Sequence[CheckResult]) -> pd.DataFrame:
         "baseline_mean",
         "drop",
         "p_value",
+        "corrected_mean",
+        "corrected_ci_low",
+        "corrected_ci_high",
     ):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
     return df
+
+
+def _corrected_columns(r: CheckResult) -> dict[str, object]:
+    """The label-corrected mean and its 95% interval (None: no or too few labelled rows)."""
+    c = r.corrected
+    return {
+        "corrected_mean": c.mean if c is not None else None,
+        "corrected_ci_low": c.ci_low if c is not None else None,
+        "corrected_ci_high": c.ci_high if c is not None else None,
+        "labelled_rows": c.labelled_rows if c is not None else 0,
+    }
 
 
 def load_trend(
@@ -182,8 +202,18 @@ def _bar(value: float | None, width: int = 10) -> str:
     return ("█" * full + (_EIGHTHS[rest] if rest else "")).ljust(width)
 
 
-def format_trend_table(df: pd.DataFrame, *, title: str | None = None) -> Table:
-    """A rich table of ``load_trend``'s frame: n, mean ± CI, pass rate, volume, alerts, sparkline."""
+def _corrected_cell(row) -> str:
+    if pd.isna(row.corrected_mean):
+        return f"({row.labelled_rows} labelled)" if row.labelled_rows else ""
+    half = max(row.corrected_mean - row.corrected_ci_low, row.corrected_ci_high - row.corrected_mean)
+    return f"{row.corrected_mean:.3f} ± {half:.3f} ({row.labelled_rows})"
+
+
+def format_trend_table(df: pd.DataFrame, *, title: str | None = None) -> FitTable:
+    """A rich table of ``load_trend``'s frame: n, mean ± CI, pass rate, volume, alerts, sparkline,
+    and the label-corrected mean where a day has labels. It fits the console it is printed to
+    (``table_fit``): in a narrow terminal the mean bar, median, rows, failures, pass rate and the
+    corrected mean give way, in that order; the date and the mean ± CI never."""
     metric = df.attrs.get("metric", DEFAULT_METRIC)
     pop = df.attrs.get("judge_model")
     caption_bits = [f"judge {pop} / prompt {df.attrs.get('prompt_version')}"] if pop else []
@@ -194,21 +224,23 @@ def format_trend_table(df: pd.DataFrame, *, title: str | None = None) -> Table:
         caption_bits.append(f"mean trend {sparkline(means, lo=lo, hi=hi)} ({lo:.2f}–{hi:.2f})")
     if len(df) and bool(df["sampled"].any()):
         caption_bits.append("n* = a sample of the partition's rows was scored (see the notes)")
-    table = Table(
+    corrected = len(df) > 0 and bool(df["corrected_mean"].notna().any())
+    if corrected:
+        caption_bits.append("corrected = the mean corrected with gold labels ± 95% CI (labelled rows)")
+    table = FitTable(
+        Col("partition", justify="left"),
+        Col("n"),
+        Col("mean ± 95% CI"),
+        Col("median", drop=2),
+        Col("pass rate", drop=5),
+        Col("rows", drop=3),
+        Col("failed", drop=4),
+        *([Col("corrected (labels)", drop=6)] if corrected else []),
+        Col("mean bar", justify="left", drop=1),
+        Col("alerts", justify="left", wrap=True),
         title=title or f"{metric}: last {len(df)} partitions",
         caption="  ·  ".join(caption_bits) or None,
-        header_style="bold",
-        expand=False,
     )
-    table.add_column("partition")
-    table.add_column("n", justify="right")
-    table.add_column("mean ± 95% CI", justify="right")
-    table.add_column("median", justify="right")
-    table.add_column("pass rate", justify="right")
-    table.add_column("rows", justify="right")
-    table.add_column("failed", justify="right")
-    table.add_column("mean bar", justify="left", no_wrap=True)
-    table.add_column("alerts")
     for row in df.itertuples(index=False):
         if pd.isna(row.mean):
             mean = "—"
@@ -223,8 +255,9 @@ def format_trend_table(df: pd.DataFrame, *, title: str | None = None) -> Table:
         alerts = ", ".join(row.alerts) if row.alerts else ""
         style = "red" if row.alerts else None
         n_text = f"{row.n}*" if row.sampled else str(row.n)
+        extra = [_corrected_cell(row)] if corrected else []
         table.add_row(
             str(row.partition_key), n_text, mean, _fmt(row.median, ".3f"), _fmt(row.pass_rate, ".1%"),
-            str(row.rows), failed, spark, alerts, style=style,
+            str(row.rows), failed, *extra, spark, alerts, style=style,
         )  # fmt: skip
     return table

@@ -255,6 +255,8 @@ def finish_chunk(
     breaker = ctx.guards.breaker
     if breaker is not None and breaker.gave_up and set(result.failures_by_type) - INPUT_PROBLEMS:
         result.error_message = breaker.gave_up  # the cause, for the run row and the one-line error
+    elif ctx.guards.answers.tripped and set(result.failures_by_type) - INPUT_PROBLEMS:
+        result.error_message = ctx.guards.answers.tripped  # the judge's answers were unusable: which way
     return result
 
 

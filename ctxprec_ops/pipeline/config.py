@@ -1,18 +1,26 @@
-"""``PipelineConfig``: what to score, where, and with which judge (validated on construction)."""
+"""``PipelineConfig``: what to score, where, and with which judge — the whole truth about a run.
+
+Every entry point resolves one (``ctxprec_ops.config.Settings.pipeline_config``: the environment
+and the face's own arguments) and the code below takes every value from it: nothing under
+``pipeline/`` reads the environment. A field's default and what it allows (``bounds.setting``) are
+declared here once; ``Settings`` declares the ``CTXPREC_*`` variable of each and takes both.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..config import DEFAULT_WAREHOUSE_URL, Settings
+from ..judge import defaults
 from ..judge.models.names import validate_judge_name
-from ..scoring.samples import check_samples
+from ..judge.pricing import parse_prices
 from ..secrets import register_secret
+from ..traces.conventions import STAGES
 from ..traces.options import TraceOptions
 from ..warehouse.identifiers import split_table_name, validate_identifier
-from .columns import ColumnSet, merge_columns, parse_segments
+from .bounds import check_bounds, setting
+from .columns import ColumnSet, parse_segments
 from .formats import DEFAULT_SPAN_TABLE, SOURCE_FORMATS, SPAN_FORMATS, SpanColumns, reads_spans
 from .kinds import DEFAULT_METRIC, MetricKind, metric_kind
 from .sampling import DEFAULT_SAMPLE_SEED, Sample
@@ -23,16 +31,25 @@ if TYPE_CHECKING:
     from ..judge.models.base import JudgeModel
     from ..traces.phoenix import PhoenixTarget
 
-__all__ = ["PipelineConfig"]
+__all__ = ["DEFAULT_WAREHOUSE_URL", "JUDGE_MODES", "BATCH_RETRIES", "PipelineConfig"]
+
+#: the embedded default warehouse: a SQLite file in the working directory
+DEFAULT_WAREHOUSE_URL = "sqlite:///ctxprec.db"
+#: how judge requests are sent: on demand, or through the OpenAI Batch API
+JUDGE_MODES = ("sync", "batch")
+#: batch mode: where requests a batch did not answer usably go (the next batch, or sync calls)
+BATCH_RETRIES = ("batch", "sync")
 
 
 @dataclass
 class PipelineConfig:
-    """What to score, where, and with which judge. ``from_settings`` fills it from the env.
+    """What to score, where, and with which judge (``ctxprec_ops.config.Settings.pipeline_config``
+    builds one from the environment and a face's arguments).
 
     Table, schema and column names are validated as identifiers on construction
     (``IdentifierError``); ``source_table`` may be ``schema.table``. ``columns`` is the metric's
-    column set or a mapping ``{logical name: column}`` on top of the defaults.
+    column set or a mapping ``{logical name: column}`` on top of the defaults. Numbers and choices
+    are checked against their declared bounds (``ValueError`` naming the field).
     """
 
     warehouse: str | Engine = DEFAULT_WAREHOUSE_URL
@@ -40,53 +57,73 @@ class PipelineConfig:
     judge: str | JudgeModel = "lexical"
     judge_base_url: str | None = None
     judge_api_key: str | None = field(default=None, repr=False)
-    judge_timeout: float = 60.0
+    judge_timeout: float = setting(defaults.JUDGE_TIMEOUT, gt=0)
     source_table: str | None = None  # default per metric kind: retrieval_logs / conversation_logs
     source_schema: str | None = None
     columns: ColumnSet | Mapping[str, str] | None = None
     #: segment columns of the source table whose values each score row carries
     #: (``ctxprec_segments``; docs/segments.md); part of what identifies a score
     segments: tuple[str, ...] | list[str] | str | None = ()
-    threshold: float = 0.5
+    threshold: float = setting(0.5, ge=0, le=1)
     strict_mode: bool = False
-    chunk_size: int = 500
-    concurrency: int = 16
-    max_cost: float | None = None
-    max_nodes_per_call: int = 20
-    window_size: int = 10
-    max_retries: int = 6
+    chunk_size: int = setting(500, ge=1, integer=True)
+    concurrency: int = setting(defaults.CONCURRENCY, ge=1, integer=True)
+    max_cost: float | None = setting(None, ge=0)
+    max_nodes_per_call: int = setting(defaults.MAX_NODES_PER_CALL, ge=1, integer=True)
+    window_size: int = setting(10, ge=1, integer=True)
+    max_retries: int = setting(defaults.MAX_RETRIES, ge=0, integer=True)
+    #: seconds before the first retry of a judge call, and the longest wait between retries
+    #: (also the cap on a server's ``Retry-After``)
+    retry_initial_wait: float = setting(defaults.RETRY_INITIAL_WAIT, ge=0)
+    retry_max_wait: float = setting(defaults.RETRY_MAX_WAIT, ge=0)
     #: schema of the ctxprec_* output tables (default: the connection's default schema)
     output_schema: str | None = None
-    #: seconds a judge outage may last before the run gives up (default CTXPREC_OUTAGE_TOLERANCE or 600)
-    outage_tolerance: float | None = None
+    #: seconds a judge outage may last before the run gives up
+    outage_tolerance: float = setting(defaults.OUTAGE_TOLERANCE, ge=0)
     #: provider quota, kept before each request: requests / tokens per minute (None: no cap)
-    max_rpm: float | None = None
-    max_tpm: float | None = None
+    max_rpm: float | None = setting(None, gt=0)
+    max_tpm: float | None = setting(None, gt=0)
     #: deterministic sampling: score the rows whose hash of (log id, ``sample_seed``) is under
     #: ``sample_rate``, at most ``max_rows`` of them per partition (``pipeline.sampling``)
-    sample_rate: float = 1.0
-    max_rows: int | None = None
+    sample_rate: float = setting(1.0, gt=0, le=1)
+    max_rows: int | None = setting(None, ge=1, integer=True)
     sample_seed: str = DEFAULT_SAMPLE_SEED
     #: ``sync`` (on-demand judge calls) or ``batch`` (OpenAI Batch API; see ctxprec_ops/batch)
-    judge_mode: str = "sync"
+    judge_mode: str = setting("sync", choices=JUDGE_MODES)
     #: self-consistency: sampled judge answers per node, odd (the metrics' ``samples``)
-    judge_samples: int = 1
+    judge_samples: int = setting(1, ge=1, integer=True, odd=True)
     #: batch mode: longest wait between two polls of a batch, seconds
-    batch_poll_seconds: float = 60.0
+    batch_poll_seconds: float = setting(60.0, ge=0)
     #: batch mode: requests a batch did not answer usably: ``batch`` (next batch) or ``sync`` (at once)
-    batch_retry: str = "batch"
+    batch_retry: str = setting("batch", choices=BATCH_RETRIES)
+    #: USD per 1M tokens by judge model (``"model@batch"``: its Batch API price), over the list prices
+    prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    #: whether the judge model reads images (None: by its name; ``judge.models.names.reads_images``)
+    judge_multimodal: bool | None = None
+    #: seconds a lease claim on a chunk lasts without renewal (DuckDB, Snowflake; None: the
+    #: warehouse's default, ``warehouse.lease_claims.DEFAULT_LEASE_SECONDS``)
+    claim_lease_seconds: float | None = setting(None, gt=0)
     #: ``rows`` (a flat table: one case per row) or a spans table: ``openinference`` / ``otel-genai``
     #: (one case per retriever span; ``pipeline/formats.py``, ``traces/``). With a span format
     #: ``source_table`` defaults to ``spans`` and ``columns`` maps a spans table (``SpanColumns``)
-    source_format: str = "rows"
+    source_format: str = setting("rows", choices=SOURCE_FORMATS)
     #: span formats: ``retrieve`` (retriever spans) or ``rerank`` (reranker spans, OpenInference)
-    stage: str = "retrieve"
+    stage: str = setting("retrieve", choices=STAGES)
     #: span formats: the reference answer: a span attribute, or a gold table (``expected_output``
     #: by ``trace_id`` or ``input``); neither: reference-free (the LLM span's answer is the reference)
     expected_attribute: str | None = None
     gold_table: str | None = None
     #: span formats: a table of document texts (``id``, ``content``) for spans that record ids only
     documents_table: str | None = None
+    #: output rows written before ``source_table`` / ``mapping`` were recorded: metric -> the input
+    #: table and the mapping fingerprint they are taken to come from (the configured ones of the
+    #: other metrics; unset: each metric's default table and mapping)
+    legacy_sources: Mapping[str, str] = field(default_factory=dict)
+    legacy_mappings: Mapping[str, str] = field(default_factory=dict)
+    #: freeze the heap and collect young objects less often while chunks stream (``_gc.quiet_gc``):
+    #: for a process of ctxprec's own (the CLI opts in); a library caller's host is left alone
+    quiet_gc: bool = False
+
     #: Arize Phoenix (``traces/phoenix.py``): with ``phoenix_url`` and no ``source_table``, the
     #: day's retriever spans of ``phoenix_project`` are read from it (into the staging table
     #: ``phoenix_<project>``) and scored as OpenInference spans
@@ -96,7 +133,7 @@ class PipelineConfig:
     phoenix_document_annotation: str = "ctxprec_relevance"
     phoenix_span_annotation: str = "contextual_precision"
     #: ``phoenix``: each scored span's verdicts are written back to ``phoenix_url`` (``traces/writeback.py``)
-    write_back: str | None = None
+    write_back: str | None = setting(None, choices=("phoenix",))
     #: whether the spans are read from Phoenix (None: when ``phoenix_url`` is set and no
     #: ``source_table`` is; a spans table of the warehouse can be the source and Phoenix the sink)
     phoenix_source: bool | None = None
@@ -111,12 +148,10 @@ class PipelineConfig:
             if self.source_format == "rows":
                 self.source_format = "openinference"
             self.source_table = self.source_table or self.phoenix.staging_table  # type: ignore[union-attr]
-        if self.write_back not in (None, "", "phoenix"):
-            raise ValueError(f"write_back must be 'phoenix' (or unset), got {self.write_back!r}")
+        self.write_back = self.write_back or None
         if self.write_back and self.phoenix_url is None:
             raise ValueError("write_back='phoenix' needs phoenix_url: where to write the verdicts back to")
-        if self.source_format not in SOURCE_FORMATS:
-            raise ValueError(f"source_format must be one of {', '.join(SOURCE_FORMATS)}, got {self.source_format!r}")
+        check_bounds(self)  # numbers and choices, each against its declared bounds
         _ = self.trace_options  # validates the span settings (or refuses them for a flat table)
         if self.source_table is not None:
             split_table_name(self.source_table, self.source_schema, "source table name")
@@ -133,28 +168,9 @@ class PipelineConfig:
                 )
             self.columns = columns_type.from_mapping(self.columns, source=f"columns of {self.metric}")
         self.segments = parse_segments(self.segments, "segments")
-        if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:
-            raise ValueError(f"chunk_size must be a positive integer, got {self.chunk_size!r}")
-        if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
-            raise ValueError(f"concurrency must be a positive integer, got {self.concurrency!r}")
-        if isinstance(self.threshold, bool) or not 0.0 <= float(self.threshold) <= 1.0:
-            raise ValueError(f"threshold must be between 0 and 1, got {self.threshold!r}")
-        if self.max_cost is not None and self.max_cost < 0:
-            raise ValueError(f"max_cost must be >= 0, got {self.max_cost!r}")
         if isinstance(self.judge, str) and self.judge.strip().lower() != "lexical":
             validate_judge_name(self.judge.strip())  # before any call or write
-        if self.outage_tolerance is not None and not self.outage_tolerance >= 0:
-            raise ValueError(f"outage_tolerance must be >= 0 seconds, got {self.outage_tolerance!r}")
-        _ = self.sample  # validates sample_rate and max_rows
-        for name in ("max_rpm", "max_tpm"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"{name} must be > 0, got {value!r}")
-        if self.batch_retry not in ("batch", "sync"):
-            raise ValueError(f"batch_retry must be 'batch' or 'sync', got {self.batch_retry!r}")
-        if self.judge_mode not in ("sync", "batch"):
-            raise ValueError(f"judge_mode must be 'sync' or 'batch', got {self.judge_mode!r}")
-        check_samples(self.judge_samples, "judge_samples")
+        self.prices = parse_prices(self.prices)
         if self.judge_mode == "batch" and self.judge_samples > 1:
             raise ValueError(
                 f"judge_samples={self.judge_samples} is not supported in batch mode (the Batch API path judges "
@@ -226,57 +242,3 @@ class PipelineConfig:
         return TraceOptions(
             self.source_format, self.stage, self.expected_attribute, self.gold_table, self.documents_table
         )
-
-    @classmethod
-    def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> PipelineConfig:
-        """A config from ``Settings`` (default: ``Settings.from_env()``).
-
-        ``overrides`` are PipelineConfig fields; ``None`` values mean "not given" (CLI flags).
-        The input table and column mapping default to the settings of the metric's kind; a
-        ``columns`` mapping given here is applied on top of the one from the settings.
-        """
-        s = settings if settings is not None else Settings.from_env()
-        given = {k: v for k, v in overrides.items() if v is not None}
-        known = {f.name for f in fields(cls)}
-        unknown = set(given) - known
-        if unknown:
-            raise TypeError(f"unknown pipeline settings: {', '.join(sorted(unknown))}")
-        kind = metric_kind(given.get("metric", DEFAULT_METRIC))
-        # CTXPREC_SOURCE_FORMAT configures the metrics that can read spans (single-turn, judged);
-        # the others keep reading their tables
-        fmt = given.get("source_format") or (s.source_format if reads_spans(kind) else "rows")
-        spans = fmt in SPAN_FORMATS
-        columns = given.pop("columns", None)
-        if not isinstance(columns, ColumnSet):
-            mapped = s.span_columns if spans else getattr(s, kind.columns_setting)
-            columns = merge_columns(mapped, columns) or None
-        base: dict[str, Any] = {
-            "warehouse": s.warehouse_url,
-            "judge": s.judge,
-            "metric": kind.name,
-            "source_table": s.span_table if spans else getattr(s, kind.table_setting),
-            "columns": columns,
-            "segments": tuple(s.segments),
-            "threshold": s.threshold,
-            "concurrency": s.concurrency,
-            "chunk_size": s.chunk_size,
-            "outage_tolerance": s.outage_tolerance,
-            "max_rpm": s.max_rpm,
-            "max_tpm": s.max_tpm,
-            "sample_rate": s.sample_rate,
-            "max_rows": s.max_rows,
-            "judge_mode": s.judge_mode,
-            "judge_samples": s.judge_samples,
-            "batch_poll_seconds": s.batch_poll_seconds,
-            "batch_retry": s.batch_retry,
-            "source_format": fmt,
-        }
-        if spans:
-            base.update(
-                stage=s.stage,
-                expected_attribute=s.expected_attribute,
-                gold_table=s.gold_table,
-                documents_table=s.documents_table,
-            )
-        base.update(given)
-        return cls(**base)

@@ -22,6 +22,7 @@ from ..warehouse.schema import OutputTables, ensure_output_tables
 from ..warehouse.segments import ensure_segments_table, segment_column, segments_table
 from ..warehouse.source import SourceTable, SourceTableError, reflect_source
 from ..warehouse.store import ScoringKey
+from ..warehouse.types import stored_length
 from .config import PipelineConfig
 from .formats import SPAN_FORMATS, RowsReader, SourceReader, make_reader
 from .mapping import DEFAULT_MAPPING, mapping_of
@@ -73,15 +74,16 @@ class PipelineContext:
         return self.judge is None or bool(getattr(self.judge, "offline", False))
 
 
-def check_key_fits(tables: OutputTables, key: ScoringKey) -> None:
-    """Refuse, before any judge call, a scoring key the output columns cannot hold (a custom
-    judge's 300-character name would otherwise fail at the first write, after judging)."""
+def check_key_fits(tables: OutputTables, key: ScoringKey, engine: Engine) -> None:
+    """Refuse, before any judge call, a scoring key the output columns cannot hold on the
+    warehouse (a custom judge's 300-character name would otherwise fail at the first write,
+    after judging)."""
     for name, value in (
         ("metric", key.metric),
         ("judge_model", key.judge_model),
         ("prompt_version", key.prompt_version),
     ):
-        limit = getattr(tables.scores.c[name].type, "length", None)
+        limit = stored_length(engine, tables.scores.c[name])
         if not isinstance(value, str) or not value or (limit is not None and len(value) > limit):
             got = f"{len(value):,} characters" if isinstance(value, str) else type(value).__name__
             raise JudgeConfigurationError(
@@ -92,34 +94,21 @@ def check_key_fits(tables: OutputTables, key: ScoringKey) -> None:
 
 def legacy_sources(config: PipelineConfig) -> dict[str, str]:
     """metric -> input table, for output rows written before ``source_table`` existed: this
-    config's table for its metric, the configured (else default) table for the others."""
-    from ..config import Settings
+    config's table for its metric, ``config.legacy_sources`` (else the default table) for the others."""
     from .kinds import METRIC_KINDS
 
-    try:
-        settings: Settings | None = Settings.from_env()
-    except Exception:  # a bad variable elsewhere must not block scoring with an explicit config
-        settings = None
-    out = {}
-    for name, kind in METRIC_KINDS.items():
-        table = getattr(settings, kind.table_setting, None) if settings is not None else None
-        out[name] = table or kind.default_table
+    out = {name: config.legacy_sources.get(name) or kind.default_table for name, kind in METRIC_KINDS.items()}
     out[config.metric] = source_table_name(config.table_name, config.source_schema)
     return out
 
 
 def legacy_mappings(config: PipelineConfig) -> dict[str, str]:
     """metric -> mapping fingerprint, for output rows written before ``mapping`` existed: this
-    config's mapping for its metric, the configured (else default) mapping for the others
-    (``warehouse/migrate.py`` says why)."""
+    config's mapping for its metric, ``config.legacy_mappings`` (else the default mapping) for the
+    others (``warehouse/migrate.py`` says why)."""
     from .kinds import METRIC_KINDS
 
-    out = {}
-    for name in METRIC_KINDS:
-        try:
-            out[name] = mapping_of(PipelineConfig.from_settings(metric=name))
-        except Exception:  # a bad variable elsewhere must not block scoring with an explicit config
-            out[name] = DEFAULT_MAPPING
+    out = {name: config.legacy_mappings.get(name) or DEFAULT_MAPPING for name in METRIC_KINDS}
     out[config.metric] = mapping_of(config)
     return out
 
@@ -167,13 +156,33 @@ def with_segments(source: SourceTable, segments: tuple[str, ...]) -> tuple[Sourc
     return replace(source, columns={**source.columns, **extra}, _chunk_reads={}), tuple(names)
 
 
+def build_judge(config: PipelineConfig) -> JudgeModel:
+    """The judge a run of ``config`` calls: named (or given) by ``config.judge``, at its endpoint
+    with its key and timeout, reading images or not (``judge_multimodal``), at its price in
+    ``config.prices`` when that names it (else the list price)."""
+    from ..judge.models import make_judge
+
+    extra: dict[str, object] = {}
+    if isinstance(config.judge, str):
+        price = config.prices.get(config.judge.strip())
+        if price is not None:
+            extra["price_per_million"] = price
+        if config.judge_multimodal is not None:
+            extra["multimodal"] = config.judge_multimodal
+    return make_judge(
+        config.judge,
+        base_url=config.judge_base_url,
+        api_key=config.judge_api_key,
+        timeout=config.judge_timeout,
+        **extra,
+    )
+
+
 def prepare(config: PipelineConfig) -> PipelineContext:
     """Resolve the config: engine, source table (reflected and checked against the metric's
     column set), judge and metric, then the output tables (created if missing). Validate first,
     create after: a run refused for a missing table or column, or a judge that cannot be built,
     leaves the user's warehouse as it was."""
-    from ..judge.models import make_judge
-
     engine = get_engine(config.warehouse)
     source = reflect_source(
         engine,
@@ -189,9 +198,7 @@ def prepare(config: PipelineConfig) -> PipelineContext:
     reader = make_reader(config, engine, source)
     judge = None
     if config.kind.needs_judge:  # a pure computation (labels) needs no judge, key or endpoint
-        judge = make_judge(
-            config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key, timeout=config.judge_timeout
-        )
+        judge = build_judge(config)
     metric = config.kind.build(config, judge)
     old = legacy_mappings(config)
     tables = ensure_output_tables(engine, config.output_schema, legacy_sources(config), old)
@@ -199,11 +206,11 @@ def prepare(config: PipelineConfig) -> PipelineContext:
     ensure_segments_table(engine, config.output_schema, segments, old, create=bool(segments))
     check_output_writable(engine, tables)  # before any judge call: a missing grant fails now, not after paying
     key = scoring_key(metric, reader.name, config)
-    check_key_fits(tables, key)
+    check_key_fits(tables, key, engine)
     breaker = CircuitBreaker(
         config.outage_tolerance,
         endpoint=getattr(judge, "endpoint", None),
         trip_after=trip_after_for(config.concurrency),
     )
-    guards = JudgeGuards(breaker=breaker, quota=RequestQuota.from_env(config.max_rpm, config.max_tpm))
+    guards = JudgeGuards(breaker=breaker, quota=RequestQuota(config.max_rpm, config.max_tpm))
     return PipelineContext(config, engine, tables, source, metric, judge, key, guards, reader)

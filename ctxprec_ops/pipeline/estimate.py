@@ -26,7 +26,7 @@ from typing import Any
 from ..errors import CtxPrecError
 from ..judge.cache import judgment_keys
 from ..judge.calls import EST_COMPLETION_TOKENS_PER_NODE
-from ..judge.models import JudgeModel, make_judge
+from ..judge.models import JudgeModel
 from ..judge.pricing import BATCH_DISCOUNT, batch_price_of, price_of
 from ..judge.tokens import token_counter
 from ..scoring.template import answer_format
@@ -36,6 +36,7 @@ from ..warehouse.schema import JUDGMENTS, SCORES, output_tables
 from ..warehouse.source import parse_partition_key, reflect_source
 from ..warehouse.store import ScoringKey, load_judgments, scored_ids
 from . import PipelineConfig
+from .context import build_judge
 from .formats import SPAN_FORMATS, make_reader
 from .mapping import mapping_of
 from .plan import iter_chunk_rows
@@ -103,8 +104,8 @@ class Estimate:
         return asdict(self)
 
 
-def _price(judge: JudgeModel) -> tuple[float, float] | None:
-    return judge.price_per_million or price_of(judge.get_model_name())
+def _price(judge: JudgeModel, config: PipelineConfig) -> tuple[float, float] | None:
+    return judge.price_per_million or price_of(judge.get_model_name(), config.prices)
 
 
 def estimate_partition(
@@ -117,13 +118,11 @@ def estimate_partition(
     no judge call, nothing written (output tables that do not exist yet are treated as empty)."""
     parse_partition_key(partition_key)
     kind = config.kind
-    judge = make_judge(
-        config.judge, base_url=config.judge_base_url, api_key=config.judge_api_key, timeout=config.judge_timeout
-    )
+    judge = build_judge(config)
     metric = kind.build(config, judge)
     template = metric.evaluation_template
     model, version = metric.evaluation_model, metric.prompt_version
-    price = _price(judge)
+    price = _price(judge, config)
     counter = token_counter(model)
     est = Estimate(
         partition_key,
@@ -137,7 +136,7 @@ def estimate_partition(
     )
     group = config.max_nodes_per_call
     samples = est.samples
-    engine = get_engine(config.warehouse)
+    engine = get_engine(config.warehouse, read_only=True)  # an estimate writes nothing, not even SQLite's header
     src = reflect_source(
         engine,
         config.table_name,
@@ -210,8 +209,8 @@ def estimate_partition(
         est.cost = None
     else:
         est.cost = (est.prompt_tokens * price[0] + est.completion_tokens * price[1]) / 1_000_000
-    batch_price = batch_price_of(est.judge_model) if price is not None else None
-    if judge.price_per_million is not None and price is not None:
+    batch_price = batch_price_of(est.judge_model, config.prices) if price is not None else None
+    if judge.price_per_million is not None and price is not None and f"{est.judge_model}@batch" not in config.prices:
         batch_price = (price[0] * BATCH_DISCOUNT, price[1] * BATCH_DISCOUNT)
     est.batch_cost = (
         None

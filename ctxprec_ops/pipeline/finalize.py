@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import one_line
 from ..secrets import redact
-from ..warehouse.engine import read_connection, write_retrying, write_transaction
+from ..warehouse.engine import read_connection, write_retrying
 from ..warehouse.source import parse_partition_key
 from ..warehouse.store import failure_counts, mark_interrupted_runs, partition_counts, partition_scores, run_spend
 from ..warehouse.upsert import upsert
@@ -128,9 +128,32 @@ def finalize_run(
     if ledger.unaccounted:
         summary.error_message = unaccounted_text(summary)
         log.error("partition %s: %s", partition_key, summary.error_message)
+    sent = _write_back(ctx, partition_key)
+    if sent:
+        summary.error_message = "; ".join([*([summary.error_message] if summary.error_message else []), *sent])
     write_run(ctx, summary)
     _mark_interrupted(ctx, summary)
     return summary
+
+
+def _write_back(ctx: PipelineContext, partition_key: str) -> list[str]:
+    """Send the partition's score rows not written back yet (failed before, or rows scored by an
+    earlier run or another worker's chunk); a line for the run's notes. Never raises: the
+    scores are in the warehouse, a failed write-back is sent again by the next run."""
+    target = ctx.config.phoenix if ctx.config.write_back else None
+    if target is None:
+        return []
+    from ..traces.writeback import write_back_partition
+
+    try:
+        result = write_back_partition(ctx.engine, ctx.tables, ctx.key, partition_key, target)
+    except Exception as exc:  # the scores are in the warehouse: the next run sends them
+        log.warning("partition %s: write-back to %s failed: %s", partition_key, target.name, redact(str(exc)))
+        return [f"write-back to {target.name} failed ({type(exc).__name__}); the next run sends it again"]
+    chunks = ctx.write_backs
+    chunks.target = target.name
+    chunks.add(result)
+    return [chunks.summary()] if chunks.written or chunks.failed else []
 
 
 def _mark_interrupted(ctx: PipelineContext, summary: RunSummary) -> None:
@@ -141,16 +164,14 @@ def _mark_interrupted(ctx: PipelineContext, summary: RunSummary) -> None:
         f"interrupted: this run recorded no end (its process was killed or died); run "
         f"{summary.run_id} finished the partition at {summary.finished_at:%Y-%m-%d %H:%M:%S} UTC"
     )
-    with write_transaction(ctx.engine) as conn:
-        n = mark_interrupted_runs(
-            conn,
-            ctx.tables,
-            ctx.key,
-            summary.partition_key,
-            summary.run_id,
-            summary.started_at or summary.finished_at,
-            message,
-        )
+    started = summary.started_at or summary.finished_at
+    # a concurrent run's own row update may conflict with this one (DuckDB): retried
+    n = write_retrying(
+        ctx.engine,
+        lambda conn: mark_interrupted_runs(
+            conn, ctx.tables, ctx.key, summary.partition_key, summary.run_id, started, message
+        ),
+    )
     if n:
         log.warning(
             "partition %s: %d earlier run(s) never recorded an end; marked interrupted", summary.partition_key, n

@@ -16,11 +16,11 @@ from ..judge.budget import Budget
 from ..judge.cache import DictVerdictCache, remembered_keys
 from ..secrets import redact
 from ..warehouse.engine import read_connection
-from ..warehouse.rows import case_or_failure
 from ..warehouse.segments import segment_column, segment_state, segment_value
 from ..warehouse.store import ScoringKey, load_judgments, run_spend, scored_ids
 from .context import PipelineContext
 from .records import Chunk
+from .rows import case_or_failure
 from .sampling import takes_every_row
 
 __all__ = ["read_intake", "remaining_budget"]

@@ -117,19 +117,19 @@ def _labels(config: MetricSettings, judge: JudgeModel | None) -> BaseRetrievalMe
 
 
 def _test_case_rows() -> Callable[[dict[str, Any]], Any]:
-    from ..warehouse.rows import row_to_test_case
+    from .rows import row_to_test_case
 
     return row_to_test_case
 
 
 def _conversation_rows() -> Callable[[dict[str, Any]], Any]:
-    from ..warehouse.rows import row_to_conversation
+    from .rows import row_to_conversation
 
     return row_to_conversation
 
 
 def _labelled_rows() -> Callable[[dict[str, Any]], Any]:
-    from ..warehouse.label_rows import row_to_labelled
+    from .label_rows import row_to_labelled
 
     return row_to_labelled
 

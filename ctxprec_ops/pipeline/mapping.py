@@ -36,12 +36,10 @@ from ..warehouse.migrate import DEFAULT_MAPPING, MAPPING_LENGTH
 from .columns import ColumnSet
 
 if TYPE_CHECKING:
-    from ..config import Settings
     from ..traces.options import TraceOptions
     from .config import PipelineConfig
-    from .kinds import MetricKind
 
-__all__ = ["DEFAULT_MAPPING", "MAPPING_LENGTH", "mapping_id", "mapping_of", "configured_mapping", "mapping_spec"]
+__all__ = ["DEFAULT_MAPPING", "MAPPING_LENGTH", "mapping_id", "mapping_of", "mapping_spec"]
 
 
 def mapping_spec(columns: ColumnSet, trace: TraceOptions | None = None) -> dict[str, Any]:
@@ -71,14 +69,3 @@ def mapping_id(columns: ColumnSet, trace: TraceOptions | None = None) -> str:
 def mapping_of(config: PipelineConfig) -> str:
     """The fingerprint of the mapping a run of ``config`` reads its table with."""
     return mapping_id(config.source_columns, config.trace_options)
-
-
-def configured_mapping(
-    kind: MetricKind, settings: Settings | None = None, columns: dict[str, str] | None = None
-) -> str:
-    """The fingerprint a run of ``kind`` configured by ``settings`` (default: the environment) and
-    ``columns`` (``--column`` flags on top) would record: what the readers (check, trend, report,
-    compare) compare by default, as they do the configured input table."""
-    from .config import PipelineConfig
-
-    return mapping_of(PipelineConfig.from_settings(settings, metric=kind.name, columns=columns or None))

@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..judge.budget import Budget
-from ..secrets import redact
 from ..warehouse.engine import display_url
 from ..warehouse.source import parse_partition_key
 from .config import PipelineConfig
@@ -174,25 +173,6 @@ def _passes(
             return results, None
 
 
-def _write_back(ctx: PipelineContext, partition_key: str) -> list[str]:
-    """Send the partition's score rows not written back yet (failed before, or cached rows this
-    run did not write); a line for the run's notes. Never raises: scoring is done."""
-    target = ctx.config.phoenix if ctx.config.write_back else None
-    if target is None:
-        return []
-    from ..traces.writeback import write_back_partition
-
-    try:
-        result = write_back_partition(ctx.engine, ctx.tables, ctx.key, partition_key, target)
-    except Exception as exc:  # the scores are in the warehouse: the next run sends them
-        log.warning("partition %s: write-back to %s failed: %s", partition_key, target.name, redact(str(exc)))
-        return [f"write-back to {target.name} failed ({type(exc).__name__}); the next run sends it again"]
-    chunks = ctx.write_backs
-    chunks.target = target.name
-    chunks.add(result)
-    return [chunks.summary()] if chunks.written or chunks.failed else []
-
-
 def score_partition(
     config: PipelineConfig,
     partition_key: str,
@@ -250,7 +230,7 @@ def score_partition(
             started_at=base.started_at,
             context=ctx,
         )
-        notes = transport.notes() + ctx.rows.notes() + _write_back(ctx, partition_key)
+        notes = transport.notes() + ctx.rows.notes()
         cause = next((r.error_message for r in results if r.error_message), None)
         if cause and not summary.completed:
             notes.append(cause)  # e.g. "judge unreachable: connection refused at URL"

@@ -31,7 +31,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -44,8 +44,10 @@ from ..judge.budget import Budget
 from ..judge.cache import DictVerdictCache, remembered_keys
 from ..judge.calls import CaseRef, JudgeRun, answers_inline_in, current_case, use_guards
 from ..judge.limiter import AdaptiveLimiter
+from ..judge.retry import RetryWaits
 from ..scoring.verdicts import NodeVerdict
 from ..warehouse.claims import chunk_claim
+from ..warehouse.dialects import dialect_of
 from ..warehouse.source import parse_partition_key
 from .chunk import chunk_claim_name, finish_chunk
 from .config import PipelineConfig
@@ -122,6 +124,7 @@ class _Stream:
             limiter=AdaptiveLimiter(cfg.concurrency),
             budget=budget,
             max_retries=cfg.max_retries,
+            waits=RetryWaits(cfg.retry_initial_wait, cfg.retry_max_wait),
             breaker=ctx.guards.breaker,
             quota=ctx.guards.quota,
         )
@@ -140,7 +143,7 @@ class _Stream:
         self.results: list[ChunkResult] = []
         #: nothing to wait for: every step is this process's CPU (SQLite runs in process, the judge
         #: answers inline or is not needed), so reads and writes run on the event loop's thread
-        self.serial = ctx.engine.dialect.name == "sqlite" and (self.inline or not cfg.kind.needs_judge)
+        self.serial = dialect_of(ctx.engine).serial_in_process and (self.inline or not cfg.kind.needs_judge)
         self.reader = ThreadPoolExecutor(1, thread_name_prefix="ctxprec-read")
         # reads and writes take turns on the reader's thread when one connection is shared by every
         # thread (in-memory SQLite)
@@ -270,7 +273,13 @@ class _Stream:
 
 
 def _claim(stack: ExitStack, ctx: PipelineContext, chunk: Chunk, wait: bool) -> bool:
-    claim = chunk_claim(ctx.engine, chunk_claim_name(ctx, chunk), wait=wait, schema=ctx.config.output_schema)
+    claim = chunk_claim(
+        ctx.engine,
+        chunk_claim_name(ctx, chunk),
+        wait=wait,
+        schema=ctx.config.output_schema,
+        lease=ctx.config.claim_lease_seconds,
+    )
     return bool(stack.enter_context(claim))
 
 
@@ -323,8 +332,10 @@ def score_chunks(
         budget = remaining_budget(ctx, run_id)
     total = total if total is not None else done_before + sum(c.rows for c in chunks)
     tracker = Progress(progress, chunks[0].partition_key, done_before, total)
-    with quiet_gc(), use_guards(ctx.guards), breaker_progress(ctx.guards.breaker, progress, tracker.pk):
-        # quiet_gc: ~20-30 % of a fast judge's CPU per row otherwise (bench/README.md)
+    # quiet_gc (opt-in: it changes the whole process's collector): ~20-30 % of a fast judge's CPU
+    # per row otherwise (bench/README.md)
+    collector = quiet_gc() if ctx.config.quiet_gc else nullcontext()
+    with collector, use_guards(ctx.guards), breaker_progress(ctx.guards.breaker, progress, tracker.pk):
         return run_sync(lambda: _stream(ctx, chunks, run_id, budget, tracker, wait_taken))
 
 

@@ -13,6 +13,7 @@ import pickle
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from typing import Any
 
+from ..warehouse.engine import in_memory
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .records import Chunk, ChunkResult, ProgressCallback, ProgressEvent
@@ -30,7 +31,7 @@ def can_fork_out(config: PipelineConfig) -> bool:
     URL (not an ``Engine``), no ``max_cost`` (a budget cannot span processes), not in-memory."""
     if not isinstance(config.warehouse, str) or config.max_cost is not None:
         return False
-    if config.warehouse.startswith("sqlite") and (":memory:" in config.warehouse or config.warehouse == "sqlite://"):
+    if in_memory(config.warehouse):
         return False  # each process would see its own empty in-memory database
     try:
         pickle.dumps(config)

@@ -46,7 +46,18 @@ class JudgeAnswer(BaseModel):
 
 
 class AnswerProblem(Exception):
-    """The answer cannot be used as is; the message is shown to the judge when re-asking."""
+    """The answer cannot be used as is; the message is shown to the judge when re-asking.
+
+    ``kind`` names the way it is unusable (``empty``, ``not_json``, ``zero_based``,
+    ``relevant_not_boolean``, ``missing``, ...), ``pattern`` says it in a few words for people
+    ("node ids start at 0", "relevant is not a boolean: 'oui'", "empty answer"): a judge whose
+    answers keep failing the same way is told apart from one that slipped once
+    (``judge.answer_watch``)."""
+
+    def __init__(self, message: str, kind: str = "format", pattern: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.pattern = pattern or message
 
 
 #: ``JudgeAnswer.model_validate_json`` without its wrapper's argument checks (the same validator)
@@ -73,7 +84,9 @@ def _loads_tolerant(text: str) -> Any:
             return json.loads(text[start : end + 1])
         except json.JSONDecodeError:
             pass
-    raise AnswerProblem("the answer was not valid JSON")
+    if not text:
+        raise AnswerProblem("the answer was empty", "empty", "empty answer")
+    raise AnswerProblem("the answer was not valid JSON", "not_json", "the answer is not JSON")
 
 
 def parse_answer(raw: Any) -> JudgeAnswer:
@@ -83,6 +96,8 @@ def parse_answer(raw: Any) -> JudgeAnswer:
             return _validate_answer_json(raw)
         except ValueError:  # anything else (fenced, bare list, not the format...): the tolerant path
             return _parse_loaded(_loads_tolerant(raw))
+    if raw is None:
+        raise AnswerProblem("the answer was empty", "empty", "empty answer")
     if isinstance(raw, JudgeAnswer):
         return raw
     if isinstance(raw, BaseModel):
@@ -99,13 +114,32 @@ def _parse_loaded(raw: Any) -> JudgeAnswer:
     if isinstance(raw, list):  # a bare list of verdicts
         raw = {"verdicts": raw}
     if not isinstance(raw, dict):
-        raise AnswerProblem("the answer must be a JSON object with a 'verdicts' list")
+        raise AnswerProblem(
+            "the answer must be a JSON object with a 'verdicts' list", "not_object", "the answer is not a JSON object"
+        )
     try:
         return JudgeAnswer.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        raise AnswerProblem(f"the answer does not match the format ({where}: {first['msg']})") from None
+        loc = first.get("loc", ())
+        where = ".".join(str(p) for p in loc)
+        message = f"the answer does not match the format ({where}: {first['msg']})"
+        field = str(loc[-1]) if loc else ""
+        value = first.get("input")
+        if field == "relevant":
+            raise AnswerProblem(
+                f"{message}: 'relevant' must be true or false, got {value!r}",
+                "relevant_not_boolean",
+                f"relevant is not a boolean: {value!r}",
+            ) from None
+        if field == "node":
+            raise AnswerProblem(
+                f"{message}: 'node' must be the node's id, got {value!r}", "node_not_integer",
+                f"node is not an integer id: {value!r}",
+            ) from None  # fmt: skip
+        if field == "verdicts" or not loc:
+            raise AnswerProblem(message, "no_verdicts", "no 'verdicts' list") from None
+        raise AnswerProblem(message, "format", f"{field or 'the answer'} does not match the format") from None
 
 
 _node_of = attrgetter("node")
@@ -135,6 +169,14 @@ def _check_coverage(answer: JudgeAnswer, expected: list[int]) -> dict[int, NodeV
         else:
             by_id[v.node] = v
     missing = [k for k in expected if k not in by_id]
+    answered = sorted(v.node for v in answer.verdicts)
+    if missing and answered and answered == sorted(k - 1 for k in expected):
+        raise AnswerProblem(
+            f'the node ids were counted from 0; use the id of each <node id="K"> block '
+            f"({', '.join(map(str, expected))})",
+            "zero_based",
+            "node ids start at 0",
+        )
     problems = []
     if missing:
         problems.append(f"no verdict for node(s) {', '.join(map(str, missing))}")
@@ -143,7 +185,10 @@ def _check_coverage(answer: JudgeAnswer, expected: list[int]) -> dict[int, NodeV
     if unknown:
         problems.append(f"verdicts for node id(s) that were not shown: {', '.join(map(str, sorted(unknown)))}")
     if problems:
-        raise AnswerProblem("; ".join(problems))
+        kind = "unknown_ids" if unknown else "duplicated" if duplicated else "missing"
+        pattern = {"unknown_ids": "verdicts for node ids never shown", "duplicated": "a node judged twice",
+                   "missing": "verdicts missing"}[kind]  # fmt: skip
+        raise AnswerProblem("; ".join(problems), kind, pattern)
     return by_id
 
 
@@ -191,7 +236,9 @@ def _yes_no(value: Any, position: int) -> bool:
         return value
     if isinstance(value, str) and value.strip().lower() in ("yes", "no"):
         return value.strip().lower() == "yes"
-    raise AnswerProblem(f'verdict {position} is {value!r}, not "yes" or "no"')
+    raise AnswerProblem(
+        f'verdict {position} is {value!r}, not "yes" or "no"', "verdict_not_yes_no", f"verdict is not yes/no: {value!r}"
+    )
 
 
 def parse_in_order(raw: Any, expected_ids: Iterable[int]) -> dict[int, NodeVerdict]:
@@ -211,15 +258,21 @@ def parse_in_order(raw: Any, expected_ids: Iterable[int]) -> dict[int, NodeVerdi
         raw = {"verdicts": raw}
     items = raw.get("verdicts") if isinstance(raw, dict) else None
     if not isinstance(items, list):
-        raise AnswerProblem("the answer must be a JSON object with a 'verdicts' list")
+        raise AnswerProblem(
+            "the answer must be a JSON object with a 'verdicts' list", "no_verdicts", "no 'verdicts' list"
+        )
     if len(items) != len(ids):
-        raise AnswerProblem(f"the answer has {len(items)} verdict(s) for {len(ids)} document(s)")
+        raise AnswerProblem(
+            f"the answer has {len(items)} verdict(s) for {len(ids)} document(s)", "wrong_count", "wrong verdict count"
+        )
     out: dict[int, NodeVerdict] = {}
     for position, (node, item) in enumerate(zip(ids, items), start=1):
         if isinstance(item, BaseModel):
             item = item.model_dump()
         if not isinstance(item, dict) or ("verdict" not in item and "relevant" not in item):
-            raise AnswerProblem(f"verdict {position} is not an object with a 'verdict' field")
+            raise AnswerProblem(
+                f"verdict {position} is not an object with a 'verdict' field", "format", "verdicts without 'verdict'"
+            )
         relevant = _yes_no(item.get("verdict", item.get("relevant")), position)
         reason = item.get("reason")
         out[node] = NodeVerdict(node=node, relevant=relevant, reason=reason if isinstance(reason, str) else "")

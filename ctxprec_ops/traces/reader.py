@@ -20,7 +20,6 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     Integer,
-    String,
     Table,
     Text,
     bindparam,
@@ -36,11 +35,12 @@ from sqlalchemy.exc import NoSuchTableError
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..errors import InvalidTestCaseError
+from ..warehouse.dialects import dialect_of
 from ..warehouse.engine import stream_batches
 from ..warehouse.identifiers import split_table_name
 from ..warehouse.reflect import reflect_table
 from ..warehouse.segments import PREFIX as SEGMENT_PREFIX
-from ..warehouse.source import SourceTable, SourceTableError, sqlite_instant
+from ..warehouse.source import SourceTable, SourceTableError
 from .assemble import Draft, Span, draft, finish, pair_llm, read_span
 from .conventions import CONVENTIONS
 from .options import RERANK_SUFFIX, TraceOptions
@@ -89,7 +89,7 @@ class SpanReader:
         self.options = options
         self.convention = CONVENTIONS[options.convention]
         self._to_case = to_case
-        self._sqlite = engine.dialect.name == "sqlite"
+        self._sqlite = dialect_of(engine).sqlite_idioms
         self._attrs = _text_of(source.columns["attributes"])
         # a span whose attributes were cut off (no closing bracket) may have lost its kind: it is
         # read too, and ends as a failure ("not JSON") instead of out of sight
@@ -144,13 +144,8 @@ class SpanReader:
         return int(conn.execute(select(func.count()).select_from(src.table).where(*where)).scalar_one())
 
     def count_unpartitioned(self, conn: Connection) -> int:
-        src, col = self.source, self.source.event_time
-        if src.time_mode == "sqlite_text":
-            cond: ColumnElement[bool] = sqlite_instant(col).is_(None)
-        elif src.time_mode == "text":
-            cond = or_(col.is_(None), ~type_coerce(col, String()).like("____-__-__%"))
-        else:
-            cond = col.is_(None)
+        src = self.source
+        cond = src.dialect.unreadable_time(src.event_time, src.time_mode)  # as the rows' count reads it
         stmt = select(func.count()).select_from(src.table).where(self.case_filter, cond)
         return int(conn.execute(stmt).scalar_one())
 

@@ -311,7 +311,7 @@ def pending(
     and failed, or re-scored since they were sent."""
     schema = tables.scores.schema
     with read_connection(engine) as conn:
-        scores = readable(conn.dialect.name, tables.scores)
+        scores = readable(conn, tables.scores)
         c = scores.c
         cols = [c.log_id, c.partition_key, c.span_id, c.verdicts, c.score, c.success, c.reason, c.scored_at]
         cols += [c.judge_model, c.prompt_version, c.threshold]

@@ -1,12 +1,16 @@
 """The warehouse layer (SQLAlchemy 2 Core).
 
-- ``engine``: engines from URLs (psycopg 3 for PostgreSQL; WAL, busy timeout and
-  ``BEGIN IMMEDIATE`` writes for SQLite), write transactions;
+- ``dialects``: one class per warehouse family (SQLite, PostgreSQL, MySQL / MariaDB, DuckDB,
+  Snowflake, and the generic base), found by SQLAlchemy dialect name or entry point: what
+  differs between warehouses, as methods and capabilities; nothing else names a dialect;
+- ``engine``: engines from URLs, write transactions;
 - ``identifiers``: validation of configured table/schema/column names;
 - ``source``: reflection of the source tables, the UTC-day partition filter, keyset reads;
-- ``rows``: source rows -> test cases, or a clear ``invalid_input`` message;
-- ``schema``: the ``ctxprec_*`` output tables; ``upsert``: idempotent writes;
-- ``store``: the output-table queries the pipeline needs.
+- ``schema``: the ``ctxprec_*`` output tables (``types``: the column types each family
+  chooses); ``upsert``: idempotent writes; ``migrate``: older tables brought up to date;
+- ``store``: the output-table queries the pipeline needs; ``claims``: chunk claims.
+
+Rows become test cases above this layer (``pipeline.rows``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,21 @@
 """SQLAlchemy engines for the warehouse: URL normalisation, SQLite pragmas, write transactions.
 
-- ``postgresql://`` and ``postgres://`` URLs use psycopg 3 (``postgresql+psycopg://``).
-- SQLite gets WAL journaling and a busy timeout, and write transactions start with
-  ``BEGIN IMMEDIATE`` so concurrent workers queue for the write lock instead of failing.
+What differs per warehouse is the family's (``warehouse/dialects/``): the default driver
+(psycopg 3 for ``postgresql://`` and ``postgres://``), engine options, what each new connection
+runs (SQLite's pragmas and ``BEGIN IMMEDIATE`` writes; a UTC session elsewhere), how a snapshot
+read is isolated, and what releasing an engine leaves behind.
+
 - Engines are cached per URL within a process (and their pools are reset in forked children).
 - ``release_sqlite_files()`` (called when the ``ctxprec`` command exits) closes the cached
-  engines and puts each SQLite file back in rollback-journal mode when no other process has it
-  open: the WAL is checkpointed into the ``.db`` file and the ``-wal``/``-shm`` files are removed,
-  so copying the ``.db`` file alone copies every row.
+  engines; each family tidies up after its own (SQLite: the WAL is checkpointed into the ``.db``
+  file and the ``-wal``/``-shm`` files are removed when no other process has it open, so copying
+  the ``.db`` file alone copies every row).
+- ``get_engine(url, read_only=True)`` is for commands that only read (``trend``, ``check``,
+  ``compare``, ``report``, ``estimate``, ``batches list``): where the family can open a database
+  read-only (``Dialect.opens_read_only``: SQLite, ``mode=ro`` plus ``PRAGMA query_only``, no WAL
+  switch) it does, and the file is left as it was on exit (no checkpoint, no journal-mode
+  change), so a read-only file or directory works and a writable file is not written. Other
+  families get their usual engine: reading needs only SELECT there.
 - ``check_dialect()`` turns an unknown dialect or a missing DB driver into a one-line error that
   names the package to install.
 - ``require_sqlite_file()`` refuses a SQLite URL whose database file does not exist (SQLite would
@@ -16,25 +24,23 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import random
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.engine.url import URL
-from sqlalchemy.pool import StaticPool
 
 from ..errors import CtxPrecError
 from ..secrets import redact_url, register_secret
-from .dialects import for_dialect
+from .dialects import Dialect, dialect_class, dialect_of, for_dialect
+from .dialects.connections import WRITE_OPTION
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -46,17 +52,17 @@ __all__ = [
     "write_transaction",
     "read_connection",
     "stream_batches",
-    "SQLITE_BUSY_TIMEOUT_MS",
     "check_dialect",
     "release_sqlite_files",
     "UnknownDialectError",
     "MissingDriverError",
     "MissingWarehouseFileError",
     "require_sqlite_file",
+    "database_file",
+    "default_driver",
+    "in_memory",
+    "write_retrying",
 ]
-
-SQLITE_BUSY_TIMEOUT_MS = 60_000
-_WRITE_OPTION = "ctxprec_write"
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
@@ -82,9 +88,37 @@ def normalize_url(url: str | URL) -> URL:
         # redact() then masks it wherever it shows up, even in a form its URL patterns miss
         # (an unencoded space, a driver quoting it in an error)
         register_secret(str(u.password))
-    if u.drivername in ("postgresql", "postgres"):
-        u = u.set(drivername="postgresql+psycopg")
-    return u
+    return default_driver(u)
+
+
+def default_driver(url: URL) -> URL:
+    """``url`` with its family's default driver where it names none (psycopg 3 for PostgreSQL)."""
+    return _family(url).normalize_url(url)
+
+
+def _family(u: URL) -> Dialect:
+    """The family of a URL's dialect, without the unknown-dialect warning (an unknown name: the
+    generic family, not cached; the warning comes when an engine is made)."""
+    cls = dialect_class(u.get_backend_name())
+    return for_dialect(u.get_backend_name()) if cls is not None else Dialect(u.get_backend_name())
+
+
+def in_memory(url: str | URL) -> bool:
+    """Whether the URL names a database only this process sees (SQLite's or DuckDB's in-memory
+    database): other processes cannot share its work. An invalid URL: False (it fails where it
+    is used, with its own message)."""
+    try:
+        u = normalize_url(url)
+    except ValueError:
+        return False
+    return _family(u).in_memory(u)
+
+
+def database_file(url: str | URL) -> str | None:
+    """The database file a URL names that connecting would create when missing (a SQLite file);
+    None for a server, an in-memory database or a ``file:`` URI."""
+    u = normalize_url(url)
+    return _family(u).database_file(u)
 
 
 class UnknownDialectError(ValueError):
@@ -154,7 +188,7 @@ def require_sqlite_file(url: str | URL | Engine, *, setting: str = "the warehous
     source table, leaving the file behind). In-memory and ``file:`` URI databases, and every
     other dialect, pass. ``setting`` names where the URL came from, for the message."""
     u = url.url if isinstance(url, Engine) else normalize_url(url)
-    path = _sqlite_path(u)
+    path = _family(u).database_file(u)
     if path is None or os.path.exists(path):
         return
     where = "" if os.path.isabs(path) else f" (a relative path: resolved from {os.getcwd()})"
@@ -173,147 +207,55 @@ def display_url(url: str | URL | Engine) -> str:
     return redact_url(str(url))
 
 
-#: SQLite page cache per connection, KiB
-SQLITE_CACHE_KIB = 32768
-#: WAL pages between automatic checkpoints (SQLite's default is 1000)
-SQLITE_WAL_AUTOCHECKPOINT_PAGES = 10_000
-
-
-#: invalid UTF-8 stored in a TEXT column must not abort the whole chunk read: keep the bad bytes
-#: as surrogates, row validation reports them as "not valid UTF-8" (a partial of ``str``: called
-#: for every text value read, it adds no Python frame)
-_sqlite_text = functools.partial(str, encoding="utf-8", errors="surrogateescape")
-
-
-@contextmanager
-def sqlite_strict_text(conn: Connection) -> Iterator[None]:
-    """SQLite, inside the block: text is decoded by the driver's own C path (``str``) instead of
-    ``_sqlite_text`` (a Python call per value: ~2.4 us a row of a chunk read, bench/README.md), and
-    text that is not valid UTF-8 raises an error ``is_sqlite_decode_error`` recognises instead of
-    coming back with surrogates. Read again outside the block to get such text. The connection's
-    own factory is put back (an engine not made by ``get_engine`` keeps whatever it had)."""
-    driver: Any = conn.connection.driver_connection
-    before = getattr(driver, "text_factory", str)
-    if before is not str:
-        driver.text_factory = str
-    try:
-        yield
-    finally:
-        if before is not str:
-            driver.text_factory = before
-
-
 def stream_batches(conn: Connection, stmt: Any, batch: int) -> Iterator[Sequence[Any]]:
     """``stmt``'s rows in batches of up to ``batch``, streamed from the cursor (memory: one
-    batch). On SQLite, when no selected column converts its values (``result_processor``), the
-    batches are the driver cursor's own ``fetchmany`` tuples: SQLAlchemy's row handling cost
-    ~1 - 2 us a row of a partition's ids or scores (bench/README.md, issue 16's seventh pass)."""
-    if conn.dialect.name == "sqlite" and all(
-        c.type.result_processor(conn.dialect, None) is None for c in stmt.selected_columns
-    ):
-        result = conn.execute(stmt)
-        try:
-            while part := result.cursor.fetchmany(batch):
-                yield part
-        finally:
-            result.close()
-        return
-    yield from conn.execution_options(stream_results=True, yield_per=batch).execute(stmt).partitions()
+    batch; the family may fetch them its own faster way)."""
+    return dialect_of(conn).stream_batches(conn, stmt, batch)
 
 
-def is_sqlite_decode_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is SQLite's refusal to decode stored text as UTF-8 (``sqlite_strict_text``)."""
-    orig = getattr(exc, "orig", exc)
-    return isinstance(orig, sqlite3.OperationalError) and str(orig).startswith("Could not decode to UTF-8")
+#: the cache key suffix of a read-only engine (``get_engine(url, read_only=True)``)
+_READ_ONLY = "#read-only"
 
 
-def _setup_sqlite(engine: Engine) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record):  # pragma: no cover - exercised by every sqlite test
-        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (see _on_begin)
-        dbapi_conn.text_factory = _sqlite_text
-        cur = dbapi_conn.cursor()
-        cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        if engine.url.database not in (None, "", ":memory:"):
-            cur.execute("PRAGMA journal_mode = WAL")
-            cur.execute("PRAGMA synchronous = NORMAL")
-            # a 32 MiB page cache (default 2 MiB): the judgment cache's random keys otherwise
-            # thrash the index pages once a warehouse holds millions of judged nodes
-            cur.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")
-            # checkpoint every ~40 MB of WAL instead of ~4 MB: a chunk commits ~3 MB of pages
-            # scattered over a large file, and each checkpoint ends in an fsync; ten times fewer
-            # of them cut a 1-worker run's I/O wait about in half (bench/README.md)
-            cur.execute(f"PRAGMA wal_autocheckpoint = {SQLITE_WAL_AUTOCHECKPOINT_PAGES}")
-        cur.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        if conn.get_execution_options().get(_WRITE_OPTION):
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-        else:
-            conn.exec_driver_sql("BEGIN")
-
-
-def _create(u: URL) -> Engine:
+def _create(u: URL, *, read_only: bool = False) -> Engine:
     check_dialect(u)  # an unknown dialect or a missing driver: say which package, not a bare ModuleNotFoundError
-    kwargs: dict = {"future": True}
-    if u.get_backend_name() == "sqlite":
-        if u.database in (None, "", ":memory:"):
-            kwargs["poolclass"] = StaticPool
-        kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
-    else:
-        kwargs["pool_pre_ping"] = True
-    kwargs.update(for_dialect(u.get_backend_name()).engine_options)
-    engine = create_engine(u, **kwargs)
-    if u.get_backend_name() == "sqlite":
-        _setup_sqlite(engine)
+    family = for_dialect(u.get_backend_name())
+    engine = create_engine(u, future=True, **family.engine_arguments(u, read_only=read_only))
+    family.prepare_engine(engine, read_only=read_only)
     return engine
 
 
-def get_engine(url: str | URL | Engine) -> Engine:
-    """An engine for ``url`` (cached per URL). An ``Engine`` is returned as is; SQLite
-    engines built elsewhere should be made with this function to get WAL and BEGIN IMMEDIATE."""
+def get_engine(url: str | URL | Engine, *, read_only: bool = False) -> Engine:
+    """An engine for ``url`` (cached per URL). An ``Engine`` is returned as is; engines built
+    elsewhere miss what the family sets up (SQLite's WAL and BEGIN IMMEDIATE, UTC sessions).
+
+    ``read_only=True``, for commands that only read: where the family opens databases read-only
+    (SQLite) the database is never written, not even to switch its journal mode or checkpoint it;
+    elsewhere it is the usual engine."""
     if isinstance(url, Engine):
         return url
     u = normalize_url(url)
-    key = u.render_as_string(hide_password=False)
+    read_only = read_only and for_dialect(u.get_backend_name()).opens_read_only
+    key = u.render_as_string(hide_password=False) + (_READ_ONLY if read_only else "")
     with _lock:
         engine = _engines.get(key)
         if engine is None:
-            engine = _engines[key] = _create(u)
+            engine = _engines[key] = _create(u, read_only=read_only)
         return engine
 
 
-def _sqlite_path(u: URL) -> str | None:
-    db = u.database
-    if u.get_backend_name() != "sqlite" or db in (None, "", ":memory:") or db.startswith("file:"):
-        return None
-    return db
-
-
 def release_sqlite_files() -> None:
-    """Close every cached engine; leave each SQLite file in rollback-journal mode with its WAL
-    checkpointed and its ``-wal``/``-shm`` files gone, unless another process still has it open
-    (then it stays in WAL mode: switching needs the file to itself, and nothing waits for it)."""
+    """Close every cached engine, each as its family releases it (a SQLite file is left in
+    rollback-journal mode with its WAL checkpointed, unless another process still has it open);
+    a read-only engine's database is left exactly as it was."""
     with _lock:
         engines = list(_engines.items())
         _engines.clear()
-    for _key, engine in engines:
-        path = _sqlite_path(engine.url)
+    for _key, engine in engines:  # every connection closed first: one still open would keep the WAL
         engine.dispose()
-        if path is None or not os.path.exists(path):
-            continue
-        try:
-            conn = sqlite3.connect(path, timeout=0)
-        except sqlite3.Error:
-            continue
-        try:
-            conn.execute("PRAGMA busy_timeout = 0")
-            conn.execute("PRAGMA journal_mode = DELETE").fetchone()
-        except sqlite3.Error:  # busy: another process uses the file; it keeps WAL mode
-            pass
-        finally:
-            conn.close()
+    for key, engine in engines:
+        if not key.endswith(_READ_ONLY):
+            dialect_of(engine).release(engine)
 
 
 def _reset_after_fork() -> None:
@@ -330,7 +272,7 @@ if hasattr(os, "register_at_fork"):
 def write_transaction(engine: Engine) -> Iterator[Connection]:
     """One write transaction (``BEGIN IMMEDIATE`` on SQLite); commits or rolls back."""
     with engine.connect() as conn:
-        conn = conn.execution_options(**{_WRITE_OPTION: True})
+        conn = conn.execution_options(**{WRITE_OPTION: True})
         with conn.begin():
             yield conn
 
@@ -344,13 +286,13 @@ def write_retrying(engine: Engine, work: Callable[[Connection], T]) -> T:
     write conflict to a concurrent transaction (``Dialect.write_conflict``: DuckDB, fakesnow), up
     to ``WRITE_ATTEMPTS`` times with a short growing, jittered pause; any other error, and the
     last conflict, propagate. Elsewhere: one ``write_transaction``."""
-    conflict = for_dialect(engine.dialect.name).write_conflict
+    family = dialect_of(engine)
     for attempt in range(1, WRITE_ATTEMPTS + 1):
         try:
             with write_transaction(engine) as conn:
                 return work(conn)
         except Exception as exc:  # the dialect says which are conflicts (fakesnow's are not DBAPIErrors)
-            if conflict is None or attempt == WRITE_ATTEMPTS or not conflict(exc):
+            if attempt == WRITE_ATTEMPTS or not family.write_conflict(exc):
                 raise
             log.debug("write conflict on %s (attempt %d): retrying", engine.dialect.name, attempt)
             time.sleep(random.uniform(0.01, 0.05) * attempt)
@@ -361,11 +303,13 @@ def write_retrying(engine: Engine, work: Callable[[Connection], T]) -> T:
 def read_connection(engine: Engine, *, snapshot: bool = False) -> Iterator[Connection]:
     """A connection for reads inside one (read) transaction.
 
-    ``snapshot=True``: every statement sees the same committed state (PostgreSQL runs the
-    transaction at REPEATABLE READ; a SQLite read transaction in WAL mode is a snapshot already).
+    ``snapshot=True``: every statement sees the same committed state (at the family's
+    ``snapshot_isolation``, PostgreSQL's REPEATABLE READ; a SQLite read transaction in WAL mode is
+    a snapshot already).
     """
     with engine.connect() as conn:
-        if snapshot and engine.dialect.name == "postgresql":
-            conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        options = dialect_of(engine).read_options(snapshot=snapshot)
+        if options:
+            conn = conn.execution_options(**options)
         with conn.begin():
             yield conn

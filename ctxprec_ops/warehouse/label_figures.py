@@ -14,19 +14,20 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Column, Float, Integer, MetaData, PrimaryKeyConstraint, String, Table, Text, func, select
+from sqlalchemy import Column, Integer, MetaData, PrimaryKeyConstraint, Table, func, select
 from sqlalchemy.engine import Connection, Engine
 
 from .ddl import create_table
 from .identifiers import validate_identifier
+from .migrate import migrate_table
 from .store import ScoringKey
+from .types import Double, KeyCode, KeyText, ModelName
 from .upsert import upsert
 
 __all__ = ["LABEL_FIGURES", "label_figures_table", "figure_row", "write_figures", "partition_figures"]
 
 LABEL_FIGURES = "ctxprec_label_figures"
-_KEYTEXT = String(255).with_variant(Text(), "postgresql", "sqlite")
-_DOUBLE = Float(precision=53)
+_DOUBLE = Double()
 _tables: dict[str | None, Table] = {}
 _ensured: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
@@ -41,18 +42,18 @@ def label_figures_table(schema: str | None = None) -> Table:
             t = _tables[schema] = Table(
                 LABEL_FIGURES,
                 MetaData(schema=schema),
-                Column("log_id", _KEYTEXT, nullable=False),
-                Column("metric", String(64), nullable=False),
-                Column("judge_model", String(255), nullable=False),
-                Column("prompt_version", String(64), nullable=False),
-                Column("partition_key", String(10), nullable=False),
+                Column("log_id", KeyText(), nullable=False),
+                Column("metric", KeyText(64), nullable=False),
+                Column("judge_model", ModelName(), nullable=False),
+                Column("prompt_version", KeyText(64), nullable=False),
+                Column("partition_key", KeyCode(10), nullable=False),
                 Column("k", Integer, nullable=False),
                 Column("relevant_retrieved", Integer, nullable=False),
                 Column("relevant_total", Integer),
                 Column("recall", _DOUBLE),
                 Column("reciprocal_rank", _DOUBLE, nullable=False),
                 Column("ndcg", _DOUBLE),
-                Column("run_id", _KEYTEXT, nullable=False),
+                Column("run_id", KeyText(), nullable=False),
                 PrimaryKeyConstraint("log_id", "metric", "judge_model", "prompt_version", name=f"{LABEL_FIGURES}_pk"),
             )
         return t
@@ -83,6 +84,7 @@ def write_figures(conn: Connection, schema: str | None, rows: Sequence[dict[str,
     done = _ensured.setdefault(conn.engine, set())
     if schema not in done:
         create_table(conn, table)
+        migrate_table(conn, table)
         done.add(schema)
     upsert(conn, table, rows)
 

@@ -26,7 +26,6 @@ leases are measured against: keep them in sync (the default lease, 10 minutes, l
 from __future__ import annotations
 
 import logging
-import os
 import random
 import threading
 import time
@@ -42,13 +41,12 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from ..errors import CtxPrecError
-from .dialects import for_dialect
+from .dialects import dialect_of
 from .reflect import has_table
 
 __all__ = [
     "CLAIMS_TABLE",
     "DEFAULT_LEASE_SECONDS",
-    "LEASE_ENV",
     "LeaseSettingError",
     "claims_table",
     "ensure_claims_table",
@@ -62,7 +60,6 @@ log = logging.getLogger(__name__)
 CLAIMS_TABLE = "ctxprec_claims"
 #: seconds a claim's lease lasts without renewal (the heartbeat renews it every third of that)
 DEFAULT_LEASE_SECONDS = 600.0
-LEASE_ENV = "CTXPREC_CLAIM_LEASE_SECONDS"
 #: seconds between two attempts of a waiting claimer (plus up to as much again of jitter)
 POLL_SECONDS = 0.25
 #: attempts of a non-waiting claimer whose row and a rival's were both withdrawn
@@ -70,17 +67,14 @@ _FREE_RETRIES = 8
 
 
 class LeaseSettingError(CtxPrecError, ValueError):
-    """``CTXPREC_CLAIM_LEASE_SECONDS`` (or a ``lease`` argument) is not a positive number."""
+    """A ``lease`` argument (``CTXPREC_CLAIM_LEASE_SECONDS`` through the pipeline) is not a positive number."""
 
 
 def lease_seconds(value: float | str | None = None) -> float:
-    """The lease length: ``value`` if given, else ``CTXPREC_CLAIM_LEASE_SECONDS``, else 600 s."""
+    """The lease length: ``value`` if given, else ``DEFAULT_LEASE_SECONDS``."""
     source = "lease"
     if value is None:
-        value = os.environ.get(LEASE_ENV)
-        source = LEASE_ENV
-        if value is None or not str(value).strip():
-            return DEFAULT_LEASE_SECONDS
+        return DEFAULT_LEASE_SECONDS
     try:
         seconds = float(value)
     except (TypeError, ValueError):
@@ -153,10 +147,7 @@ def _contention(engine: Engine, exc: Exception) -> bool:
     """A duplicate key (``IntegrityError``) or a write conflict with a concurrent claimer, as the
     dialect recognises them (``Dialect.write_conflict``: DuckDB's optimistic concurrency, and
     fakesnow's unwrapped DuckDB errors out of ``commit()``); not a real error."""
-    if isinstance(exc, IntegrityError):
-        return True
-    conflict = for_dialect(engine.dialect.name).write_conflict
-    return conflict is not None and conflict(exc)
+    return isinstance(exc, IntegrityError) or dialect_of(engine).write_conflict(exc)
 
 
 def _step(engine: Engine, fn: Callable[[], Any]) -> bool:

@@ -19,10 +19,11 @@ from typing import Any
 from sqlalchemy import Table, and_, delete, select, update
 from sqlalchemy.engine import Connection
 
+from .dialects import dialect_of
 from .engine import stream_batches
 from .reflect import has_table
 from .schema import OutputTables, readable
-from .store import IN_BATCH, ScoringKey
+from .store import ScoringKey
 
 __all__ = ["partition_log_ids", "move_to_partition", "remove_from_partition", "partitions_of"]
 
@@ -31,7 +32,7 @@ def partition_log_ids(
     conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str, *, failures: bool = False
 ) -> Iterator[str]:
     """The log ids of the partition's score rows (``failures=True``: its failure rows), streamed."""
-    table = readable(conn.dialect.name, t.failures if failures else t.scores)
+    table = readable(conn, t.failures if failures else t.scores)
     c = table.c
     stmt = select(c.log_id).where(key.where(table), c.partition_key == partition_key)
     for part in stream_batches(conn, stmt, 10_000):
@@ -39,19 +40,13 @@ def partition_log_ids(
             yield log_id
 
 
-def _parts(values: Sequence[str]) -> Iterator[list[str]]:
-    items = list(dict.fromkeys(values))
-    for i in range(0, len(items), IN_BATCH):
-        yield items[i : i + IN_BATCH]
-
-
 def partitions_of(conn: Connection, t: OutputTables, key: ScoringKey, log_ids: Sequence[str]) -> dict[str, str]:
     """``{log_id: partition_key}`` of those of ``log_ids`` that have a score or failure row."""
     out: dict[str, str] = {}
     for table in (t.failures, t.scores):  # a score row wins over a stale failure row
         c = table.c
-        for part in _parts(log_ids):
-            stmt = select(c.log_id, c.partition_key).where(key.where(table), c.log_id.in_(part))
+        for cond in dialect_of(conn).id_in(conn, c.log_id, list(dict.fromkeys(log_ids))):
+            stmt = select(c.log_id, c.partition_key).where(key.where(table), cond)
             out.update((log_id, pk) for log_id, pk in conn.execute(stmt))
     return out
 
@@ -87,10 +82,10 @@ def move_to_partition(
     tables = [t.scores, t.failures, *_followers(conn, t)]
     for table in tables:
         c = table.c
-        for part in _parts(log_ids):
+        for cond in dialect_of(conn).id_in(conn, c.log_id, list(dict.fromkeys(log_ids))):
             stmt: Any = (
                 update(table)
-                .where(_key_where(key, table), c.log_id.in_(part), c.partition_key != partition_key)
+                .where(_key_where(key, table), cond, c.partition_key != partition_key)
                 .values(partition_key=partition_key)
             )
             n = int(conn.execute(stmt).rowcount or 0)
@@ -108,10 +103,8 @@ def remove_from_partition(
     removed = 0
     for table in [t.scores, t.failures, *_followers(conn, t)]:
         c = table.c
-        for part in _parts(log_ids):
-            stmt: Any = delete(table).where(
-                _key_where(key, table), c.log_id.in_(part), c.partition_key == partition_key
-            )
+        for cond in dialect_of(conn).id_in(conn, c.log_id, list(dict.fromkeys(log_ids))):
+            stmt: Any = delete(table).where(_key_where(key, table), cond, c.partition_key == partition_key)
             n = int(conn.execute(stmt).rowcount or 0)
             if table is t.scores or table is t.failures:
                 removed += n

@@ -6,7 +6,8 @@ row (``... WHERE 1 = 0``: the server checks privileges all the same) in a transa
 rolled back. The INSERT probe names every column (``INSERT INTO t (all) SELECT all FROM t WHERE
 false``): MySQL/MariaDB in strict mode reject an INSERT that leaves a NOT NULL column without a
 default even when it selects no row, which a one-column probe reported as a missing grant.
-SQLite has no grants (a read-only file already fails when the tables are ensured).
+A family without grants (``Dialect.has_grants``: SQLite, whose read-only file already fails when
+the tables are ensured) is not probed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from ..errors import CtxPrecError
+from .dialects import dialect_of
 from .schema import OutputTables
 
 __all__ = ["OutputPermissionError", "check_output_writable"]
@@ -56,7 +58,7 @@ def _probe(conn: Connection, table: Table, privilege: str) -> None:
 
 def check_output_writable(engine: Engine, tables: OutputTables) -> None:
     """Raise ``OutputPermissionError`` (one line, no SQL) when a needed privilege is missing."""
-    if engine.dialect.name == "sqlite":
+    if not dialect_of(engine).has_grants:
         return
     schema = tables.scores.schema
     with _lock:

@@ -15,34 +15,30 @@ Keys (each is the primary key, so upserts can target it):
 score, a failure or a run row. ``mapping`` is the fingerprint of the column mapping it was read
 with (``pipeline.mapping.mapping_id``: ``default``, or 16 hex digits): a score read through
 another column (``retrieval_context`` pointed elsewhere, say) is another score.
-- ``ctxprec_judgments``: ``key`` = ``cache.judgment_key(...)``, 23 bytes of binary (``bytea`` on
-  PostgreSQL, ``BLOB`` on SQLite; tables with the former 64-hex-digit text key are converted in
-  place, ``migrate.binary_judgment_keys``).
+- ``ctxprec_judgments``: ``key`` = ``cache.judgment_key(...)``, 23 bytes of binary (tables with
+  the former 64-hex-digit text key are converted in place, ``migrate.binary_judgment_keys``).
 
 ``log_id`` is text (source ids may be integers). ``score`` is double precision, unrounded.
-Timestamps are stored in UTC.
+Timestamps are stored in UTC. Each warehouse family chooses the concrete types
+(``warehouse/types.py``): key text compares byte for byte everywhere (binary collations on
+MySQL / MariaDB), the judgment key is ``bytea`` / ``BLOB`` / ``VARBINARY(23)``, JSON ``JSONB`` on
+PostgreSQL and text on Snowflake, and so on (docs/warehouses.md's table).
 """
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
 import weakref
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import (
-    JSON,
     Boolean,
     Column,
-    DateTime,
-    Float,
     Index,
     Integer,
-    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -51,17 +47,14 @@ from sqlalchemy import (
     func,
     select,
 )
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import FromClause, Subquery
-from sqlalchemy.types import VARBINARY, TypeDecorator
 
 from ..errors import CtxPrecError
-from ..json_text import JSONText
 from ..judge.cache import KEY_BYTES
 from .ddl import create_tables
-from .dialects import for_dialect
+from .dialects import dialect_of
 from .engine import write_transaction
 from .identifiers import validate_identifier
 from .migrate import (
@@ -70,8 +63,10 @@ from .migrate import (
     add_missing_columns,
     binary_judgment_keys,
     default_legacy_sources,
+    migrate_table,
 )
 from .reflect import get_columns, table_names
+from .types import Double, HashKey, JSONValue, KeyCode, KeyText, ModelName, Timestamp
 
 __all__ = [
     "OutputTables",
@@ -92,39 +87,24 @@ RUNS = "ctxprec_runs"
 JUDGMENTS = "ctxprec_judgments"
 
 
-class JSONAsText(TypeDecorator[Any]):
-    """JSON kept as its text, for a dialect without a JSON type SQLAlchemy can bind (Snowflake:
-    its VARIANT takes JSON only through ``PARSE_JSON``); reads give the decoded value."""
-
-    impl = Text
-    cache_ok = True
-
-    def process_bind_param(self, value: Any, dialect: Any) -> Any:
-        if value is None or isinstance(value, JSONText):
-            return value
-        return json.dumps(value)
-
-    def process_result_value(self, value: Any, dialect: Any) -> Any:
-        return json.loads(value) if isinstance(value, str) else value
-
-
-_JSON = JSON().with_variant(JSONB(), "postgresql").with_variant(JSONAsText(), "snowflake")
-_TS = DateTime(timezone=True)
-_DOUBLE = Float(precision=53)
-# unbounded text where the backend allows it in a key; 255 elsewhere (e.g. MySQL)
-_KEYTEXT = String(255).with_variant(Text(), "postgresql", "sqlite")
-# judgment-cache keys are 23-byte digests (``cache.KEY_BYTES``), stored as bytes: compared with
-# memcmp, and on PostgreSQL a 32-byte key-index entry instead of the 80 bytes of 64 hex digits
+#: how each column type is chosen per family: ``warehouse/types.py``
+_JSON = JSONValue()
+_TS = Timestamp()
+_DOUBLE = Double()
+#: key text: unbounded where the family allows it in a key, 255 characters elsewhere
+_KEYTEXT = KeyText()
+#: short key text (metric names, prompt versions)
+_KEYNAME = KeyText(64)
+#: the judge model in a key: its length is what the family's key size leaves (112 on MySQL)
+_MODEL = ModelName()
+#: judgment-cache keys are 23-byte digests (``cache.KEY_BYTES``), stored as bytes: compared with
+#: memcmp, and on PostgreSQL a 32-byte key-index entry instead of the 80 bytes of 64 hex digits
+_HASHKEY = HashKey(KEY_BYTES)
+#: the partition key (``YYYY-MM-DD``) and the column mapping's fingerprint (``migrate.MAPPING_LENGTH``)
+_PARTITION = KeyCode(10)
+_MAPPING = KeyCode(MAPPING_LENGTH)
 #: trace and span ids as text (OTLP's 32 / 16 hex digits; room for other id forms)
 _TRACE_ID = String(128)
-# MySQL / MariaDB (utf8mb4: 4 bytes a character) cap an InnoDB key at 3,072 bytes: the 6-column
-# score/failure key is log_id 255 + source_table 255 + judge_model 112 + prompt_version 64 +
-# metric 64 + mapping 16 = 766 characters = 3,064 bytes there (docs/warehouses.md); 255 elsewhere
-_MODEL = String(255).with_variant(String(112), "mysql", "mariadb")
-# (DuckDB's BLOB and Snowflake's BINARY take no length here: fakesnow runs DuckDB underneath)
-_HASHKEY = VARBINARY(KEY_BYTES).with_variant(LargeBinary(), "postgresql", "sqlite", "duckdb", "snowflake")
-#: the column mapping's fingerprint (``migrate.MAPPING_LENGTH`` characters)
-_MAPPING = String(MAPPING_LENGTH)
 
 
 @dataclass(frozen=True)
@@ -142,8 +122,8 @@ def _build(schema: str | None) -> OutputTables:
         SCORES,
         md,
         Column("log_id", _KEYTEXT, nullable=False),
-        Column("partition_key", String(10), nullable=False),
-        Column("metric", String(64), nullable=False),
+        Column("partition_key", _PARTITION, nullable=False),
+        Column("metric", _KEYNAME, nullable=False),
         # the input table the row came from (``schema.table`` as configured): ids of two tables
         # never share a score
         Column("source_table", _KEYTEXT, nullable=False),
@@ -155,7 +135,7 @@ def _build(schema: str | None) -> OutputTables:
         Column("verdicts", _JSON),
         Column("reason", Text),
         Column("judge_model", _MODEL, nullable=False),
-        Column("prompt_version", String(64), nullable=False),
+        Column("prompt_version", _KEYNAME, nullable=False),
         Column("prompt_tokens", Integer),
         Column("completion_tokens", Integer),
         Column("cost", _DOUBLE),
@@ -181,12 +161,12 @@ def _build(schema: str | None) -> OutputTables:
         FAILURES,
         md,
         Column("log_id", _KEYTEXT, nullable=False),
-        Column("partition_key", String(10), nullable=False),
-        Column("metric", String(64), nullable=False),
+        Column("partition_key", _PARTITION, nullable=False),
+        Column("metric", _KEYNAME, nullable=False),
         Column("source_table", _KEYTEXT, nullable=False),
         Column("mapping", _MAPPING, nullable=False),
         Column("judge_model", _MODEL, nullable=False),
-        Column("prompt_version", String(64), nullable=False),
+        Column("prompt_version", _KEYNAME, nullable=False),
         Column("error_type", String(64), nullable=False),
         Column("error_message", Text, nullable=False),
         Column("attempts", Integer, nullable=False),
@@ -204,8 +184,8 @@ def _build(schema: str | None) -> OutputTables:
         RUNS,
         md,
         Column("run_id", _KEYTEXT, nullable=False),
-        Column("partition_key", String(10), nullable=False),
-        Column("metric", String(64), nullable=False),
+        Column("partition_key", _PARTITION, nullable=False),
+        Column("metric", _KEYNAME, nullable=False),
         Column("source_table", _KEYTEXT, nullable=False),
         Column("mapping", _MAPPING, nullable=False),
         Column("status", String(32), nullable=False),
@@ -246,7 +226,7 @@ def _build(schema: str | None) -> OutputTables:
         md,
         Column("key", _HASHKEY, nullable=False),
         Column("judge_model", _MODEL, nullable=False),
-        Column("prompt_version", String(64), nullable=False),
+        Column("prompt_version", _KEYNAME, nullable=False),
         Column("relevant", Boolean, nullable=False),
         Column("reason", Text),
         Column("created_at", _TS, nullable=False),
@@ -289,6 +269,8 @@ def _create_all(
         for table in (tables.scores, tables.failures, tables.runs, tables.judgments):
             add_missing_columns(conn, table)
         binary_judgment_keys(conn, tables.judgments)
+        for table in (tables.scores, tables.failures, tables.runs, tables.judgments):
+            migrate_table(conn, table)
 
 
 #: tries of the check-then-CREATE, one more than the output tables a race can hit
@@ -318,8 +300,7 @@ def ensure_output_tables(
             _create_all(engine, tables, sources, legacy_mappings or {})
             break
         except Exception as exc:
-            conflict = for_dialect(engine.dialect.name).write_conflict
-            if not isinstance(exc, DBAPIError) and not (conflict is not None and conflict(exc)):
+            if not isinstance(exc, DBAPIError) and not dialect_of(engine).write_conflict(exc):
                 raise
             # another worker created one between our check and our CREATE: check again (where
             # DDL is not transactional, MySQL's, each of the tables can race once; DuckDB's
@@ -342,7 +323,7 @@ class MissingScoresTableError(CtxPrecError, LookupError):
 class ExistingTables:
     """The output tables that exist in a warehouse, for readers (``failures``/``runs`` may be None)."""
 
-    #: where the dialect does not enforce keys (``Dialect.keys_enforced``), ``scores`` and
+    #: where the family does not enforce keys (``Dialect.keys_enforced``), ``scores`` and
     #: ``failures`` are each key's latest row (``latest_rows``): what two racing writers may
     #: have written twice is read once
     scores: FromClause
@@ -372,10 +353,10 @@ def latest_rows(table: Table, columns: Collection[str]) -> Subquery:
     return select(*[ranked.c[c.name] for c in have]).where(ranked.c.ctxprec_rank == 1).subquery(table.name)
 
 
-def readable(dialect_name: str, table: Table, columns: Collection[str] | None = None) -> FromClause:
-    """``table`` for reading: itself, or where the dialect does not enforce keys each key's
+def readable(bind: Engine | Connection, table: Table, columns: Collection[str] | None = None) -> FromClause:
+    """``table`` for reading: itself, or where the family does not enforce keys each key's
     latest row (``columns``: those the stored table has; default all of them)."""
-    if for_dialect(dialect_name).keys_enforced:
+    if dialect_of(bind).keys_enforced:
         return table
     return latest_rows(table, [c.name for c in table.c] if columns is None else columns)
 
@@ -392,16 +373,15 @@ def existing_output_tables(engine: Engine, schema: str | None = None) -> Existin
     score_cols = frozenset(c["name"] for c in get_columns(engine, SCORES, schema))
     keyed = "source_table" in score_cols
     run_cols = frozenset(c["name"] for c in get_columns(engine, RUNS, schema)) if RUNS in names else frozenset()
-    dialect = engine.dialect.name
     failures: FromClause | None = None
     if FAILURES in names:  # its stored columns are read only where the latest rows are picked
         failures = (
             tables.failures
-            if for_dialect(dialect).keys_enforced
+            if dialect_of(engine).keys_enforced
             else latest_rows(tables.failures, {c["name"] for c in get_columns(engine, FAILURES, schema)})
         )
     return ExistingTables(
-        scores=readable(dialect, tables.scores, score_cols),
+        scores=readable(engine, tables.scores, score_cols),
         failures=failures,
         runs=tables.runs if RUNS in names else None,
         source_keyed=keyed,

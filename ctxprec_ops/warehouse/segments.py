@@ -27,28 +27,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import (
-    Boolean,
-    Column,
-    Float,
-    MetaData,
-    PrimaryKeyConstraint,
-    String,
-    Table,
-    Text,
-    delete,
-    select,
-)
+from sqlalchemy import Boolean, Column, MetaData, PrimaryKeyConstraint, Table, Text, delete, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateColumn
 
 from .ddl import create_table
+from .dialects.reads import in_parts
 from .engine import write_transaction
 from .identifiers import MAX_SEGMENT_NAME, validate_identifier
-from .migrate import MAPPING, MAPPING_LENGTH, add_key_columns
+from .migrate import MAPPING, MAPPING_LENGTH, add_key_columns, migrate_table
 from .reflect import get_columns, table_names
-from .store import IN_BATCH, ScoringKey
+from .store import ScoringKey
+from .types import Double, ExactText, KeyCode, KeyText, ModelName
 from .upsert import upsert
 
 __all__ = [
@@ -73,8 +64,6 @@ PREFIX = "seg_"
 #: how a NULL segment value is shown (stored as SQL NULL)
 NULL_LABEL = "(null)"
 
-_KEYTEXT = String(255).with_variant(Text(), "postgresql", "sqlite")
-_DOUBLE = Float(precision=53)
 _KEY = ("metric", "judge_model", "prompt_version", "source_table", MAPPING, "partition_key", "log_id")
 
 _tables: dict[tuple[str | None, tuple[str, ...]], Table] = {}
@@ -118,18 +107,20 @@ def segments_table(schema: str | None, names: Sequence[str]) -> Table:
     with _lock:
         t = _tables.get(cache_key)
         if t is None:
-            cols = [Column(segment_column(n), Text) for n in cache_key[1]]
+            cols: list[Column[Any]] = [Column(segment_column(n), ExactText()) for n in cache_key[1]]
             t = _tables[cache_key] = Table(
                 SEGMENTS,
                 MetaData(schema=schema),
-                Column("log_id", _KEYTEXT, nullable=False),
-                Column("metric", String(64), nullable=False),
-                Column("judge_model", String(255), nullable=False),
-                Column("prompt_version", String(64), nullable=False),
-                Column("source_table", _KEYTEXT, nullable=False),
-                Column(MAPPING, String(MAPPING_LENGTH), nullable=False),
-                Column("partition_key", String(10), nullable=False),
-                Column("score", _DOUBLE, nullable=False),
+                Column("log_id", KeyText(), nullable=False),
+                Column("metric", KeyText(64), nullable=False),
+                # the key's types are the scores' (each family's choice, ``warehouse/types.py``):
+                # on MySQL / MariaDB this key, with the partition, fits InnoDB's 3,072 bytes
+                Column("judge_model", ModelName(), nullable=False),
+                Column("prompt_version", KeyText(64), nullable=False),
+                Column("source_table", KeyText(), nullable=False),
+                Column(MAPPING, KeyCode(MAPPING_LENGTH), nullable=False),
+                Column("partition_key", KeyCode(10), nullable=False),
+                Column("score", Double(), nullable=False),
                 Column("success", Boolean, nullable=False),
                 Column("segment_columns", Text, nullable=False),
                 *cols,
@@ -162,6 +153,7 @@ def _create_or_extend(engine: Engine, table: Table, legacy_mappings: Mapping[str
             if col.name not in have:
                 ddl = CreateColumn(col).compile(dialect=conn.dialect)
                 conn.exec_driver_sql(f"ALTER TABLE {prep.format_table(table)} ADD COLUMN {ddl}")
+        migrate_table(conn, table)
 
 
 def ensure_segments_table(
@@ -219,9 +211,8 @@ def segment_rows(
 
 
 def _parts(values: Sequence[str]) -> Iterable[list[str]]:
-    items = list(dict.fromkeys(values))
-    for i in range(0, len(items), IN_BATCH):
-        yield items[i : i + IN_BATCH]
+    for part in in_parts(list(dict.fromkeys(values))):
+        yield list(part)
 
 
 def segment_state(

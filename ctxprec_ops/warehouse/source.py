@@ -1,13 +1,15 @@
 """Reading the source tables: reflection, the UTC-day partition filter, keyset pagination.
 
 Partition = the UTC day of ``event_time``: rows with ``day 00:00 UTC <= event_time < next day
-00:00 UTC``. How ``event_time`` is compared depends on what the column holds:
+00:00 UTC``. How ``event_time`` is compared depends on what the column holds and is the
+warehouse family's (``Dialect.time_mode`` / ``partition_condition``, ``warehouse/dialects/``);
+sessions run in UTC where the database has session time zones (``Dialect.utc_session``):
 
-- PostgreSQL (and other servers) ``timestamp without time zone``: compared with naive UTC
-  datetimes, so a naive value is UTC whatever the server's or session's ``TimeZone``;
+- ``timestamp without time zone`` (MySQL's ``TIMESTAMP``, Snowflake's ``TIMESTAMP_NTZ``):
+  compared with naive UTC datetimes, so a naive value is UTC whatever the server's time zone;
 - ``timestamp with time zone``: compared with aware UTC datetimes (absolute instants);
 - ``date``: equal to the day;
-- SQLite (any declared type; SQLite stores datetimes as text): ISO-8601 text such as
+- SQLite (any declared type; SQLite stores datetimes as text, ``dialects/sqlite/time.py``): ISO-8601 text such as
   ``2026-11-28 23:59:59``, ``2026-11-28T23:59:59.123``, ``2026-11-28T23:59:59Z`` or with an
   offset ``2026-11-28T18:59:59-05:00`` (normalised to UTC with SQLite's ``datetime()``);
   text without an offset is UTC; also ``+HHMM`` offsets, a trailing ``UTC``/``GMT``, surrounding
@@ -17,47 +19,33 @@ Partition = the UTC day of ``event_time``: rows with ``day 00:00 UTC <= event_ti
 - a text column on another backend: ISO-8601 text in UTC (compared as text).
 
 Rows are paged by ``id`` (keyset: ``id > after_id ORDER BY id``), never OFFSET; rows whose id is
-NULL cannot be paged and are not read.
+NULL cannot be paged and are not read. A row's ``log_id`` is ``str`` of its id as the family reads
+it: exact for every id type (a floating-point id as ``float``, whose text round-trips).
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import uuid
 import weakref
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any, Literal
+from decimal import Decimal, InvalidOperation
+from typing import Any
 
-from sqlalchemy import (
-    JSON,
-    Column,
-    Date,
-    DateTime,
-    Integer,
-    String,
-    Table,
-    Text,
-    and_,
-    bindparam,
-    cast,
-    func,
-    literal,
-    or_,
-    select,
-    type_coerce,
-    union_all,
-)
+from sqlalchemy import JSON, Column, Integer, Table, Text, bindparam, cast, func, select, type_coerce
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, NoSuchTableError
+from sqlalchemy.exc import NoSuchTableError
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..errors import CtxPrecError
-from .engine import is_sqlite_decode_error, sqlite_strict_text, stream_batches
+from .dialects import Dialect, dialect_of
+from .dialects.reads import TimeMode
+from .engine import stream_batches
 from .identifiers import split_table_name, validate_identifier
 from .reflect import reflect_table, table_names
-from .sqlite_time import sqlite_instant, sqlite_instant_general
 
 __all__ = [
     "SourceTableError",
@@ -70,11 +58,7 @@ __all__ = [
     "read_chunk_rows",
     "count_null_ids",
     "count_unpartitioned",
-    "sqlite_instant",
-    "sqlite_instant_general",
 ]
-
-TimeMode = Literal["sqlite_text", "naive", "aware", "date", "text"]
 
 _PARTITION = re.compile(r"\d{4}-\d{2}-\d{2}")
 _CANONICAL_INT = re.compile(r"-?(0|[1-9]\d*)")
@@ -134,6 +118,10 @@ class SourceTable:
     columns: Mapping[str, Column]  # logical name ("input", "turns", ...) -> reflected column
     time_mode: TimeMode
     integer_ids: bool
+    #: the warehouse family it is read through
+    dialect: Dialect = field(default_factory=Dialect, compare=False, repr=False)
+    #: the Python type of the id column's values (None: unknown); bounds given as text get it
+    id_type: type | None = None
     #: ``read_chunk_rows``'s statements by (partition key, has a lower bound): built once
     _chunk_reads: dict[tuple[str, bool], Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -161,14 +149,24 @@ class SourceTable:
 
         Only canonical integer text (``"42"``, ``"-7"``) becomes an int in an INTEGER column; any
         other value is a bound the column really holds (SQLite lets an INTEGER column hold
-        ``'abc'``, ``' 7'`` or ``3.5``) and is compared as it is, never refused."""
+        ``'abc'``, ``' 7'`` or ``3.5``) and is compared as it is, never refused. Text of a float,
+        decimal or UUID column becomes that type's value (as ``str`` wrote it: exactly); a value of
+        a text column, text."""
         if value is None:
             return None
         if self.integer_ids:
             if isinstance(value, str) and _CANONICAL_INT.fullmatch(value):
                 return int(value)
             return value
-        if not self.integer_ids and not isinstance(value, str):
+        kind = self.id_type
+        if isinstance(value, str):
+            if kind in (float, Decimal, uuid.UUID):
+                try:
+                    return kind(value)
+                except (ValueError, InvalidOperation):
+                    return value  # a bound the column really holds (SQLite stores any value)
+            return value
+        if kind is None or kind is str:
             return str(value)
         return value
 
@@ -186,83 +184,18 @@ class SourceTable:
     # --- partition filter -------------------------------------------------------------------
 
     def partition_filter(self, partition_key: str, *, indexable: bool = True) -> ColumnElement[bool]:
-        """``event_time`` within the UTC day. ``indexable=False`` (SQLite) leaves out the
-        index-friendly coarse range so that a query bounded by id ranges uses the id index."""
+        """``event_time`` within the UTC day, as the family compares it. ``indexable=False``
+        leaves out the index-friendly coarse ranges a family may add (SQLite's), so that a query
+        bounded by id ranges uses the id index."""
         start, end = partition_bounds(partition_key)
-        col = self.event_time
-        if self.time_mode == "sqlite_text":
-            normalised = sqlite_instant(col)
-            precise = and_(
-                normalised >= literal(start.strftime("%Y-%m-%d %H:%M:%S"), type_=String()),
-                normalised < literal(end.strftime("%Y-%m-%d %H:%M:%S"), type_=String()),
-            )
-            if not indexable:
-                return precise
-            return and_(or_(*self.partition_ranges(partition_key)), precise)
-        if self.time_mode == "naive":
-            t = DateTime(timezone=False)
-            return and_(
-                col >= literal(start.replace(tzinfo=None), type_=t),
-                col < literal(end.replace(tzinfo=None), type_=t),
-            )
-        if self.time_mode == "aware":
-            t = DateTime(timezone=True)
-            return and_(col >= literal(start, type_=t), col < literal(end, type_=t))
-        if self.time_mode == "date":
-            return col == literal(start.date(), type_=Date())
-        text_col = type_coerce(col, String())
-        return and_(
-            text_col >= literal(start.strftime("%Y-%m-%d"), type_=String()),
-            text_col < literal(end.strftime("%Y-%m-%d"), type_=String()),
-        )
+        return self.dialect.partition_condition(self.event_time, self.time_mode, start, end, indexable=indexable)
 
     def partition_ranges(self, partition_key: str) -> list[ColumnElement[bool]]:
         """Index ranges of ``event_time`` whose union holds every row of the UTC day, each one
-        range an index scans without computing any row's instant: the SQLite text forms' three
-        coarse ranges (the day and the days around it, epoch seconds, text led by whitespace);
-        for other columns the filter itself."""
-        if self.time_mode != "sqlite_text":
-            return [self.partition_filter(partition_key)]
-        # any ISO form of a UTC instant in the day (with an offset of up to a day) sorts between
-        # these two date prefixes; epoch seconds (numbers sort before all text, and 10-digit text
-        # starts with '1') and text led by whitespace lie in two more ranges: three index ranges
-        # SQLite can scan instead of the whole table. The bounds are text no affinity can turn
-        # into numbers ('0!', not '0').
+        range an index scans without computing any row's instant (SQLite's text forms: three
+        coarse ranges; elsewhere the filter itself)."""
         start, end = partition_bounds(partition_key)
-        text_col = type_coerce(self.event_time, String())
-        lo = (start - timedelta(days=1)).strftime("%Y-%m-%d")
-        hi = (end + timedelta(days=1)).strftime("%Y-%m-%d")
-
-        def below(v: str) -> ColumnElement[bool]:
-            return text_col < literal(v, type_=String())
-
-        def at_least(v: str) -> ColumnElement[bool]:
-            return text_col >= literal(v, type_=String())
-
-        return [and_(at_least(lo), below(hi)), below("0!"), and_(at_least("1!"), below("2!"))]
-
-
-def _time_mode(engine: Engine, col: Column) -> TimeMode:
-    if engine.dialect.name == "sqlite":
-        return "sqlite_text"
-    t = col.type
-    if isinstance(t, DateTime):
-        return "aware" if getattr(t, "timezone", False) else "naive"
-    # Snowflake's timestamp types are not DateTime subclasses: TIMESTAMP_NTZ is naive (taken as
-    # UTC, like every naive timestamp), TIMESTAMP_TZ / TIMESTAMP_LTZ carry their offset
-    kind = type(t).__name__.upper()
-    if kind in ("TIMESTAMP_TZ", "TIMESTAMP_LTZ"):
-        return "aware"
-    if kind == "TIMESTAMP_NTZ":
-        return "naive"
-    if isinstance(t, Date):
-        return "date"
-    if isinstance(t, (String, Text)):
-        return "text"
-    raise SourceTableError(
-        f"column {col.name!r} of {col.table.fullname} has type {t}; event_time must be a "
-        "timestamp, timestamptz, date or ISO-8601 text column"
-    )
+        return self.dialect.partition_ranges(self.event_time, self.time_mode, start, end)
 
 
 _reflected: weakref.WeakKeyDictionary[Engine, dict[tuple, SourceTable]] = weakref.WeakKeyDictionary()
@@ -319,11 +252,21 @@ def reflect_source(
                 f"its columns are: {', '.join(c.name for c in table.columns)}; map it with {how}"
             )
         found[logical] = col
+    family = dialect_of(engine)
+    time_mode = family.time_mode(found["event_time"])
+    if time_mode is None:
+        col = found["event_time"]
+        raise SourceTableError(
+            f"column {col.name!r} of {col.table.fullname} has type {col.type}; event_time must be a "
+            "timestamp, timestamptz, date or ISO-8601 text column"
+        )
     src = SourceTable(
         table=table,
         columns=found,
-        time_mode=_time_mode(engine, found["event_time"]),
+        time_mode=time_mode,
         integer_ids=isinstance(found["id"].type, Integer),
+        dialect=family,
+        id_type=_python_type(found["id"]),
     )
     with _lock:
         _reflected.setdefault(engine, {})[cache_key] = src
@@ -332,24 +275,9 @@ def reflect_source(
 
 def iter_partition_ids(conn: Connection, src: SourceTable, partition_key: str, batch: int = 10_000) -> Iterator[Any]:
     """Stream the partition's ids in id order (server-side cursor where the driver has one)."""
-    where = [src.partition_filter(partition_key), src.id.is_not(None)]
-    if conn.dialect.name == "sqlite" and src.time_indexed:
-        # asked for the day's ids in id order, SQLite prefers walking the whole table in rowid
-        # order, every day of it, to the event-time index; sorting the day's ids instead would
-        # hold them all in the sorter's memory. So: the smallest and largest id of the day's
-        # coarse index ranges (no row's instant computed; one aggregate per range, as over their
-        # OR SQLite would collect the rowids in memory), then the ids between them in id order,
-        # filtered — for ids that grow with time, the day's rows and its neighbours' (bench/README.md,
-        # issue 16's seventh pass). Without such an index every plan is one scan of the table.
-        parts = [
-            select(func.min(src.id).label("lo"), func.max(src.id).label("hi")).where(r)
-            for r in src.partition_ranges(partition_key)
-        ]
-        each = union_all(*parts).subquery()
-        lo, hi = conn.execute(select(func.min(each.c.lo), func.max(each.c.hi))).one()
-        if lo is None:
-            return
-        where = [src.id >= lo, src.id <= hi, src.partition_filter(partition_key, indexable=False)]
+    where = dialect_of(conn).partition_id_conditions(conn, src, partition_key)
+    if where is None:
+        return
     stmt = select(src.id).where(*where).order_by(src.id)
     for part in stream_batches(conn, stmt, batch):
         for (value,) in part:
@@ -359,14 +287,7 @@ def iter_partition_ids(conn: Connection, src: SourceTable, partition_key: str, b
 def count_unpartitioned(conn: Connection, src: SourceTable) -> int:
     """Rows of the whole table in no partition: ``event_time`` NULL, or (SQLite, text columns)
     not readable as an instant. A full scan: once per run."""
-    col = src.event_time
-    cond: ColumnElement[bool]
-    if src.time_mode == "sqlite_text":
-        cond = sqlite_instant(col).is_(None)
-    elif src.time_mode == "text":
-        cond = or_(col.is_(None), ~type_coerce(col, String()).like(literal("____-__-__%", type_=String())))
-    else:
-        cond = col.is_(None)
+    cond = src.dialect.unreadable_time(src.event_time, src.time_mode)
     return int(conn.execute(select(func.count()).select_from(src.table).where(cond)).scalar_one())
 
 
@@ -391,21 +312,15 @@ def read_chunk_rows(
     params = {"upto": src.coerce_id(upto_id)}
     if after_id is not None:
         params["after"] = src.coerce_id(after_id)
-    if conn.dialect.name == "sqlite":
-        try:
-            with sqlite_strict_text(conn):
-                return _dict_rows(conn.execute(stmt, params))
-        except DBAPIError as exc:
-            if not is_sqlite_decode_error(exc):
-                raise
-        # text in some row is not valid UTF-8: read the chunk again keeping its bytes as surrogates
-        # (that row's check then names the column: "not valid UTF-8")
-    return _dict_rows(conn.execute(stmt, params))
+    return dialect_of(conn).read_rows(conn, stmt, params)
 
 
-def _dict_rows(result: Any) -> list[dict[str, Any]]:
-    names = list(result.keys())
-    return [dict(zip(names, r)) for r in result.all()]  # one fetch: iterating fetches row by row
+def _python_type(col: Column) -> type | None:
+    try:
+        kind: type = col.type.python_type
+    except NotImplementedError:
+        return None
+    return kind
 
 
 def _chunk_select(src: SourceTable, partition_key: str, bounded_below: bool) -> Any:

@@ -1,4 +1,5 @@
-"""Reads and writes on the output tables that the pipeline needs, as small functions."""
+"""Reads and writes on the output tables that the pipeline needs, as small functions; how each
+runs on a warehouse is the family's (``warehouse/dialects/``: id binding, look-ups, clean-up)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,13 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import LargeBinary, Text, and_, any_, bindparam, case, delete, exists, func, null, select, true, update
-from sqlalchemy import column as sql_column
-from sqlalchemy import table as sql_table
-from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.engine import Connection
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy import and_, case, delete, func, select, update
+from sqlalchemy.engine import Connection, Engine
 
-from ..judge.cache import key_head, key_range
 from ..scoring.consistency import node_verdict
 from ..scoring.verdicts import NodeVerdict
-from .analyze import analyze_if_grown
-from .dialects import for_dialect
-from .duckdb_write import registered_values
+from .dialects import Dialect, dialect_of
+from .dialects.reads import in_parts
 from .engine import stream_batches
 from .schema import OutputTables, readable
 from .upsert import ColumnRows, insert_ignore, upsert
@@ -37,11 +32,7 @@ __all__ = [
     "run_spend",
     "mark_interrupted_runs",
     "analyze_if_grown",
-    "IN_BATCH",
 ]
-
-#: ids / keys per ``IN (...)`` list (well under every backend's bound-parameter limit)
-IN_BATCH = 500
 
 log = logging.getLogger("ctxprec_ops.warehouse")
 
@@ -75,28 +66,6 @@ class ScoringKey:
         return out
 
 
-def _chunks(items: Sequence[Any], n: int = IN_BATCH) -> Iterable[Sequence[Any]]:
-    for i in range(0, len(items), n):
-        yield items[i : i + n]
-
-
-def _id_lists(conn: Connection, column: Any, values: Sequence[Any]) -> Iterator[ColumnElement[bool]]:
-    """``column IN values`` in pieces the backend accepts. PostgreSQL: one ``= ANY(:array)``
-    with the whole list as one text[] parameter (one statement, one bound value, whatever the
-    length: no per-value binding work in the client and one query text for the server)."""
-    if for_dialect(conn.dialect.name).in_list == "any_array":
-        if values:
-            yield column == any_(bindparam("ids", list(values), type_=ARRAY(Text())))
-        return
-    if for_dialect(conn.dialect.name).frame_write:  # DuckDB: one registered DataFrame
-        if values:
-            with registered_values(conn, values) as name:
-                yield column.in_(select(sql_column("v")).select_from(sql_table(name)))
-        return
-    for part in _chunks(list(values)):
-        yield column.in_(list(part))
-
-
 def scored_ids(conn: Connection, t: OutputTables, key: ScoringKey, log_ids: Sequence[str]) -> set[str]:
     """Which of ``log_ids`` already have a score for this configuration.
 
@@ -105,16 +74,9 @@ def scored_ids(conn: Connection, t: OutputTables, key: ScoringKey, log_ids: Sequ
     guesses that 0.5% of the rows match ``metric`` and prefers the partition index, a plan whose
     cost grows with the table (see ``analyze_if_grown`` and docs/scaling.md).
     """
-    found: set[str] = set()
-    if conn.dialect.name == "sqlite":
-        sql, params = _sqlite_key_select(conn, t.scores, key, ["log_id"], "log_id")
-        for part in _chunks(list(dict.fromkeys(log_ids))):
-            found.update(r[0] for r in _sqlite_in(conn, sql, params, part))
-        return found
-    for cond in _id_lists(conn, t.scores.c.log_id, list(dict.fromkeys(log_ids))):
-        stmt = select(t.scores.c.log_id).where(key.where(t.scores), cond)
-        found.update(r[0] for r in conn.execute(stmt))
-    return found
+    ids = list(dict.fromkeys(log_ids))
+    rows = dialect_of(conn).select_in(conn, t.scores, ["log_id"], "log_id", ids, key.fields(t.scores))
+    return {r[0] for r in rows}
 
 
 def load_judgments(
@@ -124,107 +86,12 @@ def load_judgments(
     sampled answers comes back as a ``SampledVerdict`` with its agreement. ``agreement=False``
     reads without that column (a reader of a table an older version wrote, not migrated yet).
 
-    PostgreSQL: one statement per call that probes each *question* once instead of each node:
-    the keys of one question share their first ``KEY_HEAD_BYTES`` bytes and sit next to each
-    other in the key index, so a join of the distinct heads against their key ranges
-    (``cache.key_range``) reads one index range per question (a never-judged question costs one
-    index descent that finds nothing, ~5x fewer than looking its nodes up one by one). Other
-    backends: ``IN`` lists.
+    How the cache is probed is the family's (``Dialect.cached_judgments``: ``IN`` lists, or
+    PostgreSQL's one range per question).
     """
     wanted = list(dict.fromkeys(keys))
-    out: dict[bytes, NodeVerdict] = {}
-    j = t.judgments.c
-    cols = [j.key, j.relevant, j.reason, j.agreement if agreement else null()]
-    if conn.dialect.name == "postgresql":
-        if not wanted:
-            return out
-        want = set(wanted)
-        ranges = [key_range(h) for h in sorted({key_head(k) for k in wanted})]
-        bounds = {"lo": [lo for lo, _ in ranges], "hi": [hi for _, hi in ranges]}
-        for k, relevant, reason, agreed in conn.execute(_heads_lookup(t, agreement), bounds):
-            k = bytes(k)
-            if k in want:  # the range also returns the question's other cached nodes
-                out[k] = node_verdict(0, bool(relevant), reason or "", agreed)
-        return out
-    if conn.dialect.name == "sqlite":
-        names = ["key", "relevant", "reason", "agreement" if agreement else None]
-        sql, params = _sqlite_key_select(conn, t.judgments, None, names, "key")
-        for part in _chunks(wanted):  # bytearray: bound as is (bytes go through the driver's adapter look-up)
-            for k, relevant, reason, agreed in _sqlite_in(conn, sql, params, [bytearray(k) for k in part]):
-                out[k] = node_verdict(0, bool(relevant), reason or "", agreed)
-        return out
-    for cond in _id_lists(conn, j.key, wanted):
-        for k, relevant, reason, agreed in conn.execute(select(*cols).where(cond)):
-            out[bytes(k)] = node_verdict(0, bool(relevant), reason or "", agreed)
-    return out
-
-
-def _sqlite_key_select(
-    conn: Connection, table: Any, key: ScoringKey | None, columns: Sequence[str | None], in_column: str
-) -> tuple[str, tuple[Any, ...]]:
-    """SQLite: ``SELECT columns FROM table WHERE <key's columns> = ? ... AND in_column IN`` (the
-    list follows, see ``_sqlite_in``; a ``None`` column reads NULL) and the key's parameters. The same query the Core
-    statement renders, sent as driver SQL: a chunk's 500-value ``IN`` lists otherwise cost more
-    to compile and bind in Python than SQLite takes to answer them."""
-    q = conn.dialect.identifier_preparer
-    conds, params = _sqlite_key_conds(q, table, key) if key is not None else ([], ())
-    conds.append(f"{q.quote(table.c[in_column].name)} IN")
-    cols = ", ".join("NULL" if c is None else q.quote(table.c[c].name) for c in columns)
-    return f"SELECT {cols} FROM {q.format_table(table)} WHERE {' AND '.join(conds)}", params
-
-
-def _sqlite_key_conds(q: Any, table: Any, key: ScoringKey) -> tuple[list[str], tuple[Any, ...]]:
-    """``key.where(table)`` as driver SQL: ``column = ?`` conditions and their parameters."""
-    fields = key.fields(table)
-    return [f"{q.quote(table.c[name].name)} = ?" for name, _ in fields], tuple(v for _, v in fields)
-
-
-def _sqlite_scored_failures_delete(conn: Connection, t: OutputTables, key: ScoringKey) -> tuple[str, tuple[Any, ...]]:
-    """SQLite: ``DELETE FROM failures WHERE <key> AND <a score exists for the row> AND log_id IN``
-    (the list follows, see ``_sqlite_in``) and its parameters: ``write_chunk``'s Core statement
-    as driver SQL, for the reason ``_sqlite_key_select`` gives."""
-    q = conn.dialect.identifier_preparer
-    f, s = q.format_table(t.failures), q.format_table(t.scores)
-    key_cols = ["log_id", "metric", "judge_model", "prompt_version", "source_table", "mapping"]
-    same = " AND ".join(f"sc.{q.quote(c)} = {f}.{q.quote(c)}" for c in key_cols)
-    conds, params = _sqlite_key_conds(q, t.failures, key)
-    conds.append(f"EXISTS (SELECT 1 FROM {s} AS sc WHERE {same})")
-    conds.append(f"{q.quote('log_id')} IN")
-    return f"DELETE FROM {f} WHERE {' AND '.join(conds)}", params
-
-
-def _sqlite_in(conn: Connection, sql: str, params: tuple[Any, ...], values: Sequence[Any]) -> Any:
-    """Run ``sql`` (ending in ``IN``) with ``values`` as its list."""
-    return conn.exec_driver_sql(f"{sql} ({', '.join('?' * len(values))})", (*params, *values))
-
-
-#: cached nodes read per question at most (a LIMIT that also keeps the per-question lookup a
-#: nested loop of index range scans: the planner cannot flatten a LATERAL subquery with a LIMIT)
-_NODES_PER_QUESTION = 100_000
-
-
-def _heads_lookup(t: OutputTables, agreement: bool = True) -> Any:
-    """``SELECT key, relevant, reason, agreement FROM unnest(:lo, :hi) h CROSS JOIN LATERAL
-    (SELECT ... FROM judgments WHERE key BETWEEN h.lo AND h.hi LIMIT n)``, one (lo, hi) per
-    question's key head. The plan is one index range scan per head whatever the table's
-    statistics say (a plain join, planned without statistics, became a hash join over the whole
-    table)."""
-    j = t.judgments
-    binary = ARRAY(LargeBinary())
-    h = (
-        func.unnest(bindparam("lo", type_=binary), bindparam("hi", type_=binary))
-        .table_valued("lo", "hi")
-        .render_derived(name="h")
-    )
-    agreed = j.c.agreement if agreement else null().label("agreement")
-    per_head = (
-        select(j.c.key, j.c.relevant, j.c.reason, agreed)
-        .where(j.c.key >= h.c.lo, j.c.key <= h.c.hi)
-        .limit(_NODES_PER_QUESTION)
-        .lateral("j")
-    )
-    p = per_head.c
-    return select(p.key, p.relevant, p.reason, p.agreement).select_from(h).join(per_head, true())
+    found = dialect_of(conn).cached_judgments(conn, t.judgments, wanted, agreement=agreement)
+    return {k: node_verdict(0, bool(relevant), reason or "", agreed) for k, relevant, reason, agreed in found}
 
 
 def write_chunk(
@@ -247,28 +114,15 @@ def write_chunk(
     upsert(conn, t.scores, scores, native=native)
     upsert(conn, t.failures, failures, native=native)
     insert_ignore(conn, t.judgments, judgments, native=native)
-    s, f = t.scores, t.failures
-    if conn.dialect.name == "sqlite" and native is not False:
-        sql, params = _sqlite_scored_failures_delete(conn, t, key)
-        for part in _chunks(list(dict.fromkeys(log_ids))):
-            _sqlite_in(conn, sql, params, part)
-        return
-    scored = exists().where(
-        s.c.log_id == f.c.log_id,
-        s.c.metric == f.c.metric,
-        s.c.judge_model == f.c.judge_model,
-        s.c.prompt_version == f.c.prompt_version,
-        s.c.source_table == f.c.source_table,
-        s.c.mapping == f.c.mapping,
-    )
-    for cond in _id_lists(conn, f.c.log_id, list(dict.fromkeys(log_ids))):
-        conn.execute(delete(f).where(key.where(f), cond, scored))
+    family = Dialect() if native is False else dialect_of(conn)
+    ids = list(dict.fromkeys(log_ids))
+    family.delete_scored_failures(conn, t.failures, t.scores, key.fields(t.failures), ids)
 
 
 def delete_failures(conn: Connection, t: OutputTables, key: ScoringKey, log_ids: Sequence[str]) -> None:
     """Delete the failure records of ``log_ids`` (rows outside this run's sample)."""
     f = t.failures
-    for part in _chunks(list(log_ids)):
+    for part in in_parts(list(log_ids)):
         conn.execute(delete(f).where(key.where(f), f.c.log_id.in_(list(part))))
 
 
@@ -280,7 +134,7 @@ def partition_scores(
     Consume it while ``conn`` is open."""
     import numpy as np
 
-    scores = readable(conn.dialect.name, t.scores)
+    scores = readable(conn, t.scores)
     c = scores.c
     stmt = select(c.score).where(key.where(scores), c.partition_key == partition_key).order_by(c.score)
     for part in stream_batches(conn, stmt, batch):
@@ -292,7 +146,7 @@ def partition_counts(
 ) -> dict[str, Any]:
     """Counts over the partition's scores: total, passed, and those that cost no judge call in
     this run (scored by an earlier run, or answered entirely from the judgment cache)."""
-    scores = readable(conn.dialect.name, t.scores)
+    scores = readable(conn, t.scores)
     c = scores.c
     cached = case(
         (c.run_id != run_id, 1),
@@ -309,7 +163,7 @@ def partition_counts(
 
 def failure_counts(conn: Connection, t: OutputTables, key: ScoringKey, partition_key: str) -> dict[str, int]:
     """``{error_type: rows}`` of the partition's failure records."""
-    failures = readable(conn.dialect.name, t.failures)
+    failures = readable(conn, t.failures)
     c = failures.c
     stmt = (
         select(c.error_type, func.count())
@@ -342,6 +196,13 @@ def run_spend(
         "cost": None if (n_unknown or 0) > 0 else float(cost or 0.0),
         "judge_calls": int(calls or 0),
     }
+
+
+def analyze_if_grown(engine: Engine, t: OutputTables, written: dict[str, int]) -> list[str]:
+    """Refresh the planner statistics of output tables this process has grown (``written``:
+    table name -> rows), where the family keeps any (PostgreSQL: ``ANALYZE`` a table whose
+    statistics describe less than a quarter of it; docs/scaling.md); returns the tables analyzed."""
+    return dialect_of(engine).analyze_if_grown(engine, t, written)
 
 
 def mark_interrupted_runs(

@@ -13,8 +13,20 @@ from typing import Any
 from sqlalchemy import JSON, Table
 
 from ..json_text import JSONText
+from .types import stored_type
 
-__all__ = ["BATCH", "ColumnRows"]
+__all__ = [
+    "BATCH",
+    "ColumnRows",
+    "key_columns",
+    "keys_and_columns",
+    "batches",
+    "dedupe",
+    "column_processor",
+    "bind_processors",
+    "decoded",
+    "bind_values",
+]
 
 #: rows per statement of the generic and native non-SQLite paths (keeps parameter counts and memory bounded)
 BATCH = 500
@@ -40,14 +52,14 @@ class ColumnRows:
         return [dict(zip(names, (*values, *shared))) for values in zip(*self.columns.values())]
 
 
-def _key_columns(table: Table) -> list[str]:
+def key_columns(table: Table) -> list[str]:
     return [c.name for c in table.primary_key.columns]
 
 
-def _keys_and_columns(table: Table, rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[str]]:
+def keys_and_columns(table: Table, rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[str]]:
     """The table's key columns and the rows' columns (every row carries the same keys); a row
     without a key column is refused."""
-    keys = _key_columns(table)
+    keys = key_columns(table)
     cols = list(rows[0].keys())
     missing = [k for k in keys if k not in cols]
     if missing:
@@ -55,12 +67,12 @@ def _keys_and_columns(table: Table, rows: Sequence[dict[str, Any]]) -> tuple[lis
     return keys, cols
 
 
-def _batches(rows: Sequence[dict[str, Any]]) -> Iterable[Sequence[dict[str, Any]]]:
+def batches(rows: Sequence[dict[str, Any]]) -> Iterable[Sequence[dict[str, Any]]]:
     for i in range(0, len(rows), BATCH):
         yield rows[i : i + BATCH]
 
 
-def _dedupe(rows: Sequence[dict[str, Any]], keys: list[str], *, ordered: bool = True) -> list[dict[str, Any]]:
+def dedupe(rows: Sequence[dict[str, Any]], keys: list[str], *, ordered: bool = True) -> list[dict[str, Any]]:
     """Last row wins per key (PostgreSQL refuses to touch one row twice in one statement), in
     key order: concurrent writers then lock rows in the same order and cannot deadlock.
     (SQLite locks the whole database per write transaction: ``ordered=False`` skips the sort.)"""
@@ -73,17 +85,17 @@ def _dedupe(rows: Sequence[dict[str, Any]], keys: list[str], *, ordered: bool = 
     return [by_key[k] for k in sorted(by_key)]
 
 
-def _processor(table: Table, column: str, dialect: Any) -> Any:
+def column_processor(table: Table, column: str, dialect: Any) -> Any:
     return table.c[column].type.dialect_impl(dialect).bind_processor(dialect)
 
 
-def _bind_processors(table: Table, cols: Sequence[str], dialect: Any) -> list[Any]:
+def bind_processors(table: Table, cols: Sequence[str], dialect: Any) -> list[Any]:
     """The columns' own bind processors (the values SQLAlchemy would store); a JSON column's
     passes ``JSONText`` (JSON serialized already) through as it is."""
     procs = []
     for c in cols:
-        proc = _processor(table, c, dialect)
-        if proc is not None and isinstance(table.c[c].type, JSON):
+        proc = column_processor(table, c, dialect)
+        if proc is not None and isinstance(stored_type(table.c[c].type, dialect), JSON):
             proc = _passing_json_text(proc)
         procs.append(proc)
     return procs
@@ -96,7 +108,7 @@ def _passing_json_text(proc: Any) -> Any:
     return process
 
 
-def _decoded(rows: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
+def decoded(rows: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
     """Rows for a write path that binds through SQLAlchemy: ``JSONText`` values decoded again."""
     first = rows[0] if rows else {}
     cols = [c for c, v in first.items() if type(v) is JSONText]
@@ -105,7 +117,7 @@ def _decoded(rows: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
     return [{**r, **{c: json.loads(r[c]) if type(r[c]) is JSONText else r[c] for c in cols}} for r in rows]
 
 
-def _bind_values(values: list[Any], process: Any) -> list[Any]:
+def bind_values(values: list[Any], process: Any) -> list[Any]:
     """One column's values through its bind processor; a column holding the same object in
     every row (a chunk's timestamp) is processed once. Identity, not equality: ``1 == True``
     but a JSON column stores them differently."""

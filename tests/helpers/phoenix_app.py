@@ -36,14 +36,18 @@ def main() -> int:
     ids = []
     for n, (query, documents, answer) in enumerate(cases):
         at = int((noon + timedelta(seconds=n)).timestamp() * 1e9)
-        with tracer.start_as_current_span("rag", start_time=at, attributes=get_span_kind_attributes("chain")):
-            with tracer.start_as_current_span("retrieve", start_time=at + 1000) as span:
+        ms = 1_000_000
+        with tracer.start_as_current_span(
+            "rag", start_time=at, attributes=get_span_kind_attributes("chain"), end_on_exit=False
+        ) as root:
+            with tracer.start_as_current_span("retrieve", start_time=at + ms, end_on_exit=False) as span:
                 span.set_attributes(get_span_kind_attributes("retriever"))
                 span.set_attributes(get_input_attributes(query))
                 docs = [{"content": text, "id": f"doc-{n}-{i}"} for i, text in enumerate(documents)]
                 span.set_attributes(get_retriever_attributes(documents=docs))
                 ids.append(format(span.get_span_context().span_id, "016x"))
-            with tracer.start_as_current_span("llm", start_time=at + 2000) as span:
+                span.end(end_time=at + 40 * ms)
+            with tracer.start_as_current_span("llm", start_time=at + 41 * ms, end_on_exit=False) as span:
                 span.set_attributes(get_span_kind_attributes("llm"))
                 span.set_attributes(
                     get_llm_attributes(
@@ -52,6 +56,8 @@ def main() -> int:
                         output_messages=[{"role": "assistant", "content": answer}],
                     )
                 )
+                span.end(end_time=at + 900 * ms)
+            root.end(end_time=at + 905 * ms)
     provider.force_flush()
     print(json.dumps(ids))
     return 0

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ...config import default_judge_name
 from ...errors import JudgeConfigurationError
+from .. import defaults
 from .base import CustomModelJudge, JudgeModel
 from .lexical import LexicalJudge
 from .openai_judge import OpenAIJudge
@@ -16,20 +16,21 @@ def make_judge(
     *,
     base_url: str | None = None,
     api_key: str | None = None,
-    timeout: float = 60.0,
+    timeout: float = defaults.JUDGE_TIMEOUT,
     **kwargs,
 ) -> JudgeModel:
     """A judge from a name: ``"lexical"`` or an OpenAI-compatible model name.
 
-    ``None`` reads ``CTXPREC_JUDGE`` (default ``gpt-4o-mini`` when ``OPENAI_API_KEY`` is set,
-    else ``lexical``). A ``JudgeModel`` instance is returned as is.
+    ``None``: the configured default judge (``defaults.configured_judge``: ``CTXPREC_JUDGE``, else
+    ``gpt-4o-mini`` when ``OPENAI_API_KEY`` is set, else ``lexical``). A ``JudgeModel`` instance is
+    returned as is.
     """
     if isinstance(name, JudgeModel):
         return name
     if not isinstance(name, str) and name is not None and CustomModelJudge.fits(name):
         return CustomModelJudge(name)  # a deepeval-style custom model (e.g. a DeepEvalBaseLLM)
     if name is None:
-        name = default_judge_name()
+        name = defaults.configured_judge()
     if not isinstance(name, str) or not name.strip():
         raise JudgeConfigurationError(
             f"model must be a model name, 'lexical', a JudgeModel or a deepeval-style model (get_model_name, "

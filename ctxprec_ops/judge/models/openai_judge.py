@@ -26,13 +26,24 @@ from ...errors import InvalidTestCaseError, JudgeConfigurationError, JudgeReques
 from ...scoring.consistency import DEFAULT_SAMPLE_TEMPERATURE
 from ...scoring.verdicts import YES_NO_SCHEMA, JudgeAnswer, YesNoAnswer
 from ...secrets import register_secret
+from .. import defaults
 from ..pricing import cost_of
 from ..retry import TransientJudgeError
 from .base import ChoicesUnsupportedError, Generation, JudgeModel
 from .capped_http import DEFAULT_MAX_RESPONSE_BYTES, capped_async_client
 from .names import reads_images, validate_judge_name
 
-__all__ = ["OpenAIJudge", "JUDGE_ANSWER_SCHEMA"]
+__all__ = ["OpenAIJudge", "JUDGE_ANSWER_SCHEMA", "JudgeCallTimeoutError"]
+
+
+class JudgeCallTimeoutError(TimeoutError):
+    """A judge call did not end within its deadline (``timeout`` seconds for the whole call,
+    answer included): a transient fault, retried, and counted by the circuit breaker as a timeout."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the judge call did not finish within its deadline of {seconds:g} s")
+        self.seconds = seconds
+
 
 StructuredMode = Literal["json_schema", "json_object", "none"]
 
@@ -111,21 +122,6 @@ def message_content(prompt: str) -> Any:
     return parts() if callable(parts) else prompt
 
 
-def _multimodal(model: str, given: bool | None) -> bool:
-    if given is not None:
-        return bool(given)
-    import os
-
-    flag = os.environ.get("CTXPREC_JUDGE_MULTIMODAL", "").strip().lower()
-    if flag in ("1", "true", "yes"):
-        return True
-    if flag in ("0", "false", "no"):
-        return False
-    if flag:
-        raise JudgeConfigurationError(f"CTXPREC_JUDGE_MULTIMODAL must be 1/true/yes or 0/false/no, got {flag!r}")
-    return reads_images(model)
-
-
 class OpenAIJudge(JudgeModel):
     """LLM judge over the chat-completions protocol.
 
@@ -136,11 +132,11 @@ class OpenAIJudge(JudgeModel):
 
     def __init__(
         self,
-        model: str = "gpt-4o-mini",
+        model: str = defaults.LLM_JUDGE,
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        timeout: float = 60.0,
+        timeout: float = defaults.JUDGE_TIMEOUT,
         azure_endpoint: str | None = None,
         api_version: str | None = None,
         structured_output: StructuredMode | Literal["auto"] = "auto",
@@ -153,9 +149,9 @@ class OpenAIJudge(JudgeModel):
     ) -> None:
         validate_judge_name(model)
         self.model = model
-        #: whether the model reads images: ``multimodal`` when given, else ``CTXPREC_JUDGE_MULTIMODAL``
-        #: (1/true/yes, 0/false/no) when set, else by the model name (``names.reads_images``)
-        self.multimodal = _multimodal(model, multimodal)
+        #: whether the model reads images: ``multimodal`` when given (``CTXPREC_JUDGE_MULTIMODAL``
+        #: through the pipeline), else by the model name (``names.reads_images``)
+        self.multimodal = reads_images(model) if multimodal is None else bool(multimodal)
         self.base_url = base_url
         self._api_key = api_key
         register_secret(api_key)
@@ -189,13 +185,19 @@ class OpenAIJudge(JudgeModel):
         return self.model
 
     @property
-    def endpoint(self) -> str:
-        """The URL requests go to (for messages; the circuit breaker strips any credentials)."""
-        import os
-
+    def endpoint(self) -> str | None:
+        """The URL requests go to (for messages; the circuit breaker strips any credentials): the
+        configured one, else the one this loop's client chose (the openai client reads
+        ``OPENAI_BASE_URL`` itself), else None before any client exists."""
         if self.azure_endpoint:
             return self.azure_endpoint
-        return self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        if self.base_url:
+            return self.base_url
+        try:
+            client = self._clients.get(asyncio.get_running_loop())
+        except RuntimeError:  # no running loop: no client to ask
+            client = None
+        return str(client.base_url).rstrip("/") if client is not None else None
 
     # -- client per event loop (an httpx pool cannot outlive the loop it was made in) --------
     def _client(self) -> Any:
@@ -300,8 +302,13 @@ class OpenAIJudge(JudgeModel):
                 # JSON schema costs more CPU per call than the rest of the request building
                 kwargs["extra_body"] = {"response_format": fmt}
             try:
-                raw = await client.chat.completions.with_raw_response.create(**kwargs)
-                resp = raw.parse()
+                # ``timeout`` is the whole call's deadline: the client's own timeout is per read,
+                # so an endpoint trickling its answer a few bytes at a time would never hit it
+                async with asyncio.timeout(self.timeout):
+                    raw = await client.chat.completions.with_raw_response.create(**kwargs)
+                    resp = raw.parse()
+            except TimeoutError:
+                raise JudgeCallTimeoutError(self.timeout) from None
             except openai.BadRequestError as exc:
                 # endpoint capabilities: step down and ask again (not a retry of a fault)
                 if fmt is not None and _mentions(exc, "response_format", "json_schema", "json_object", "structured"):

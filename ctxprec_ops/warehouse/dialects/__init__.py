@@ -1,98 +1,180 @@
-"""The store's dialect registry (issue 30.2): what differs between database families, in one
-place per family, so adding a dialect means adding one module here and one line in ``_MODULES``.
+"""Warehouse families: one class per warehouse, found by its SQLAlchemy dialect name.
 
-``for_dialect(name)`` returns the family's :class:`Dialect`. A name no module claims gets the
-generic family, with a warning that names the dialect. What each family declares: the facts the write path,
-the claims, the reflection and the DDL branch on.
+``for_dialect(name)`` (or ``dialect_of(engine_or_connection)``) returns the family's
+:class:`Dialect` instance; the core calls its methods and reads its capabilities, and never
+branches on a dialect's name. Where a class comes from, later entries winning:
+
+1. the families shipped here: each module of this package whose ``Dialect`` subclass declares the
+   SQLAlchemy names it serves (``names``: SQLite, PostgreSQL, MySQL/MariaDB, DuckDB, Snowflake),
+   so a source checkout works without installed metadata (``built_in()``);
+2. the entry points of group ``ctxprec_ops.dialects`` (name: the SQLAlchemy dialect name, value:
+   ``module:Class``), this package's own (the same families) and any other distribution's — a
+   warehouse ships as one module (or an extra package) declaring one;
+3. ``register_dialect(name, cls)`` at run time.
+
+A name none of them claims gets the base class, :class:`Dialect`, the generic path (per-row
+update-then-insert, expanding binds, no claims), with a warning that names the dialect.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from functools import cache
-from typing import Any, Literal
+import pkgutil
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from .base import Dialect, Lineage
+
+__all__ = [
+    "Dialect",
+    "Lineage",
+    "ENTRY_POINT_GROUP",
+    "built_in",
+    "for_dialect",
+    "dialect_of",
+    "dialect_class",
+    "register_dialect",
+    "registered_names",
+    "reload_entry_points",
+    "lineage",
+]
 
 log = logging.getLogger(__name__)
 
+ENTRY_POINT_GROUP = "ctxprec_ops.dialects"
 
-#: a family's native insert-or-update: (table, key columns, columns to update) -> the statement;
-#: with no columns to update it leaves an existing row as it is
-NativeInsert = Callable[[Any, list[str], list[str]], Any]
+#: URL schemes that are another spelling of a family's dialect name (``postgres://``)
+_ALIASES = {"postgres": "postgresql"}
+#: the distribution whose entry points are the built-ins (any other one's override them)
+_OWN_DISTRIBUTION = "ctxprec-ops"
 
-
-def on_conflict(insert: Callable[[Any], Any]) -> NativeInsert:
-    """The ``INSERT ... ON CONFLICT (keys) DO UPDATE / DO NOTHING`` builder for a dialect's
-    ``insert`` construct (SQLite's and PostgreSQL's take the same arguments)."""
-
-    def build(table: Any, keys: list[str], others: list[str]) -> Any:
-        stmt = insert(table)
-        if others:
-            return stmt.on_conflict_do_update(index_elements=keys, set_={c: stmt.excluded[c] for c in others})
-        return stmt.on_conflict_do_nothing(index_elements=keys)
-
-    return build
+_lock = threading.Lock()
+_runtime: dict[str, type[Dialect]] = {}
+_entry_points: dict[str, Any] | None = None
+_built_in: dict[str, type[Dialect]] | None = None
+_instances: dict[str, Dialect] = {}
+#: name -> its class (None: no family claims it), as looked up so far
+_classes: dict[str, type[Dialect] | None] = {}
+_warned: set[str] = set()
 
 
-@dataclass(frozen=True)
-class Dialect:
-    """One dialect family's strategies."""
-
-    name: str
-    # the native INSERT ... ON CONFLICT (or the family's equivalent); None: the generic path
-    native_insert: NativeInsert | None
-    # how a list of ids is bound in reads: "any_array" (= ANY(:ids), PostgreSQL) or "expanding"
-    in_list: Literal["any_array", "expanding"]
-    # how chunk claims are held (``warehouse/claims.py``): "advisory" (PostgreSQL session locks),
-    # "named_lock" (MySQL's GET_LOCK, also held by the session), "lease" (a row of the
-    # ctxprec_claims table renewed while held, ``warehouse/lease_claims.py``: DuckDB, Snowflake)
-    # or "none" (every claim succeeds: SQLite's one writer)
-    claims: Literal["advisory", "named_lock", "lease", "none"]
-    # keyword arguments for ``create_engine`` (``warehouse/engine.py``)
-    engine_options: Mapping[str, Any] = field(default_factory=dict)
-    # how tables are read (``warehouse/reflect.py``): SQLAlchemy's inspector, or
-    # ``information_schema`` where the dialect's inspector fails (duckdb-engine)
-    reflection: Literal["inspector", "information_schema"] = "inspector"
-    # whether the output tables get their secondary indexes (``schema.py``): not on Snowflake
-    # (standard tables take none) nor DuckDB (zone maps instead; ON CONFLICT cannot update an
-    # indexed column there)
-    secondary_indexes: bool = True
-    # whether the database enforces primary keys; where it does not (Snowflake, BigQuery, ...),
-    # the writer dedupes and MERGEs, and readers keep the latest row of a key
-    keys_enforced: bool = True
-    # the MERGE family (``warehouse/merge_write.py``): stage the chunk in a temporary table, then
-    # one MERGE; taken instead of ``native_insert``
-    merge: bool = False
-    # whether writes go as a registered DataFrame scanned by one INSERT ... SELECT ... ON CONFLICT
-    # (``warehouse/duckdb_write.py``): DuckDB runs an executemany as one statement per row
-    frame_write: bool = False
-    # whether an error is a write conflict with a concurrent transaction that the same
-    # (idempotent) write transaction, run again, gets past (DuckDB's optimistic concurrency)
-    write_conflict: Callable[[BaseException], bool] | None = None
-
-    @property
-    def native_upsert(self) -> bool:
-        return self.native_insert is not None or self.merge or self.frame_write
+def built_in() -> Mapping[str, type[Dialect]]:
+    """SQLAlchemy dialect name -> the family shipped in this package that declares it (``names``
+    of a ``Dialect`` subclass defined in one of this package's modules), read once."""
+    global _built_in
+    if _built_in is None:
+        found: dict[str, type[Dialect]] = {}
+        for info in pkgutil.iter_modules(__path__, prefix=f"{__name__}."):
+            module = importlib.import_module(info.name)
+            for obj in vars(module).values():
+                if isinstance(obj, type) and issubclass(obj, Dialect) and obj.__module__ == module.__name__:
+                    found.update(dict.fromkeys(obj.names, obj))
+        _built_in = found
+    return _built_in
 
 
-# dialect name (SQLAlchemy's ``dialect.name``) -> the module under this package defining DIALECT
-_MODULES = {
-    "sqlite": "sqlite",
-    "postgresql": "postgresql",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-    "duckdb": "duckdb",
-    "snowflake": "snowflake",
-}
+def _declared() -> dict[str, Any]:
+    """The group's entry points by name (read once): another distribution's wins over this
+    package's own declaration of the same name."""
+    global _entry_points
+    if _entry_points is None:
+        from importlib.metadata import entry_points
+
+        found: dict[str, Any] = {}
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            dist = getattr(getattr(ep, "dist", None), "name", None) or ""
+            held = found.get(ep.name)
+            if held is not None:
+                held_dist = getattr(getattr(held, "dist", None), "name", None) or ""
+                if held_dist != _OWN_DISTRIBUTION and dist != _OWN_DISTRIBUTION:
+                    log.warning(
+                        "warehouse dialect %r is declared by %s and %s: using %s's",
+                        ep.name,
+                        held_dist,
+                        dist,
+                        held_dist,
+                    )
+                if dist == _OWN_DISTRIBUTION:
+                    continue
+            found[ep.name] = ep
+        _entry_points = found
+    return _entry_points
 
 
-@cache
+def dialect_class(name: str) -> type[Dialect] | None:
+    """The class registered for the SQLAlchemy dialect ``name``, or None (no family claims it)."""
+    name = _ALIASES.get(name, name)
+    if name in _classes:
+        return _classes[name]
+    cls = _runtime.get(name)
+    if cls is None:
+        ep = _declared().get(name)
+        if ep is not None:
+            cls = ep.load()
+            if not (isinstance(cls, type) and issubclass(cls, Dialect)):
+                raise TypeError(f"entry point {ep.name} = {ep.value} ({ENTRY_POINT_GROUP}) is not a Dialect subclass")
+        else:
+            cls = built_in().get(name)
+    _classes[name] = cls
+    return cls
+
+
+def register_dialect(name: str, cls: type[Dialect]) -> None:
+    """Register ``cls`` for the SQLAlchemy dialect ``name`` in this process (over any built-in or
+    entry point of that name)."""
+    if not (isinstance(cls, type) and issubclass(cls, Dialect)):
+        raise TypeError(f"{cls!r} is not a Dialect subclass")
+    with _lock:
+        _runtime[name] = cls
+        _instances.pop(name, None)
+        _classes.pop(name, None)
+
+
+def reload_entry_points() -> None:
+    """Read the entry points again at the next look-up (a distribution installed while the process
+    runs) and forget the families found so far (those ``register_dialect`` set stay)."""
+    global _entry_points
+    with _lock:
+        _entry_points = None
+        _instances.clear()
+        _classes.clear()
+        _warned.clear()
+
+
 def for_dialect(name: str) -> Dialect:
-    module = _MODULES.get(name)
-    if module is None:
-        log.warning("warehouse dialect %r has no dedicated support: using the generic path", name)
-        module = "generic"
-    found: Dialect = importlib.import_module(f"{__name__}.{module}").DIALECT
+    """The family of the SQLAlchemy dialect ``name`` (one instance per name and process)."""
+    found = _instances.get(name)
+    if found is not None:
+        return found
+    with _lock:
+        found = _instances.get(name)
+        if found is None:
+            cls = dialect_class(name)
+            if cls is None:
+                if name not in _warned:
+                    _warned.add(name)
+                    log.warning("warehouse dialect %r has no dedicated support: using the generic path", name)
+                cls = Dialect
+            found = _instances[name] = cls(name)
     return found
+
+
+def dialect_of(bind: Any) -> Dialect:
+    """The family of an ``Engine`` or ``Connection`` (anything with ``.dialect.name``)."""
+    return for_dialect(bind.dialect.name)
+
+
+def registered_names() -> Iterator[str]:
+    """Every dialect name a family is registered for (built-in, entry point, run time), sorted."""
+    yield from sorted({*built_in(), *_declared(), *_runtime})
+
+
+def lineage(url: Any, table: str) -> Lineage:
+    """Where ``table`` of the warehouse at ``url`` (a SQLAlchemy ``URL``) lives, credential-free,
+    as its family names it for OpenLineage and Airflow assets (a dialect without a family: the
+    generic form, without a warning)."""
+    name = url.get_backend_name()
+    cls = dialect_class(name) or Dialect
+    return cls(_ALIASES.get(name, name)).lineage(url, table)

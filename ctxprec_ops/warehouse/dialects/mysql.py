@@ -1,31 +1,125 @@
-"""MySQL / MariaDB: INSERT ... ON DUPLICATE KEY UPDATE, expanding IN binds, GET_LOCK claims,
-READ COMMITTED."""
+"""MySQL / MariaDB: ``INSERT ... ON DUPLICATE KEY UPDATE`` in executemany batches, expanding ``IN``
+binds, named locks (``GET_LOCK``) as chunk claims, READ COMMITTED, sessions in UTC, key text
+compared byte for byte (binary collations)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from ctxprec_ops.warehouse.dialects import Dialect
+from sqlalchemy import Table, func, select, text
+from sqlalchemy.dialects.mysql import TEXT, VARCHAR, insert
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.types import TypeEngine
+
+from ..types import stored_type
+from .base import Dialect
+
+__all__ = ["MySQLDialect"]
+
+#: seconds a waiting claim waits (GET_LOCK has no portable "forever": a year is)
+_WAIT_FOREVER = 365 * 24 * 3600
+#: the character set and binary collation of key text (and of machine-made ASCII key text)
+_TEXT = ("utf8mb4", "utf8mb4_bin")
+_ASCII = ("ascii", "ascii_bin")
 
 
-def native_insert(table: Any, keys: list[str], others: list[str]) -> Any:
-    """``ON DUPLICATE KEY UPDATE``; an insert that leaves existing rows alone updates a key column
-    to itself (``INSERT IGNORE`` would also turn strict mode's errors into warnings)."""
-    from sqlalchemy.dialects.mysql import insert
-
-    stmt = insert(table)
-    if others:
-        return stmt.on_duplicate_key_update({c: stmt.inserted[c] for c in others})
-    return stmt.on_duplicate_key_update({keys[0]: table.c[keys[0]]})
-
-
-DIALECT = Dialect(
-    name="mysql",
-    native_insert=native_insert,
-    in_list="expanding",
-    claims="named_lock",
+class MySQLDialect(Dialect):
+    names = ("mysql", "mariadb")
+    family = "MySQL / MariaDB"
+    write_path = (
+        "`INSERT … ON DUPLICATE KEY UPDATE`, one executemany per 500 rows; insert-if-absent updates a "
+        "key column to itself"
+    )
+    native_upsert = True
+    claims = "named_lock"
+    # the server's (or the session's) time zone would otherwise shift every TIMESTAMP column, and
+    # the partition bounds compared with it, away from UTC ('+00:00' needs no time zone tables)
+    utc_session = ("SET time_zone = '+00:00'",)
     # InnoDB's default REPEATABLE READ takes gap locks on every searched range: two runs writing
     # their own run rows and chunks then deadlock on each other's gaps. READ COMMITTED
     # (PostgreSQL's default, which the write path is built for) takes none.
-    engine_options={"isolation_level": "READ COMMITTED"},
-)
+    engine_options = {"isolation_level": "READ COMMITTED"}
+
+    @contextmanager
+    def chunk_claim(
+        self, engine: Engine, name: str, key: int, *, wait: bool, schema: str | None, lease: float | None
+    ) -> Iterator[bool]:
+        """The server's named lock (``GET_LOCK`` / ``RELEASE_LOCK``), held by a session of its own
+        like PostgreSQL's advisory locks; the name is the key in hex, well under the 64-character
+        limit."""
+        lock = f"ctxprec:{key & (2**64 - 1):016x}"
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            got = conn.execute(select(func.get_lock(lock, _WAIT_FOREVER if wait else 0))).scalar_one() == 1
+            try:
+                yield got
+            finally:
+                if got:
+                    conn.execute(select(func.release_lock(lock)))
+
+    # --- tables: utf8mb4 counts 4 bytes a character and InnoDB caps a key at 3,072 bytes ---------
+    # ctxprec_scores' key: log_id 255 + source_table 255 + judge_model 112 + prompt_version 64 +
+    # metric 64 (x 4 bytes) + mapping 16 (ASCII) = 3,016 bytes; ctxprec_segments' adds the
+    # partition key, 10 ASCII bytes: 3,026 (docs/warehouses.md)
+
+    def key_text_type(self, length: int | None) -> TypeEngine[Any]:
+        charset, collation = _TEXT
+        return VARCHAR(255 if length is None else length, charset=charset, collation=collation)
+
+    def exact_text_type(self) -> TypeEngine[Any]:
+        charset, collation = _TEXT
+        return TEXT(charset=charset, collation=collation)
+
+    def key_code_type(self, length: int) -> TypeEngine[Any]:
+        charset, collation = _ASCII
+        return VARCHAR(length, charset=charset, collation=collation)
+
+    def model_name_type(self) -> TypeEngine[Any]:
+        charset, collation = _TEXT
+        return VARCHAR(112, charset=charset, collation=collation)
+
+    def migrate_table(self, conn: Connection, table: Table) -> list[str]:
+        """Key text of a table an older version created compares as the server's default
+        collation does (case- and accent-insensitive: ``abc``, ``ABC`` and ``Abc`` were one key):
+        give each such column the declared character set and binary collation, its length and
+        nullability kept, in one ``ALTER TABLE``."""
+        wanted: dict[str, tuple[str, str]] = {}
+        for col in table.columns:
+            chosen = stored_type(col.type, conn.dialect)
+            charset, collation = getattr(chosen, "charset", None), getattr(chosen, "collation", None)
+            if charset and collation:
+                wanted[col.name] = (charset, collation)
+        if not wanted:
+            return []
+        rows = conn.execute(
+            text(
+                "SELECT column_name, column_type, is_nullable, collation_name FROM information_schema.columns "
+                "WHERE table_schema = COALESCE(:schema, DATABASE()) AND table_name = :name"
+            ),
+            {"schema": table.schema, "name": table.name},
+        )
+        prep = conn.dialect.identifier_preparer
+        changed, clauses = [], []
+        for name, column_type, nullable, collation in rows:
+            want = wanted.get(name)
+            if want is None or collation is None or collation == want[1]:
+                continue
+            null = "NULL" if str(nullable).upper() == "YES" else "NOT NULL"
+            clauses.append(
+                f"MODIFY COLUMN {prep.quote(name)} {column_type} CHARACTER SET {want[0]} COLLATE {want[1]} {null}"
+            )
+            changed.append(name)
+        if clauses:
+            conn.exec_driver_sql(f"ALTER TABLE {prep.format_table(table)} {', '.join(clauses)}")
+        return changed
+
+    # --- writes ----------------------------------------------------------------------------------
+
+    def native_insert(self, table: Table, keys: list[str], others: list[str]) -> Any:
+        """``ON DUPLICATE KEY UPDATE``; an insert that leaves existing rows alone updates a key
+        column to itself (``INSERT IGNORE`` would also turn strict mode's errors into warnings)."""
+        stmt = insert(table)
+        if others:
+            return stmt.on_duplicate_key_update({c: stmt.inserted[c] for c in others})
+        return stmt.on_duplicate_key_update({keys[0]: table.c[keys[0]]})

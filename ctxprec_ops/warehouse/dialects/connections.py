@@ -1,0 +1,132 @@
+"""The generic behaviour of a warehouse family around its connections: URLs, engines, sessions,
+streamed reads, write conflicts, chunk claims, planner statistics and lineage names."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Connection, Engine
+
+from .facts import Facts, Lineage
+
+__all__ = ["Connections", "dict_rows", "file_lineage", "WRITE_OPTION"]
+
+#: the execution option ``engine.write_transaction`` sets on its connection: a family whose
+#: transactions start differently for writes (SQLite's ``BEGIN IMMEDIATE``) reads it
+WRITE_OPTION = "ctxprec_write"
+
+
+def dict_rows(result: Any) -> list[dict[str, Any]]:
+    """A result's rows as dicts keyed by column label (one fetch: iterating fetches row by row)."""
+    names = list(result.keys())
+    return [dict(zip(names, r)) for r in result.all()]
+
+
+def _on_connect(statements: Sequence[str], dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    try:
+        for statement in statements:
+            cur.execute(statement)
+    finally:
+        cur.close()
+    dbapi_conn.commit()  # a SET inside the driver's implicit transaction lasts for the session
+
+
+def file_lineage(url: URL, table: str) -> Lineage:
+    """A database file's table: ``<backend>:///abs/path`` / ``table`` (Airflow writes the asset
+    URI ``<backend>:/abs/path/table``)."""
+    backend = url.get_backend_name()
+    path = url.database or ":memory:"
+    path = path if path == ":memory:" else os.path.abspath(path)
+    namespace = f"{backend}://{path}" if path.startswith("/") else f"{backend}:///{path}"
+    return Lineage(namespace, table, f"{namespace}/{table}")
+
+
+class Connections(Facts):
+    def __init__(self, name: str = "generic") -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    # --- URLs and engines ------------------------------------------------------------------------
+
+    def normalize_url(self, url: URL) -> URL:
+        """The URL the engine is made from (e.g. a default driver)."""
+        return url
+
+    def engine_arguments(self, url: URL, *, read_only: bool = False) -> dict[str, Any]:
+        """Keyword arguments for ``create_engine`` (``read_only``: only where ``opens_read_only``)."""
+        return {"pool_pre_ping": True, **self.engine_options}
+
+    def prepare_engine(self, engine: Engine, *, read_only: bool = False) -> None:
+        """Set up a new engine: every new connection runs ``utc_session`` (naive timestamps, and
+        the partition bounds compared with them, are UTC whatever the server's time zone)."""
+        if self.utc_session:
+            event.listen(engine, "connect", functools.partial(_on_connect, self.utc_session))
+
+    def session_time_zone(self) -> str:
+        """How a session is put in UTC (docs)."""
+        return "; ".join(f"`{s}` on connect" for s in self.utc_session) or "none set"
+
+    def database_file(self, url: URL) -> str | None:
+        """The file the URL names that connecting would create when missing (None: no such file)."""
+        return None
+
+    def in_memory(self, url: URL) -> bool:
+        """Whether the URL names a database only this process sees (another process opening it
+        would see its own, empty one)."""
+        return False
+
+    def release(self, engine: Engine) -> None:
+        """Close the engine's connections when the process is done with it."""
+        engine.dispose()
+
+    def read_options(self, *, snapshot: bool) -> Mapping[str, Any]:
+        """Execution options of a read transaction (``snapshot``: every statement sees one state)."""
+        if snapshot and self.snapshot_isolation:
+            return {"isolation_level": self.snapshot_isolation}
+        return {}
+
+    # --- reads and writes ------------------------------------------------------------------------
+
+    def stream_batches(self, conn: Connection, stmt: Any, batch: int) -> Iterator[Sequence[Any]]:
+        """``stmt``'s rows in batches of up to ``batch``, streamed from the cursor."""
+        yield from conn.execution_options(stream_results=True, yield_per=batch).execute(stmt).partitions()
+
+    def read_rows(self, conn: Connection, stmt: Any, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """A chunk read's rows as dicts keyed by label."""
+        return dict_rows(conn.execute(stmt, dict(params)))
+
+    def write_conflict(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is a write conflict with a concurrent transaction that the same
+        (idempotent) write transaction, run again, gets past."""
+        return False
+
+    # --- claims, statistics, lineage -------------------------------------------------------------
+
+    @contextmanager
+    def chunk_claim(
+        self, engine: Engine, name: str, key: int, *, wait: bool, schema: str | None, lease: float | None
+    ) -> Iterator[bool]:
+        """Hold the claim ``name`` (``key``: its signed 64-bit hash) for the block; yields
+        whether it was obtained. Generic: every claim succeeds at once."""
+        yield True
+
+    def analyze_if_grown(self, engine: Engine, tables: Any, written: Mapping[str, int]) -> list[str]:
+        """Refresh the planner's statistics of output tables this process has grown (``written``:
+        table name -> rows); returns the tables analyzed. Generic: nothing to do."""
+        return []
+
+    def lineage(self, url: URL, table: str) -> Lineage:
+        """``<backend>://host[:port]`` / ``database.table``; a unix-socket (or missing) host is
+        this machine, ``localhost``."""
+        host = url.host if url.host and "/" not in url.host else "localhost"
+        namespace = f"{url.get_backend_name()}://{host}" + (f":{url.port}" if url.port else "")
+        database = url.database or "default"
+        return Lineage(namespace, f"{database}.{table}", f"{namespace}/{database}/{table}")

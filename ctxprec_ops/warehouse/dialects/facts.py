@@ -1,0 +1,73 @@
+"""What a warehouse family declares as data (its capabilities), read by the core and by the
+generated capability table of docs/warehouses.md. Defaults: the generic path's."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal
+
+__all__ = ["Facts", "Lineage", "ClaimKind", "IdBinding", "Reflection"]
+
+#: how chunk claims are held: session advisory locks (PostgreSQL), named locks held by the session
+#: (MySQL's ``GET_LOCK``), a lease row renewed while held (``warehouse/lease_claims.py``), or none
+#: (every claim succeeds)
+ClaimKind = Literal["advisory", "named_lock", "lease", "none"]
+#: how a list of ids is bound in reads: ``IN`` lists of bound values, one array parameter
+#: (``= ANY(:ids)``), or a frame registered on the connection (``IN (SELECT v FROM frame)``)
+IdBinding = Literal["expanding", "any_array", "frame"]
+#: how a table's shape is read: SQLAlchemy's inspector, or ``information_schema`` queries
+Reflection = Literal["inspector", "information_schema"]
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """Where a table lives, credential-free: its OpenLineage namespace and dataset name, and the
+    URI that names it as an asset."""
+
+    namespace: str
+    name: str
+    uri: str
+
+
+class Facts:
+    """A family's capabilities (class attributes: data, not behaviour)."""
+
+    #: the SQLAlchemy dialect name this instance was found by
+    name: str
+    #: the SQLAlchemy dialect names a family shipped in this package serves (its registration)
+    names: ClassVar[tuple[str, ...]] = ()
+    #: the family's name in messages and docs
+    family: ClassVar[str] = "generic (any other SQLAlchemy dialect)"
+    #: how an insert-or-update of a chunk is written (docs)
+    write_path: ClassVar[str] = "per row: UPDATE by key, then INSERT what it did not match"
+    #: whether the write path is the family's own bulk insert-or-update (False: the generic path)
+    native_upsert: ClassVar[bool] = False
+    id_binding: ClassVar[IdBinding] = "expanding"
+    claims: ClassVar[ClaimKind] = "none"
+    #: whether the database enforces primary keys; where it does not, the writer de-duplicates
+    #: and readers keep each key's latest row
+    keys_enforced: ClassVar[bool] = True
+    #: whether the output tables get their secondary indexes
+    secondary_indexes: ClassVar[bool] = True
+    reflection: ClassVar[Reflection] = "inspector"
+    #: whether the database has grants to check before judging (a file has none)
+    has_grants: ClassVar[bool] = True
+    #: statements run on every new connection so its session works in UTC (empty: the database
+    #: has no session time zone, or it cannot be set)
+    #: whether the family opens a database read-only for read commands (``get_engine(...,
+    #: read_only=True)``): SQLite, whose file a read would otherwise write (WAL switch, checkpoint);
+    #: a server needs only SELECT rights for reading
+    opens_read_only: ClassVar[bool] = False
+    utc_session: ClassVar[tuple[str, ...]] = ()
+    #: the isolation level of a read that must see one snapshot (None: a transaction is one)
+    snapshot_isolation: ClassVar[str | None] = None
+    #: the database runs in this process and takes one writer at a time: with a judge that
+    #: answers inline, a run's reads and writes go on its event loop's own thread
+    serial_in_process: ClassVar[bool] = False
+    #: SQLite's SQL idioms work and pay off in scans: ``instr`` for a case-sensitive search (its
+    #: ``LIKE`` ignores ASCII case), ``substr`` from the end, unary ``+`` to keep an index out
+    sqlite_idioms: ClassVar[bool] = False
+    #: keyword arguments for ``create_engine``
+    engine_options: ClassVar[Mapping[str, Any]] = MappingProxyType({})

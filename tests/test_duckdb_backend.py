@@ -1,0 +1,46 @@
+"""What is particular to DuckDB (the invariants every backend shares are in
+tests/conformance/): its staged write works without pyarrow."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import sqlalchemy as sa
+
+from ctxprec_ops.pipeline import PipelineConfig, score_partition
+from ctxprec_ops.warehouse.engine import get_engine
+from tests.fixtures.warehouse_data import CountingJudge, create_logs, day_rows
+
+DAY = "2026-11-28"
+
+
+def _load(url: str, n: int = 7) -> list[dict]:
+    """A source table of ``n`` rows (retrieval context as JSON text: fakesnow has no SQLAlchemy JSON)."""
+    rows = [dict(r, retrieval_context=json.dumps(r["retrieval_context"])) for r in day_rows(n)]
+    create_logs(get_engine(url), rows, context_type=sa.Text)
+    return rows
+
+
+def test_duckdb_writes_the_same_rows_without_pyarrow(duckdb_url, tmp_path, monkeypatch):
+    """DuckDB's staged write takes pandas object columns when pyarrow is not installed (hidden
+    here): the same score and judgment rows as through Arrow."""
+    arrow_url = f"duckdb:///{tmp_path / 'arrow.duckdb'}"
+    for url in (arrow_url, duckdb_url):
+        _load(url)
+    score_partition(PipelineConfig(warehouse=arrow_url, judge=CountingJudge(), chunk_size=3), DAY)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # ``import pyarrow`` raises ImportError
+    score_partition(PipelineConfig(warehouse=duckdb_url, judge=CountingJudge(), chunk_size=3), DAY)
+
+    def rows(url: str) -> tuple[list, list]:
+        with get_engine(url).connect() as conn:
+            scores = conn.exec_driver_sql(
+                "SELECT log_id, score, success, verdicts::VARCHAR, judge_calls FROM ctxprec_scores ORDER BY log_id"
+            ).fetchall()
+            cache = conn.exec_driver_sql(
+                "SELECT key, relevant, reason, agreement FROM ctxprec_judgments ORDER BY key"
+            ).fetchall()
+        return scores, cache
+
+    assert rows(duckdb_url) == rows(arrow_url)
+    assert rows(duckdb_url)[0] and rows(duckdb_url)[1]
