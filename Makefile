@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 # stay on one worker (tests/fixtures/scheduling.py). PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= auto
 
-.PHONY: venv install demo test lint bench docs clean
+.PHONY: venv install demo test lint bench docs clean phoenix-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,7 +45,19 @@ demo: $(call stamp,$(DEMO_EXTRAS))
 # the 15 slowest tests are listed at the end. Bytecode is written even under
 # PYTHONDONTWRITEBYTECODE: the suite starts many Python processes (CLI, Airflow, Dagster), each
 # of which would otherwise compile every module it imports again.
-test: $(call stamp,$(EXTRAS))
+# Arize Phoenix for the trace-platform tests (tests/fixtures/phoenix.py): its own environment, the
+# server's dependencies are not the project's
+PHOENIX_VENV ?= .venv-phoenix
+PHOENIX_PACKAGES ?= arize-phoenix==20.26.1 arize-phoenix-otel==0.17.2 openinference-instrumentation==0.1.72
+
+$(PHOENIX_VENV)/.installed: $(BIN)/python
+	$(PYTHON) -m venv $(PHOENIX_VENV)
+	$(UV) pip install --quiet -p $(PHOENIX_VENV)/bin/python $(PHOENIX_PACKAGES)
+	@touch $@
+
+phoenix-venv: $(PHOENIX_VENV)/.installed
+
+test: $(call stamp,$(EXTRAS)) $(PHOENIX_VENV)/.installed
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 $(PYTEST_ARGS)
 
 lint: $(call stamp,$(EXTRAS))
@@ -64,7 +76,7 @@ docs: $(call stamp,$(EXTRAS))
 	$(BIN)/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .airflow $(BUILD_DIRS)
+	rm -rf $(VENV) $(PHOENIX_VENV) .pytest_cache .hypothesis .airflow $(BUILD_DIRS)
 	rm -f $(DEMO_FILES)
 
 # what building the package (`pip wheel -w dist .`, an editable install) and the docs site leave

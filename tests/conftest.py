@@ -30,6 +30,7 @@ PLUGINS = (
     "tests.fixtures.fakesnow_env",
     "tests.fixtures.duckdb_env",
     "tests.fixtures.airflow_env",
+    "tests.fixtures.phoenix",
 )
 
 pytest_plugins = [name for name in PLUGINS if importlib.util.find_spec(name) is not None]

@@ -124,6 +124,12 @@ CASES = [
     Case("baseline_partitions", 3),
     Case("volume_ratio", 0.3),
     Case("max_failure_rate", 0.4),
+    Case("phoenix_url", "http://127.0.0.1:6006"),
+    Case("phoenix_project", "rag-app", env={"CTXPREC_PHOENIX_URL": "http://127.0.0.1:6006"}),
+    Case("phoenix_api_key", "phx-test-key"),
+    Case("phoenix_document_annotation", "relevance", env={"CTXPREC_PHOENIX_URL": "http://127.0.0.1:6006"}),
+    Case("phoenix_span_annotation", "cp", env={"CTXPREC_PHOENIX_URL": "http://127.0.0.1:6006"}),
+    Case("write_back", "phoenix", env={"CTXPREC_PHOENIX_URL": "http://127.0.0.1:6006"}),
     Case("use_corrected", True),
     Case("label_set", "support-team"),
 ]
@@ -319,6 +325,9 @@ def test_the_cli_has_a_flag_for_most_run_settings():
         "judge_mode",  # --batch
         "judge_multimodal",
         "judge_timeout",
+        "phoenix_api_key",  # a secret: set by the environment, never on a command line
+        "phoenix_document_annotation",
+        "phoenix_span_annotation",
         "prices",
         "retry_initial_wait",
         "retry_max_wait",

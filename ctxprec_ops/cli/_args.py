@@ -144,6 +144,10 @@ def add_traces(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("traces (docs/traces.md)")
     for flag in ("--source-format", "--stage", "--expected-attribute", "--gold-table", "--documents-table"):
         add_flag(parser, flag, to=g)
+    p = parser.add_argument_group("Arize Phoenix (docs/phoenix.md)")
+    add_flag(parser, "--phoenix", to=p)
+    add_flag(parser, "--phoenix-project", to=p)
+    add_flag(parser, "--write-back", to=p, nargs="?", const="phoenix", metavar="phoenix")
     g.add_argument(
         "--otlp-json",
         metavar="FILE",

@@ -180,6 +180,20 @@ FLAGS: dict[str, Flag] = {
             "spans: table of document texts (id, content) for spans that record document ids only",
             "NAME",
         ),
+        _run(
+            "--phoenix",
+            "phoenix_url",
+            "an Arize Phoenix server: without --source-table, the day's retriever spans of --phoenix-project "
+            "are read from it and scored; the server --write-back annotates",
+            "URL",
+        ),
+        _run("--phoenix-project", "phoenix_project", "the Phoenix project the spans are read from", "NAME"),
+        _run(
+            "--write-back",
+            "write_back",
+            "write each scored span's node verdicts (document annotations) and score (a span annotation) back "
+            "to the --phoenix server; a failed write-back never fails the run and is sent again by the next",
+        ),
         _rule("--min-mean", "min_mean", "alert when the mean is below X", "X"),
         _rule("--min-pass-rate", "min_pass_rate", "alert when the pass rate is below X", "X"),
         _rule("--min-drop", "min_drop", "regression: smallest drop of the mean that alerts", "X"),

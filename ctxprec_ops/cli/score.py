@@ -41,6 +41,7 @@ examples:
   ctxprec score --partition 2026-11-28 --source-format openinference --source-table spans
   ctxprec score --partition 2026-11-28 --source-format openinference --stage rerank
   ctxprec score --warehouse sqlite:///traces.db --otlp-json traces.json --partition 2026-11-28
+  ctxprec score --phoenix http://localhost:6006 --phoenix-project rag-app --write-back --partition 2026-11-28
 
 Every setting without a flag comes from its CTXPREC_* variable too (docs/configuration.md), and
 OPENAI_API_KEY / OPENAI_BASE_URL configure the judge's client; flags override the variables.
@@ -146,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         console.print(run_table(summary, title=f"{config.table_name} · run {run_id}"))
         for note in config.trace_options.notes() if config.trace_options else ():
-            console.print(f"note: {note}", markup=False, highlight=False)
+            if note not in (summary.error_message or ""):  # else the run's notes below say it
+                console.print(f"note: {note}", markup=False, highlight=False)
         if summary.error_message and decide(summary).outcome is Outcome.DONE:  # else the error line says it
             console.print(f"note: {summary.error_message}", markup=False, highlight=False, soft_wrap=True)
     return _exit_code(summary)

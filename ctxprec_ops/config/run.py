@@ -58,11 +58,15 @@ def pipeline_config(s: Settings, *, _legacy: bool = True, **overrides: Any) -> P
         for name in SPAN_ONLY:
             if not s.is_override(name):
                 base.pop(name)
+    # Phoenix is the source when it is configured and no input table is (DESIGN of the faces: a
+    # table named by a flag, an argument or a variable wins; Phoenix is then only the write-back)
+    phoenix = s.phoenix_url is not None and reads_spans(kind) and not _table_named(s, kind, given)
     base.update(
         judge=s.judge,
         judge_base_url=s.openai_base_url,
         metric=kind.name,
-        source_table=s.span_table if spans else getattr(s, kind.table_setting),
+        source_table=None if phoenix else (s.span_table if spans else getattr(s, kind.table_setting)),
+        phoenix_source=phoenix,
         columns=columns,
         segments=tuple(s.segments),
         source_format=fmt,
@@ -72,6 +76,15 @@ def pipeline_config(s: Settings, *, _legacy: bool = True, **overrides: Any) -> P
         base["legacy_mappings"] = _legacy_mappings(s)
     base.update(given)
     return PipelineConfig(**base)
+
+
+def _table_named(s: Settings, kind: MetricKind, given: dict[str, Any]) -> bool:
+    """Whether an input table other than the default was named: by the face, or by a setting (the
+    span table's or the metric kind's; a resource field holding the default names none)."""
+    if "source_table" in given:
+        return True
+    fields = type(s).model_fields
+    return any(s.is_set(n) and getattr(s, n) != fields[n].default for n in ("span_table", kind.table_setting))
 
 
 def _legacy_mappings(s: Settings) -> dict[str, str]:
@@ -92,6 +105,10 @@ def recorded_source(s: Settings, kind: MetricKind, source_table: str | None = No
     (a spans table's, for its stage), or ``source_table``."""
     from ..pipeline.context import source_table_name
 
+    if s.phoenix_url is not None and reads_spans(kind) and source_table is None and not _table_named(s, kind, {}):
+        from ..traces.phoenix import staging_table
+
+        return staging_table(s.phoenix_project)
     if s.source_format in SPAN_FORMATS and reads_spans(kind):
         return _recorded(source_table_name(source_table or s.span_table, None), s.stage)
     return source_table_name(source_table or getattr(s, kind.table_setting), None)

@@ -46,6 +46,7 @@ ENV_PREFIX = "CTXPREC_"
 SECTIONS = {
     "warehouse": "Warehouse and input tables",
     "traces": "Traces (a spans table as the source)",
+    "phoenix": "Arize Phoenix (spans read from it, verdicts written back)",
     "judge": "Judge",
     "openai": "OpenAI client (read as the openai client reads them)",
     "limits": "Quota, sampling and spend",
@@ -128,6 +129,26 @@ class Settings(BaseSettings):
     )
     documents_table: str | None = _run(
         "documents_table", "spans: table of document texts (`id`, `content`) for spans that record ids only", "traces"
+    )
+    # -- Arize Phoenix -------------------------------------------------------------------------
+    phoenix_url: str | None = _run(
+        "phoenix_url",
+        "Phoenix server (`http://host:6006`): without a configured input table the day's retriever spans of "
+        "the project are read from it; the target of `CTXPREC_WRITE_BACK=phoenix`",
+        "phoenix",
+    )
+    phoenix_project: str = _run("phoenix_project", "Phoenix project the spans are read from", "phoenix")
+    phoenix_api_key: str | None = _run("phoenix_api_key", "Phoenix API key (never logged)", "phoenix", secret=True)
+    phoenix_document_annotation: str = _run(
+        "phoenix_document_annotation", "name of the per-document verdict annotations written back", "phoenix"
+    )
+    phoenix_span_annotation: str = _run(
+        "phoenix_span_annotation", "name of the per-span score annotations written back", "phoenix"
+    )
+    write_back: str | None = _run(
+        "write_back",
+        "`phoenix`: write each scored span's node verdicts and score back to the Phoenix server",
+        "phoenix",
     )
     # -- judge ---------------------------------------------------------------------------------
     judge: str = _setting(
@@ -322,7 +343,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _register_secrets(self) -> Settings:
         """The secrets read are masked wherever they show up (``secrets.redact``)."""
-        for name in ("openai_api_key", "azure_openai_api_key", "smtp_password", "alert_webhook"):
+        for name in ("openai_api_key", "azure_openai_api_key", "smtp_password", "alert_webhook", "phoenix_api_key"):
             value = getattr(self, name)
             register_secret(value.get_secret_value() if isinstance(value, SecretStr) else value)
         return self

@@ -63,6 +63,15 @@ class WarehouseResource(ConfigurableResource):
     gold_table: str | None = setting_field("gold_table")
     documents_table: str | None = setting_field("documents_table")
     claim_lease_seconds: float | None = setting_field("claim_lease_seconds")
+    # Arize Phoenix: the spans' source when no input table is configured, and the write-back target
+    phoenix_url: str | None = setting_field("phoenix_url")
+    phoenix_project: str = setting_field("phoenix_project")
+    phoenix_api_key: str | None = setting_field(
+        "phoenix_api_key", description="Phoenix API key; pass EnvVar('CTXPREC_PHOENIX_API_KEY'), never logged."
+    )
+    phoenix_document_annotation: str = setting_field("phoenix_document_annotation")
+    phoenix_span_annotation: str = setting_field("phoenix_span_annotation")
+    write_back: str | None = setting_field("write_back")
 
     def settings(self) -> Settings:
         """The settings these fields hold (over the ``CTXPREC_*`` variables for the unset ones)."""

@@ -213,6 +213,23 @@ def _add_extras(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, An
             row.update({c: values.get(c) for c in names})
 
 
+def _write_back(ctx: PipelineContext, scores: list[dict[str, Any]]) -> None:
+    """Annotate the chunk's spans in Phoenix (``traces/writeback.py``): after the chunk is
+    committed, never failing it; what failed is recorded and sent again by the run's last sweep
+    or the next run."""
+    from ..traces.writeback import write_back
+
+    target = ctx.config.phoenix
+    assert target is not None
+    try:
+        result = write_back(ctx.engine, target, ctx.key, scores, schema=ctx.config.output_schema)
+    except Exception as exc:  # the scores are committed; the sweep at the end sends them
+        log.warning("write-back of a chunk to %s failed: %s: %s", target.name, type(exc).__name__, exc)
+        return
+    ctx.write_backs.target = target.name
+    ctx.write_backs.add(result)
+
+
 def finish_chunk(
     ctx: PipelineContext, chunk: Chunk, intake: _Intake, results: list[MetricResult], run_id: str, started: float
 ) -> ChunkResult:
@@ -227,6 +244,8 @@ def finish_chunk(
     if intake.extras:
         _add_extras(ctx, intake, scores)
     _write(ctx, intake, scores, intake.cache)
+    if ctx.config.write_back and scores:  # committed: now the spans they came from
+        _write_back(ctx, scores)
     result.rows_scored = len(intake.done_ids) + len(scores)
     # rows_total = scored + failed + deferred (deferred rows are written by a later pass)
     result.rows_cached += len(intake.done_ids)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from ..judge.models.base import JudgeModel
+    from ..traces.phoenix import PhoenixTarget
 
 __all__ = ["DEFAULT_WAREHOUSE_URL", "JUDGE_MODES", "BATCH_RETRIES", "PipelineConfig"]
 
@@ -123,8 +124,33 @@ class PipelineConfig:
     #: for a process of ctxprec's own (the CLI opts in); a library caller's host is left alone
     quiet_gc: bool = False
 
+    #: Arize Phoenix (``traces/phoenix.py``): with ``phoenix_url`` and no ``source_table``, the
+    #: day's retriever spans of ``phoenix_project`` are read from it (into the staging table
+    #: ``phoenix_<project>``) and scored as OpenInference spans
+    phoenix_url: str | None = None
+    phoenix_project: str = "default"
+    phoenix_api_key: str | None = field(default=None, repr=False)
+    phoenix_document_annotation: str = "ctxprec_relevance"
+    phoenix_span_annotation: str = "contextual_precision"
+    #: ``phoenix``: each scored span's verdicts are written back to ``phoenix_url`` (``traces/writeback.py``)
+    write_back: str | None = setting(None, choices=("phoenix",))
+    #: whether the spans are read from Phoenix (None: when ``phoenix_url`` is set and no
+    #: ``source_table`` is; a spans table of the warehouse can be the source and Phoenix the sink)
+    phoenix_source: bool | None = None
+
     def __post_init__(self) -> None:
         metric_kind(self.metric)  # ValueError naming the metrics
+        if self.phoenix_source is None:
+            self.phoenix_source = self.phoenix_url is not None and self.source_table is None
+        if self.phoenix_source:  # Phoenix as the source: its spans staged in phoenix_<project>
+            if self.phoenix_url is None:
+                raise ValueError("phoenix_source needs phoenix_url: the Phoenix server to read the spans from")
+            if self.source_format == "rows":
+                self.source_format = "openinference"
+            self.source_table = self.source_table or self.phoenix.staging_table  # type: ignore[union-attr]
+        self.write_back = self.write_back or None
+        if self.write_back and self.phoenix_url is None:
+            raise ValueError("write_back='phoenix' needs phoenix_url: where to write the verdicts back to")
         check_bounds(self)  # numbers and choices, each against its declared bounds
         _ = self.trace_options  # validates the span settings (or refuses them for a flat table)
         if self.source_table is not None:
@@ -151,6 +177,27 @@ class PipelineConfig:
                 "one answer per node): use judge_mode='sync' to sample, or judge_samples=1"
             )
         register_secret(self.judge_api_key)
+        register_secret(self.phoenix_api_key)
+
+    @property
+    def phoenix(self) -> PhoenixTarget | None:
+        """The Phoenix server and project (``phoenix_url``), or None."""
+        if self.phoenix_url is None:
+            return None
+        from ..traces.phoenix import PhoenixTarget
+
+        return PhoenixTarget(
+            self.phoenix_url,
+            self.phoenix_project,
+            self.phoenix_api_key,
+            document_annotation=self.phoenix_document_annotation,
+            span_annotation=self.phoenix_span_annotation,
+        )
+
+    @property
+    def reads_phoenix(self) -> bool:
+        """Whether the source is Phoenix (staged in the warehouse), not a table of the warehouse."""
+        return bool(self.phoenix_source)
 
     @property
     def sample(self) -> Sample:

@@ -14,6 +14,7 @@ from ..judge.calls import JudgeGuards, trip_after_for
 from ..judge.limiter import RequestQuota
 from ..judge.models.base import JudgeModel
 from ..metrics.base import BaseRetrievalMetric
+from ..traces.writeback import WriteBackResult
 from ..warehouse.engine import get_engine
 from ..warehouse.identifiers import split_table_name
 from ..warehouse.permissions import check_output_writable
@@ -45,6 +46,8 @@ class PipelineContext:
     guards: JudgeGuards = field(default_factory=JudgeGuards)
     #: how the source's rows become cases (``formats.make_reader``: a flat table or spans)
     reader: SourceReader | None = None
+    #: what the chunks' write-backs did (``config.write_back``), summed for the run's notes
+    write_backs: WriteBackResult = field(default_factory=lambda: WriteBackResult(""))
 
     def __post_init__(self) -> None:
         if self.reader is None:

@@ -128,9 +128,32 @@ def finalize_run(
     if ledger.unaccounted:
         summary.error_message = unaccounted_text(summary)
         log.error("partition %s: %s", partition_key, summary.error_message)
+    sent = _write_back(ctx, partition_key)
+    if sent:
+        summary.error_message = "; ".join([*([summary.error_message] if summary.error_message else []), *sent])
     write_run(ctx, summary)
     _mark_interrupted(ctx, summary)
     return summary
+
+
+def _write_back(ctx: PipelineContext, partition_key: str) -> list[str]:
+    """Send the partition's score rows not written back yet (failed before, or rows scored by an
+    earlier run or another worker's chunk); a line for the run's notes. Never raises: the
+    scores are in the warehouse, a failed write-back is sent again by the next run."""
+    target = ctx.config.phoenix if ctx.config.write_back else None
+    if target is None:
+        return []
+    from ..traces.writeback import write_back_partition
+
+    try:
+        result = write_back_partition(ctx.engine, ctx.tables, ctx.key, partition_key, target)
+    except Exception as exc:  # the scores are in the warehouse: the next run sends them
+        log.warning("partition %s: write-back to %s failed: %s", partition_key, target.name, redact(str(exc)))
+        return [f"write-back to {target.name} failed ({type(exc).__name__}); the next run sends it again"]
+    chunks = ctx.write_backs
+    chunks.target = target.name
+    chunks.add(result)
+    return [chunks.summary()] if chunks.written or chunks.failed else []
 
 
 def _mark_interrupted(ctx: PipelineContext, summary: RunSummary) -> None:

@@ -82,6 +82,10 @@ def plan_source(
 def plan_chunks(config: PipelineConfig, partition_key: str, *, context: PipelineContext | None = None) -> list[Chunk]:
     """Cut the partition into chunks of ``config.chunk_size`` rows (see ``plan_source``)."""
     parse_partition_key(partition_key)
+    if context is None:
+        from .staging import stage_source
+
+        stage_source(config, partition_key)
     ctx = context or prepare(config)
     return plan_source(ctx.engine, ctx.source, partition_key, config.chunk_size, config.sample, ctx.rows)
 

@@ -32,6 +32,7 @@ from .records import (
     RunSummary,
     Waiting,
 )
+from .staging import stage_source
 from .stream import score_chunks
 from .transport import JudgeTransport, transport_for
 from .workers import can_fork_out, score_in_processes
@@ -204,6 +205,7 @@ def score_partition(
     parse_partition_key(partition_key)
     run_id = run_id or uuid.uuid4().hex
     transport = transport or transport_for(config.judge_mode)
+    stage_source(config, partition_key)  # a source outside the warehouse (Phoenix): staged first
     ctx = prepare(config)
     resume = dict(resume or {})
     if resume.get("started_at"):
