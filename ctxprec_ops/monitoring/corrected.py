@@ -39,6 +39,7 @@ __all__ = [
     "CORRECTABLE",
     "corrected_by_partition",
     "attach_corrected",
+    "attach_segment_corrected",
     "apply_use_corrected",
     "corrected_comparison",
     "safe_corrected_comparison",
@@ -136,6 +137,58 @@ def attach_corrected(engine: Engine, history: History, results: Sequence[CheckRe
     for r in results:
         r.corrected = ests.get(r.partition_key)
         apply_use_corrected(r, rules)
+
+
+def attach_segment_corrected(
+    conn: Connection,
+    src: SegmentSource,
+    population: Population,
+    by: str,
+    partition_key: str,
+    results: Sequence[tuple[str | None, CheckResult]],
+    rules: AlertRules,
+) -> None:
+    """Each segment value's corrected estimate on ``partition_key`` (its labelled rows among the
+    value's rows of that day; the judge's mean and N are the segment's own), and ``use_corrected``
+    applied to its ``min_mean`` rule. A failure to read the labels never fails the check."""
+    if population.metric not in CORRECTABLE or not results:
+        return
+    seg = src.table
+    where = [population.where(seg), seg.c.partition_key == partition_key, *src.recorded(by)]
+    try:
+        scores = existing_output_tables(conn.engine).scores
+        labelled = labelled_rows(
+            conn,
+            scores,
+            [population.where(scores), scores.c.partition_key == partition_key,
+             scores.c.log_id.in_(sa.select(seg.c.log_id).where(*where))],
+            label_set=rules.label_set,
+            source_table=population.source_table,
+        )  # fmt: skip
+        value_of = {
+            str(log_id): value for log_id, value in conn.execute(sa.select(seg.c.log_id, src.col(by)).where(*where))
+        }
+    except Exception as exc:  # a bonus figure: the judge's figures and rules stand on their own
+        log.warning("corrected segment figures not computed: %s", type(exc).__name__)
+        return
+    by_value: dict[str | None, list] = {}
+    for r in labelled:
+        if r.log_id in value_of:
+            by_value.setdefault(value_of[r.log_id], []).append(r)
+    for value, result in results:
+        group = by_value.get(value)
+        if group:
+            complete = [r for r in group if r.complete]
+            s = result.figures.summary
+            est = difference_estimate(
+                s.mean if s.n else None,
+                s.n,
+                [r.gold for r in complete if r.gold is not None],
+                [r.judge for r in complete],
+                label_set=rules.label_set,
+            )
+            result.corrected = dataclasses.replace(est, partial_rows=len(group) - len(complete))
+        apply_use_corrected(result, rules)
 
 
 def _side_estimate(
