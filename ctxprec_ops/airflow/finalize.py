@@ -157,7 +157,7 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         for line in summary.splitlines():
             self.log.info("%s", line)
         by = parse_segment_arg(self.by, "by") or parse_segment_arg(self.segments) or list(settings.segments)
-        result.alerts.extend(segment_alerts(self, engine, key, metric, result, by))
+        result.alerts.extend(segment_alerts(self._call, self.log, engine, key, metric, result, by))
         self.leave_notice(context, result)
         failing = result.alerts if self.fail_on == "any" else result.errors
         if failing:

@@ -280,7 +280,7 @@ def compare(
     (the same resampled cases for both): an interval that excludes 0 is a real difference."""
     import numpy as np
 
-    from .stats import _point  # the figure computation shared with ``agreement``
+    from .stats import point_figures  # the figure computation shared with ``agreement``
 
     common = sorted({c.log_id for c in a.case_labels} & {c.log_id for c in b.case_labels})
     by_a = {c.log_id: c for c in a.case_labels}
@@ -302,7 +302,7 @@ def compare(
     idx_all = np.arange(len(common))
 
     def diff(idx: Any) -> list[float | None]:
-        pa, pb = _point(ca, idx, *A), _point(cb, idx, *B)
+        pa, pb = point_figures(ca, idx, *A), point_figures(cb, idx, *B)
         return [None if x is None or y is None else y - x for x, y in zip(pa, pb)]
 
     point = diff(idx_all)

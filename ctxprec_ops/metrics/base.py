@@ -160,7 +160,7 @@ class BaseRetrievalMetric:
             result.reason = None
             result.error_type = getattr(exc, "error_type", None) or _error_type(exc)
             result.error = redact(f"{exc}" if isinstance(exc, CtxPrecError) else f"{type(exc).__name__}: {exc}")
-            result._exception = exc
+            result.exception = exc
         result.seconds = time.perf_counter() - started
         return result
 
@@ -188,7 +188,7 @@ class BaseRetrievalMetric:
             if close is not None:
                 await close()
         self._apply(result)
-        exc = result._exception
+        exc = result.exception
         if exc is not None:
             raise exc
         return self.score

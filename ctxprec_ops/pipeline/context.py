@@ -153,7 +153,7 @@ def with_segments(source: SourceTable, segments: tuple[str, ...]) -> tuple[Sourc
         if col.name not in names:
             names.append(col.name)
             extra[segment_column(col.name)] = col
-    return replace(source, columns={**source.columns, **extra}, _chunk_reads={}), tuple(names)
+    return source.with_columns(extra), tuple(names)
 
 
 def build_judge(config: PipelineConfig) -> JudgeModel:

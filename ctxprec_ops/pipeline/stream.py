@@ -52,7 +52,7 @@ from ..warehouse.source import parse_partition_key
 from .chunk import chunk_claim_name, finish_chunk
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
-from .intake import _Intake, read_intake, remaining_budget
+from .intake import Intake, read_intake, remaining_budget
 from .records import Chunk, ChunkResult, ProgressCallback
 from .stream_progress import Progress, breaker_progress
 
@@ -105,7 +105,7 @@ class _Open:
     """A chunk between its read and its write."""
 
     chunk: Chunk
-    intake: _Intake
+    intake: Intake
     run: JudgeRun
     started: float
     claim: ExitStack

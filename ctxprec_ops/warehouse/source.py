@@ -30,7 +30,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -128,6 +128,10 @@ class SourceTable:
     @property
     def id(self) -> Column:
         return self.columns["id"]
+
+    def with_columns(self, extra: Mapping[str, Column]) -> SourceTable:
+        """This table read with the ``extra`` logical columns too (its statements built anew)."""
+        return replace(self, columns={**self.columns, **extra}, _chunk_reads={})
 
     @property
     def event_time(self) -> Column:
