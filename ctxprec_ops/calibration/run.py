@@ -21,14 +21,14 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import JSON
 
 from ..cases.contexts import node_count
-from ..cases.test_case import LLMTestCase
+from ..cases.single_turn import LLMTestCase
 from ..errors import CtxPrecError, InvalidTestCaseError
 from ..judge import defaults
 from ..metrics.contextual_precision import ContextualPrecisionMetric
 from ..pipeline.columns import SourceColumns
 from ..pipeline.rows import row_to_test_case
-from ..scoring.consistency import check_samples
 from ..scoring.formula import contextual_precision
+from ..scoring.samples import check_samples
 from ..warehouse.engine import get_engine, read_connection, write_transaction
 from ..warehouse.source import SourceTable, reflect_source
 from .labels import LabelSet

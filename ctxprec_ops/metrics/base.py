@@ -13,7 +13,7 @@ from ..judge import defaults
 from ..judge.calls import JudgeRun
 from ..judge.limiter import AdaptiveLimiter
 from ..judge.models import JudgeModel, resolve_judge
-from ..scoring.consistency import check_samples, sampled_version
+from ..scoring.samples import check_samples, sampled_version
 from ..scoring.template import prompt_version as _prompt_version
 from ..secrets import redact
 

@@ -28,8 +28,8 @@ from sqlalchemy.engine import Connection, Engine
 from ..calibration.correction import CorrectedEstimate, difference_estimate, labelled_rows, t_quantile
 from ..warehouse.schema import existing_output_tables
 from .alerts import Alert, AlertRules, partition_head
-from .history import History, engine_scope, load_history, moments_by
-from .population import Population
+from .history import History, load_history, moments_by
+from .population import Population, engine_scope
 from .segment_data import SegmentSource, value_filter
 
 if TYPE_CHECKING:

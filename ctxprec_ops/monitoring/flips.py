@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ..scoring.consistency import samples_of
+from ..scoring.samples import samples_of
 from ..warehouse.schema import existing_output_tables
 from .cases import json_list
 from .population import Population

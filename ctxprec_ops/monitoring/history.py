@@ -27,20 +27,16 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ..warehouse.schema import ExistingTables, MissingScoresTableError, existing_output_tables
+from ..warehouse.schema import ExistingTables, existing_output_tables
 from ..warehouse.source import parse_partition_key
-from .population import Population, engine_scope, resolve_population
+from .population import Population, resolve_population
 from .stats import Moments
 
 __all__ = [
-    "Population",
     "PartitionData",
     "History",
-    "engine_scope",
-    "MissingScoresTableError",
     "load_history",
     "partition_range",
-    "parse_partition_key",
     "moments_by",
     "sampled_total",
 ]

@@ -45,7 +45,7 @@ from .assemble import Draft, Span, draft, finish, pair_llm, read_span
 from .conventions import CONVENTIONS
 from .options import RERANK_SUFFIX, TraceOptions
 
-__all__ = ["TraceOptions", "SpanReader", "RERANK_SUFFIX"]
+__all__ = ["SpanReader"]
 
 #: the ``source_table`` recorded for a reranker stage: ``<table>__rerank`` (its scores are another
 #: population than the retriever's of the same table)

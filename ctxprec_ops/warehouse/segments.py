@@ -35,7 +35,7 @@ from sqlalchemy.schema import CreateColumn
 from .ddl import create_table
 from .dialects.reads import in_parts
 from .engine import write_transaction
-from .identifiers import MAX_SEGMENT_NAME, validate_identifier
+from .identifiers import validate_identifier
 from .migrate import MAPPING, MAPPING_LENGTH, add_key_columns, migrate_table
 from .reflect import get_columns, table_names
 from .store import ScoringKey
@@ -45,7 +45,6 @@ from .upsert import upsert
 __all__ = [
     "SEGMENTS",
     "PREFIX",
-    "MAX_SEGMENT_NAME",
     "NULL_LABEL",
     "segment_column",
     "segment_value",

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ...errors import InvalidTestCaseError, JudgeConfigurationError, JudgeRequestRejectedError
-from ...scoring.consistency import DEFAULT_SAMPLE_TEMPERATURE
+from ...scoring.samples import DEFAULT_SAMPLE_TEMPERATURE
 from ...scoring.verdicts import YES_NO_SCHEMA, JudgeAnswer, YesNoAnswer
 from ...secrets import register_secret
 from .. import defaults
