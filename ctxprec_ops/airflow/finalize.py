@@ -22,10 +22,6 @@ from .values import partition_value, public
 __all__ = ["ContextualPrecisionFinalizeOperator", "ContextualPrecisionAlertOperator"]
 
 
-def _blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))
-
-
 class ContextualPrecisionFinalizeOperator(CtxPrecBaseOperator):
     """Aggregate the partition into its ``ctxprec_runs`` row; returns the RunSummary dict.
 

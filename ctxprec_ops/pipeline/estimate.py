@@ -44,13 +44,11 @@ from .plan import iter_chunk_rows
 __all__ = [
     "Estimate",
     "estimate_partition",
-    "PROMPT_CHARS_PER_TOKEN",
     "PROMPT_TOKENS_PER_CALL",
     "COMPLETION_TOKENS_PER_NODE",
     "COMPLETION_TOKENS_PER_CALL",
 ]
 
-PROMPT_CHARS_PER_TOKEN = 4
 PROMPT_TOKENS_PER_CALL = 8  # chat message framing
 COMPLETION_TOKENS_PER_NODE = EST_COMPLETION_TOKENS_PER_NODE
 COMPLETION_TOKENS_PER_CALL = 10

@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -346,8 +346,3 @@ def write_back_partition(
     """Send every pending score row of the partition (see ``pending``)."""
     rows = pending(engine, tables, key, partition_key, target)
     return write_back(engine, target, key, rows, threshold=threshold, schema=tables.scores.schema)
-
-
-def chunk_rows(scores: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The score rows of a chunk just written, as ``write_back`` takes them."""
-    return [dict(s) for s in scores]
