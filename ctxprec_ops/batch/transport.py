@@ -130,7 +130,7 @@ class BatchTransport:
         self.retry = self.options.retry or ctx.config.batch_retry
         self.client = BatchClient(judge)
         self.table = batches_table(ctx.engine, ctx.config.output_schema)
-        self._judge = BatchJudge(judge, self)
+        self._judge = BatchJudge(judge, self, ctx.config.prices)
         if not state:
             self._name_other_configs()
 
