@@ -28,7 +28,7 @@ RUN_FACET_NAME = "ctxprec"
 #: where the facet's schema is described (an id, not fetched: ``.invalid`` never resolves); the
 #: schema itself is the package file ``schemas/CtxPrecRunFacet.json``
 SCHEMA_URL = "https://ctxprec-ops.invalid/spec/facets/1-0-0/CtxPrecRunFacet.json#/$defs/CtxPrecRunFacet"
-#: the public columns of ctxprec_scores (DESIGN.md), for the output's schema facet
+#: the public columns of ctxprec_scores (never renamed), for the output's schema facet
 SCORES_COLUMNS = (
     ("log_id", "TEXT"),
     ("partition_key", "TEXT"),

@@ -213,7 +213,7 @@ class BaseRetrievalMetric:
 
 
 def record_usage(result: MetricResult, usage: Any) -> None:
-    """Copy a ``judging.Usage`` (calls, tokens, cost, attempts, cache hits) onto ``result``."""
+    """Copy a ``judge.calls.Usage`` (calls, tokens, cost, attempts, cache hits) onto ``result``."""
     result.judge_calls = usage.calls
     result.prompt_tokens = usage.prompt_tokens
     result.completion_tokens = usage.completion_tokens

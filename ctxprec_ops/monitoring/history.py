@@ -1,7 +1,7 @@
 """Load per-partition figures from the warehouse output tables (read-only, SQLAlchemy Core).
 
 Tables are reflected, so this module depends only on the public column names of
-``ctxprec_scores``, ``ctxprec_failures`` and ``ctxprec_runs`` (DESIGN.md), not on how the
+``ctxprec_scores``, ``ctxprec_failures`` and ``ctxprec_runs`` (public, never renamed), not on how the
 pipeline declares them. ``ctxprec_failures`` and ``ctxprec_runs`` are optional.
 
 Whose scores: one ``Population`` (``population.py``). **Volume** (rows seen by a partition) is
