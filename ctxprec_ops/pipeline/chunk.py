@@ -19,8 +19,9 @@ from ..judge.cache import DictVerdictCache
 from ..scoring.consistency import agreement_of, verdicts_json_text
 from ..warehouse.engine import write_retrying
 from ..warehouse.label_figures import figure_row, write_figures
+from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.segments import refresh_segment_values, segment_rows, write_segments
-from ..warehouse.store import ScoringKey, analyze_if_grown, delete_failures, write_chunk
+from ..warehouse.store import analyze_if_grown, delete_failures, write_chunk
 from ..warehouse.upsert import ColumnRows
 from .context import PipelineContext
 from .intake import Intake, failure_row
@@ -121,7 +122,7 @@ def _collect_computed(ctx: PipelineContext, chunk: Chunk, intake: Intake, run_id
     key, pk, index = ctx.key, chunk.partition_key, chunk.index
     compute_row = ctx.metric.compute_row  # type: ignore[attr-defined]
     threshold = float(ctx.metric.threshold or 0.0)
-    judge, version = key.judge_model, key.prompt_version
+    key_columns = key.values()
     scores: list[dict[str, Any]] = []
     figures = intake.figures
     for case in intake.cases:
@@ -131,16 +132,12 @@ def _collect_computed(ctx: PipelineContext, chunk: Chunk, intake: Intake, run_id
             {
                 "log_id": log_id,
                 "partition_key": pk,
-                "metric": key.metric,
-                "source_table": key.source_table,
-                "mapping": key.mapping,
+                **key_columns,
                 "score": r.score,
                 "success": r.success,
                 "threshold": threshold,
                 "verdicts": r.verdicts,
                 "reason": r.reason,
-                "judge_model": judge,
-                "prompt_version": version,
                 "prompt_tokens": 0,
                 "completion_tokens": 0,
                 "cost": 0.0,

@@ -19,9 +19,9 @@ from ..warehouse.engine import get_engine
 from ..warehouse.identifiers import split_table_name
 from ..warehouse.permissions import check_output_writable
 from ..warehouse.schema import OutputTables, ensure_output_tables
+from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.segments import ensure_segments_table, segment_column, segments_table
 from ..warehouse.source import SourceTable, SourceTableError, reflect_source
-from ..warehouse.store import ScoringKey
 from ..warehouse.types import stored_length
 from .config import PipelineConfig
 from .formats import SPAN_FORMATS, RowsReader, SourceReader, make_reader

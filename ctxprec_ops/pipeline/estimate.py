@@ -33,8 +33,9 @@ from ..scoring.template import answer_format
 from ..warehouse.engine import get_engine, read_connection
 from ..warehouse.reflect import get_columns, table_names
 from ..warehouse.schema import JUDGMENTS, SCORES, output_tables
+from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.source import parse_partition_key, reflect_source
-from ..warehouse.store import ScoringKey, load_judgments, scored_ids
+from ..warehouse.store import load_judgments, scored_ids
 from . import PipelineConfig
 from .context import build_judge
 from .formats import SPAN_FORMATS, make_reader

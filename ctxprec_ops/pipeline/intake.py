@@ -16,8 +16,9 @@ from ..judge.budget import Budget
 from ..judge.cache import DictVerdictCache, remembered_keys
 from ..secrets import redact
 from ..warehouse.engine import read_connection
+from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.segments import segment_column, segment_state, segment_value
-from ..warehouse.store import ScoringKey, load_judgments, run_spend, scored_ids
+from ..warehouse.store import load_judgments, run_spend, scored_ids
 from .context import PipelineContext
 from .records import Chunk
 from .rows import case_or_failure
@@ -76,11 +77,7 @@ def failure_row(
     return {
         "log_id": log_id,
         "partition_key": pk,
-        "metric": key.metric,
-        "source_table": key.source_table,
-        "mapping": key.mapping,
-        "judge_model": key.judge_model,
-        "prompt_version": key.prompt_version,
+        **key.values(),
         "error_type": error_type,
         "error_message": message[:4000],
         "attempts": int(attempts or 0),

@@ -37,7 +37,7 @@ from ..warehouse.ddl import create_table
 from ..warehouse.engine import read_connection, write_retrying
 from ..warehouse.reflect import table_names
 from ..warehouse.schema import OutputTables, readable
-from ..warehouse.store import ScoringKey
+from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.upsert import upsert
 from .phoenix import PhoenixTarget
 
@@ -92,9 +92,7 @@ def _digest(*parts: str, size: int) -> str:
 
 
 def _row_id(key: ScoringKey, log_id: str) -> str:
-    return _digest(
-        log_id, key.metric, key.judge_model, key.prompt_version, key.source_table or "", key.mapping or "", size=32
-    )
+    return _digest(log_id, *(value or "" for value in key.values().values()), size=32)
 
 
 @dataclass
@@ -262,11 +260,7 @@ def _record(
         "target": target.name,
         "partition_key": row["partition_key"],
         "log_id": str(row["log_id"]),
-        "metric": key.metric,
-        "judge_model": key.judge_model,
-        "prompt_version": key.prompt_version,
-        "source_table": key.source_table or "",
-        "mapping": key.mapping or "",
+        **{name: value or "" for name, value in key.values().items()},
         "scored_at": row.get("scored_at"),
         "written_at": now,
         "status": "failed" if error else "written",

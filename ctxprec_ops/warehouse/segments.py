@@ -38,7 +38,7 @@ from .engine import write_transaction
 from .identifiers import validate_identifier
 from .migrate import MAPPING, MAPPING_LENGTH, add_key_columns, migrate_table
 from .reflect import get_columns, table_names
-from .store import ScoringKey
+from .scoring_key import ScoringKey
 from .types import Double, ExactText, KeyCode, KeyText, ModelName
 from .upsert import upsert
 
@@ -63,7 +63,7 @@ PREFIX = "seg_"
 #: how a NULL segment value is shown (stored as SQL NULL)
 NULL_LABEL = "(null)"
 
-_KEY = ("metric", "judge_model", "prompt_version", "source_table", MAPPING, "partition_key", "log_id")
+_KEY = (*ScoringKey.FIELDS, "partition_key", "log_id")
 
 _tables: dict[tuple[str | None, tuple[str, ...]], Table] = {}
 _ensured: weakref.WeakKeyDictionary[Engine, set[tuple[str | None, tuple[str, ...]]]] = weakref.WeakKeyDictionary()
