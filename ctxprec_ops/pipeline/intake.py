@@ -92,7 +92,7 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> Intake:
     key, pk = ctx.key, chunk.partition_key
     sample, cutoff = ctx.config.sample, chunk.sample_cutoff
     with read_connection(ctx.engine) as conn:
-        every = ctx.rows.read_rows(conn, pk, chunk.after_id, chunk.upto_id)
+        every = ctx.rows.read_rows(conn, chunk.partition, chunk.after_id, chunk.upto_id)
         every_id = [str(r["id"]) for r in every]
         if takes_every_row(cutoff):
             rows, log_ids = every, every_id
