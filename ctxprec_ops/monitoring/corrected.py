@@ -27,9 +27,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..calibration.correction import CorrectedEstimate, difference_estimate, labelled_rows, t_quantile
 from ..warehouse.schema import existing_output_tables
-from .alerts import Alert, AlertRules, _head
-from .history import History, engine_scope, load_history, moments_by
-from .population import Population
+from .alerts import Alert, AlertRules, partition_head
+from .history import History, load_history, moments_by
+from .population import Population, engine_scope
 from .segment_data import SegmentSource, value_filter
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def apply_use_corrected(result: CheckResult, rules: AlertRules) -> None:
         return
     raw_fired = any(a.rule == "min_mean" for a in result.alerts)
     result.alerts = [a for a in result.alerts if a.rule != "min_mean"]
-    head = _head(result.figures, result.metric)
+    head = partition_head(result.figures, result.metric)
     judge = f"judge's mean {s.mean:.3f}" if s.mean is not None else "no judge mean"
     if est.mean is not None and est.mean < rules.min_mean:
         result.alerts.insert(

@@ -27,11 +27,12 @@ from typing import Any, Literal
 from sqlalchemy.engine import Engine
 
 from ..secrets import redact
+from ..warehouse.source import parse_partition_key
 from .alerts import Alert
 from .check import DEFAULT_METRIC, CheckResult, check_history, lookback
 from .corrected import attach_segment_corrected
-from .history import History, PartitionData, engine_scope, load_history, parse_partition_key, partition_range
-from .population import Population
+from .history import History, PartitionData, load_history, partition_range
+from .population import Population, engine_scope
 from .rules import AlertRules
 from .segment_data import label, segment_moments, segment_source
 from .stats import finite_or_none, holm
