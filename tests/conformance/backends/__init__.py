@@ -41,7 +41,7 @@ from tests.fixtures.warehouse_data import retrieval_table
 __all__ = ["IDS", "Backend", "Warehouse", "backend_class", "release_engines"]
 
 #: the suite's parameter ids, in the order the contract lists them; each is a module of this package
-IDS = ("sqlite", "postgresql", "mariadb", "duckdb", "snowflake")
+IDS = ("sqlite", "postgresql", "mariadb", "duckdb", "snowflake", "bigquery")
 
 #: the ``ctxprec`` console script of the environment running the tests
 CTXPREC = str(Path(sys.executable).with_name("ctxprec"))
@@ -107,7 +107,7 @@ class Warehouse:
     @contextmanager
     def engine(self, url: str | None = None) -> Iterator[sa.Engine]:
         """An engine of the test's own (not ``ctxprec_ops``'), disposed after the block."""
-        engine = sa.create_engine(url or self.url)
+        engine = self.backend.engine(url or self.url)
         try:
             yield engine
         finally:
@@ -185,6 +185,10 @@ class Backend:
         if merged.get(kind) is None:
             raise AssertionError(f"backend {self.id} declares no type for {kind!r} and no reason in lacks")
         return merged[kind]
+
+    def engine(self, url: str) -> sa.Engine:
+        """A new engine of the test's own for ``url`` (an emulator's client made here)."""
+        return sa.create_engine(url)
 
     # -- writing the source --------------------------------------------------------------------
     def values(self, table: sa.Table, row: Mapping[str, Any]) -> dict[str, Any]:
