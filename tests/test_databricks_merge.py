@@ -139,3 +139,12 @@ def test_the_output_tables_compile_as_delta_tables(sa_dialect):
     assert ScoringKey.FIELDS  # the key the scores' MERGE matches on is the declared one
     assert [c.name for c in tables.scores.primary_key.columns] == ["log_id", *ScoringKey.FIELDS]
     assert isinstance(sa.inspect(tables.scores).c.score.type, sa.types.TypeDecorator)
+
+
+def test_delta_concurrency_conflicts_are_write_conflicts_and_other_errors_are_not(family):
+    from sqlalchemy.exc import DBAPIError
+
+    lost = DBAPIError("MERGE", {}, Exception("[DELTA_CONCURRENT_APPEND] ConcurrentAppendException: Files were added"))
+    assert family.write_conflict(lost)
+    assert family.write_conflict(Exception("io.delta.exceptions.ConcurrentDeleteReadException: ..."))
+    assert not family.write_conflict(DBAPIError("MERGE", {}, Exception("[TABLE_OR_VIEW_NOT_FOUND] ctxprec_scores")))

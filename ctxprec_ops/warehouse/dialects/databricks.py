@@ -18,6 +18,7 @@ column types, nothing staged::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -33,6 +34,10 @@ from .merge import MergeDialect
 from .snowflake import JSONAsText
 
 __all__ = ["DatabricksDialect"]
+
+#: Delta's optimistic-concurrency conflicts (``ConcurrentAppendException`` and its kin, error
+#: classes ``DELTA_CONCURRENT_*``): the losing transaction may be run again
+_CONFLICT = re.compile(r"Concurrent\w*Exception|DELTA_CONCURRENT_")
 
 
 class DatabricksDialect(MergeDialect):
@@ -53,6 +58,11 @@ class DatabricksDialect(MergeDialect):
 
         with lease_claim(engine, lease_name(key), wait=wait, schema=schema, lease=lease) as got:
             yield got
+
+    def write_conflict(self, exc: BaseException) -> bool:
+        """A MERGE that lost Delta's optimistic concurrency check to a concurrent writer of the
+        table; run again, it updates or skips the rows the other one wrote."""
+        return bool(_CONFLICT.search(str(getattr(exc, "orig", None) or exc)))
 
     def session_time_zone(self) -> str:
         return "none set: `TIMESTAMP` is an instant, `TIMESTAMP_NTZ` naive (UTC)"
