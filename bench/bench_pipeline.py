@@ -440,7 +440,8 @@ def _build_bigquery(url: str, rows: int) -> None:
             for row in batch
         ]
         config = bigquery.QueryJobConfig(query_parameters=[bigquery.ArrayQueryParameter("rows", "STRUCT", structs)])
-        client.query("INSERT INTO retrieval_logs SELECT * FROM UNNEST(@rows)", job_config=config).result()
+        select = ", ".join(f"r.{f}" for f in fields)
+        client.query(f"INSERT INTO retrieval_logs SELECT {select} FROM UNNEST(@rows) AS r", job_config=config).result()
     client.close()
 
 
