@@ -4,8 +4,8 @@ each key's latest row), lease claims (``warehouse/lease_claims.py``), no seconda
 kept as text, ``TIMESTAMP`` for instants.
 
 The write path: one ``MERGE INTO target USING UNNEST(@rows) ON key ...`` per table and chunk
-(``BATCH`` rows a statement), the rows bound as one ``ARRAY<STRUCT<...>>`` parameter. One query
-job per table and chunk, nothing staged: a BigQuery temporary table exists only inside a script
+(up to ``MERGE_ROWS`` rows a statement), the rows bound as one ``ARRAY<STRUCT<...>>`` parameter.
+One query job per table and chunk, nothing staged: a BigQuery temporary table exists only inside a script
 or session, and every row-by-row or multi-statement path costs a job (seconds) per statement.
 
 The client: sqlalchemy-bigquery's own (Application Default Credentials, or ``credentials_path``
@@ -26,7 +26,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import DateTime, LargeBinary, TypeEngine, UserDefinedType
 
-from ..write_rows import ColumnRows, batches, bind_processors, bind_values, dedupe
+from ..write_rows import ColumnRows, bind_processors, bind_values, dedupe
 from .facts import Lineage
 from .merge import MergeDialect
 from .reads import TimeMode, in_parts
@@ -36,6 +36,10 @@ __all__ = ["BigQueryDialect", "CLIENT_PARAMETERS"]
 
 #: URL query parameters this class reads to build the client itself (the rest go to sqlalchemy-bigquery)
 CLIENT_PARAMETERS = ("api_endpoint", "anonymous")
+#: rows of one MERGE (one array parameter: a chunk's judgments, 5 per row, in one statement; a few
+#: MB at most, under a query's 10 MB request limit) and values of one ``IN UNNEST(@values)``
+MERGE_ROWS = 5_000
+IN_VALUES = 10_000
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -62,7 +66,7 @@ class BigQueryDialect(MergeDialect):
     family = "BigQuery"
     write_path = (
         "the chunk de-duplicated and bound as one `ARRAY<STRUCT>` parameter, one "
-        "`MERGE … USING UNNEST(@rows)` job per table (500 rows a statement)"
+        "`MERGE … USING UNNEST(@rows)` job per table (5,000 rows a statement)"
     )
     claims = "lease"
     secondary_indexes = False
@@ -165,13 +169,12 @@ class BigQueryDialect(MergeDialect):
     # --- reads -----------------------------------------------------------------------------------
 
     def id_in(self, conn: Connection, column: Any, values: Sequence[Any]) -> Iterator[ColumnElement[bool]]:
-        """``column IN UNNEST(@values)``; a list of binary keys bound as ``ARRAY<BYTES>`` as is."""
+        """``column IN UNNEST(@values)``, ``IN_VALUES`` values a statement (one array parameter,
+        not one parameter a value); binary keys bound as ``ARRAY<BYTES>`` as they are."""
         values = list(values)
-        if not values or not isinstance(values[0], (bytes, bytearray)):
-            yield from super().id_in(conn, column, values)
-            return
-        for part in in_parts(values):
-            yield column.in_(bindparam("keys", list(part), expanding=True, type_=_Bytes()))
+        binary = bool(values) and isinstance(values[0], (bytes, bytearray))
+        for part in in_parts(values, IN_VALUES):
+            yield column.in_(bindparam("keys", list(part), expanding=True, type_=_Bytes()) if binary else list(part))
 
     # --- writes ----------------------------------------------------------------------------------
 
@@ -179,7 +182,7 @@ class BigQueryDialect(MergeDialect):
         self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]], keys: list[str], others: list[str] | None
     ) -> int:
         """``MERGE table USING UNNEST(@rows)``: the rows (distinct keys, the same columns each) as
-        one array-of-struct parameter per ``BATCH`` rows, through the columns' bind processors."""
+        one array-of-struct parameter per ``MERGE_ROWS`` rows, through the columns' bind processors."""
         if not rows:
             return 0
         dialect = conn.dialect
@@ -194,7 +197,8 @@ class BigQueryDialect(MergeDialect):
         names = ", ".join(prep.quote(c) for c in cols)
         sql += f" WHEN NOT MATCHED THEN INSERT ({names}) VALUES ({', '.join(f's.{prep.quote(c)}' for c in cols)})"
         procs = bind_processors(table, cols, dialect)
-        for batch in batches(rows):
+        for start in range(0, len(rows), MERGE_ROWS):
+            batch = rows[start : start + MERGE_ROWS]
             columns = [bind_values([r[c] for r in batch], p) for c, p in zip(cols, procs)]
             conn.exec_driver_sql(sql, {"rows": [dict(zip(cols, values)) for values in zip(*columns)]})
         return len(rows)
