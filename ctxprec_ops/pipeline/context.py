@@ -156,21 +156,22 @@ def with_segments(source: SourceTable, segments: tuple[str, ...]) -> tuple[Sourc
     return replace(source, columns={**source.columns, **extra}, _chunk_reads={}), tuple(names)
 
 
-def build_judge(config: PipelineConfig) -> JudgeModel:
-    """The judge a run of ``config`` calls: named (or given) by ``config.judge``, at its endpoint
-    with its key and timeout, reading images or not (``judge_multimodal``), at its price in
-    ``config.prices`` when that names it (else the list price)."""
+def build_judge(config: PipelineConfig, model: str | JudgeModel | None = None) -> JudgeModel:
+    """The judge a run of ``config`` calls: named (or given) by ``config.judge`` (``model``: another,
+    a cascade's strong judge), at its endpoint with its key and timeout, reading images or not
+    (``judge_multimodal``), at its price in ``config.prices`` when that names it (else the list price)."""
     from ..judge.models import make_judge
 
+    name = config.judge if model is None else model
     extra: dict[str, object] = {}
-    if isinstance(config.judge, str):
-        price = config.prices.get(config.judge.strip())
+    if isinstance(name, str):
+        price = config.prices.get(name.strip())
         if price is not None:
             extra["price_per_million"] = price
         if config.judge_multimodal is not None:
             extra["multimodal"] = config.judge_multimodal
     return make_judge(
-        config.judge,
+        name,
         base_url=config.judge_base_url,
         api_key=config.judge_api_key,
         timeout=config.judge_timeout,

@@ -38,6 +38,10 @@ class MetricSettings(Protocol):
     max_retries: int
     window_size: int
     judge_samples: int
+    escalate_to: Any
+    escalate_below: float | None
+    target_agreement: float | None
+    calibration_nodes: int
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ class MetricKind:
 def _common(config: MetricSettings, judge: JudgeModel | None) -> dict[str, Any]:
     if judge is None:  # prepare() builds a judge for every kind that needs one
         raise JudgeConfigurationError("this metric needs a judge, and none was configured")
-    return dict(
+    out = dict(
         threshold=config.threshold,
         model=judge,
         strict_mode=config.strict_mode,
@@ -96,6 +100,16 @@ def _common(config: MetricSettings, judge: JudgeModel | None) -> dict[str, Any]:
         max_retries=config.max_retries,
         samples=config.judge_samples,
     )
+    if config.escalate_to is not None:  # a cascade: the strong judge at the same endpoint, its own price
+        from .context import build_judge
+
+        out.update(
+            escalate_to=build_judge(config, config.escalate_to),  # type: ignore[arg-type]
+            escalate_below=config.escalate_below,
+            target_agreement=config.target_agreement,
+            calibration_nodes=config.calibration_nodes,
+        )
+    return out
 
 
 def _single(config: MetricSettings, judge: JudgeModel | None) -> BaseRetrievalMetric:

@@ -19,6 +19,7 @@ from typing import Any
 from ..judge.budget import Budget
 from ..warehouse.engine import display_url
 from ..warehouse.source import parse_partition_key
+from .cascade import ensure_cascade
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .finalize import finalize_run, record_abort, run_row, write_run
@@ -34,7 +35,7 @@ from .records import (
 )
 from .staging import stage_source
 from .stream import score_chunks
-from .transport import JudgeTransport, transport_for
+from .transport import JudgeTransport, transport_for, transport_metric
 from .workers import can_fork_out, score_in_processes
 
 __all__ = ["score_partition"]
@@ -118,6 +119,12 @@ def _carry(results: list[ChunkResult], partition_key: str) -> dict[str, Any]:
         total.completion_tokens += r.completion_tokens
         total.judge_calls += r.judge_calls
         total.cost = None if total.cost is None or r.cost is None else total.cost + r.cost
+        total.nodes_judged += r.nodes_judged
+        total.nodes_escalated += r.nodes_escalated
+        total.cheap_cost = None if total.cheap_cost is None or r.cheap_cost is None else total.cheap_cost + r.cheap_cost
+        total.strong_cost = (
+            None if total.strong_cost is None or r.strong_cost is None else total.strong_cost + r.strong_cost
+        )
     return total.to_dict()
 
 
@@ -218,8 +225,14 @@ def score_partition(
         transport.open(ctx, partition_key, run_id, resume.get("transport"))
         judge = transport.judge()
         if judge is not ctx.judge:  # the transport answers the calls: the metric calls it
-            ctx = replace(ctx, judge=judge, metric=config.kind.build(config, judge))
+            ctx = replace(ctx, judge=judge, metric=transport_metric(config, judge, transport))
+        # a cascade's threshold: reused, or chosen on a sample of the partition (once per run)
+        ready = ensure_cascade(ctx, partition_key, recalibrate=config.recalibrate and not resume, run_id=run_id)
+        if ready is not None and progress is not None:
+            progress(ProgressEvent("cascade", partition_key, 0, None, ready.note))
         results, waiting = _passes(ctx, partition_key, run_id, base, transport, progress, workers, wait)
+        if ready is not None and ready.spend is not None:  # calibrating is part of the run's spend
+            results.append(ready.spend)
         if waiting is not None:
             return waiting
         summary = finalize_run(
@@ -231,6 +244,8 @@ def score_partition(
             context=ctx,
         )
         notes = transport.notes() + ctx.rows.notes()
+        if ready is not None and ready.calibrated:
+            notes.append(ready.note)
         cause = next((r.error_message for r in results if r.error_message), None)
         if cause and not summary.completed:
             notes.append(cause)  # e.g. "judge unreachable: connection refused at URL"

@@ -49,6 +49,7 @@ from ..scoring.verdicts import NodeVerdict
 from ..warehouse.claims import chunk_claim
 from ..warehouse.dialects import dialect_of
 from ..warehouse.source import parse_partition_key
+from .cascade import ensure_cascade
 from .chunk import chunk_claim_name, finish_chunk
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
@@ -328,6 +329,7 @@ def score_chunks(
     """
     if not chunks:
         return []
+    ensure_cascade(ctx, chunks[0].partition_key)  # a cascade's threshold: the run's, when set apart
     if budget is None:
         budget = remaining_budget(ctx, run_id)
     total = total if total is not None else done_before + sum(c.rows for c in chunks)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .context import PipelineContext
     from .records import ProgressCallback
 
-__all__ = ["JudgeTransport", "SyncTransport", "transport_for", "ENTRY_POINT_GROUP"]
+__all__ = ["JudgeTransport", "SyncTransport", "transport_for", "transport_metric", "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "ctxprec_ops.transports"
 
@@ -114,6 +114,17 @@ class SyncTransport:
 
     def close(self) -> None:
         pass
+
+
+def transport_metric(config: Any, judge: JudgeModel | None, transport: Any) -> Any:
+    """The run's metric calling ``judge`` (the transport's); a cascade's strong judge is answered
+    by the transport too (``judge_for``), so both stages go through it."""
+    metric = config.kind.build(config, judge)
+    cascade = getattr(metric, "cascade", None)
+    wrap = getattr(transport, "judge_for", None)
+    if cascade is not None and callable(wrap):
+        cascade.strong = wrap(cascade.strong)
+    return metric
 
 
 def _entry_point(name: str) -> Callable[..., JudgeTransport]:
