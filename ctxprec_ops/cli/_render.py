@@ -219,5 +219,23 @@ def estimate_table(e: Estimate) -> FitTable:
         ("completion tokens", f"{e.completion_tokens:,}"),
         ("estimated cost", fmt_cost(e.cost)),
         ("estimated cost, batch mode", fmt_cost(getattr(e, "batch_cost", None))),
+        *_cascade_rows(getattr(e, "cascade", None)),
     ]
     return _figures(f"estimate · {e.partition_key} · {e.metric}", rows)
+
+
+def _cascade_rows(c: dict | None) -> list[tuple[str, str]]:
+    """A cascade's part of an estimate: the split of the cost and what it rests on."""
+    if not c:
+        return []
+    rate = c["escalation_rate"]
+    shown = "unknown (all nodes priced)" if rate is None else f"{rate:.1%} ({c['escalation_rate_source']})"
+    return [
+        ("strong judge", str(c["strong_model"])),
+        ("expected escalation", shown),
+        ("nodes to the strong judge", f"{c['nodes_escalated']:,}"),
+        ("cost: cheap judge", fmt_cost(c["cheap_cost"])),
+        ("cost: strong judge", fmt_cost(c["strong_cost"])),
+        ("cost: calibration", f"{fmt_cost(c['calibration_cost'])} ({c['calibration_nodes']} nodes x 2 judges)"),
+        ("strong judge alone would cost", fmt_cost(c["strong_only_cost"])),
+    ]

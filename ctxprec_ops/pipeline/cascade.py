@@ -51,9 +51,9 @@ LABELLED_METRIC = "contextual_precision"
 LABELS = "ctxprec_labels"
 
 
-def identity_of(ctx: PipelineContext) -> dict[str, Any]:
-    """The fields a stored calibration must match to be reused (``warehouse.cascades.IDENTITY``)."""
-    metric = ctx.metric
+def identity_of(metric: Any) -> dict[str, Any]:
+    """The fields a stored calibration of ``metric``'s cascade must match to be reused
+    (``warehouse.cascades.IDENTITY``)."""
     cascade = metric.cascade
     assert cascade is not None
     return {
@@ -101,7 +101,7 @@ def ensure_cascade(
         return None
     schema = ctx.config.output_schema
     if not recalibrate:
-        row = latest_calibration(ctx.engine, identity_of(ctx), schema)
+        row = latest_calibration(ctx.engine, identity_of(ctx.metric), schema)
         if row is not None:
             calibration = _from_row(row)
             metric.set_threshold(calibration.escalate_below, calibration)
@@ -115,7 +115,7 @@ def ensure_cascade(
     columns = cascades_table(schema).c
     row = {
         **{k: v for k, v in calibration.to_dict().items() if k in columns},
-        **identity_of(ctx),
+        **identity_of(ctx.metric),
         "calibration_id": uuid.uuid4().hex,
         "source_table": ctx.key.source_table,
         "partition_key": where,

@@ -88,6 +88,9 @@ class Estimate:
     method: str = ""
     #: sampled answers per node (self-consistency); completion tokens count every one
     samples: int = 1
+    #: a judge cascade: the strong stage's and the calibration's figures (``estimate_cascade``); the
+    #: figures above are the cheap judge's, ``cost`` the whole
+    cascade: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.method:
@@ -122,8 +125,14 @@ def estimate_partition(
     metric = kind.build(config, judge)
     template = metric.evaluation_template
     model, version = metric.evaluation_model, metric.prompt_version
+    # the nodes the (cheap) judge would judge: those not in its stage of the judgment cache
+    cache_model, cache_version = model, version
+    if metric.cascade is not None:
+        cache_model, cache_version = judge.get_model_name(), metric.cascade.versions(metric._template_version, 1)[0]
+        if metric.cascade.confidence == "samples":
+            cache_version = version
     price = _price(judge, config)
-    counter = token_counter(model)
+    counter = token_counter(judge.get_model_name())
     est = Estimate(
         partition_key,
         metric.metric_name,
@@ -176,7 +185,9 @@ def estimate_partition(
                     est.invalid_examples.append(f"{log_id}: {exc}")
                 continue
             est.rows_to_score += 1
-        keyed = [judgment_keys(model, version, q, a, [text for _, text in nodes]) for q, a, nodes in requests]
+        keyed = [
+            judgment_keys(cache_model, cache_version, q, a, [text for _, text in nodes]) for q, a, nodes in requests
+        ]
         with read_connection(engine) as conn:
             cached = (
                 set(load_judgments(conn, tables, [k for ks in keyed for k in ks], agreement=False))
@@ -217,4 +228,8 @@ def estimate_partition(
         if batch_price is None or samples > 1  # batch mode does not sample
         else (est.prompt_tokens * batch_price[0] + est.completion_tokens * batch_price[1]) / 1_000_000
     )
+    if metric.cascade is not None:  # the strong stage on the expected share, and a calibration when due
+        from .estimate_cascade import price_cascade
+
+        price_cascade(est, config, metric, engine, price)
     return est

@@ -223,13 +223,14 @@ def score_partition(
         base = _start_run(ctx, partition_key, run_id, transport)
     try:
         transport.open(ctx, partition_key, run_id, resume.get("transport"))
-        judge = transport.judge()
-        if judge is not ctx.judge:  # the transport answers the calls: the metric calls it
-            ctx = replace(ctx, judge=judge, metric=transport_metric(config, judge, transport))
-        # a cascade's threshold: reused, or chosen on a sample of the partition (once per run)
+        # a cascade's threshold: reused, or chosen on a sample of the partition (once per run, with
+        # ordinary calls to the real judges whatever the transport)
         ready = ensure_cascade(ctx, partition_key, recalibrate=config.recalibrate and not resume, run_id=run_id)
         if ready is not None and progress is not None:
             progress(ProgressEvent("cascade", partition_key, 0, None, ready.note))
+        judge = transport.judge()
+        if judge is not ctx.judge:  # the transport answers the calls: the metric calls it
+            ctx = replace(ctx, judge=judge, metric=transport_metric(config, judge, transport, ctx.metric))
         results, waiting = _passes(ctx, partition_key, run_id, base, transport, progress, workers, wait)
         if ready is not None and ready.spend is not None:  # calibrating is part of the run's spend
             results.append(ready.spend)

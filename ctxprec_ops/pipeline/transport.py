@@ -116,14 +116,19 @@ class SyncTransport:
         pass
 
 
-def transport_metric(config: Any, judge: JudgeModel | None, transport: Any) -> Any:
+def transport_metric(config: Any, judge: JudgeModel | None, transport: Any, like: Any = None) -> Any:
     """The run's metric calling ``judge`` (the transport's); a cascade's strong judge is answered
-    by the transport too (``judge_for``), so both stages go through it."""
+    by the transport too (``judge_for``), so both stages go through it, with the threshold of the
+    metric it replaces (``like``)."""
     metric = config.kind.build(config, judge)
     cascade = getattr(metric, "cascade", None)
-    wrap = getattr(transport, "judge_for", None)
-    if cascade is not None and callable(wrap):
-        cascade.strong = wrap(cascade.strong)
+    if cascade is not None:
+        wrap = getattr(transport, "judge_for", None)
+        if callable(wrap):
+            cascade.strong = wrap(cascade.strong)
+        before = getattr(like, "cascade", None)
+        if before is not None and before.calibrated:
+            metric.set_threshold(before.escalate_below, before.calibration)
     return metric
 
 
