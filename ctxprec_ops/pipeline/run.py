@@ -158,9 +158,11 @@ def _passes(
     progress: ProgressCallback | None,
     workers: int,
     wait: bool,
+    carried: dict[str, Any] | None = None,
 ) -> tuple[list[ChunkResult], RunSummary | None]:
     """Score the partition pass after pass until the transport defers nothing more; returns the
-    chunk results, or a ``waiting`` run when ``wait`` is False and the transport's work runs on."""
+    chunk results, or a ``waiting`` run when ``wait`` is False and the transport's work runs on
+    (``carried``: what the run's earlier invocations spent)."""
     chunks = plan_chunks(ctx.config, partition_key, context=ctx)
     total = sum(c.rows for c in chunks)
     log.info("partition %s: %d rows in %d chunks of up to %d", partition_key, total, len(chunks), ctx.config.chunk_size)
@@ -171,7 +173,9 @@ def _passes(
         ids = transport.pending()
         if ids:
             if not wait:
-                return results, _waiting(ctx, base, transport, ids, results)
+                # what earlier invocations of the run spent travels on with this one's (a run
+                # can wait several times: a cascade's escalation batch follows the cheap one's)
+                return results, _waiting(ctx, base, transport, ids, _spend(results, carried))
             transport.wait(progress)
         transport.collect()
         results += _score_chunks(ctx, chunks, run_id, progress, workers, transport)
@@ -231,7 +235,9 @@ def score_partition(
         judge = transport.judge()
         if judge is not ctx.judge:  # the transport answers the calls: the metric calls it
             ctx = replace(ctx, judge=judge, metric=transport_metric(config, judge, transport, ctx.metric))
-        results, waiting = _passes(ctx, partition_key, run_id, base, transport, progress, workers, wait)
+        results, waiting = _passes(
+            ctx, partition_key, run_id, base, transport, progress, workers, wait, resume.get("spend")
+        )
         if ready is not None and ready.spend is not None:  # calibrating is part of the run's spend
             results.append(ready.spend)
         if waiting is not None:
