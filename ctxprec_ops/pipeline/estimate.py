@@ -220,8 +220,9 @@ def estimate_partition(
         est.cost = None
     else:
         est.cost = (est.prompt_tokens * price[0] + est.completion_tokens * price[1]) / 1_000_000
-    batch_price = batch_price_of(est.judge_model, config.prices) if price is not None else None
-    if judge.price_per_million is not None and price is not None and f"{est.judge_model}@batch" not in config.prices:
+    model_name = judge.get_model_name()  # a cascade's cheap judge (est.judge_model names the cascade)
+    batch_price = batch_price_of(model_name, config.prices) if price is not None else None
+    if judge.price_per_million is not None and price is not None and f"{model_name}@batch" not in config.prices:
         batch_price = (price[0] * BATCH_DISCOUNT, price[1] * BATCH_DISCOUNT)
     est.batch_cost = (
         None
