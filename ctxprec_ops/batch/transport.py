@@ -136,7 +136,7 @@ class BatchTransport:
         self.retry = self.options.retry or ctx.config.batch_retry
         self.client = BatchClient(judge)
         self.table = batches_table(ctx.engine, ctx.config.output_schema)
-        self._judge = BatchJudge(judge, self)
+        self._judge = BatchJudge(judge, self, ctx.config.prices)
         self._stages: list[BatchJudge] = [self._judge]
         if not state:
             self._name_other_configs()
@@ -150,7 +150,7 @@ class BatchTransport:
             raise JudgeConfigurationError(
                 f"batch mode needs an OpenAI-compatible strong judge (a model name), not {real.get_model_name()!r}"
             )
-        stage = BatchJudge(real, self, escalation=True)
+        stage = BatchJudge(real, self, self.ctx.config.prices, escalation=True)
         self._stages.append(stage)
         return stage
 
@@ -368,13 +368,13 @@ class BatchTransport:
         cap = self.ctx.config.max_cost
         if cap is None:
             return prompts
-        from ..judge.calls import _estimate_cost
+        from ..judge.calls import estimate_cost
 
         left = cap - self.spent
         out = []
         for h, p in prompts:
             judge = p.judge or self._judge
-            est = _estimate_cost(judge, p.prompt, max(1, p.prompt.count('<node id="')))
+            est = estimate_cost(judge, p.prompt, max(1, p.prompt.count('<node id="')))
             if est is None:
                 raise JudgeConfigurationError(
                     f"cannot keep to the run's max_cost: no price is known for judge {judge.model!r}; "

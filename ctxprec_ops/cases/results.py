@@ -66,7 +66,7 @@ class MetricResult:
     nodes_escalated: int = 0
     strong_cost: float | None = 0.0
     #: the exception an isolated case failed with (``measure`` re-raises it)
-    _exception: BaseException | None = field(default=None, repr=False, compare=False)
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
 
     @property
     def verbose_logs(self) -> str | None:

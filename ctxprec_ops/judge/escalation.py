@@ -25,14 +25,13 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import CtxPrecError
 from .calls import JudgeRun, Usage, gather_settled
 from .nodes import judge_nodes
 
 if TYPE_CHECKING:
-    from .cascade import Cascade
     from .models.base import JudgeModel
 
 __all__ = [
@@ -40,6 +39,7 @@ __all__ = [
     "Calibration",
     "CascadeCalibrationError",
     "SampleNode",
+    "Stages",
     "choose_threshold",
     "draw",
     "judge_sample",
@@ -50,6 +50,15 @@ __all__ = [
 #: the one-sided confidence level of the agreement's lower bound
 CONFIDENCE_LEVEL = 0.95
 METHOD = "lowest C whose agreement has a one-sided 95% Clopper-Pearson lower bound >= target (fixed sequence)"
+
+
+class Stages(Protocol):
+    """What calibrating asks of a cascade (``cascade.Cascade``): its strong judge, how the cheap
+    confidence is taken, the target agreement."""
+
+    strong: JudgeModel
+    confidence: str
+    target_agreement: float | None
 
 
 class CascadeCalibrationError(CtxPrecError, ValueError):
@@ -182,7 +191,7 @@ def draw(pool_size: int, k: int, seed: Any) -> list[int]:
 async def judge_sample(
     sample: Sequence[SampleNode],
     cheap: JudgeModel,
-    cascade: Cascade,
+    cascade: Stages,
     template: type,
     versions: tuple[str, str],
     run: JudgeRun,
@@ -228,7 +237,7 @@ async def judge_sample(
 async def calibrate(
     sample: Sequence[SampleNode],
     cheap: JudgeModel,
-    cascade: Cascade,
+    cascade: Stages,
     template: type,
     versions: tuple[str, str],
     run: JudgeRun,

@@ -16,7 +16,7 @@ from ..judge.cascade import DEFAULT_CALIBRATION_NODES, Cascade, check_cascade_se
 from ..judge.limiter import AdaptiveLimiter
 from ..judge.models import JudgeModel, resolve_judge
 from ..judge.nodes import judge_nodes
-from ..scoring.consistency import check_samples, sampled_version
+from ..scoring.samples import check_samples, sampled_version
 from ..scoring.template import prompt_version as _prompt_version
 from ..secrets import redact
 
@@ -128,7 +128,7 @@ class BaseRetrievalMetric:
         cascade (the strong stage's may have been judged before: a calibration, a strong-only run)."""
         if self.cascade is None:
             return judgment_keys(self.evaluation_model, self.prompt_version, question, expected, nodes)
-        cheap_version, strong_version = self.cascade.versions(self._template_version, self.judge_samples)
+        cheap_version, strong_version = self.stage_versions()
         return judgment_keys(self.model.get_model_name(), cheap_version, question, expected, nodes) + judgment_keys(
             self.cascade.strong_model, strong_version, question, expected, nodes
         )
@@ -137,18 +137,24 @@ class BaseRetrievalMetric:
         self, run: JudgeRun, question: str, expected: str, nodes: list[str], usage: Usage
     ) -> list:
         """The verdicts of ``nodes`` (rank 1 first): the judge's, or the cascade's."""
-        template = self._judge_template()
+        template = self.judge_template()
         if self.cascade is None:
             verdicts, _ = await judge_nodes(
                 self.model, template, self.prompt_version, question, expected, nodes, run,
                 max_nodes_per_call=self.max_nodes_per_call, usage=usage, samples=self.judge_samples,
             )  # fmt: skip
             return verdicts
-        versions = self.cascade.versions(self._template_version, self.judge_samples)
+        versions = self.stage_versions()
         return await judge_cascade(
             self.model, self.cascade, template, versions, question, expected, nodes, run,
             usage=usage, max_nodes_per_call=self.max_nodes_per_call, samples=self.judge_samples,
         )  # fmt: skip
+
+    def stage_versions(self) -> tuple[str, str]:
+        """The prompt versions that key a cascade's cheap and strong stages in the judgment cache."""
+        if self.cascade is None:
+            raise JudgeConfigurationError("this metric has no cascade (escalate_to): it has one judge's prompt version")
+        return self.cascade.versions(self._template_version, self.judge_samples)
 
     def set_threshold(self, escalate_below: float, calibration: Any = None) -> None:
         """Set the cascade's ``C`` (chosen by a calibration for its target agreement)."""
@@ -166,7 +172,7 @@ class BaseRetrievalMetric:
 
         return run_sync(lambda: calibrate_metric(self, cases, nodes=nodes, labels=labels, seed=seed))
 
-    def _judge_template(self) -> type:
+    def judge_template(self) -> type:
         """The prompt template the judge is called with (a judged metric always has one)."""
         if self.evaluation_template is None:
             raise JudgeConfigurationError(f"{type(self).__name__} has no evaluation_template to call a judge with")
@@ -241,7 +247,7 @@ class BaseRetrievalMetric:
             result.reason = None
             result.error_type = getattr(exc, "error_type", None) or _error_type(exc)
             result.error = redact(f"{exc}" if isinstance(exc, CtxPrecError) else f"{type(exc).__name__}: {exc}")
-            result._exception = exc
+            result.exception = exc
         result.seconds = time.perf_counter() - started
         return result
 
@@ -270,7 +276,7 @@ class BaseRetrievalMetric:
                 if close is not None:
                     await close()
         self._apply(result)
-        exc = result._exception
+        exc = result.exception
         if exc is not None:
             raise exc
         return self.score
@@ -295,7 +301,7 @@ class BaseRetrievalMetric:
 
 
 def record_usage(result: MetricResult, usage: Any) -> None:
-    """Copy a ``judging.Usage`` (calls, tokens, cost, attempts, cache hits) onto ``result``."""
+    """Copy a ``judge.calls.Usage`` (calls, tokens, cost, attempts, cache hits) onto ``result``."""
     result.judge_calls = usage.calls
     result.prompt_tokens = usage.prompt_tokens
     result.completion_tokens = usage.completion_tokens

@@ -10,22 +10,36 @@ was given, before scoring them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import CtxPrecError, JudgeConfigurationError
 from ..judge import defaults
 from ..judge.calls import JudgeRun
 from ..judge.escalation import Calibration, SampleNode, calibrate, draw
 from ..judge.limiter import AdaptiveLimiter
+from ..judge.models.base import JudgeModel
 
-if TYPE_CHECKING:
-    from .base import BaseRetrievalMetric
+__all__ = ["CascadeMetric", "calibrate_metric", "sample_of"]
 
-__all__ = ["calibrate_metric", "sample_of"]
+
+class CascadeMetric(Protocol):
+    """What calibrating asks of a metric with a cascade (``base.BaseRetrievalMetric``)."""
+
+    model: JudgeModel
+    cascade: Any
+    judge_samples: int
+    max_nodes_per_call: int
+    max_retries: int
+
+    def coerce(self, test_case: Any) -> Any: ...
+    def judge_requests(self, test_case: Any) -> list[tuple[str, str, list[str]]]: ...
+    def judge_template(self) -> type: ...
+    def stage_versions(self) -> tuple[str, str]: ...
+    def set_threshold(self, escalate_below: float, calibration: Any = None) -> None: ...
 
 
 def sample_of(
-    metric: BaseRetrievalMetric,
+    metric: CascadeMetric,
     cases: Iterable[Any],
     nodes: int,
     labels: Mapping[str, Mapping[int, bool]] | None = None,
@@ -52,7 +66,7 @@ def sample_of(
 
 
 async def calibrate_metric(
-    metric: BaseRetrievalMetric,
+    metric: CascadeMetric,
     cases: Any,
     *,
     nodes: int | None = None,
@@ -68,9 +82,9 @@ async def calibrate_metric(
     case_list = list(cases) if not hasattr(cases, "retrieval_context") else [cases]
     sample = sample_of(metric, case_list, size, labels, seed)
     run = run or JudgeRun(limiter=AdaptiveLimiter(defaults.CONCURRENCY), max_retries=metric.max_retries)
-    versions = cascade.versions(metric._template_version, metric.judge_samples)
+    versions = metric.stage_versions()
     calibration = await calibrate(
-        sample, metric.model, cascade, metric._judge_template(), versions, run,
+        sample, metric.model, cascade, metric.judge_template(), versions, run,
         max_nodes_per_call=metric.max_nodes_per_call, samples=metric.judge_samples,
         label_set="given" if labels is not None else None,
     )  # fmt: skip

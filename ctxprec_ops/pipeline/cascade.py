@@ -20,6 +20,7 @@ import logging
 import random
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -34,8 +35,8 @@ from ..scoring.confidence import confidence_of
 from ..warehouse.cascades import cascades_table, latest_calibration, write_cascade
 from ..warehouse.engine import read_connection, write_retrying
 from ..warehouse.reflect import table_names
+from ..warehouse.source import Partition
 from ..warehouse.store import load_judgments, write_chunk
-from .intake import _now
 from .plan import iter_chunk_rows
 from .records import ChunkResult
 
@@ -84,7 +85,7 @@ class CascadeReady:
 
 def ensure_cascade(
     ctx: PipelineContext,
-    partition_key: str,
+    partition: Partition | None,
     *,
     recalibrate: bool = False,
     calibrate: bool = True,
@@ -92,7 +93,7 @@ def ensure_cascade(
 ) -> CascadeReady | None:
     """Set the run's cascade threshold (see the module docstring); None when there is no cascade,
     its threshold is given or already set. ``calibrate=False``: only a stored calibration is taken
-    (a run's summary, written after its chunks)."""
+    (a run's summary, written after its chunks; no ``partition`` needed)."""
     metric = ctx.metric
     cascade = getattr(metric, "cascade", None)
     if cascade is None or cascade.target_agreement is None:
@@ -109,9 +110,9 @@ def ensure_cascade(
             when = at.strftime("%Y-%m-%d") if hasattr(at, "strftime") else str(at)[:10]
             sample = "label set" if row.get("partition_key") == "labels" else f"a sample of {row.get('partition_key')}"
             return CascadeReady(f"cascade: {calibration.summary()} ({sample}, calibrated {when}; reused)")
-    if not calibrate:
+    if not calibrate or partition is None:
         return None
-    calibration, where = _calibrate(ctx, partition_key)
+    calibration, where = _calibrate(ctx, partition)
     columns = cascades_table(schema).c
     row = {
         **{k: v for k, v in calibration.to_dict().items() if k in columns},
@@ -125,8 +126,8 @@ def ensure_cascade(
     metric.set_threshold(calibration.escalate_below, calibration)
     sample = f"label set {ctx.config.label_set}" if where == "labels" else f"a sample of {where}"
     note = f"cascade: {calibration.summary()} ({sample})"
-    log.info("partition %s: %s", partition_key, note)
-    spend = ChunkResult(partition_key, -1, judge_calls=calibration.judge_calls)
+    log.info("partition %s: %s", partition, note)
+    spend = ChunkResult(partition.key, -1, judge_calls=calibration.judge_calls)
     spend.prompt_tokens = calibration.prompt_tokens or 0
     spend.completion_tokens = calibration.completion_tokens or 0
     spend.cheap_cost, spend.strong_cost = calibration.cheap_cost, calibration.strong_cost
@@ -134,32 +135,32 @@ def ensure_cascade(
     return CascadeReady(note, True, spend)
 
 
-def calibrate_partition(config: Any, partition_key: str) -> CascadeReady | None:
+def calibrate_partition(config: Any, partition_key: str | Partition) -> CascadeReady | None:
     """``ensure_cascade`` for a run whose chunks are scored apart (an Airflow plan task): the
     threshold is chosen (or found) once, before them; None without a cascade."""
     if getattr(config, "escalate_to", None) is None:
         return None
     from .context import prepare
 
-    return ensure_cascade(prepare(config), partition_key, recalibrate=bool(config.recalibrate))
+    return ensure_cascade(prepare(config), Partition.of(partition_key), recalibrate=bool(config.recalibrate))
 
 
-def _calibrate(ctx: PipelineContext, partition_key: str) -> tuple[Calibration, str]:
+def _calibrate(ctx: PipelineContext, partition: Partition) -> tuple[Calibration, str]:
     """Draw the sample, judge it with both judges (through the judgment cache), choose ``C``."""
     config, metric = ctx.config, ctx.metric
     cascade = metric.cascade
     assert cascade is not None and cascade.target_agreement is not None
     size = config.calibration_nodes
     sample = _labelled_sample(ctx, size, min_sample_for(cascade.target_agreement))
-    where, label_set = ("labels", config.label_set) if sample else (partition_key, None)
+    where, label_set = ("labels", config.label_set) if sample else (partition.key, None)
     if not sample:
-        sample = _partition_sample(ctx, partition_key, size)
+        sample = _partition_sample(ctx, partition, size)
     log.info(
         "partition %s: calibrating the cascade on %d nodes (%s) judged by %s and %s",
-        partition_key, len(sample), f"label set {label_set}" if label_set else "drawn at random",
+        partition, len(sample), f"label set {label_set}" if label_set else "drawn at random",
         metric.model.get_model_name(), cascade.strong_model,
     )  # fmt: skip
-    versions = cascade.versions(metric._template_version, metric.judge_samples)
+    versions = metric.stage_versions()
     keys = [
         k
         for n in sample
@@ -179,7 +180,7 @@ def _calibrate(ctx: PipelineContext, partition_key: str) -> tuple[Calibration, s
     async def judged() -> Calibration:
         try:
             return await calibrate(
-                sample, metric.model, cascade, metric._judge_template(), versions, run,
+                sample, metric.model, cascade, metric.judge_template(), versions, run,
                 max_nodes_per_call=config.max_nodes_per_call, samples=metric.judge_samples, label_set=label_set,
             )  # fmt: skip
         finally:
@@ -205,7 +206,7 @@ def stage_columns(metric: Any, verdicts: list[Any]) -> dict[str, list[Any]] | No
     cascade = getattr(metric, "cascade", None)
     if cascade is None:
         return None
-    cheap_version, strong_version = cascade.versions(metric._template_version, metric.judge_samples)
+    cheap_version, strong_version = metric.stage_versions()
     cheap = [confidence_of(v) is not None for v in verdicts]
     return {
         "judge_model": [metric.model.get_model_name() if c else cascade.strong_model for c in cheap],
@@ -217,7 +218,7 @@ def _keep_judgments(ctx: PipelineContext, cache: DictVerdictCache) -> None:
     """The sample's new verdicts into ``ctxprec_judgments`` (each under its own stage's model)."""
     if not cache.added:
         return
-    at = _now()
+    at = datetime.now(UTC)
     verdicts = list(cache.added.values())
     stages = stage_columns(ctx.metric, verdicts) or {}
     rows = [
@@ -238,16 +239,14 @@ def _keep_judgments(ctx: PipelineContext, cache: DictVerdictCache) -> None:
     )
 
 
-def _partition_sample(ctx: PipelineContext, partition_key: str, size: int) -> list[SampleNode]:
+def _partition_sample(ctx: PipelineContext, partition: Partition, size: int) -> list[SampleNode]:
     """``size`` of the partition's nodes at random (a reservoir over every node its cases would
     send the judge, seeded by the partition: the same sample for the same rows)."""
     config, metric, reader = ctx.config, ctx.metric, ctx.rows
-    rng = random.Random(f"ctxprec-cascade|{partition_key}")
+    rng = random.Random(f"ctxprec-cascade|{partition.key}")
     reservoir: list[SampleNode] = []
     seen = 0
-    for _chunk, rows in iter_chunk_rows(
-        ctx.engine, ctx.source, partition_key, config.chunk_size, config.sample, reader
-    ):
+    for _chunk, rows in iter_chunk_rows(ctx.engine, ctx.source, partition, config.chunk_size, config.sample, reader):
         for row in rows:
             try:
                 requests = metric.judge_requests(reader.to_case(row))
@@ -278,7 +277,8 @@ def _labelled_sample(ctx: PipelineContext, size: int, needed: int) -> list[Sampl
         return []
     pool: list[SampleNode] = []
     for day in _days_of(ctx, sorted(labels)):
-        for _chunk, rows in iter_chunk_rows(ctx.engine, ctx.source, day, ctx.config.chunk_size, None, ctx.rows):
+        rows_of_day = iter_chunk_rows(ctx.engine, ctx.source, Partition.of(day), ctx.config.chunk_size, None, ctx.rows)
+        for _chunk, rows in rows_of_day:
             for row in rows:
                 given = labels.get(str(row["id"]))
                 if not given:

@@ -19,12 +19,13 @@ from ..warehouse.engine import get_engine
 from ..warehouse.identifiers import split_table_name
 from ..warehouse.permissions import check_output_writable
 from ..warehouse.schema import OutputTables, ensure_output_tables
+from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.segments import ensure_segments_table, segment_column, segments_table
 from ..warehouse.source import SourceTable, SourceTableError, reflect_source
-from ..warehouse.store import ScoringKey
 from ..warehouse.types import stored_length
 from .config import PipelineConfig
 from .formats import SPAN_FORMATS, RowsReader, SourceReader, make_reader
+from .judges import build_judge
 from .mapping import DEFAULT_MAPPING, mapping_of
 
 __all__ = ["PipelineContext", "prepare", "check_key_fits", "scoring_key", "with_segments"]
@@ -153,30 +154,7 @@ def with_segments(source: SourceTable, segments: tuple[str, ...]) -> tuple[Sourc
         if col.name not in names:
             names.append(col.name)
             extra[segment_column(col.name)] = col
-    return replace(source, columns={**source.columns, **extra}, _chunk_reads={}), tuple(names)
-
-
-def build_judge(config: PipelineConfig, model: str | JudgeModel | None = None) -> JudgeModel:
-    """The judge a run of ``config`` calls: named (or given) by ``config.judge`` (``model``: another,
-    a cascade's strong judge), at its endpoint with its key and timeout, reading images or not
-    (``judge_multimodal``), at its price in ``config.prices`` when that names it (else the list price)."""
-    from ..judge.models import make_judge
-
-    name = config.judge if model is None else model
-    extra: dict[str, object] = {}
-    if isinstance(name, str):
-        price = config.prices.get(name.strip())
-        if price is not None:
-            extra["price_per_million"] = price
-        if config.judge_multimodal is not None:
-            extra["multimodal"] = config.judge_multimodal
-    return make_judge(
-        name,
-        base_url=config.judge_base_url,
-        api_key=config.judge_api_key,
-        timeout=config.judge_timeout,
-        **extra,
-    )
+    return source.with_columns(extra), tuple(names)
 
 
 def prepare(config: PipelineConfig) -> PipelineContext:

@@ -13,7 +13,7 @@ with ordinary calls, in batch mode too).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -27,14 +27,27 @@ from .cascade import identity_of
 
 if TYPE_CHECKING:
     from .config import PipelineConfig
-    from .estimate import Estimate
 
-__all__ = ["price_cascade", "expected_rate"]
+__all__ = ["CheapStage", "price_cascade", "expected_rate"]
 
 #: recent runs whose escalation rate is averaged when there is no calibration to go by
 RECENT_RUNS = 7
 
 Price = tuple[float, float]
+
+
+class CheapStage(Protocol):
+    """What pricing the strong stage reads from (and adds to) an estimate of the cheap stage
+    (``estimate.Estimate``)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    samples: int
+    nodes_total: int
+    nodes_to_judge: int
+    cost: float | None
+    batch_cost: float | None
+    cascade: dict[str, Any] | None
 
 
 def _usd(prompt: float, completion: float, price: Price | None) -> float | None:
@@ -75,7 +88,7 @@ def expected_rate(engine: Engine, config: PipelineConfig, metric: Any) -> tuple[
     )
 
 
-def price_cascade(est: Estimate, config: PipelineConfig, metric: Any, engine: Engine, cheap: Price | None) -> None:
+def price_cascade(est: CheapStage, config: PipelineConfig, metric: Any, engine: Engine, cheap: Price | None) -> None:
     """Add the strong stage and the calibration to ``est`` (whose figures are the cheap stage's)."""
     cascade = metric.cascade
     strong_model = cascade.strong_model

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import JudgeConfigurationError
 from ..metrics import names
 from .columns import ColumnSet, ConversationColumns, LabelColumns, SourceColumns
+from .judges import JudgeSettings, build_judge
 
 if TYPE_CHECKING:
     from ..judge.models.base import JudgeModel
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["MetricKind", "MetricSettings", "METRIC_KINDS", "METRIC_NAMES", "DEFAULT_METRIC", "metric_kind"]
 
 
-class MetricSettings(Protocol):
+class MetricSettings(JudgeSettings, Protocol):
     """What building a metric reads from a run's configuration (``MetricSettings`` has it all)."""
 
     threshold: float
@@ -101,10 +102,8 @@ def _common(config: MetricSettings, judge: JudgeModel | None) -> dict[str, Any]:
         samples=config.judge_samples,
     )
     if config.escalate_to is not None:  # a cascade: the strong judge at the same endpoint, its own price
-        from .context import build_judge
-
         out.update(
-            escalate_to=build_judge(config, config.escalate_to),  # type: ignore[arg-type]
+            escalate_to=build_judge(config, config.escalate_to),
             escalate_below=config.escalate_below,
             target_agreement=config.target_agreement,
             calibration_nodes=config.calibration_nodes,

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..judge.budget import Budget
 from ..warehouse.engine import display_url
-from ..warehouse.source import parse_partition_key
+from ..warehouse.source import Partition
 from .cascade import ensure_cascade
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
@@ -151,7 +151,7 @@ def _waiting(
 
 def _passes(
     ctx: PipelineContext,
-    partition_key: str,
+    partition: Partition,
     run_id: str,
     base: RunSummary,
     transport: JudgeTransport,
@@ -163,11 +163,11 @@ def _passes(
     """Score the partition pass after pass until the transport defers nothing more; returns the
     chunk results, or a ``waiting`` run when ``wait`` is False and the transport's work runs on
     (``carried``: what the run's earlier invocations spent)."""
-    chunks = plan_chunks(ctx.config, partition_key, context=ctx)
+    chunks = plan_chunks(ctx.config, partition, context=ctx)
     total = sum(c.rows for c in chunks)
-    log.info("partition %s: %d rows in %d chunks of up to %d", partition_key, total, len(chunks), ctx.config.chunk_size)
+    log.info("partition %s: %d rows in %d chunks of up to %d", partition, total, len(chunks), ctx.config.chunk_size)
     if progress is not None:
-        progress(ProgressEvent("planned", partition_key, 0, total, f"{total} rows in {len(chunks)} chunks"))
+        progress(ProgressEvent("planned", partition.key, 0, total, f"{total} rows in {len(chunks)} chunks"))
     results: list[ChunkResult] = []
     while True:
         ids = transport.pending()
@@ -186,7 +186,7 @@ def _passes(
 
 def score_partition(
     config: PipelineConfig,
-    partition_key: str,
+    partition_key: str | Partition,
     *,
     run_id: str | None = None,
     progress: ProgressCallback | None = None,
@@ -195,7 +195,8 @@ def score_partition(
     resume: dict[str, Any] | None = None,
     transport: JudgeTransport | None = None,
 ) -> RunSummary:
-    """Score one partition: plan, score every chunk, finalize. Returns the run row.
+    """Score one partition (its key ``YYYY-MM-DD``, or a ``Partition``): plan, score every
+    chunk, finalize. Returns the run row.
 
     Idempotent and resumable: rows already scored are skipped, failures of rows that now score
     are removed. With ``config.max_cost`` one budget spans all chunks. An exception aborts the
@@ -213,10 +214,11 @@ def score_partition(
     with a URL (not an ``Engine``) and no ``max_cost`` (a budget cannot span processes),
     otherwise chunks are scored in this process, in order.
     """
-    parse_partition_key(partition_key)
+    partition = Partition.of(partition_key)  # parsed once, here: passed on as it is
+    partition_key = partition.key
     run_id = run_id or uuid.uuid4().hex
     transport = transport or transport_for(config.judge_mode)
-    stage_source(config, partition_key)  # a source outside the warehouse (Phoenix): staged first
+    stage_source(config, partition)  # a source outside the warehouse (Phoenix): staged first
     ctx = prepare(config)
     resume = dict(resume or {})
     if resume.get("started_at"):
@@ -229,22 +231,21 @@ def score_partition(
         transport.open(ctx, partition_key, run_id, resume.get("transport"))
         # a cascade's threshold: reused, or chosen on a sample of the partition (once per run, with
         # ordinary calls to the real judges whatever the transport)
-        ready = ensure_cascade(ctx, partition_key, recalibrate=config.recalibrate and not resume, run_id=run_id)
+        ready = ensure_cascade(ctx, partition, recalibrate=config.recalibrate and not resume, run_id=run_id)
         if ready is not None and progress is not None:
             progress(ProgressEvent("cascade", partition_key, 0, None, ready.note))
         judge = transport.judge()
         if judge is not ctx.judge:  # the transport answers the calls: the metric calls it
             ctx = replace(ctx, judge=judge, metric=transport_metric(config, judge, transport, ctx.metric))
-        results, waiting = _passes(
-            ctx, partition_key, run_id, base, transport, progress, workers, wait, resume.get("spend")
-        )
+        carried = resume.get("spend")
+        results, waiting = _passes(ctx, partition, run_id, base, transport, progress, workers, wait, carried)
         if ready is not None and ready.spend is not None:  # calibrating is part of the run's spend
             results.append(ready.spend)
         if waiting is not None:
             return waiting
         summary = finalize_run(
             config,
-            partition_key,
+            partition,
             run_id=run_id,
             chunk_results=_spend(results, resume.get("spend")),
             started_at=base.started_at,
