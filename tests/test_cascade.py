@@ -4,10 +4,11 @@ confidently wrong: ``tests/fixtures/cheap_judge.py``) and a "strong" model that 
 
 What is checked: a judge without log-probabilities or samples is refused before any call; only the
 nodes less sure than C reach the strong judge, grouped as the node-group rule allows; a threshold
-chosen for a target agreement meets it on a partition it was not chosen on, and is reused; cascade
-scores and single-judge scores never share a key, and the judgment cache works per stage; batch
-mode runs the two stages as two batches with the sync run's verdicts; people's labels are the
-calibration's reference when there are enough; the Python API.
+chosen for a target agreement meets it on a partition it was not chosen on, and is reused by the
+same judges, prompt and target only; cascade scores and single-judge scores never share a key, and
+the judgment cache works per stage; batch mode runs the two stages as two batches with the sync
+run's verdicts; people's labels are the calibration's reference when there are enough; the Python
+API.
 """
 
 from __future__ import annotations
@@ -233,6 +234,34 @@ def test_the_cascade_meets_its_target_agreement_on_a_held_out_partition(server, 
     assert again.status == "succeeded" and "(a sample of 2026-11-29)" in (again.error_message or "")
     with get_engine(warehouse).connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM ctxprec_cascades")).scalar() == 2
+
+
+def test_a_stored_calibration_is_reused_only_by_the_same_judges_and_prompt(server, warehouse):
+    cfg = config(
+        warehouse,
+        server,
+        target_agreement=0.9,
+        calibration_nodes=60,
+        sample_rate=0.3,
+        prices={**PRICES, "strong-2": PRICES["strong"]},
+    )
+    notes: list[str] = []
+
+    def run(c: PipelineConfig, day: str) -> str:
+        score_partition(c, day, progress=lambda e: notes.append(e.message) if e.kind == "cascade" else None)
+        with get_engine(warehouse).connect() as conn:
+            n = conn.execute(sa.text("SELECT count(*) FROM ctxprec_cascades")).scalar()
+        return f"{'reused' if 'reused' in notes[-1] else 'calibrated'} {n}"
+
+    assert run(cfg, DAY) == "calibrated 1"
+    assert run(cfg, HELD_OUT) == "reused 1"
+    assert run(replace(cfg, escalate_to="strong-2"), HELD_OUT) == "calibrated 2"  # another strong judge
+    assert run(replace(cfg, judge="strong-2", escalate_to="strong"), HELD_OUT) == "calibrated 3"  # another cheap one
+    assert run(replace(cfg, target_agreement=0.85), LATER) == "calibrated 4"  # another target
+    with get_engine(warehouse).begin() as conn:  # the prompt of every stored calibration changed since
+        conn.execute(sa.text("UPDATE ctxprec_cascades SET prompt_version = 'v0-an-older-prompt'"))
+    assert run(cfg, LATER) == "calibrated 5"
+    assert run(cfg, LATER) == "reused 5"
 
 
 # -- keys and the cache --------------------------------------------------------------------------------
