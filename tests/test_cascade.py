@@ -357,6 +357,27 @@ def test_batch_mode_with_a_target_calibrates_with_ordinary_calls(server, tmp_pat
     assert run.status == "succeeded" and run.escalate_below is not None
     assert server.calls > 0 and len(server.batch_created) >= 1  # the sample: sync calls; the run: batches
     assert run.rows_scored == 40
+    with get_engine(url).connect() as conn:
+        (cal_cost,) = conn.execute(sa.text("SELECT cheap_cost + strong_cost FROM ctxprec_cascades")).one()
+    assert cal_cost > 0 and run.cost > cal_cost
+
+    # the same run invoked again after each wait (a deferrable operator): the calibration's spend,
+    # made by the first invocation, is in the run's figures at the end
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    create_logs(get_engine(url), day_rows(DAY, 40, 1))
+    cfg = config(url, server, target_agreement=0.9, calibration_nodes=80, judge_mode="batch")
+    done = score_partition(cfg, DAY, wait=False)
+    for _ in range(50):
+        if done.status != "waiting":
+            break
+        assert done.waiting is not None
+        done = score_partition(cfg, DAY, wait=False, run_id=done.run_id, resume=done.waiting.resume)
+    assert done.status == "succeeded" and done.escalate_below == run.escalate_below
+    assert (done.judge_calls, done.cost, done.strong_cost) == (
+        run.judge_calls,
+        pytest.approx(run.cost),
+        pytest.approx(run.strong_cost),
+    )
 
 
 # -- labels as the reference ----------------------------------------------------------------------------

@@ -238,16 +238,16 @@ def score_partition(
         if judge is not ctx.judge:  # the transport answers the calls: the metric calls it
             ctx = replace(ctx, judge=judge, metric=transport_metric(config, judge, transport, ctx.metric))
         carried = resume.get("spend")
+        if ready is not None and ready.spend is not None:  # calibrating is part of the run's spend,
+            carried = _carry(_spend([ready.spend], carried), partition_key)  # carried across a wait too
         results, waiting = _passes(ctx, partition, run_id, base, transport, progress, workers, wait, carried)
-        if ready is not None and ready.spend is not None:  # calibrating is part of the run's spend
-            results.append(ready.spend)
         if waiting is not None:
             return waiting
         summary = finalize_run(
             config,
             partition,
             run_id=run_id,
-            chunk_results=_spend(results, resume.get("spend")),
+            chunk_results=_spend(results, carried),
             started_at=base.started_at,
             context=ctx,
         )
