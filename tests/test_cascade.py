@@ -3,7 +3,8 @@ known share of nodes (unsure of most of its wrong verdicts, sure of its right on
 confidently wrong: ``tests/fixtures/cheap_judge.py``) and a "strong" model that answers the oracle.
 
 What is checked: a judge without log-probabilities or samples is refused before any call; only the
-nodes less sure than C reach the strong judge, grouped as the node-group rule allows; a threshold
+nodes less sure than C reach the strong judge, grouped as the node-group rule allows (conversations
+scored by the turn metric too); a threshold
 chosen for a target agreement meets it on a partition it was not chosen on, and is reused by the
 same judges, prompt and target only; cascade scores and single-judge scores never share a key, and
 the judgment cache works per stage; batch mode runs the two stages as two batches with the sync
@@ -193,6 +194,24 @@ def test_only_the_unsure_nodes_go_to_the_strong_judge_in_as_few_calls_as_allowed
             sa.text("SELECT nodes_escalated, escalation_rate, strong_cost, escalate_below FROM ctxprec_runs")
         ).one()
     assert tuple(row) == pytest.approx((run.nodes_escalated, run.escalation_rate, run.strong_cost, 0.85))
+
+
+def test_conversations_scored_by_the_turn_metric_escalate_the_same_way(server, tmp_path):
+    from tests.test_pipeline_conversations import DAY as CONVERSATION_DAY
+    from tests.test_pipeline_conversations import convo, make
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    make(get_engine(url), [convo(i) for i in range(1, 21)])
+    cfg = config(url, server, metric="turn_contextual_precision", window_size=2, escalate_below=0.85)
+    run = score_partition(cfg, CONVERSATION_DAY)
+    assert (run.status, run.rows_scored, run.judge_model) == ("succeeded", 20, "cheap>strong[below=0.85]")
+    cheap = server.cheap_models["cheap"]
+    asked = [t for r in requests_of(server, "strong") for t in asked_texts(r)]
+    assert asked and all(cheap.draw(t)[1] < 0.85 for t in asked)  # only the unsure nodes went up
+    verdicts = [v for vs in stored(url, run.judge_model).values() for v in vs]
+    assert {v["decided_by"] for v in verdicts} == {"cheap", "strong"}
+    assert all((v["decided_by"] == "strong") == (v["cheap_confidence"] < 0.85) for v in verdicts)
+    assert 0 < run.nodes_escalated < run.nodes_judged and run.strong_cost > 0
 
 
 # -- a target agreement ----------------------------------------------------------------------------
