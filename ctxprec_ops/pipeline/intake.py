@@ -16,14 +16,15 @@ from ..judge.budget import Budget
 from ..judge.cache import DictVerdictCache, remembered_keys
 from ..secrets import redact
 from ..warehouse.engine import read_connection
+from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.segments import segment_column, segment_state, segment_value
-from ..warehouse.store import ScoringKey, load_judgments, run_spend, scored_ids
+from ..warehouse.store import load_judgments, run_spend, scored_ids
 from .context import PipelineContext
 from .records import Chunk
 from .rows import case_or_failure
 from .sampling import takes_every_row
 
-__all__ = ["read_intake", "remaining_budget"]
+__all__ = ["Intake", "failure_row", "read_intake", "remaining_budget"]
 
 
 def _now() -> datetime:
@@ -31,7 +32,7 @@ def _now() -> datetime:
 
 
 @dataclass
-class _Intake:
+class Intake:
     """A chunk's rows sorted into: already scored, to judge (as cases), failed on their content."""
 
     rows: list[dict[str, Any]]  # the rows in the sample (all rows without sampling)
@@ -61,7 +62,7 @@ class _Intake:
     extras: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def _failure(
+def failure_row(
     log_id: str,
     pk: str,
     key: ScoringKey,
@@ -72,14 +73,11 @@ def _failure(
     at: datetime,
     chunk_index: int,
 ) -> dict[str, Any]:
+    """A ``ctxprec_failures`` row of ``log_id`` under ``key``."""
     return {
         "log_id": log_id,
         "partition_key": pk,
-        "metric": key.metric,
-        "source_table": key.source_table,
-        "mapping": key.mapping,
-        "judge_model": key.judge_model,
-        "prompt_version": key.prompt_version,
+        **key.values(),
         "error_type": error_type,
         "error_message": message[:4000],
         "attempts": int(attempts or 0),
@@ -89,12 +87,12 @@ def _failure(
     }
 
 
-def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
+def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> Intake:
     """Read the chunk, skip rows already scored, turn the rest into cases or ``invalid_input``."""
     key, pk = ctx.key, chunk.partition_key
     sample, cutoff = ctx.config.sample, chunk.sample_cutoff
     with read_connection(ctx.engine) as conn:
-        every = ctx.rows.read_rows(conn, pk, chunk.after_id, chunk.upto_id)
+        every = ctx.rows.read_rows(conn, chunk.partition, chunk.after_id, chunk.upto_id)
         every_id = [str(r["id"]) for r in every]
         if takes_every_row(cutoff):
             rows, log_ids = every, every_id
@@ -108,7 +106,7 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
         if ctx.segments and done_ids:
             recorded, moved = _segmented(conn, ctx, pk, done_ids)
             done_ids = set(recorded)
-    intake = _Intake(rows, done_ids, all_rows=len(every), log_ids=log_ids, moved=moved, partition_key=pk)
+    intake = Intake(rows, done_ids, all_rows=len(every), log_ids=log_ids, moved=moved, partition_key=pk)
     if ctx.segments:
         names = [(n, segment_column(n)) for n in ctx.segments]
         intake.segment_values = {i: {n: r.get(c) for n, c in names} for i, r in zip(log_ids, rows)}
@@ -136,7 +134,7 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
                     f"{pk} share it; none of them is scored until the duplicates are removed"
                 )
                 intake.failures.append(
-                    _failure(log_id, pk, key, InvalidTestCaseError.error_type, msg, 0, run_id, now, chunk.index)
+                    failure_row(log_id, pk, key, InvalidTestCaseError.error_type, msg, 0, run_id, now, chunk.index)
                 )
     skip = done_ids | duplicated if duplicated else done_ids
     # an INTEGER id column may hold text or reals in SQLite (``SourceTable.id_problem``); other
@@ -150,13 +148,15 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
             id_problem = check_id(row["id"])
             if id_problem is not None:
                 failures.append(
-                    _failure(log_id, pk, key, InvalidTestCaseError.error_type, id_problem, 0, run_id, now, chunk.index)
+                    failure_row(
+                        log_id, pk, key, InvalidTestCaseError.error_type, id_problem, 0, run_id, now, chunk.index
+                    )
                 )
                 continue
         try:
             cases.append(case_or_failure(to_case, row))
         except InvalidTestCaseError as exc:
-            failures.append(_failure(log_id, pk, key, exc.error_type, redact(str(exc)), 0, run_id, now, chunk.index))
+            failures.append(failure_row(log_id, pk, key, exc.error_type, redact(str(exc)), 0, run_id, now, chunk.index))
     return intake
 
 
@@ -193,7 +193,7 @@ def remaining_budget(ctx: PipelineContext, run_id: str) -> Budget | None:
     return Budget(max(0.0, ctx.config.max_cost - spent))
 
 
-def read_intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
+def read_intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> Intake:
     """Intake plus the judgment cache preloaded for its cases (the read side of a chunk)."""
     intake = _intake(ctx, chunk, run_id)
     if intake.cases and not ctx.judge_is_offline:  # offline judges are free and instant: nothing to cache

@@ -48,11 +48,10 @@ from ..judge.retry import RetryWaits
 from ..scoring.verdicts import NodeVerdict
 from ..warehouse.claims import chunk_claim
 from ..warehouse.dialects import dialect_of
-from ..warehouse.source import parse_partition_key
 from .chunk import chunk_claim_name, finish_chunk
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
-from .intake import _Intake, read_intake, remaining_budget
+from .intake import Intake, read_intake, remaining_budget
 from .records import Chunk, ChunkResult, ProgressCallback
 from .stream_progress import Progress, breaker_progress
 
@@ -105,7 +104,7 @@ class _Open:
     """A chunk between its read and its write."""
 
     chunk: Chunk
-    intake: _Intake
+    intake: Intake
     run: JudgeRun
     started: float
     claim: ExitStack
@@ -378,7 +377,7 @@ def score_chunk_if_free(
     chunk's claim (``wait=False``). The chunk is a one-chunk stream (``stream.score_chunks``)."""
     if isinstance(chunk, dict):
         chunk = Chunk.from_dict(chunk)
-    parse_partition_key(chunk.partition_key)
+    _ = chunk.partition  # its key parsed: a bad one is refused here, before anything is read
     ctx = context or prepare(config)
     results = score_chunks(ctx, [chunk], run_id=run_id, budget=budget, progress=progress, wait_taken=wait)
     return results[0] if results else None
