@@ -45,6 +45,9 @@ from sqlalchemy import (
     tuple_,
 )
 from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql import operators
+from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ..types import stored_type
@@ -60,6 +63,34 @@ VERSION_COLUMN = "ctxprec_version"
 _VERSION = f"`{VERSION_COLUMN}` UInt64 DEFAULT toUnixTimestamp64Nano(now64(9))"
 #: what lightweight UPDATE / DELETE need of a MergeTree table
 _SETTINGS = "SETTINGS enable_block_number_column = 1, enable_block_offset_column = 1"
+
+
+_LIKES = (operators.like_op, operators.not_like_op, operators.ilike_op, operators.not_ilike_op)
+
+
+def _backslashed(pattern: str, escape: str) -> str:
+    """A ``LIKE`` pattern escaped with ``escape`` as ClickHouse reads it: escaped with backslashes
+    (its only escape character; it takes no ``ESCAPE`` clause)."""
+    out, chars = [], iter(pattern)
+    for c in chars:
+        if c == escape:
+            nxt = next(chars, "")
+            out.append("\\" + nxt if nxt in ("%", "_", "\\") else nxt)
+        else:
+            out.append("\\\\" if c == "\\" else c)
+    return "".join(out)
+
+
+@compiles(BinaryExpression, "clickhousedb")
+def _like_escape(element: BinaryExpression[Any], compiler: Any, **kw: Any) -> str:
+    """``LIKE :pattern ESCAPE '/'`` (the core's escaped patterns) as ClickHouse's backslash form."""
+    escape = element.modifiers.get("escape")
+    right = element.right
+    if escape is not None and element.operator in _LIKES and isinstance(right, BindParameter):
+        if isinstance(right.value, str):
+            pattern = right._with_value(_backslashed(right.value, escape), maintain_key=True)
+            element = element.operator(element.left, pattern)  # type: ignore[operator]
+    return str(compiler.visit_binary(element, **kw))
 
 
 def _ch(name: str) -> TypeEngine[Any]:
@@ -122,7 +153,15 @@ class ClickHouseDialect(Dialect):
     claims = "lease"
     keys_enforced = False
     secondary_indexes = False
-    utc_session = ("SET session_timezone = 'UTC'", "SET final = 1")
+    #: UTC; every table read with ``FINAL``; SQL's NULLs where ClickHouse would give a type's
+    #: default: an aggregate over no rows (``min`` of nothing is NULL, not ``''``) and the missing
+    #: side of an outer join
+    utc_session = (
+        "SET session_timezone = 'UTC'",
+        "SET final = 1",
+        "SET aggregate_functions_null_for_empty = 1",
+        "SET join_use_nulls = 1",
+    )
 
     def session_time_zone(self) -> str:
         return "`SET session_timezone = 'UTC'` on connect (and `SET final = 1`: reads see each key's latest row)"
