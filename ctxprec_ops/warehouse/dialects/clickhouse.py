@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
@@ -41,6 +41,7 @@ from sqlalchemy import (
     Table,
     delete,
     insert,
+    literal,
     select,
     tuple_,
 )
@@ -88,15 +89,15 @@ def _like_escape(element: BinaryExpression[Any], compiler: Any, **kw: Any) -> st
     right = element.right
     if escape is not None and element.operator in _LIKES and isinstance(right, BindParameter):
         if isinstance(right.value, str):
-            pattern = right._with_value(_backslashed(right.value, escape), maintain_key=True)
-            element = element.operator(element.left, pattern)  # type: ignore[operator]
+            pattern = literal(_backslashed(right.value, escape), type_=right.type)
+            element = element.operator(element.left, pattern)
     return str(compiler.visit_binary(element, **kw))
 
 
 def _ch(name: str) -> TypeEngine[Any]:
     from clickhouse_connect.cc_sqlalchemy.datatypes.base import sqla_type_from_name  # the [clickhouse] extra
 
-    return sqla_type_from_name(name)
+    return cast("TypeEngine[Any]", sqla_type_from_name(name))  # a TypeEngine subclass, untyped
 
 
 def _type_name(type_: TypeEngine[Any], dialect: Any) -> str:
