@@ -100,6 +100,15 @@ def _ch(name: str) -> TypeEngine[Any]:
     return cast("TypeEngine[Any]", sqla_type_from_name(name))  # a TypeEngine subclass, untyped
 
 
+class _JSONString(JSONAsText):
+    """JSON as its text in a ``String`` (ClickHouse's JSON type reads back as an object tree)."""
+
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Any) -> TypeEngine[Any]:
+        return _ch("String")
+
+
 def _type_name(type_: TypeEngine[Any], dialect: Any) -> str:
     """The ClickHouse type of a column's stored type (SQLAlchemy's generic types would compile to
     aliases with other meanings: ``FLOAT`` is ``Float32``, ``DATETIME`` has whole seconds)."""
@@ -124,9 +133,10 @@ def _type_name(type_: TypeEngine[Any], dialect: Any) -> str:
     return "String"
 
 
-def table_ddl(table: Table, dialect: Any) -> str:
+def table_ddl(table: Table, dialect: Any, *, replacing: bool = True) -> str:
     """``CREATE TABLE`` of ``table``: ``ReplacingMergeTree(ctxprec_version)`` ordered by its
-    primary key (no key: a ``MergeTree`` in insertion order), nullable columns ``Nullable``."""
+    primary key (``replacing=False``: a ``MergeTree`` that keeps every row of a key; no key: a
+    ``MergeTree`` in insertion order), nullable columns ``Nullable``."""
     prep = dialect.identifier_preparer
     columns = []
     for col in table.columns:
@@ -135,7 +145,9 @@ def table_ddl(table: Table, dialect: Any) -> str:
             name = f"Nullable({name})"
         columns.append(f"{prep.quote(col.name)} {name}")
     key = [prep.quote(c.name) for c in table.primary_key.columns]
-    if key:
+    if key and not replacing:
+        engine = f"ENGINE = MergeTree ORDER BY ({', '.join(key)}) {_SETTINGS}"
+    elif key:
         columns.append(_VERSION)
         engine = f"ENGINE = ReplacingMergeTree({prep.quote(VERSION_COLUMN)}) ORDER BY ({', '.join(key)}) {_SETTINGS}"
     else:
@@ -198,7 +210,7 @@ class ClickHouseDialect(Dialect):
         return _ch("String")
 
     def json_type(self) -> TypeEngine[Any]:
-        return JSONAsText()
+        return _JSONString()
 
     def binary_key_type(self, size: int) -> TypeEngine[Any]:
         return _ch(f"FixedString({size})")
@@ -216,7 +228,11 @@ class ClickHouseDialect(Dialect):
     def create_table(self, conn: Connection, table: Table, *, checkfirst: bool = True) -> None:
         if checkfirst and self.has_table(conn, table.name, table.schema):
             return
-        conn.exec_driver_sql(table_ddl(table, conn.dialect))
+        from ..lease_claims import CLAIMS_TABLE
+
+        # a lease is a row per claimer: two claimers' rows of one name must both be seen (the
+        # later claimer sees the earlier and withdraws), never replaced by the later one
+        conn.exec_driver_sql(table_ddl(table, conn.dialect, replacing=table.name != CLAIMS_TABLE))
 
     def create_tables(self, conn: Connection, metadata: MetaData, *, checkfirst: bool = True) -> None:
         for table in metadata.sorted_tables:

@@ -203,7 +203,7 @@ class RedshiftDialect(MergeDialect):
             return 0
         stage = self._stage(conn, table)
         for batch in batches(rows):
-            conn.execute(insert(stage).values(list(batch)))
+            conn.execute(insert(stage), list(batch))  # insertmanyvalues: compiled once, cached
         prep, columns = conn.dialect.identifier_preparer, list(rows[0])
         if others:
             conn.exec_driver_sql(merge_sql(prep, table, stage.name, keys, columns, others))
