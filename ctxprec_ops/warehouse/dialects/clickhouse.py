@@ -8,7 +8,8 @@ ClickHouse has no ``MERGE`` and no unique keys. Every output table is a
 row. Background merges drop the older ones eventually; until then readers see one row per key
 because every session reads with the ``final = 1`` setting (``FINAL`` on each table read) — and
 the readers that keep a key's latest row (``keys_enforced = False``) would too. An
-insert-if-absent (the judgment cache) reads which keys exist and inserts the others.
+insert-if-absent (the judgment cache) reads which keys exist and inserts the others. The lease
+claims table alone is a plain ``MergeTree``: two claimers' rows of one name must both be seen.
 
 The few updates and deletes of the core (run rows, failure records a score replaced, lease rows)
 are ClickHouse's lightweight ``UPDATE`` / ``DELETE``: the tables are created with the block
@@ -177,7 +178,10 @@ class ClickHouseDialect(Dialect):
     )
 
     def session_time_zone(self) -> str:
-        return "`SET session_timezone = 'UTC'` on connect (and `SET final = 1`: reads see each key's latest row)"
+        return (
+            "`SET session_timezone = 'UTC'` on connect (also `final = 1`: reads see each key's latest row; "
+            "`aggregate_functions_null_for_empty = 1`, `join_use_nulls = 1`: SQL's NULLs)"
+        )
 
     def lineage(self, url: URL, table: str) -> Lineage:
         """``clickhouse://host:port`` / ``database.table`` (chDB: this machine, ``localhost``)."""
