@@ -99,8 +99,9 @@ class Settings(BaseSettings):
     )
     claim_lease_seconds: float | None = _run(
         "claim_lease_seconds",
-        "DuckDB and Snowflake: seconds a chunk's claim (a row of `ctxprec_claims`) lasts without renewal, "
-        "renewed every third of that by its holder (unset: the warehouse's built-in lease, 10 minutes)",
+        "DuckDB, Snowflake, ClickHouse and Redshift: seconds a chunk's claim (a row of `ctxprec_claims`) "
+        "lasts without renewal, renewed every third of that by its holder (unset: the warehouse's built-in "
+        "lease, 10 minutes)",
         "warehouse",
     )
     # -- traces (docs/traces.md) ---------------------------------------------------------------
