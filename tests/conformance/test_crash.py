@@ -20,7 +20,7 @@ import pytest
 
 from tests.fixtures.isolation import clean_cwd, clean_env, run_isolated
 
-from .backends import IDS, Backend, Warehouse
+from .backends import Backend, Warehouse
 from .invariants import DAY, assert_each_row_once, logs, run_row
 
 N_ROWS = 60
@@ -108,10 +108,6 @@ def test_a_rerun_after_sigkill_loses_nothing(crash):
     assert all(status != "succeeded" for (status,) in killed), killed
 
 
-@pytest.mark.known_bug(
-    IDS,  # every backend: the bug is in the core
-    "judgments reach the cache only with their chunk's commit: a kill throws away the chunk's paid calls",
-)
 def test_a_rerun_after_sigkill_pays_only_for_the_calls_in_flight(crash):
     assert crash.rerun.returncode == 0, crash.rerun.stderr[-2000:]
     total = crash.killed_calls + crash.rerun_calls
