@@ -459,7 +459,7 @@ _BLOCK = re.compile(r'<node id="(\d+)">')
 #: the instant judge's answers by the node ids asked (a handful of shapes: ranks 1..n, or the
 #: uncached ones of a case), so that answering costs a look-up, not a regex over the prompt and a
 #: ``json.dumps`` per call (~22 us a row: the instrument's own CPU, not the pipeline's;
-#: bench/README.md, issue 16's sixth pass)
+#: bench/README.md)
 _ANSWERS: dict[tuple[str, ...], str] = {}
 _IDS_AT = "one verdict for each of these node ids: "
 

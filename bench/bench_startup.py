@@ -7,7 +7,7 @@ shared machine hits every command alike); the medians and their ratio to ``pytho
 same venv are printed. ``--other DIR`` times another checkout's venv (``DIR/.venv``) in the same
 rounds, e.g. ``git worktree add /tmp/before <commit>`` with its own ``make venv``. Bytecode is
 written first and ``PYTHONDONTWRITEBYTECODE`` is cleared: an installed package has its bytecode.
-Targets (issue 30): ``--help``, ``score --help``, ``check --help`` <= 10x, ``import ctxprec_ops`` <= 8x.
+Targets: ``--help``, ``score --help``, ``check --help`` <= 10x, ``import ctxprec_ops`` <= 8x.
 """
 
 from __future__ import annotations

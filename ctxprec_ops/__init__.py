@@ -10,22 +10,14 @@ from ._lazy import lazy_exports
 from .judge import defaults as _judge_defaults
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is imported on first use
+    from .cases.contexts import RetrievedContextData
+    from .cases.conversational import ConversationalTestCase, Turn
+    from .cases.images import MLLMImage
+    from .cases.params import MultiTurnParams, SingleTurnParams, ToolCallParams
     from .cases.results import EvaluationResult, MetricData, MetricResult, TestResult, WindowResult
-    from .cases.test_case import (
-        ConversationalTestCase,
-        LLMTestCase,
-        MLLMImage,
-        ModelTestCase,
-        MultiTurnParams,
-        RetrievedContextData,
-        SingleTurnParams,
-        TestCaseTypeError,
-        TestCaseValidationError,
-        ToolCall,
-        ToolCallParams,
-        ToolCallType,
-        Turn,
-    )
+    from .cases.single_turn import LLMTestCase, ModelTestCase
+    from .cases.tool_call import ToolCall, ToolCallType
+    from .cases.validation import TestCaseTypeError, TestCaseValidationError
     from .errors import (
         BudgetExhaustedError,
         CtxPrecError,
@@ -53,19 +45,19 @@ _EXPORTS = {
     "MetricResult": ".cases.results",
     "TestResult": ".cases.results",
     "WindowResult": ".cases.results",
-    "ConversationalTestCase": ".cases.test_case",
-    "LLMTestCase": ".cases.test_case",
-    "MLLMImage": ".cases.test_case",
-    "ModelTestCase": ".cases.test_case",
-    "MultiTurnParams": ".cases.test_case",
-    "RetrievedContextData": ".cases.test_case",
-    "SingleTurnParams": ".cases.test_case",
-    "TestCaseTypeError": ".cases.test_case",
-    "TestCaseValidationError": ".cases.test_case",
-    "ToolCall": ".cases.test_case",
-    "ToolCallParams": ".cases.test_case",
-    "ToolCallType": ".cases.test_case",
-    "Turn": ".cases.test_case",
+    "ConversationalTestCase": ".cases.conversational",
+    "LLMTestCase": ".cases.single_turn",
+    "MLLMImage": ".cases.images",
+    "ModelTestCase": ".cases.single_turn",
+    "MultiTurnParams": ".cases.params",
+    "RetrievedContextData": ".cases.contexts",
+    "SingleTurnParams": ".cases.params",
+    "TestCaseTypeError": ".cases.validation",
+    "TestCaseValidationError": ".cases.validation",
+    "ToolCall": ".cases.tool_call",
+    "ToolCallParams": ".cases.params",
+    "ToolCallType": ".cases.tool_call",
+    "Turn": ".cases.conversational",
     "BudgetExhaustedError": ".errors",
     "CtxPrecError": ".errors",
     "InvalidTestCaseError": ".errors",

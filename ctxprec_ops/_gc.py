@@ -24,7 +24,7 @@ __all__ = ["quiet_gc", "YOUNG_THRESHOLD"]
 #: allocations between young-generation collections inside ``quiet_gc`` (CPython's default: 700;
 #: net allocations of tracked objects, so a chunk's cases and results, alive until its write,
 #: trigger them: at 10,000 the collector took ~4.5 % of an instant-judge run's CPU, at 50,000
-#: ~1 %, peak RSS unchanged; bench/README.md, issue 16's sixth pass)
+#: ~1 %, peak RSS unchanged: bench/README.md)
 YOUNG_THRESHOLD = 50_000
 
 _lock = threading.Lock()

@@ -124,10 +124,10 @@ for name, kwargs in [("threshold", {"threshold": "1.5"}), ("chunk_size", {"chunk
         errors[name] = None
     except AirflowFailException as exc:
         errors[name] = str(exc)
-from ctxprec_ops.airflow.operators import _partition
+from ctxprec_ops.airflow.values import partition_value
 for bad in ("None", "2026-13-01", "yesterday"):
     try:
-        _partition(bad)
+        partition_value(bad)
         errors[bad] = None
     except AirflowFailException as exc:
         errors[bad] = str(exc)

@@ -330,7 +330,7 @@ def test_the_row_checks_ascii_shortcut_accepts_and_rejects_as_the_full_checks():
 
 def _reference_reason(score, verdicts, *, strict_mode=False, raw_score=None) -> str:
     """``compose_reason`` as it was before its one-pass form (three comprehensions)."""
-    from ctxprec_ops.metrics.reasons import _short
+    from ctxprec_ops.metrics.reasons import shorten
 
     n = len(verdicts)
     flags = [v.relevant for v in verdicts]
@@ -348,7 +348,7 @@ def _reference_reason(score, verdicts, *, strict_mode=False, raw_score=None) -> 
             f"{head} because all {len(relevant)} relevant node(s) of {n} (rank {rel_txt}) are ranked "
             "above every irrelevant one."
         )
-    details = "; ".join([f"node {i}: {_short(verdicts[i - 1].reason) or 'not relevant'}" for i in misplaced[:3]])
+    details = "; ".join([f"node {i}: {shorten(verdicts[i - 1].reason) or 'not relevant'}" for i in misplaced[:3]])
     more = f" and {len(misplaced) - 3} more" if len(misplaced) > 3 else ""
     return (
         f"{head} because irrelevant node(s) {', '.join(map(str, misplaced[:3]))}{more} are ranked "

@@ -18,7 +18,7 @@ from ctxprec_ops import (
     Turn,
     TurnContextualPrecisionMetric,
 )
-from ctxprec_ops.cases.test_case import as_conversational_test_case, as_llm_test_case
+from ctxprec_ops.cases.foreign import as_conversational_test_case, as_llm_test_case
 
 DEEPEVAL_LLM_FIELDS = {
     "input",

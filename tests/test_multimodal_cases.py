@@ -23,7 +23,7 @@ from ctxprec_ops import (
     TurnContextualPrecisionMetric,
     evaluate,
 )
-from ctxprec_ops.cases.test_case import ConversationalTestCase
+from ctxprec_ops.cases.conversational import ConversationalTestCase
 from ctxprec_ops.judge.models.names import reads_images
 from ctxprec_ops.pipeline.rows import row_to_conversation, row_to_test_case
 from ctxprec_ops.scoring.prompt_parts import MultimodalPrompt

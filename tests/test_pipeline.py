@@ -425,7 +425,8 @@ def test_run_figures_are_those_of_the_stored_scores(request, tmp_path, backend):
     from scipy import stats
 
     from ctxprec_ops.warehouse.schema import output_tables
-    from ctxprec_ops.warehouse.store import ScoringKey, partition_scores
+    from ctxprec_ops.warehouse.scoring_key import ScoringKey
+    from ctxprec_ops.warehouse.store import partition_scores
 
     url = f"sqlite:///{tmp_path / 'wh.db'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
     engine = get_engine(url)

@@ -114,7 +114,7 @@ def test_the_demo_calibration_figures_are_what_the_demo_computes(tmp_path):
 
     from ctxprec_ops.calibration import calibrate, parse_labels
     from ctxprec_ops.calibration.demo_labels import demo_label_csv
-    from ctxprec_ops.demo.job import DEMO_JUDGE
+    from ctxprec_ops.demo.defaults import DEMO_JUDGE
     from ctxprec_ops.demo.sample import create_sample_warehouse
 
     labels_doc = (ROOT / "docs" / "labels.md").read_text(encoding="utf-8")

@@ -100,7 +100,8 @@ def test_partition_under_every_judge_fault_scores_each_row_exactly(judge_server,
         judge="judge-test-model",
         judge_base_url=judge_server.base_url,
         judge_api_key="test-key",
-        judge_timeout=1.0,  # the whole call's deadline: room for a loaded machine
+        judge_timeout=3.0,  # the whole call's deadline: room for a loaded machine (a 2 s stall of the
+        # test process must not cut an answered call: the ledger would miss a call the server answered)
         chunk_size=200,
         concurrency=16,
         **SUITE_RUN,  # the suite's fast retries

@@ -160,7 +160,7 @@ def test_sqlite_event_time_forms_are_read_or_counted_as_outside_every_partition(
 
 
 def test_sqlite_partition_filter_still_uses_the_event_time_index(tmp_path):
-    from ctxprec_ops.warehouse.source import reflect_source
+    from ctxprec_ops.warehouse.source import Partition, reflect_source
 
     url = f"sqlite:///{tmp_path / 'wh.db'}"
     engine = get_engine(url)
@@ -168,7 +168,7 @@ def test_sqlite_partition_filter_still_uses_the_event_time_index(tmp_path):
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE INDEX ix_time ON retrieval_logs (event_time)")
     src = reflect_source(engine, "retrieval_logs", None, {"id": "id", "event_time": "event_time"})
-    stmt = sa.select(sa.func.count()).select_from(src.table).where(src.partition_filter(DAY))
+    stmt = sa.select(sa.func.count()).select_from(src.table).where(src.partition_filter(Partition.of(DAY)))
     with engine.connect() as conn:
         sql = str(stmt.compile(engine, compile_kwargs={"literal_binds": True}))
         plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
@@ -182,7 +182,7 @@ def test_sqlite_partition_ids_are_read_without_a_scan_of_every_day_or_a_sort_of_
     row of every day) in rowid order, and sorting the day's ids would hold them all in memory.
     Rows of other days inside the day's id range are left out."""
     from ctxprec_ops.warehouse.engine import read_connection
-    from ctxprec_ops.warehouse.source import iter_partition_ids, reflect_source
+    from ctxprec_ops.warehouse.source import Partition, iter_partition_ids, reflect_source
 
     engine = get_engine(f"sqlite:///{tmp_path / 'wh.db'}")
     days = [f"2026-11-{d:02d}" for d in range(1, 29)]
@@ -202,8 +202,8 @@ def test_sqlite_partition_ids_are_read_without_a_scan_of_every_day_or_a_sort_of_
         engine, "before_cursor_execute", lambda _c, _cur, sql, params, *_a: statements.append((sql, params))
     )
     with read_connection(engine) as conn:
-        ids = list(iter_partition_ids(conn, src, DAY))
-        assert list(iter_partition_ids(conn, src, "2026-12-15")) == []  # an empty day
+        ids = list(iter_partition_ids(conn, src, Partition.of(DAY)))
+        assert list(iter_partition_ids(conn, src, Partition.of("2026-12-15"))) == []  # an empty day
     assert ids == [1_000, 1_002, 1_004, 1_006, 1_008]
     selects = [(sql, params) for sql, params in statements if sql.lstrip().upper().startswith("SELECT")]
     with engine.connect() as conn:
@@ -222,7 +222,7 @@ def test_sqlite_partition_ids_are_read_without_a_scan_of_every_day_or_a_sort_of_
     fresh.dispose()
     assert src.time_indexed and not unindexed.time_indexed
     with read_connection(engine) as conn:
-        assert list(iter_partition_ids(conn, unindexed, DAY)) == ids
+        assert list(iter_partition_ids(conn, unindexed, Partition.of(DAY))) == ids
     assert len([sql for sql, _ in statements if sql.lstrip().upper().startswith("SELECT")]) == 1
 
 

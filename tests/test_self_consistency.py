@@ -15,7 +15,8 @@ from ctxprec_ops.judge.budget import Budget
 from ctxprec_ops.judge.calls import JudgeRun
 from ctxprec_ops.judge.limiter import AdaptiveLimiter
 from ctxprec_ops.judge.nodes import judge_nodes
-from ctxprec_ops.scoring.consistency import SampledVerdict, check_samples, majority, sampled_version, samples_of
+from ctxprec_ops.scoring.consistency import SampledVerdict, majority
+from ctxprec_ops.scoring.samples import check_samples, sampled_version, samples_of
 from ctxprec_ops.scoring.template import ContextualPrecisionTemplate
 from ctxprec_ops.scoring.verdicts import NodeVerdict
 from tests.fixtures.judge_server import default_oracle

@@ -14,7 +14,7 @@ from ctxprec_ops.config import Settings, SettingsError
 from ctxprec_ops.monitoring.report import render_report
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
 from ctxprec_ops.pipeline.estimate import estimate_partition
-from ctxprec_ops.scoring.consistency import samples_of
+from ctxprec_ops.scoring.samples import samples_of
 from ctxprec_ops.warehouse.engine import get_engine
 from tests.fixtures.judge_server import default_oracle
 from tests.fixtures.warehouse_data import create_logs, log_row

@@ -383,3 +383,41 @@ def test_labels_and_the_corrected_mean_on_postgresql(pg_url, tmp_path):
     got = check_partition(pg_url, DAY).corrected
     assert got.mean == pytest.approx(want.mean) and got.ci_high == pytest.approx(want.ci_high)
     assert got.labelled_rows == 20
+
+
+def test_check_by_segment_carries_each_segments_corrected_mean(tmp_path, capsys):
+    """``check --by``: each segment value's corrected mean is the estimator over its own rows and
+    its own labelled rows, and ``use_corrected`` applies per segment."""
+    from ctxprec_ops.monitoring import check_segments
+    from ctxprec_ops.monitoring.rules import AlertRules
+
+    url = f"sqlite:///{tmp_path / 'seg.db'}"
+    truth = build(url, rows=160, segment=lambda i: "v1" if i % 2 else "v2")
+    score(url, KnownErrorJudge(truth, fn=0.35, fp=0.05), segments=["version"])
+    ids = _label(url, truth, tmp_path, 70)
+    judge = _scores(url)
+    check = check_segments(url, DAY, "version")
+    got = {s.label: s.result.corrected for s in check.segments}
+    for value, parity in (("v1", 1), ("v2", 0)):
+        rows = [i for i in judge if int(i) % 2 == parity]
+        drawn = [i for i in ids if int(i) % 2 == parity]
+        want = difference_estimate(
+            sum(judge[i] for i in rows) / len(rows), len(rows),
+            [contextual_precision(truth.gold[i]) for i in drawn], [judge[i] for i in drawn],
+        )  # fmt: skip
+        assert got[value].labelled_rows == want.labelled_rows == len(drawn)
+        for name in ("mean", "ci_low", "ci_high", "judge_mean"):
+            assert getattr(got[value], name) == pytest.approx(getattr(want, name), rel=1e-12), name
+    # a threshold between each segment's raw and corrected means: only the raw figures alert
+    low = max(s.mean for s in check.segments)
+    high = min(got[v].mean for v in got)
+    assert low < high
+    threshold = (low + high) / 2
+    raw = check_segments(url, DAY, "version", rules=AlertRules(min_mean=threshold))
+    assert {s.label for s in raw.segments if any(a.rule == "min_mean" for a in s.alerts)} == {"v1", "v2"}
+    fixed = check_segments(url, DAY, "version", rules=AlertRules(min_mean=threshold, use_corrected=True))
+    assert not any(a.rule == "min_mean" for s in fixed.segments for a in s.alerts)
+    assert ctxprec(["check", "--warehouse", url, "--partition", DAY, "--by", "version", "--json"]) in (0, 3)
+    data = json.loads(capsys.readouterr().out)
+    segs = data["by"]["version"]["segments"]
+    assert all(s["corrected"]["labelled_rows"] > 0 for s in segs if s["label"] in ("v1", "v2"))

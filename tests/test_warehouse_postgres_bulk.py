@@ -19,8 +19,8 @@ from ctxprec_ops.warehouse.dialects.postgresql.copy import binary_copyable, copy
 from ctxprec_ops.warehouse.dialects.postgresql.lookups import heads_lookup
 from ctxprec_ops.warehouse.engine import get_engine, write_transaction
 from ctxprec_ops.warehouse.schema import ensure_output_tables
+from ctxprec_ops.warehouse.scoring_key import ScoringKey
 from ctxprec_ops.warehouse.store import (
-    ScoringKey,
     analyze_if_grown,
     load_judgments,
     scored_ids,

@@ -8,13 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from ctxprec_ops.pipeline import PipelineConfig, SourceColumns, plan_chunks
+from ctxprec_ops.pipeline import Chunk, PipelineConfig, SourceColumns, plan_chunks
 from ctxprec_ops.warehouse.engine import get_engine, normalize_url, read_connection
 from ctxprec_ops.warehouse.source import (
+    Partition,
     PartitionKeyError,
     SourceTableError,
     iter_partition_ids,
-    partition_bounds,
     read_chunk_rows,
     reflect_source,
 )
@@ -51,9 +51,10 @@ SQLITE_TIMES = [
 def test_partition_key_must_be_a_date():
     for bad in ("2026-11-31", "20261128", "2026-11-28T00:00", "", "yesterday"):
         with pytest.raises(PartitionKeyError):
-            partition_bounds(bad)
-    start, end = partition_bounds("2026-11-28")
-    assert start == datetime(2026, 11, 28, tzinfo=UTC) and end - start == timedelta(days=1)
+            Partition.of(bad)
+    day = Partition.of("2026-11-28")
+    assert day.start == datetime(2026, 11, 28, tzinfo=UTC) and day.end - day.start == timedelta(days=1)
+    assert day.key == str(day) == "2026-11-28" and Partition.of(day) is day
 
 
 def test_sqlite_text_forms_land_in_their_utc_day(tmp_path):
@@ -68,9 +69,9 @@ def test_sqlite_text_forms_land_in_their_utc_day(tmp_path):
     with read_connection(engine) as conn:
         for day in ("2026-11-27", "2026-11-28", "2026-11-29"):
             want = [i for i, (_, d) in enumerate(SQLITE_TIMES) if d == day]
-            assert list(iter_partition_ids(conn, src, day)) == want, day
+            assert list(iter_partition_ids(conn, src, Partition.of(day))) == want, day
             # the chunk read (id-bounded, non-indexable filter) agrees with the plan
-            rows = read_chunk_rows(conn, src, day, None, len(SQLITE_TIMES))
+            rows = read_chunk_rows(conn, src, Partition.of(day), None, len(SQLITE_TIMES))
             assert [r["id"] for r in rows] == want
 
 
@@ -88,6 +89,12 @@ def test_sqlite_datetime_column_written_by_sqlalchemy(tmp_path):
     cfg = PipelineConfig(warehouse=f"sqlite:///{tmp_path / 'wh.db'}", chunk_size=1)
     chunks = plan_chunks(cfg, "2026-11-28")
     assert [(c.after_id, c.upto_id, c.rows) for c in chunks] == [(None, 2, 1), (2, 3, 1)]
+    # the key is parsed once: every chunk carries that one Partition; a chunk that travelled as a
+    # dict (another Airflow task) parses its key again into an equal one
+    assert chunks[0].partition is chunks[1].partition and chunks[0].partition.day.isoformat() == "2026-11-28"
+    travelled = Chunk.from_dict(chunks[1].to_dict())
+    assert travelled == chunks[1] and travelled.partition == chunks[1].partition
+    assert [c.to_dict() for c in plan_chunks(cfg, Partition.of("2026-11-28"))] == [c.to_dict() for c in chunks]
 
 
 @pytest.mark.parametrize("n,size,expect", [(10, 3, [3, 3, 3, 1]), (9, 3, [3, 3, 3]), (0, 3, []), (2, 500, [2])])
@@ -106,7 +113,7 @@ def test_plan_chunks_keyset_boundaries(tmp_path, n, size, expect):
     seen = []
     with read_connection(engine) as conn:
         for c in chunks:
-            got = read_chunk_rows(conn, src, "2026-11-28", c.after_id, c.upto_id)
+            got = read_chunk_rows(conn, src, Partition.of("2026-11-28"), c.after_id, c.upto_id)
             assert len(got) == c.rows
             seen += [r["id"] for r in got]
     assert seen == [i * 10 for i in range(1, n + 1)]
@@ -181,8 +188,8 @@ def test_postgres_partitions_ignore_the_session_time_zone(pg_server, session_tz,
                 want = [i for i, (_, d) in enumerate(PG_CASES) if d == day]
                 if aware and day == "2026-11-28":
                     want.append(100)
-                assert list(iter_partition_ids(conn, src, day)) == want, (day, session_tz, aware)
-                assert [r["id"] for r in read_chunk_rows(conn, src, day, None, 1000)] == want
+                assert list(iter_partition_ids(conn, src, Partition.of(day))) == want, (day, session_tz, aware)
+                assert [r["id"] for r in read_chunk_rows(conn, src, Partition.of(day), None, 1000)] == want
     finally:
         pg_server.drop_database(db)
 
@@ -200,7 +207,7 @@ def test_postgres_text_ids_keyset_and_schema_qualified_table(pg_url):
     got = []
     with read_connection(engine) as conn:
         for c in chunks:
-            got += [r["id"] for r in read_chunk_rows(conn, src, "2026-11-28", c.after_id, c.upto_id)]
+            got += [r["id"] for r in read_chunk_rows(conn, src, Partition.of("2026-11-28"), c.after_id, c.upto_id)]
     assert sorted(got) == sorted(ids) and len(set(got)) == len(ids)
 
 
@@ -218,8 +225,8 @@ def test_a_chunk_with_text_that_is_not_utf8_is_read_whole(tmp_path):
         conn.exec_driver_sql("UPDATE retrieval_logs SET input = CAST(x'5061726973ff' AS TEXT) WHERE id = 2")
     src = reflect_source(engine, "retrieval_logs", None, COLS)
     with read_connection(engine) as conn:
-        rows = read_chunk_rows(conn, src, "2026-11-28", None, 3)
-        again = read_chunk_rows(conn, src, "2026-11-28", 1, 3)
+        rows = read_chunk_rows(conn, src, Partition.of("2026-11-28"), None, 3)
+        again = read_chunk_rows(conn, src, Partition.of("2026-11-28"), 1, 3)
         assert conn.connection.driver_connection.text_factory is text_factory  # restored after the fast path
     assert [r["id"] for r in rows] == [1, 2, 3] and [r["id"] for r in again] == [2, 3]
     assert rows[1]["input"] == "Paris\udcff" and rows[0]["input"] == rows[2]["input"] == log_row(1, None)["input"]
@@ -227,7 +234,7 @@ def test_a_chunk_with_text_that_is_not_utf8_is_read_whole(tmp_path):
         row_to_test_case(rows[1])
     plain = sa.create_engine(url)  # an engine not made by get_engine keeps its own text factory
     with plain.connect() as conn:
-        assert [r["id"] for r in read_chunk_rows(conn, src, "2026-11-28", 2, 3)] == [3]
+        assert [r["id"] for r in read_chunk_rows(conn, src, Partition.of("2026-11-28"), 2, 3)] == [3]
         assert conn.connection.driver_connection.text_factory is str
 
 

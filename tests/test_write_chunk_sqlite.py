@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 
 from ctxprec_ops.warehouse.schema import output_tables
-from ctxprec_ops.warehouse.store import ScoringKey, write_chunk
+from ctxprec_ops.warehouse.scoring_key import ScoringKey
+from ctxprec_ops.warehouse.store import write_chunk
 
 AT = datetime(2026, 11, 28, tzinfo=UTC)
 KEY = ScoringKey("contextual_precision", "judge-a", "v1", "logs")

@@ -43,7 +43,7 @@ __all__ = [
     "attach_run_metadata",
 ]
 
-#: the output tables (DESIGN.md names: public, never renamed)
+#: the output tables (public names, never renamed)
 SCORES_TABLE, FAILURES_TABLE = "ctxprec_scores", "ctxprec_failures"
 
 #: the figures of a run that go into its asset event (``Metadata.extra``), all JSON scalars

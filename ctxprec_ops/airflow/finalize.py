@@ -22,10 +22,6 @@ from .values import partition_value, public
 __all__ = ["ContextualPrecisionFinalizeOperator", "ContextualPrecisionAlertOperator"]
 
 
-def _blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))
-
-
 class ContextualPrecisionFinalizeOperator(CtxPrecBaseOperator):
     """Aggregate the partition into its ``ctxprec_runs`` row; returns the RunSummary dict.
 
@@ -157,7 +153,7 @@ class ContextualPrecisionAlertOperator(CtxPrecBaseOperator):
         for line in summary.splitlines():
             self.log.info("%s", line)
         by = parse_segment_arg(self.by, "by") or parse_segment_arg(self.segments) or list(settings.segments)
-        result.alerts.extend(segment_alerts(self, engine, key, metric, result, by))
+        result.alerts.extend(segment_alerts(self._call, self.log, engine, key, metric, result, by))
         self.leave_notice(context, result)
         failing = result.alerts if self.fail_on == "any" else result.errors
         if failing:

@@ -26,13 +26,12 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 from sqlalchemy.engine import URL, Engine, make_url
 
-from ..config import DEFAULT_WAREHOUSE_URL, Settings
+from ..config import Settings
 from ..secrets import redact, redact_url, register_secret
 
 __all__ = [
     "CtxPrecWarehouseHook",
     "DEFAULT_WAREHOUSE_CONN_ID",
-    "DEFAULT_WAREHOUSE_URL",
     "MissingWarehouseError",
     "mask",
 ]

@@ -18,19 +18,17 @@ the provider asks: the operators work the same without OpenLineage.
 from __future__ import annotations
 
 import functools
-import json
-from importlib import resources
 from typing import Any
 
 from ..secrets import redact
 
-__all__ = ["LineageMixin", "RUN_FACET_NAME", "SCHEMA_URL", "SCORES_COLUMNS", "run_facet_class", "run_facet_schema"]
+__all__ = ["LineageMixin", "RUN_FACET_NAME", "SCHEMA_URL", "SCORES_COLUMNS", "run_facet_class"]
 
 RUN_FACET_NAME = "ctxprec"
 #: where the facet's schema is described (an id, not fetched: ``.invalid`` never resolves); the
 #: schema itself is the package file ``schemas/CtxPrecRunFacet.json``
 SCHEMA_URL = "https://ctxprec-ops.invalid/spec/facets/1-0-0/CtxPrecRunFacet.json#/$defs/CtxPrecRunFacet"
-#: the public columns of ctxprec_scores (DESIGN.md), for the output's schema facet
+#: the public columns of ctxprec_scores (never renamed), for the output's schema facet
 SCORES_COLUMNS = (
     ("log_id", "TEXT"),
     ("partition_key", "TEXT"),
@@ -49,12 +47,6 @@ SCORES_COLUMNS = (
     ("scored_at", "TIMESTAMP"),
 )
 _FIGURES = ("status", "rows_total", "rows_scored", "rows_cached", "rows_failed", "mean_score", "pass_rate", "cost")
-
-
-def run_facet_schema() -> dict[str, Any]:
-    """The JSON schema of ``CtxPrecRunFacet`` (shipped with the package)."""
-    text = resources.files("ctxprec_ops.airflow").joinpath("schemas/CtxPrecRunFacet.json").read_text("utf-8")
-    return dict(json.loads(text))
 
 
 @functools.cache

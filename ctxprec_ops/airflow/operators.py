@@ -10,8 +10,6 @@ from __future__ import annotations
 from .base import DEFAULT_JUDGE_CONN_ID, CtxPrecBaseOperator, CtxPrecTaskError, JudgeOutageError, apply_decision
 from .finalize import ContextualPrecisionAlertOperator, ContextualPrecisionFinalizeOperator
 from .scoring import ContextualPrecisionOperator, ContextualPrecisionPlanOperator
-from .values import partition_value as _partition
-from .values import public as _public
 
 __all__ = [
     "ContextualPrecisionPlanOperator",
@@ -23,6 +21,4 @@ __all__ = [
     "CtxPrecTaskError",
     "DEFAULT_JUDGE_CONN_ID",
     "apply_decision",
-    "_partition",
-    "_public",
 ]

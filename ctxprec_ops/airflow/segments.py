@@ -4,6 +4,7 @@ them, and the alert task's per-segment alerts (``check_segments``), each naming 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
@@ -29,9 +30,12 @@ def parse_segment_arg(value: Any, name: str = "segments") -> list[str] | None:
         raise AirflowFailException(str(exc)) from None
 
 
-def segment_alerts(op: Any, engine: Any, key: str, metric: str, result: Any, by: list[str]) -> list[Any]:
+def segment_alerts(
+    call: Callable[..., Any], log: Any, engine: Any, key: str, metric: str, result: Any, by: list[str]
+) -> list[Any]:
     """The alerts of each value of the ``by`` columns on partition ``key`` (the population of the
-    partition's ``result``), through the operator's error policy (``op._call``)."""
+    partition's ``result``), each check made through ``call`` (the operator's error policy) and
+    its summary logged to ``log``."""
     from ..monitoring.segment_data import SegmentError
     from ..monitoring.segments import check_segments
 
@@ -45,13 +49,13 @@ def segment_alerts(op: Any, engine: Any, key: str, metric: str, result: Any, by:
                 mapping=pop.mapping,
             )  # fmt: skip
         except SegmentError as exc:  # not recorded for this population: say so, check the others
-            op.log.warning("%s", exc)
+            log.warning("%s", exc)
             return None
 
     for col in by if pop is not None else ():
-        seg = op._call(one, col)
+        seg = call(one, col)
         if seg is not None:
             for line in redact(seg.summary()).splitlines():
-                op.log.info("%s", line)
+                log.info("%s", line)
             out.extend(seg.alerts)
     return out

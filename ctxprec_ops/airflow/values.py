@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from ..secrets import redact
 from ..warehouse.source import PartitionKeyError, parse_partition_key
 
-__all__ = ["NONE_STRINGS", "opt_bool", "opt_float", "opt_int", "partition_value", "columns_value", "public"]
+__all__ = ["NONE_STRINGS", "opt_float", "opt_int", "partition_value", "columns_value", "public"]
 
 NONE_STRINGS = ("", "none", "null")
 
@@ -35,18 +35,6 @@ def opt_float(value: Any, name: str, *, lo: float | None = None, hi: float | Non
     if math.isnan(v) or (lo is not None and v < lo) or (hi is not None and v > hi):
         raise AirflowFailException(f"{name} must be between {lo} and {hi}, got {value!r}")
     return v
-
-
-def opt_bool(value: Any, name: str, default: bool) -> bool:
-    """A templated boolean (``True``/``false``/``1``/``off``...; empty: ``default``)."""
-    from ..config import parse_bool
-
-    if _is_none(value):
-        return default
-    try:
-        return parse_bool(value if isinstance(value, bool) else str(value), name, default)
-    except ValueError as exc:
-        raise AirflowFailException(str(exc)) from None
 
 
 def opt_int(value: Any, name: str, *, lo: int = 1) -> int | None:

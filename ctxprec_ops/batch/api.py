@@ -44,7 +44,7 @@ def request_line(
     body: dict[str, Any] = {"model": judge.model, "messages": [{"role": "user", "content": message_content(prompt)}]}
     if judge.temperature is not None:
         body["temperature"] = judge.temperature
-    fmt = judge._response_format(schema)
+    fmt = judge.response_format(schema)
     if fmt is not None:
         body["response_format"] = fmt
     return {"custom_id": custom_id, "method": "POST", "url": ENDPOINT, "body": body}
@@ -77,22 +77,7 @@ class BatchClient:
 
         self.judge = judge
         try:
-            if judge.azure_endpoint:
-                self.client: Any = openai.AzureOpenAI(
-                    azure_endpoint=judge.azure_endpoint,
-                    api_version=judge.api_version,
-                    api_key=judge._api_key,
-                    timeout=judge.timeout,
-                    max_retries=3,
-                )
-            else:
-                self.client = openai.OpenAI(
-                    base_url=judge.base_url,
-                    api_key=judge._api_key,
-                    timeout=judge.timeout,
-                    max_retries=3,
-                    default_headers=judge.default_headers,
-                )
+            self.client: Any = judge.sync_client(max_retries=3)
         except openai.OpenAIError:
             raise JudgeConfigurationError(
                 f"cannot create the OpenAI client for batch judge {judge.model!r}: set OPENAI_API_KEY "

@@ -2,7 +2,7 @@
 
 ``BatchJudge.a_generate_with_usage(prompt)`` looks the prompt up (by ``prompt_hash``) among the
 answers of the partition's batches (this run's, then earlier runs' — paid for, never paid
-twice). Without an answer, the transport's rules decide (``BatchTransport.decide``): the request
+twice). Without an answer, the transport's rules decide (``BatchAnswers.decide``): the request
 is recorded for the next batch and the case deferred (``JudgeDeferredError``), sent now as an
 ordinary sync call, or given up on with the cause (a ``judge_unavailable`` failure).
 """
@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from ..errors import JudgeDeferredError, JudgeUnavailableError
 from ..judge.calls import current_case
 from ..judge.models.base import Generation, JudgeModel
-from ..judge.pricing import batch_cost_of, batch_price_of
+from ..judge.pricing import Prices, batch_cost_of, batch_price_of
+from .results import BatchAnswer
 
-if TYPE_CHECKING:
-    from .transport import BatchTransport
-
-__all__ = ["BatchJudge", "BatchPendingError", "RecordedPrompt", "prompt_hash"]
+__all__ = ["BatchAnswers", "BatchJudge", "BatchPendingError", "RecordedPrompt", "prompt_hash"]
 
 
 def prompt_hash(prompt: str) -> str:
@@ -46,6 +44,25 @@ class RecordedPrompt:
     schema: type[BaseModel] | None
 
 
+class BatchAnswers(Protocol):
+    """What the batch judge asks of the run's batches (``transport.BatchTransport`` keeps them)."""
+
+    def answer(self, h: str) -> BatchAnswer | None:
+        """The usable answer to the prompt of hash ``h`` from the partition's batches, if any."""
+
+    def used(self, answer: BatchAnswer) -> None:
+        """``answer`` was given to the metric."""
+
+    def decide(self, h: str) -> tuple[str, str | None]:
+        """For a prompt without an answer: ``("defer" | "sync" | "give_up", cause)``."""
+
+    def record(self, h: str, prompt: RecordedPrompt) -> None:
+        """Ask ``prompt`` in the next batch."""
+
+    def sent_sync(self, gen: Generation) -> None:
+        """A request was sent as an ordinary sync call and answered with ``gen``."""
+
+
 class BatchJudge(JudgeModel):
     """See the module docstring. Async only (the pipeline's path)."""
 
@@ -55,12 +72,12 @@ class BatchJudge(JudgeModel):
     #: pass, or a case that shares nodes with an earlier one would ask a prompt never submitted
     stable_prompts = True
 
-    def __init__(self, real: JudgeModel, transport: BatchTransport) -> None:
+    def __init__(self, real: JudgeModel, transport: BatchAnswers, prices: Prices | None) -> None:
         self.real = real
         self.transport = transport
         self.model = real.get_model_name()
         #: the run's price table (``PipelineConfig.prices``: ``"model@batch"`` or the model's, halved)
-        self.prices = transport.ctx.config.prices
+        self.prices = prices
         self.price_per_million = batch_price_of(self.model, self.prices)
         self.endpoint = getattr(real, "endpoint", None)
         self.multimodal = real.supports_multimodal()  # image parts go into the request lines as they would be sent

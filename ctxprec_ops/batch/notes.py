@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..judge.calls import _estimate_cost
+from ..judge.calls import estimate_cost
 from ..judge.models.base import JudgeModel
 from .judge import RecordedPrompt
 
@@ -20,7 +20,7 @@ def round_note(
     whose hash is in ``unanswered`` were asked before; ``judge`` prices them (the batch price)."""
     again = [p for h, p in prompts if h in unanswered]
     follow = [p for h, p in prompts if h not in unanswered]
-    est = [_estimate_cost(judge, p.prompt, max(1, p.prompt.count('<node id="'))) for _, p in prompts]
+    est = [estimate_cost(judge, p.prompt, max(1, p.prompt.count('<node id="'))) for _, p in prompts]
     price = "unknown" if any(e is None for e in est) else f"~${sum(e for e in est if e is not None):.4f}"
     parts = []
     if again:

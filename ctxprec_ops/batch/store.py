@@ -18,7 +18,7 @@ from sqlalchemy.engine import Engine
 
 from ..warehouse.ddl import create_table
 from ..warehouse.engine import read_connection, write_transaction
-from ..warehouse.store import ScoringKey
+from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.upsert import upsert
 
 __all__ = [

@@ -130,7 +130,7 @@ class BatchTransport:
         self.retry = self.options.retry or ctx.config.batch_retry
         self.client = BatchClient(judge)
         self.table = batches_table(ctx.engine, ctx.config.output_schema)
-        self._judge = BatchJudge(judge, self)
+        self._judge = BatchJudge(judge, self, ctx.config.prices)
         if not state:
             self._name_other_configs()
 
@@ -331,12 +331,12 @@ class BatchTransport:
         cap = self.ctx.config.max_cost
         if cap is None:
             return prompts
-        from ..judge.calls import _estimate_cost
+        from ..judge.calls import estimate_cost
 
         left = cap - self.spent
         out = []
         for h, p in prompts:
-            est = _estimate_cost(self._judge, p.prompt, max(1, p.prompt.count('<node id="')))
+            est = estimate_cost(self._judge, p.prompt, max(1, p.prompt.count('<node id="')))
             if est is None:
                 raise JudgeConfigurationError(
                     f"cannot keep to the run's max_cost: no price is known for judge {self.real.get_model_name()!r}; "

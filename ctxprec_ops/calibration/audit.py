@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..cases.contexts import is_plain
-from ..cases.test_case import LLMTestCase
+from ..cases.single_turn import LLMTestCase
 from ..judge import defaults
 from ..judge.budget import Budget
 from ..judge.pricing import price_of

@@ -21,14 +21,14 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import JSON
 
 from ..cases.contexts import node_count
-from ..cases.test_case import LLMTestCase
+from ..cases.single_turn import LLMTestCase
 from ..errors import CtxPrecError, InvalidTestCaseError
 from ..judge import defaults
 from ..metrics.contextual_precision import ContextualPrecisionMetric
 from ..pipeline.columns import SourceColumns
 from ..pipeline.rows import row_to_test_case
-from ..scoring.consistency import check_samples
 from ..scoring.formula import contextual_precision
+from ..scoring.samples import check_samples
 from ..warehouse.engine import get_engine, read_connection, write_transaction
 from ..warehouse.source import SourceTable, reflect_source
 from .labels import LabelSet
@@ -280,7 +280,7 @@ def compare(
     (the same resampled cases for both): an interval that excludes 0 is a real difference."""
     import numpy as np
 
-    from .stats import _point  # the figure computation shared with ``agreement``
+    from .stats import point_figures  # the figure computation shared with ``agreement``
 
     common = sorted({c.log_id for c in a.case_labels} & {c.log_id for c in b.case_labels})
     by_a = {c.log_id: c for c in a.case_labels}
@@ -302,7 +302,7 @@ def compare(
     idx_all = np.arange(len(common))
 
     def diff(idx: Any) -> list[float | None]:
-        pa, pb = _point(ca, idx, *A), _point(cb, idx, *B)
+        pa, pb = point_figures(ca, idx, *A), point_figures(cb, idx, *B)
         return [None if x is None or y is None else y - x for x, y in zip(pa, pb)]
 
     point = diff(idx_all)

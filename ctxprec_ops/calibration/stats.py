@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CaseLabels", "Estimate", "Agreement", "agreement", "verdict_figures", "spearman"]
+__all__ = ["CaseLabels", "Estimate", "Agreement", "agreement", "verdict_figures", "point_figures", "spearman"]
 
 
 @dataclass(frozen=True)
@@ -105,9 +105,11 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
     return float((rx * ry).sum() / denom) if denom else None
 
 
-def _point(
+def point_figures(
     cases: Sequence[CaseLabels], idx: np.ndarray, conf: np.ndarray, scores: np.ndarray, scored: np.ndarray
 ) -> list[float | None]:
+    """The six figures (precision, recall, F1, kappa, score MAE, Spearman rho) of the cases at
+    ``idx`` (rows of the per-case arrays ``conf``, ``scores``, ``scored``)."""
     tp, fp, fn, tn = conf[idx].sum(axis=0)
     p, r, f1, k = verdict_figures(float(tp), float(fp), float(fn), float(tn))
     s_idx = idx[scored[idx]]
@@ -131,7 +133,7 @@ def agreement(cases: Sequence[CaseLabels], *, resamples: int = 1000, seed: int =
             scores[i] = (c.label_score, c.judge_score)
             scored[i] = True
     all_idx = np.arange(len(cases))
-    point = _point(cases, all_idx, conf, scores, scored)
+    point = point_figures(cases, all_idx, conf, scores, scored)
     lows: list[float | None] = [None] * 6
     highs: list[float | None] = [None] * 6
     if len(cases) >= 2 and resamples > 0:
@@ -139,7 +141,7 @@ def agreement(cases: Sequence[CaseLabels], *, resamples: int = 1000, seed: int =
         draws: list[list[float]] = [[] for _ in range(6)]
         for _ in range(resamples):
             idx = rng.integers(0, len(cases), len(cases))
-            for j, v in enumerate(_point(cases, idx, conf, scores, scored)):
+            for j, v in enumerate(point_figures(cases, idx, conf, scores, scored)):
                 if v is not None:
                     draws[j].append(v)
         alpha = (1 - level) / 2

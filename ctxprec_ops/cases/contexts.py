@@ -26,7 +26,6 @@ __all__ = [
     "dump_items",
     "is_plain",
     "item_text",
-    "judged_nodes",
     "node_count",
 ]
 
@@ -141,10 +140,6 @@ def node_count(items: Sequence[Any] | None) -> int:
         return 0
     sources = {i.source for i in items if isinstance(i, RetrievedContextData)}
     return len(sources) + sum(not isinstance(i, RetrievedContextData) for i in items)
-
-
-def judged_nodes(items: Sequence[Any] | None, where: str = "retrieval_context") -> list[str]:
-    return context_nodes(items or [], where)
 
 
 def display_nodes(items: Sequence[Any]) -> list[str]:

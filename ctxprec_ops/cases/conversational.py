@@ -11,7 +11,7 @@ from pydantic import AliasChoices, Field, PrivateAttr, field_serializer
 from ..errors import InvalidTestCaseError
 from .contexts import check_retrieval_context, dump_items
 from .images import MLLMImage, has_placeholder
-from .single_turn import ContextItem, _has_image, images_in
+from .single_turn import ContextItem, has_image, images_in
 from .tool_call import ToolCall, coerce_tool_calls
 from .validation import (
     MISSING,
@@ -182,7 +182,7 @@ class ConversationalTestCase(CaseModel):
             texts = [data.get("scenario"), data.get("expected_outcome"), data.get("user_description")]
             turn_list: list[Turn] = data["turns"]
             data["multimodal"] = any(map(has_placeholder, texts)) or any(
-                has_placeholder(t.content) or _has_image(t.retrieval_context or []) for t in turn_list
+                has_placeholder(t.content) or has_image(t.retrieval_context or []) for t in turn_list
             )
         if not data.get("voice"):
             data["voice"] = any(t.audio is not None for t in data["turns"])

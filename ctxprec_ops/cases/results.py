@@ -61,7 +61,7 @@ class MetricResult:
     #: wall-clock seconds the metric spent on this case
     seconds: float | None = field(default=None, repr=False, compare=False)
     #: the exception an isolated case failed with (``measure`` re-raises it)
-    _exception: BaseException | None = field(default=None, repr=False, compare=False)
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
 
     @property
     def verbose_logs(self) -> str | None:

@@ -23,7 +23,7 @@ from .validation import (
     invalid,
 )
 
-__all__ = ["LLMTestCase", "ModelTestCase", "ContextItem", "images_in"]
+__all__ = ["LLMTestCase", "ModelTestCase", "ContextItem", "images_in", "has_image"]
 
 # deepeval's messages for these fields
 _KEY_VALUES = "'custom_column_key_values' must be None or a Dict[str, str]"
@@ -51,7 +51,8 @@ def images_in(texts: list[Any]) -> dict[str, MLLMImage] | None:
     return found or None
 
 
-def _has_image(items: list[Any]) -> bool:
+def has_image(items: list[Any]) -> bool:
+    """Whether any of ``items`` is an image or names one by placeholder."""
     for t in items:
         if isinstance(t, MLLMImage) or has_placeholder(t.context if isinstance(t, RetrievedContextData) else t):
             return True
@@ -164,7 +165,7 @@ class LLMTestCase(CaseModel):
         if not data.get("multimodal"):
             texts = [data.get("input"), data.get("actual_output"), data.get("expected_output")]
             texts += data.get("context") or ()
-            data["multimodal"] = any(map(has_placeholder, texts)) or _has_image(data.get("retrieval_context") or [])
+            data["multimodal"] = any(map(has_placeholder, texts)) or has_image(data.get("retrieval_context") or [])
         self._validated_init(data)
 
     @field_serializer("retrieval_context")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CtxPrecError, IdentifierError, JudgeConfigurationError
 from ..pipeline import DEFAULT_METRIC, METRIC_KINDS, METRIC_NAMES, MetricKind
 from ..pipeline.columns import parse_column_flags
-from ..pipeline.outcome import EXIT_BUDGET, decide_error
+from ..pipeline.outcome import decide_error
 from ..secrets import redact
 from ._common import err_console
 from ._flags import add_flag, overrides
@@ -21,7 +21,6 @@ if TYPE_CHECKING:  # pydantic: loaded when a command runs, never for --help
     from ..pipeline import PipelineConfig
 
 __all__ = [
-    "EXIT_BUDGET",
     "UsageError",
     "add_flag",
     "add_warehouse",

@@ -6,9 +6,9 @@ import argparse
 
 from rich.console import Console
 
-from ..pipeline.outcome import EXIT_BUDGET, EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from ..pipeline.outcome import EXIT_BUDGET, EXIT_ERROR, EXIT_OK
 
-__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_ALERT", "EXIT_BUDGET", "console", "err_console", "run_command"]
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_ALERT", "EXIT_BUDGET", "console", "err_console", "run_command"]
 
 #: `ctxprec check`: an alert fired
 EXIT_ALERT = 3

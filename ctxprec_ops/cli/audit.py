@@ -13,7 +13,7 @@ from ._args import mapping_of_args as _mapping
 from ._common import EXIT_ERROR, EXIT_OK
 from ._render import stdout_console
 from .commands import COMMANDS
-from .labels import _population_flags, columns_arg, source_table_of
+from .labels import add_draw_flags, columns_arg, source_table_of
 
 EPILOG = """\
 examples:
@@ -63,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--max-cost", type=float, metavar="USD", help="cap the audit's judge spend")
     a.add_argument("--dry-run", action="store_true", help="count the judge calls, tokens and cost; call nothing")
     a.add_argument("--json", action="store_true", help="print the result as JSON")
-    _population_flags(a, whose=False)
+    add_draw_flags(a, whose=False)
     a.set_defaults(func=guarded("audit position", run_position))
 
 

@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--n", required=True, type=int, metavar="N", help="rows to draw (all of them when fewer)")
     s.add_argument("--seed", type=int, default=0, metavar="S", help="random seed of the draw (default: %(default)s)")
     s.add_argument("--out", required=True, metavar="FILE", help="the sheet: FILE.csv or FILE.html")
-    _population_flags(s)
+    add_draw_flags(s)
     s.set_defaults(func=guarded("labels sample", run_sample))
 
     i = sub.add_parser(
@@ -88,7 +88,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     i.set_defaults(func=guarded("labels import", run_import))
 
 
-def _population_flags(p: argparse.ArgumentParser, *, whose: bool = True) -> None:
+def add_draw_flags(p: argparse.ArgumentParser, *, whose: bool = True) -> None:
+    """Whose scored rows are drawn (``whose``: --judge-model, --prompt-version) and where their
+    texts are read (--source-table, --column)."""
     if whose:
         p.add_argument(
             "--judge-model", metavar="NAME", help="draw from this judge model's scores (default: the most recent)"

@@ -1,7 +1,7 @@
 """Render the pipeline's ``ProgressEvent``s: rich bars on an interactive stderr, plain log
 lines otherwise (CI logs, cron mail, Airflow task logs).
 
-Judge retries (``judge_events``) are shown too: while calls are being retried the display says so,
+Judge retries (``judge.events``) are shown too: while calls are being retried the display says so,
 why (rate limit, endpoint unreachable, HTTP status) and for how long the judge has been failing —
 as a note on the bars, or as a plain line at most every ``RETRY_LINE_EVERY`` seconds."""
 

@@ -58,7 +58,7 @@ def pipeline_config(s: Settings, *, _legacy: bool = True, **overrides: Any) -> P
         for name in SPAN_ONLY:
             if not s.is_override(name):
                 base.pop(name)
-    # Phoenix is the source when it is configured and no input table is (DESIGN of the faces: a
+    # Phoenix is the source when it is configured and no input table is (the faces' rule: a
     # table named by a flag, an argument or a variable wins; Phoenix is then only the write-back)
     phoenix = s.phoenix_url is not None and reads_spans(kind) and not _table_named(s, kind, given)
     base.update(

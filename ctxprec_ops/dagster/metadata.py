@@ -29,7 +29,7 @@ __all__ = [
     "corrected_metadata",
 ]
 
-#: the public columns of ctxprec_scores (DESIGN.md)
+#: the public columns of ctxprec_scores (never renamed)
 SCORES_SCHEMA = TableSchema(
     columns=[
         TableColumn("log_id", "text", description="id of the source row"),

@@ -27,12 +27,10 @@ __all__ = [
     "JudgeResource",
     "AlertThresholdsResource",
     "DEPLOYMENTS",
-    "DEPLOYMENT_ENV",
     "resources_for",
     "resource_settings",
 ]
 
-DEPLOYMENT_ENV = Settings.variable("deployment")
 DEPLOYMENTS = Settings.choices("deployment")
 
 

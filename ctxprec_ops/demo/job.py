@@ -26,9 +26,6 @@ from .defaults import DEFAULT_DEMO_URL, DEFAULT_REPORT, DEMO_JUDGE
 from .sample import SampleInfo, create_sample_warehouse
 
 __all__ = [
-    "DEFAULT_DEMO_URL",
-    "DEFAULT_REPORT",
-    "DEMO_JUDGE",
     "DemoResult",
     "run_demo",
     "METRICS",

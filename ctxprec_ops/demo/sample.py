@@ -27,7 +27,7 @@ from sqlalchemy.engine import Engine
 from ..secrets import redact_url
 from .topics import FOLLOW_UPS, NOISE, PREFIXES, SUFFIXES, TOPICS, Topic
 
-__all__ = ["SampleInfo", "create_sample_warehouse", "TOPICS", "MALFORMED_KINDS", "passage_ids"]
+__all__ = ["SampleInfo", "create_sample_warehouse", "MALFORMED_KINDS", "passage_ids"]
 
 #: the kinds of bad rows the sample contains (each at least once when days >= 1)
 MALFORMED_KINDS = (

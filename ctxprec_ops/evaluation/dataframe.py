@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from ..cases.results import MetricResult
-from ..cases.test_case import LLMTestCase
+from ..cases.single_turn import LLMTestCase
 from ..errors import CtxPrecError
 from ..judge import defaults
 from ..judge.models import JudgeModel

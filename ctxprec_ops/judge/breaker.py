@@ -3,7 +3,7 @@
 When the judge itself is the problem — every recent request failed with a connection error, a
 timeout (a call that outlived its whole-call deadline too, however steadily the endpoint was
 trickling its answer), a 5xx or a 429 — retrying each row on its own only burns the rows' retries. The breaker
-*opens* after ``trip_after`` consecutive such failures (``judging.trip_after_for``: two waves of
+*opens* after ``trip_after`` consecutive such failures (``calls.trip_after_for``: two waves of
 the requests in flight, at least 5): no request is sent, callers wait in
 ``admit()``; one caller at a time is let through as a *probe* (after 0.25 s, then doubling up to
 ``max_probe_interval``); the first answer *closes* the breaker and everyone resumes. Failures

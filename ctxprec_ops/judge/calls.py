@@ -42,6 +42,7 @@ __all__ = [
     "use_guards",
     "active_guards",
     "answers_inline_in",
+    "estimate_cost",
 ]
 
 #: completion tokens assumed per node when estimating a call's cost before making it
@@ -172,7 +173,9 @@ async def gather_settled(*aws):
     return results
 
 
-def _estimate_cost(judge: JudgeModel, prompt: str, n_nodes: int, choices: int = 1) -> float | None:
+def estimate_cost(judge: JudgeModel, prompt: str, n_nodes: int, choices: int = 1) -> float | None:
+    """What one call of ``prompt`` (``n_nodes`` verdicts, ``choices`` answers) is expected to cost
+    in USD, before it is made (None: the model's price is unknown)."""
     price = judge.price_per_million or price_of(judge.get_model_name())
     if price is None:
         return None
@@ -321,7 +324,7 @@ async def call_judge(
     answers asked in this one request) the list of raw answers the endpoint returned."""
     reserved = 0.0
     if run.budget is not None:
-        est = _estimate_cost(judge, prompt, n_nodes, choices or 1)
+        est = estimate_cost(judge, prompt, n_nodes, choices or 1)
         if est is None:  # a cap that cannot be checked must not be silently ignored
             raise JudgeConfigurationError(
                 f"cannot keep to the run's max_cost: no price is known for judge "

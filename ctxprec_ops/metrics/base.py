@@ -13,7 +13,7 @@ from ..judge import defaults
 from ..judge.calls import JudgeRun
 from ..judge.limiter import AdaptiveLimiter
 from ..judge.models import JudgeModel, resolve_judge
-from ..scoring.consistency import check_samples, sampled_version
+from ..scoring.samples import check_samples, sampled_version
 from ..scoring.template import prompt_version as _prompt_version
 from ..secrets import redact
 
@@ -160,7 +160,7 @@ class BaseRetrievalMetric:
             result.reason = None
             result.error_type = getattr(exc, "error_type", None) or _error_type(exc)
             result.error = redact(f"{exc}" if isinstance(exc, CtxPrecError) else f"{type(exc).__name__}: {exc}")
-            result._exception = exc
+            result.exception = exc
         result.seconds = time.perf_counter() - started
         return result
 
@@ -188,7 +188,7 @@ class BaseRetrievalMetric:
             if close is not None:
                 await close()
         self._apply(result)
-        exc = result._exception
+        exc = result.exception
         if exc is not None:
             raise exc
         return self.score
@@ -213,7 +213,7 @@ class BaseRetrievalMetric:
 
 
 def record_usage(result: MetricResult, usage: Any) -> None:
-    """Copy a ``judging.Usage`` (calls, tokens, cost, attempts, cache hits) onto ``result``."""
+    """Copy a ``judge.calls.Usage`` (calls, tokens, cost, attempts, cache hits) onto ``result``."""
     result.judge_calls = usage.calls
     result.prompt_tokens = usage.prompt_tokens
     result.completion_tokens = usage.completion_tokens

@@ -6,9 +6,11 @@ from operator import attrgetter
 from typing import Any
 
 from ..cases.contexts import context_nodes, is_plain
+from ..cases.foreign import as_llm_test_case
 from ..cases.images import judged_text
 from ..cases.results import MetricResult
-from ..cases.test_case import LLMTestCase, _CaseModel, as_llm_test_case
+from ..cases.single_turn import LLMTestCase
+from ..cases.validation import CaseModel
 from ..errors import InvalidTestCaseError
 from ..judge.cache import judgment_keys
 from ..judge.calls import JudgeRun, Usage
@@ -38,7 +40,7 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
 
     def accepts(self, test_case: Any) -> bool:
         return isinstance(test_case, LLMTestCase) or (
-            not isinstance(test_case, _CaseModel)
+            not isinstance(test_case, CaseModel)
             and hasattr(test_case, "retrieval_context")
             and hasattr(test_case, "input")
         )

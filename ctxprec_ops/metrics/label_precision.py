@@ -26,7 +26,6 @@ from ..json_text import JSONText, plain_ids, plain_verdicts_template, verdicts_j
 from ..judge.calls import JudgeRun
 from ..scoring.formula import apply_strict
 from ..scoring.ranking import RankingFigures, ranking_figures
-from ..scoring.verdicts import NodeVerdict
 from . import names
 from .base import BaseRetrievalMetric
 
@@ -94,9 +93,6 @@ class LabelVerdict:
 
     def model_dump(self) -> dict[str, Any]:
         return {"node": self.node, "relevant": self.relevant, "reason": self.reason}
-
-    def to_node_verdict(self) -> NodeVerdict:
-        return NodeVerdict(node=self.node, relevant=self.relevant, reason=self.reason)
 
     def __eq__(self, other: object) -> bool:
         dump = getattr(other, "model_dump", None)

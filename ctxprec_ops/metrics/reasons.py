@@ -13,7 +13,8 @@ from ..scoring.formula import precision_steps
 from ..scoring.verdicts import NodeVerdict
 
 
-def _short(text: str, limit: int = 90) -> str:
+def shorten(text: str, limit: int = 90) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -24,7 +25,7 @@ def compose_reason(
     prefix, shown = _reason_form(tuple(map(_relevant, verdicts)), score, strict_mode, raw_score)
     if not shown:
         return prefix
-    details = "; ".join([f"node {i}: {_short(verdicts[i - 1].reason) or 'not relevant'}" for i in shown])
+    details = "; ".join([f"node {i}: {shorten(verdicts[i - 1].reason) or 'not relevant'}" for i in shown])
     return f"{prefix}{details}."
 
 
@@ -71,7 +72,7 @@ def verbose_logs(verdicts: Sequence[NodeVerdict], score: float, *, title: str = 
         mark = "relevant  " if v.relevant else "irrelevant"
         lines.append(
             f"  node {step.rank:>3} {mark}  precision@{step.rank}={step.precision_at_k:.3f}"
-            f"  contributes {step.contribution:.3f}{agreement_note(v)}  | {_short(v.reason, 120)}"
+            f"  contributes {step.contribution:.3f}{agreement_note(v)}  | {shorten(v.reason, 120)}"
         )
     hits = sum(v.relevant for v in verdicts)
     lines.append(f"Score: sum of contributions / {hits} relevant = {score:.4f}")

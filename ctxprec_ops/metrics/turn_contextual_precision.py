@@ -14,14 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cases.contexts import item_text
+from ..cases.conversational import ConversationalTestCase, Turn
+from ..cases.foreign import as_conversational_test_case
 from ..cases.images import judged_text
 from ..cases.results import MetricResult, WindowResult
-from ..cases.test_case import (
-    ConversationalTestCase,
-    Turn,
-    _CaseModel,
-    as_conversational_test_case,
-)
+from ..cases.validation import CaseModel
 from ..errors import InvalidTestCaseError, NotScorableError
 from ..judge.cache import judgment_keys
 from ..judge.calls import JudgeRun, Usage, gather_settled
@@ -30,7 +27,7 @@ from ..scoring.formula import apply_strict, contextual_precision
 from ..scoring.template import TurnContextualPrecisionTemplate
 from . import names
 from .base import BaseRetrievalMetric, record_usage
-from .reasons import _short, agreement_note, flip_line
+from .reasons import agreement_note, flip_line, shorten
 
 __all__ = ["TurnContextualPrecisionMetric", "interaction_units", "windows"]
 
@@ -134,7 +131,7 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
 
     def accepts(self, test_case: Any) -> bool:
         return isinstance(test_case, ConversationalTestCase) or (
-            not isinstance(test_case, _CaseModel) and hasattr(test_case, "turns")
+            not isinstance(test_case, CaseModel) and hasattr(test_case, "turns")
         )
 
     def coerce(self, test_case: Any) -> Any:
@@ -252,7 +249,8 @@ def _turn_reason(score: float, results: list[WindowResult], turns: list[Turn]) -
             first = r.verdicts[idx[0]]
             parts.append(
                 f"window ending at turn {end_turn} (score {r.score:.2f}) ranked irrelevant nodes from "
-                f"turn(s) {', '.join(map(str, turns_named))} first (e.g. node {idx[0] + 1}: {_short(first.reason, 70)})"
+                f"turn(s) {', '.join(map(str, turns_named))} first "
+                f"(e.g. node {idx[0] + 1}: {shorten(first.reason, 70)})"
             )
         else:
             parts.append(f"window ending at turn {end_turn} scored {r.score:.2f}")
@@ -269,7 +267,7 @@ def _turn_logs(results: list[WindowResult], turns: list[Turn]) -> str:
             lines.append("  no retrieval context in this window: scores 1.0")
         for k, (v, (t, j)) in enumerate(zip(r.verdicts, r.node_sources), start=1):
             mark = "relevant  " if v.relevant else "irrelevant"
-            lines.append(f"  node {k:>3} (turn {t + 1}, #{j + 1}) {mark}{agreement_note(v)} | {_short(v.reason, 100)}")
+            lines.append(f"  node {k:>3} (turn {t + 1}, #{j + 1}) {mark}{agreement_note(v)} | {shorten(v.reason, 100)}")
     flips = flip_line([v for r in results for v in r.verdicts])
     if flips:
         lines.append(flips)

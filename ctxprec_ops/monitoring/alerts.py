@@ -28,7 +28,7 @@ from .figures import BaselineFigures, PartitionFigures
 from .rules import AlertRules
 from .stats import Moments, finite_or_none, welch_less
 
-__all__ = ["Alert", "RegressionTest", "evaluate_rules", "RULE_KINDS"]
+__all__ = ["Alert", "RegressionTest", "evaluate_rules", "partition_head", "RULE_KINDS"]
 
 Severity = Literal["error", "warn"]
 
@@ -89,7 +89,7 @@ def _p(p: float) -> str:
     return f"{p:.2g}" if p < 0.0001 else f"{p:.4f}"
 
 
-def _head(fig: PartitionFigures, metric: str) -> str:
+def partition_head(fig: PartitionFigures, metric: str) -> str:
     """``2026-11-28 contextual_precision`` (plus ``, sample of 120 of 1,000 rows`` for a sample)."""
     label = fig.sample_label()
     return f"{fig.partition_key} {metric}" + (f" ({label})" if label else "")
@@ -129,7 +129,7 @@ def _regression(
         return RegressionTest("partition too small", drop=drop, detail="no regression verdict"), None
     if drop > rules.min_drop and p < rules.alpha:
         msg = (
-            f"{_head(fig, metric)}: mean {s.mean:.3f} is {drop:.3f} below the "
+            f"{partition_head(fig, metric)}: mean {s.mean:.3f} is {drop:.3f} below the "
             f"{len(base.partitions)}-partition baseline {b.mean:.3f} "
             f"(Welch t-test p={_p(p)} < {rules.alpha:g}; min_drop {rules.min_drop:g})"
         )
@@ -156,7 +156,7 @@ def evaluate_rules(
     ``sample`` is the moments of the partition's per-case scores (the Welch test's sample).
     """
     key, s = fig.partition_key, fig.summary
-    head = _head(fig, metric)
+    head = partition_head(fig, metric)
     alerts: list[Alert] = []
     notes: list[str] = []
 

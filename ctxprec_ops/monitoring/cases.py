@@ -17,12 +17,14 @@ from ..warehouse.reflect import reflect_table, table_names
 from ..warehouse.schema import existing_output_tables
 from .population import Population
 
-__all__ = ["load_worst_cases", "case_threshold"]
+__all__ = ["load_worst_cases", "case_threshold", "json_list"]
 
 log = logging.getLogger("ctxprec_ops.monitoring.history")
 
 
-def _json_list(value: Any) -> list[Any]:
+def json_list(value: Any) -> list[Any]:
+    """A JSON array column's value as a list, whether the driver gave it parsed, as text or as
+    bytes (anything else, or bad JSON: empty)."""
     if value is None:
         return []
     if isinstance(value, (bytes, bytearray)):
@@ -67,7 +69,7 @@ def load_worst_cases(
         cases = []
         for log_id, score, success, reason, verdicts in conn.execute(q):
             nodes = []
-            for i, v in enumerate(_json_list(verdicts)):
+            for i, v in enumerate(json_list(verdicts)):
                 if isinstance(v, dict):
                     node = {
                         "node": int(v.get("node") or i + 1),
@@ -155,7 +157,7 @@ def _attach_source(
         if row.get("expected") is not None:
             case["expected"] = row["expected"]
         # the judged nodes (items sharing a source are one node; images by name)
-        texts = display_nodes(_json_list(row.get("nodes"))) if single_turn and len(case["groups"]) == 1 else []
+        texts = display_nodes(json_list(row.get("nodes"))) if single_turn and len(case["groups"]) == 1 else []
         for node in case["verdicts"]:
             k = node["node"] - 1
             if 0 <= k < len(texts):

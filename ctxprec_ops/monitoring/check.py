@@ -13,10 +13,12 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from ..secrets import redact
+from ..warehouse.source import parse_partition_key
 from .alerts import Alert, RegressionTest, evaluate_rules
 from .corrected import attach_corrected
 from .figures import BaselineFigures, PartitionFigures, baseline_figures, partition_figures
-from .history import History, Population, engine_scope, load_history, parse_partition_key
+from .history import History, load_history
+from .population import Population, engine_scope
 from .rules import AlertRules
 
 __all__ = ["CheckResult", "check_partition", "check_history", "DEFAULT_METRIC"]

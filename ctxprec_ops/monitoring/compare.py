@@ -42,15 +42,16 @@ from sqlalchemy.engine import Engine
 
 from ..secrets import redact
 from ..warehouse.schema import existing_output_tables
+from ..warehouse.source import parse_partition_key
 from .check import DEFAULT_METRIC
 from .corrected import safe_corrected_comparison
-from .history import engine_scope, parse_partition_key, partition_range
-from .population import Population, resolve_population
-from .range_population import MixedPopulationsError, OtherPopulation, range_population
+from .history import partition_range
+from .population import Population, engine_scope, resolve_population
+from .range_population import OtherPopulation, range_population
 from .segment_data import SegmentError, SegmentSource, compared_columns, label, value_filter
 from .stats import Moments, TestResult, finite_or_none, holm, paired_test, welch_test
 
-__all__ = ["Comparison", "ComparisonSegment", "MixedPopulationsError", "OtherPopulation", "compare"]
+__all__ = ["Comparison", "ComparisonSegment", "compare"]
 
 
 @dataclass

@@ -27,9 +27,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..calibration.correction import CorrectedEstimate, difference_estimate, labelled_rows, t_quantile
 from ..warehouse.schema import existing_output_tables
-from .alerts import Alert, AlertRules, _head
-from .history import History, engine_scope, load_history, moments_by
-from .population import Population
+from .alerts import Alert, AlertRules, partition_head
+from .history import History, load_history, moments_by
+from .population import Population, engine_scope
 from .segment_data import SegmentSource, value_filter
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ __all__ = [
     "CORRECTABLE",
     "corrected_by_partition",
     "attach_corrected",
+    "attach_segment_corrected",
     "apply_use_corrected",
     "corrected_comparison",
     "safe_corrected_comparison",
@@ -99,7 +100,7 @@ def apply_use_corrected(result: CheckResult, rules: AlertRules) -> None:
         return
     raw_fired = any(a.rule == "min_mean" for a in result.alerts)
     result.alerts = [a for a in result.alerts if a.rule != "min_mean"]
-    head = _head(result.figures, result.metric)
+    head = partition_head(result.figures, result.metric)
     judge = f"judge's mean {s.mean:.3f}" if s.mean is not None else "no judge mean"
     if est.mean is not None and est.mean < rules.min_mean:
         result.alerts.insert(
@@ -136,6 +137,58 @@ def attach_corrected(engine: Engine, history: History, results: Sequence[CheckRe
     for r in results:
         r.corrected = ests.get(r.partition_key)
         apply_use_corrected(r, rules)
+
+
+def attach_segment_corrected(
+    conn: Connection,
+    src: SegmentSource,
+    population: Population,
+    by: str,
+    partition_key: str,
+    results: Sequence[tuple[str | None, CheckResult]],
+    rules: AlertRules,
+) -> None:
+    """Each segment value's corrected estimate on ``partition_key`` (its labelled rows among the
+    value's rows of that day; the judge's mean and N are the segment's own), and ``use_corrected``
+    applied to its ``min_mean`` rule. A failure to read the labels never fails the check."""
+    if population.metric not in CORRECTABLE or not results:
+        return
+    seg = src.table
+    where = [population.where(seg), seg.c.partition_key == partition_key, *src.recorded(by)]
+    try:
+        scores = existing_output_tables(conn.engine).scores
+        labelled = labelled_rows(
+            conn,
+            scores,
+            [population.where(scores), scores.c.partition_key == partition_key,
+             scores.c.log_id.in_(sa.select(seg.c.log_id).where(*where))],
+            label_set=rules.label_set,
+            source_table=population.source_table,
+        )  # fmt: skip
+        value_of = {
+            str(log_id): value for log_id, value in conn.execute(sa.select(seg.c.log_id, src.col(by)).where(*where))
+        }
+    except Exception as exc:  # a bonus figure: the judge's figures and rules stand on their own
+        log.warning("corrected segment figures not computed: %s", type(exc).__name__)
+        return
+    by_value: dict[str | None, list] = {}
+    for r in labelled:
+        if r.log_id in value_of:
+            by_value.setdefault(value_of[r.log_id], []).append(r)
+    for value, result in results:
+        group = by_value.get(value)
+        if group:
+            complete = [r for r in group if r.complete]
+            s = result.figures.summary
+            est = difference_estimate(
+                s.mean if s.n else None,
+                s.n,
+                [r.gold for r in complete if r.gold is not None],
+                [r.judge for r in complete],
+                label_set=rules.label_set,
+            )
+            result.corrected = dataclasses.replace(est, partial_rows=len(group) - len(complete))
+        apply_use_corrected(result, rules)
 
 
 def _side_estimate(

@@ -19,8 +19,8 @@ from sqlalchemy.engine import Engine
 
 from ..errors import CtxPrecError
 from ..warehouse.schema import existing_output_tables
-from .history import engine_scope, parse_partition_key
-from .population import Population, resolve_population
+from ..warehouse.source import parse_partition_key
+from .population import Population, engine_scope, resolve_population
 
 __all__ = ["DrawnRow", "Draw", "NothingToDrawError", "draw_scored_rows", "draw_order"]
 

@@ -15,9 +15,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ..scoring.consistency import samples_of
+from ..scoring.samples import samples_of
 from ..warehouse.schema import existing_output_tables
-from .cases import _json_list
+from .cases import json_list
 from .population import Population
 
 __all__ = ["FlipRate", "flip_rates", "node_agreements"]
@@ -43,7 +43,7 @@ class FlipRate:
 def node_agreements(verdicts: Any) -> list[float]:
     """The ``agreement`` of every node in one score row's ``verdicts`` (JSON text or list)."""
     out = []
-    for v in _json_list(verdicts):
+    for v in json_list(verdicts):
         a = v.get("agreement") if isinstance(v, dict) else None
         if isinstance(a, (int, float)) and not isinstance(a, bool):
             out.append(float(a))

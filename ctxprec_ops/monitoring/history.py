@@ -1,7 +1,7 @@
 """Load per-partition figures from the warehouse output tables (read-only, SQLAlchemy Core).
 
 Tables are reflected, so this module depends only on the public column names of
-``ctxprec_scores``, ``ctxprec_failures`` and ``ctxprec_runs`` (DESIGN.md), not on how the
+``ctxprec_scores``, ``ctxprec_failures`` and ``ctxprec_runs`` (public, never renamed), not on how the
 pipeline declares them. ``ctxprec_failures`` and ``ctxprec_runs`` are optional.
 
 Whose scores: one ``Population`` (``population.py``). **Volume** (rows seen by a partition) is
@@ -27,20 +27,16 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from ..warehouse.schema import ExistingTables, MissingScoresTableError, existing_output_tables
+from ..warehouse.schema import ExistingTables, existing_output_tables
 from ..warehouse.source import parse_partition_key
-from .population import Population, engine_scope, resolve_population
+from .population import Population, resolve_population
 from .stats import Moments
 
 __all__ = [
-    "Population",
     "PartitionData",
     "History",
-    "engine_scope",
-    "MissingScoresTableError",
     "load_history",
     "partition_range",
-    "parse_partition_key",
     "moments_by",
     "sampled_total",
 ]

@@ -21,8 +21,7 @@ from ..calibration.run import read_cases
 from ..metrics.contextual_precision import ContextualPrecisionMetric
 from ..pipeline.columns import SourceColumns
 from .draw import draw_scored_rows
-from .history import engine_scope
-from .population import Population
+from .population import Population, engine_scope
 
 __all__ = ["LabelSample", "sample_labels"]
 

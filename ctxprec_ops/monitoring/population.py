@@ -27,7 +27,7 @@ from ..secrets import redact_url
 from ..warehouse.engine import get_engine, require_sqlite_file
 from ..warehouse.migrate import DEFAULT_MAPPING
 from ..warehouse.schema import ExistingTables
-from ..warehouse.store import ScoringKey
+from ..warehouse.scoring_key import ScoringKey
 
 __all__ = ["Population", "engine_scope", "resolve_population", "key_fields"]
 
@@ -57,12 +57,7 @@ def key_fields(tables: ExistingTables) -> list[str]:
     """The ``ScoringKey`` fields that are columns of the scores table as it exists (``source_table``
     and ``mapping`` only when the table has them: tables of an older version may not)."""
     have = tables.scores_columns or {c.name for c in tables.scores.c}
-    out = []
-    for f in dataclasses.fields(ScoringKey):
-        if f.name not in have or (f.name == "source_table" and not tables.source_keyed):
-            continue
-        out.append(f.name)
-    return out
+    return [name for name in ScoringKey.FIELDS if name in have and (name != "source_table" or tables.source_keyed)]
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,14 @@ from sqlalchemy.engine import Engine
 from ..calibration.audit import AuditEstimate, PositionAudit, estimate_audit, run_position_audit
 from ..calibration.audit_table import write_audit
 from ..calibration.run import read_cases
-from ..cases.test_case import LLMTestCase
+from ..cases.single_turn import LLMTestCase
 from ..errors import CtxPrecError
 from ..judge import defaults
 from ..judge.models import resolve_judge
 from ..metrics.contextual_precision import ContextualPrecisionMetric
 from ..pipeline.columns import SourceColumns
 from .draw import Draw, NothingToDrawError, draw_scored_rows
-from .history import engine_scope
+from .population import engine_scope
 
 __all__ = ["audit_position", "estimate_position_audit"]
 

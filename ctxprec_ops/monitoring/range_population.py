@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..errors import CtxPrecError
-from ..warehouse.store import ScoringKey
+from ..warehouse.scoring_key import ScoringKey
 from .population import Population
 from .segment_data import SegmentSource
 

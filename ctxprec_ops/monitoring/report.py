@@ -28,7 +28,8 @@ from ..warehouse.schema import existing_output_tables
 from .cases import case_threshold, load_worst_cases
 from .charts import COLORS, NARROW_H, NARROW_W, H, HLine, Overlay, W, bar_chart, line_chart
 from .check import DEFAULT_METRIC, CheckResult
-from .history import History, engine_scope
+from .history import History
+from .population import engine_scope
 from .rules import AlertRules
 from .trend import staleness_note, trend_results
 

@@ -27,10 +27,12 @@ from typing import Any, Literal
 from sqlalchemy.engine import Engine
 
 from ..secrets import redact
+from ..warehouse.source import parse_partition_key
 from .alerts import Alert
 from .check import DEFAULT_METRIC, CheckResult, check_history, lookback
-from .history import History, PartitionData, engine_scope, load_history, parse_partition_key, partition_range
-from .population import Population
+from .corrected import attach_segment_corrected
+from .history import History, PartitionData, load_history, partition_range
+from .population import Population, engine_scope
 from .rules import AlertRules
 from .segment_data import label, segment_moments, segment_source
 from .stats import finite_or_none, holm
@@ -99,6 +101,7 @@ class SegmentResult:
             "p_adjusted": finite_or_none(self.p_adjusted),
             "verdict": self.result.regression.verdict,
             "alerts": [a.to_dict() for a in self.alerts],
+            "corrected": self.result.corrected.to_dict() if self.result.corrected is not None else None,
         }
 
 
@@ -235,6 +238,20 @@ def segment_checks(
         src = segment_source(conn, pop, by, schema=schema)
         assert pop is not None
         moments = segment_moments(conn, src, pop, by, sorted(wanted))
+        checked = _checked(history, keys, moments, rules)
+        for key, raw in checked:
+            attach_segment_corrected(conn, src, pop, by, key, raw, rules)
+    out = []
+    for key, raw in checked:
+        check = SegmentCheck(key, history.metric, by, pop, rules, min_rows)
+        out.append(_finish(check, raw))
+    return out
+
+
+def _checked(
+    history: History, keys: Sequence[str], moments: dict[tuple[str, str | None], Any], rules: AlertRules
+) -> list[tuple[str, list[tuple[str | None, CheckResult]]]]:
+    """Per partition of ``keys``: each segment value's check against its own baseline."""
     per_value: dict[str | None, dict[str, Any]] = {}
     for (pk, value), m in moments.items():
         per_value.setdefault(value, {})[pk] = m
@@ -246,8 +263,7 @@ def segment_checks(
             h = histories[value]
             if key in h.partitions or h.scored_before(key, 1):
                 raw.append((value, check_history(h, key, rules)))
-        check = SegmentCheck(key, history.metric, by, pop, rules, min_rows)
-        out.append(_finish(check, raw))
+        out.append((key, raw))
     return out
 
 

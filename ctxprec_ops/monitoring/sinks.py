@@ -46,7 +46,6 @@ __all__ = [
     "deliver",
     "alert_sinks",
     "slack_payload",
-    "subject",
 ]
 
 log = logging.getLogger("ctxprec.alerts")

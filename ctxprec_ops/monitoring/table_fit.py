@@ -73,10 +73,6 @@ class FitTable:
     def add_row(self, *cells: RenderableType, style: str | None = None) -> None:
         self.rows.append(([("" if c is None else c) for c in cells], style))
 
-    @property
-    def row_count(self) -> int:
-        return len(self.rows)
-
     # -- layout ------------------------------------------------------------------------------------
 
     def _cells(self, i: int) -> list[RenderableType]:

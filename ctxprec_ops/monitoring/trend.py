@@ -14,9 +14,11 @@ from collections.abc import Sequence
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from ..warehouse.source import parse_partition_key
 from .check import DEFAULT_METRIC, CheckResult, check_history, lookback
 from .corrected import attach_corrected
-from .history import History, engine_scope, load_history, parse_partition_key, partition_range
+from .history import History, load_history, partition_range
+from .population import engine_scope
 from .rules import AlertRules
 from .stats import sparkline
 from .table_fit import Col, FitTable

@@ -74,11 +74,7 @@ _EXPORTS = {
     "score_chunk": ".stream",
 }
 
-#: kept for callers of the 0.1 API: a metric name is any key of ``METRIC_KINDS``
-MetricName = str
-
 __all__ = [
-    "MetricName",
     "MetricKind",
     "METRIC_KINDS",
     "METRIC_NAMES",

@@ -7,7 +7,6 @@ resources) and the CLI's ``--help``. No pydantic here: the CLI's parsers read th
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
@@ -110,14 +109,3 @@ def check_bounds(obj: Any) -> None:
         b = f.metadata.get("bounds")
         if b is not None:
             b.check(f.name, getattr(obj, f.name))
-
-
-def field_defaults(cls: type) -> Mapping[str, Any]:
-    """``{field: default}`` of a dataclass (a factory's value for mutable defaults)."""
-    out = {}
-    for f in fields(cls):
-        if callable(f.default_factory):
-            out[f.name] = f.default_factory()
-        else:
-            out[f.name] = f.default
-    return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time as _time
 from collections import Counter
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..cases.results import MetricResult
@@ -21,11 +21,12 @@ from ..scoring.verdicts import NodeVerdict
 from ..warehouse.claims import RowClaims
 from ..warehouse.engine import write_retrying
 from ..warehouse.label_figures import figure_row, write_figures
+from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.segments import refresh_segment_values, segment_rows, write_segments
-from ..warehouse.store import ScoringKey, analyze_if_grown, delete_failures, write_chunk
+from ..warehouse.store import analyze_if_grown, delete_failures, write_chunk
 from ..warehouse.upsert import ColumnRows
 from .context import PipelineContext
-from .intake import _failure, _Intake, _now
+from .intake import Intake, failure_row
 from .records import INPUT_PROBLEMS, Chunk, ChunkResult
 
 if TYPE_CHECKING:
@@ -36,6 +37,10 @@ __all__ = ["finish_chunk", "judgment_rows"]
 log = logging.getLogger("ctxprec_ops.pipeline")
 
 DEFERRED = JudgeDeferredError.error_type
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _number(value: float | None, what: str) -> float:
@@ -73,7 +78,7 @@ def _score_row(
 
 
 def _collect(
-    ctx: PipelineContext, chunk: Chunk, intake: _Intake, results: list[MetricResult], run_id: str, result: ChunkResult
+    ctx: PipelineContext, chunk: Chunk, intake: Intake, results: list[MetricResult], run_id: str, result: ChunkResult
 ) -> list[dict[str, Any]]:
     """Sort the judged cases into score rows and failures; add their spend to ``result``."""
     scored_at = _now()
@@ -91,7 +96,7 @@ def _collect(
             continue
         if r.error is not None or r.score is None:
             intake.failures.append(
-                _failure(
+                failure_row(
                     log_id,
                     pk,
                     key,
@@ -112,14 +117,14 @@ def _collect(
     return scores
 
 
-def _collect_computed(ctx: PipelineContext, chunk: Chunk, intake: _Intake, run_id: str) -> list[dict[str, Any]]:
+def _collect_computed(ctx: PipelineContext, chunk: Chunk, intake: Intake, run_id: str) -> list[dict[str, Any]]:
     """A kind that needs no judge: compute every case straight into its score row (and figure
     row), without the per-case result objects of the judged path (``compute_row``)."""
     at = _now()
     key, pk, index = ctx.key, chunk.partition_key, chunk.index
     compute_row = ctx.metric.compute_row  # type: ignore[attr-defined]
     threshold = float(ctx.metric.threshold or 0.0)
-    judge, version = key.judge_model, key.prompt_version
+    key_columns = key.values()
     scores: list[dict[str, Any]] = []
     figures = intake.figures
     for case in intake.cases:
@@ -129,16 +134,12 @@ def _collect_computed(ctx: PipelineContext, chunk: Chunk, intake: _Intake, run_i
             {
                 "log_id": log_id,
                 "partition_key": pk,
-                "metric": key.metric,
-                "source_table": key.source_table,
-                "mapping": key.mapping,
+                **key_columns,
                 "score": r.score,
                 "success": r.success,
                 "threshold": threshold,
                 "verdicts": r.verdicts,
                 "reason": r.reason,
-                "judge_model": judge,
-                "prompt_version": version,
                 "prompt_tokens": 0,
                 "completion_tokens": 0,
                 "cost": 0.0,
@@ -170,7 +171,7 @@ def judgment_rows(ctx: PipelineContext, added: dict[bytes, NodeVerdict]) -> Colu
 
 def _write(
     ctx: PipelineContext,
-    intake: _Intake,
+    intake: Intake,
     scores: list[dict[str, Any]],
     cache: DictVerdictCache | None,
     claims: RowClaims | None,
@@ -218,7 +219,7 @@ def _write(
     )
 
 
-def _add_extras(ctx: PipelineContext, intake: _Intake, scores: list[dict[str, Any]]) -> None:
+def _add_extras(ctx: PipelineContext, intake: Intake, scores: list[dict[str, Any]]) -> None:
     """The reader's extra columns (a span's trace id, ...) on the chunk's score and failure rows
     (every row of a table gets the same keys: the write takes one column list per table)."""
     extra = ctx.rows.extra_columns
@@ -250,7 +251,7 @@ def _write_back(ctx: PipelineContext, scores: list[dict[str, Any]]) -> None:
 def finish_chunk(
     ctx: PipelineContext,
     chunk: Chunk,
-    intake: _Intake,
+    intake: Intake,
     results: list[MetricResult],
     run_id: str,
     started: float,

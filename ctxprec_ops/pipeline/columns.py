@@ -20,7 +20,6 @@ __all__ = [
     "LabelColumns",
     "ConversationColumns",
     "parse_column_flags",
-    "parse_column_json",
     "parse_segments",
 ]
 
@@ -100,19 +99,6 @@ class ConversationColumns(ColumnSet):
 
     turns: str = "turns"
     expected_outcome: str = "expected_outcome"
-
-
-def parse_column_json(raw: str | None, name: str) -> dict[str, str]:
-    """A JSON object ``{"logical": "column", ...}`` from variable ``name`` (empty -> ``{}``)."""
-    if raw is None or not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f'{name} must be a JSON object like {{"retrieval_context": "contexts"}}: {exc.msg}') from None
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise ValueError(f'{name} must be a JSON object of column names, e.g. {{"event_time": "ts"}}')
-    return value
 
 
 def parse_column_flags(values: Iterable[str] | None) -> dict[str, str]:

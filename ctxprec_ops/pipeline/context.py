@@ -19,9 +19,9 @@ from ..warehouse.engine import get_engine
 from ..warehouse.identifiers import split_table_name
 from ..warehouse.permissions import check_output_writable
 from ..warehouse.schema import OutputTables, ensure_output_tables
+from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.segments import ensure_segments_table, segment_column, segments_table
 from ..warehouse.source import SourceTable, SourceTableError, reflect_source
-from ..warehouse.store import ScoringKey
 from ..warehouse.types import stored_length
 from .config import PipelineConfig
 from .formats import SPAN_FORMATS, RowsReader, SourceReader, make_reader
@@ -159,7 +159,7 @@ def with_segments(source: SourceTable, segments: tuple[str, ...]) -> tuple[Sourc
         if col.name not in names:
             names.append(col.name)
             extra[segment_column(col.name)] = col
-    return replace(source, columns={**source.columns, **extra}, _chunk_reads={}), tuple(names)
+    return source.with_columns(extra), tuple(names)
 
 
 def build_judge(config: PipelineConfig) -> JudgeModel:

@@ -33,8 +33,9 @@ from ..scoring.template import answer_format
 from ..warehouse.engine import get_engine, read_connection
 from ..warehouse.reflect import get_columns, table_names
 from ..warehouse.schema import JUDGMENTS, SCORES, output_tables
-from ..warehouse.source import parse_partition_key, reflect_source
-from ..warehouse.store import ScoringKey, load_judgments, scored_ids
+from ..warehouse.scoring_key import ScoringKey
+from ..warehouse.source import Partition, reflect_source
+from ..warehouse.store import load_judgments, scored_ids
 from . import PipelineConfig
 from .context import build_judge
 from .formats import SPAN_FORMATS, make_reader
@@ -44,13 +45,11 @@ from .plan import iter_chunk_rows
 __all__ = [
     "Estimate",
     "estimate_partition",
-    "PROMPT_CHARS_PER_TOKEN",
     "PROMPT_TOKENS_PER_CALL",
     "COMPLETION_TOKENS_PER_NODE",
     "COMPLETION_TOKENS_PER_CALL",
 ]
 
-PROMPT_CHARS_PER_TOKEN = 4
 PROMPT_TOKENS_PER_CALL = 8  # chat message framing
 COMPLETION_TOKENS_PER_NODE = EST_COMPLETION_TOKENS_PER_NODE
 COMPLETION_TOKENS_PER_CALL = 10
@@ -110,13 +109,13 @@ def _price(judge: JudgeModel, config: PipelineConfig) -> tuple[float, float] | N
 
 def estimate_partition(
     config: PipelineConfig,
-    partition_key: str,
+    partition_key: str | Partition,
     *,
     progress: EstimateProgress | None = None,
 ) -> Estimate:
     """Count what scoring ``partition_key`` with ``config`` would send to the judge. Read-only:
     no judge call, nothing written (output tables that do not exist yet are treated as empty)."""
-    parse_partition_key(partition_key)
+    partition = Partition.of(partition_key)
     kind = config.kind
     judge = build_judge(config)
     metric = kind.build(config, judge)
@@ -125,7 +124,7 @@ def estimate_partition(
     price = _price(judge, config)
     counter = token_counter(model)
     est = Estimate(
-        partition_key,
+        partition.key,
         metric.metric_name,
         model,
         version,
@@ -156,7 +155,7 @@ def estimate_partition(
     key = ScoringKey(metric.metric_name, model, version, reader.name if keyed_by_table else None, mapping)
     prompt_tokens = 0
 
-    for _chunk, rows in iter_chunk_rows(engine, src, partition_key, config.chunk_size, config.sample, reader):
+    for _chunk, rows in iter_chunk_rows(engine, src, partition, config.chunk_size, config.sample, reader):
         est.rows_total += len(rows)
         ids = [str(r["id"]) for r in rows]
         with read_connection(engine) as conn:

@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import one_line
 from ..secrets import redact
 from ..warehouse.engine import read_connection, write_retrying
-from ..warehouse.source import parse_partition_key
+from ..warehouse.source import Partition
 from ..warehouse.store import failure_counts, mark_interrupted_runs, partition_counts, partition_scores, run_spend
 from ..warehouse.upsert import upsert
 from .config import PipelineConfig
@@ -39,11 +39,11 @@ def _spend(chunk_results: list[ChunkResult]) -> dict[str, Any]:
     }
 
 
-def _rows_outside(ctx: PipelineContext, partition_key: str) -> tuple[int, int]:
+def _rows_outside(ctx: PipelineContext, partition: Partition) -> tuple[int, int]:
     """Rows of the source in no partition, and rows of this partition without an id (warned)."""
     with read_connection(ctx.engine) as conn:
         unpartitioned = ctx.rows.count_unpartitioned(conn)
-        without_id = ctx.rows.count_null_ids(conn, partition_key)
+        without_id = ctx.rows.count_null_ids(conn, partition)
     if unpartitioned:
         log.warning(
             "%s: %d row(s) belong to no partition (%s is NULL or not readable as a time) and are "
@@ -57,7 +57,7 @@ def _rows_outside(ctx: PipelineContext, partition_key: str) -> tuple[int, int]:
 
 def finalize_run(
     config: PipelineConfig,
-    partition_key: str,
+    partition_key: str | Partition,
     *,
     run_id: str,
     chunk_results: list[ChunkResult] | list[dict[str, Any]] | None = None,
@@ -74,13 +74,14 @@ def finalize_run(
     whole); the score figures (mean, CI) are those of the scored rows.
     Tokens, cost and judge calls come from
     ``chunk_results`` when given (they include spend on rows that failed), else from the scores
-    this ``run_id`` wrote.
+    this ``run_id`` wrote. ``partition_key``: the key ``YYYY-MM-DD`` or its ``Partition``.
     """
-    parse_partition_key(partition_key)
+    partition = Partition.of(partition_key)
+    partition_key = partition.key
     ctx = context or prepare(config)
     key = ctx.key
     results = [ChunkResult.from_dict(c) if isinstance(c, dict) else c for c in (chunk_results or [])]
-    ledger = reconcile(ctx, partition_key)
+    ledger = reconcile(ctx, partition)
     # one snapshot: the counts and the streamed scores must describe the same rows
     with read_connection(ctx.engine, snapshot=True) as conn:
         counts = partition_counts(conn, ctx.tables, key, partition_key, run_id)
@@ -89,7 +90,7 @@ def finalize_run(
             partition_scores(conn, ctx.tables, key, partition_key), counts["scored"], counts["passed"]
         )
         spend = _spend(results) if results else run_spend(conn, ctx.tables, key, run_id, partition_key)
-    unpartitioned, without_id = _rows_outside(ctx, partition_key)
+    unpartitioned, without_id = _rows_outside(ctx, partition)
     sample = ctx.config.sample
     rows_failed = sum(failed.values())
     summary = RunSummary(

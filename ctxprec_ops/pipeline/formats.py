@@ -21,7 +21,7 @@ from .columns import C, ColumnSet
 if TYPE_CHECKING:  # light at import: the CLI's --help reads the constants below
     from sqlalchemy.engine import Connection, Engine
 
-    from ..warehouse.source import SourceTable
+    from ..warehouse.source import Partition, SourceTable
 
 __all__ = [
     "SOURCE_FORMATS",
@@ -82,13 +82,15 @@ class SourceReader(Protocol):
         """The ``source_table`` its scores and failures are recorded under."""
         ...
 
-    def iter_ids(self, conn: Connection, partition_key: str) -> Iterator[Any]: ...
+    def iter_ids(self, conn: Connection, partition: Partition) -> Iterator[Any]: ...
 
-    def count_null_ids(self, conn: Connection, partition_key: str) -> int: ...
+    def count_null_ids(self, conn: Connection, partition: Partition) -> int: ...
 
     def count_unpartitioned(self, conn: Connection) -> int: ...
 
-    def read_rows(self, conn: Connection, partition_key: str, after_id: Any, upto_id: Any) -> list[dict[str, Any]]: ...
+    def read_rows(
+        self, conn: Connection, partition: Partition, after_id: Any, upto_id: Any
+    ) -> list[dict[str, Any]]: ...
 
     def to_case(self, row: dict[str, Any]) -> Any: ...
 
@@ -108,25 +110,25 @@ class RowsReader:
     def name(self) -> str:
         return self.source.name
 
-    def iter_ids(self, conn: Connection, partition_key: str) -> Iterator[Any]:
+    def iter_ids(self, conn: Connection, partition: Partition) -> Iterator[Any]:
         from ..warehouse.source import iter_partition_ids
 
-        return iter_partition_ids(conn, self.source, partition_key)
+        return iter_partition_ids(conn, self.source, partition)
 
-    def count_null_ids(self, conn: Connection, partition_key: str) -> int:
+    def count_null_ids(self, conn: Connection, partition: Partition) -> int:
         from ..warehouse.source import count_null_ids
 
-        return count_null_ids(conn, self.source, partition_key)
+        return count_null_ids(conn, self.source, partition)
 
     def count_unpartitioned(self, conn: Connection) -> int:
         from ..warehouse.source import count_unpartitioned
 
         return count_unpartitioned(conn, self.source)
 
-    def read_rows(self, conn: Connection, partition_key: str, after_id: Any, upto_id: Any) -> list[dict[str, Any]]:
+    def read_rows(self, conn: Connection, partition: Partition, after_id: Any, upto_id: Any) -> list[dict[str, Any]]:
         from ..warehouse.source import read_chunk_rows
 
-        return read_chunk_rows(conn, self.source, partition_key, after_id, upto_id)
+        return read_chunk_rows(conn, self.source, partition, after_id, upto_id)
 
     def notes(self) -> list[str]:
         return []

@@ -19,14 +19,15 @@ from ..secrets import redact
 from ..warehouse.claims import Claim, RowClaims
 from ..warehouse.engine import read_connection
 from ..warehouse.holders import ClaimHolder
+from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.segments import segment_column, segment_state, segment_value
-from ..warehouse.store import ScoringKey, load_judgments, run_spend, scored_ids
+from ..warehouse.store import load_judgments, run_spend, scored_ids
 from .context import PipelineContext
 from .records import Chunk
 from .rows import case_or_failure
 from .sampling import takes_every_row
 
-__all__ = ["read_intake", "remaining_budget"]
+__all__ = ["Intake", "failure_row", "read_intake", "remaining_budget"]
 
 
 def _now() -> datetime:
@@ -34,7 +35,7 @@ def _now() -> datetime:
 
 
 @dataclass
-class _Intake:
+class Intake:
     """A chunk's rows sorted into: already scored, to judge (as cases), failed on their content."""
 
     rows: list[dict[str, Any]]  # the rows in the sample (all rows without sampling)
@@ -68,7 +69,7 @@ class _Intake:
     held: dict[str, ClaimHolder] = field(default_factory=dict)
 
 
-def _failure(
+def failure_row(
     log_id: str,
     pk: str,
     key: ScoringKey,
@@ -79,14 +80,11 @@ def _failure(
     at: datetime,
     chunk_index: int,
 ) -> dict[str, Any]:
+    """A ``ctxprec_failures`` row of ``log_id`` under ``key``."""
     return {
         "log_id": log_id,
         "partition_key": pk,
-        "metric": key.metric,
-        "source_table": key.source_table,
-        "mapping": key.mapping,
-        "judge_model": key.judge_model,
-        "prompt_version": key.prompt_version,
+        **key.values(),
         "error_type": error_type,
         "error_message": message[:4000],
         "attempts": int(attempts or 0),
@@ -96,12 +94,12 @@ def _failure(
     }
 
 
-def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
+def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> Intake:
     """Read the chunk, skip rows already scored, turn the rest into cases or ``invalid_input``."""
     key, pk = ctx.key, chunk.partition_key
     sample, cutoff = ctx.config.sample, chunk.sample_cutoff
     with read_connection(ctx.engine) as conn:
-        every = ctx.rows.read_rows(conn, pk, chunk.after_id, chunk.upto_id)
+        every = ctx.rows.read_rows(conn, chunk.partition, chunk.after_id, chunk.upto_id)
         all_rows = len(every)
         every_id = [str(r["id"]) for r in every]
         limit = ctx.log_id_limit
@@ -120,7 +118,7 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
         if ctx.segments and done_ids:
             recorded, moved = _segmented(conn, ctx, pk, done_ids)
             done_ids = set(recorded)
-    intake = _Intake(rows, done_ids, all_rows=all_rows, log_ids=log_ids, moved=moved, partition_key=pk)
+    intake = Intake(rows, done_ids, all_rows=all_rows, log_ids=log_ids, moved=moved, partition_key=pk)
     if ctx.segments:
         names = [(n, segment_column(n)) for n in ctx.segments]
         intake.segment_values = {i: {n: r.get(c) for n, c in names} for i, r in zip(log_ids, rows)}
@@ -148,7 +146,7 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
                     f"{pk} share it; none of them is scored until the duplicates are removed"
                 )
                 intake.failures.append(
-                    _failure(log_id, pk, key, InvalidTestCaseError.error_type, msg, 0, run_id, now, chunk.index)
+                    failure_row(log_id, pk, key, InvalidTestCaseError.error_type, msg, 0, run_id, now, chunk.index)
                 )
     skip = done_ids | duplicated if duplicated else done_ids
     # an INTEGER id column may hold text or reals in SQLite (``SourceTable.id_problem``); other
@@ -162,13 +160,15 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> _Intake:
             id_problem = check_id(row["id"])
             if id_problem is not None:
                 failures.append(
-                    _failure(log_id, pk, key, InvalidTestCaseError.error_type, id_problem, 0, run_id, now, chunk.index)
+                    failure_row(
+                        log_id, pk, key, InvalidTestCaseError.error_type, id_problem, 0, run_id, now, chunk.index
+                    )
                 )
                 continue
         try:
             cases.append(case_or_failure(to_case, row))
         except InvalidTestCaseError as exc:
-            failures.append(_failure(log_id, pk, key, exc.error_type, redact(str(exc)), 0, run_id, now, chunk.index))
+            failures.append(failure_row(log_id, pk, key, exc.error_type, redact(str(exc)), 0, run_id, now, chunk.index))
     return intake
 
 
@@ -205,7 +205,7 @@ def remaining_budget(ctx: PipelineContext, run_id: str) -> Budget | None:
     return Budget(max(0.0, ctx.config.max_cost - spent))
 
 
-def read_intake(ctx: PipelineContext, chunk: Chunk, run_id: str, claims: RowClaims | None = None) -> _Intake:
+def read_intake(ctx: PipelineContext, chunk: Chunk, run_id: str, claims: RowClaims | None = None) -> Intake:
     """Intake, its cases claimed (``claims``; ``None``: no claims) and the judgment cache
     preloaded for them (the read side of a chunk)."""
     intake = _intake(ctx, chunk, run_id)
@@ -227,7 +227,7 @@ def read_intake(ctx: PipelineContext, chunk: Chunk, run_id: str, claims: RowClai
     return intake
 
 
-def _claim(intake: _Intake, claims: RowClaims) -> None:
+def _claim(intake: Intake, claims: RowClaims) -> None:
     """Claim the cases' rows; those a live holder has claimed are left to it (``held``)."""
     claim = claims.claim([str(c.id) for c in intake.cases])
     intake.claim = claim

@@ -34,6 +34,7 @@ from .sampling import FULL_CUTOFF, CutoffPlanner, sample_hash
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..warehouse.source import Partition
     from .context import PipelineContext
 
 __all__ = ["Ledger", "reconcile", "EXAMPLES"]
@@ -81,7 +82,7 @@ def _hashes(values: Iterable[Any]) -> np.ndarray:
     return np.fromiter((hash(str(v)) for v in values), dtype=np.int64)
 
 
-def _source(ctx: PipelineContext, partition_key: str, refused: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+def _source(ctx: PipelineContext, partition: Partition, refused: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
     """The partition's ids as hashes, and (sampling) the mask of those in the run's sample; ids
     too long for ``log_id`` are left out and added to ``refused``."""
     import numpy as np
@@ -89,7 +90,7 @@ def _source(ctx: PipelineContext, partition_key: str, refused: list[str]) -> tup
     sample = ctx.config.sample
     limit = ctx.log_id_limit
     with read_connection(ctx.engine) as conn:
-        texts: Iterable[str] = (str(v) for v in ctx.rows.iter_ids(conn, partition_key))
+        texts: Iterable[str] = (str(v) for v in ctx.rows.iter_ids(conn, partition))
         if limit is not None:
             texts = _fitting(texts, limit, refused)
         if not sample.active:
@@ -126,12 +127,12 @@ def _output(ctx: PipelineContext, partition_key: str) -> np.ndarray:
     return np.union1d(scored, failed)
 
 
-def _texts(ctx: PipelineContext, partition_key: str, wanted: np.ndarray, limit: int | None = None) -> list[str]:
+def _texts(ctx: PipelineContext, partition: Partition, wanted: np.ndarray, limit: int | None = None) -> list[str]:
     """The source ids of the partition whose hash is in ``wanted`` (sorted; at most ``limit``)."""
     want = set(wanted.tolist())
     found: set[str] = set()
     with read_connection(ctx.engine) as conn:
-        for value in ctx.rows.iter_ids(conn, partition_key):
+        for value in ctx.rows.iter_ids(conn, partition):
             text = str(value)
             if hash(text) in want:
                 found.add(text)
@@ -151,17 +152,18 @@ def _output_texts(ctx: PipelineContext, partition_key: str, wanted: np.ndarray) 
 
 
 def _keep_in_day(
-    ctx: PipelineContext, partition_key: str, source: np.ndarray, expected: np.ndarray, output: np.ndarray
+    ctx: PipelineContext, partition: Partition, source: np.ndarray, expected: np.ndarray, output: np.ndarray
 ) -> tuple[int, int]:
     """Move here the output rows of this day's (sampled) ids recorded under another day, and
     remove the output rows of ids no longer in this day's source; returns (moved in, removed)."""
     import numpy as np
 
+    partition_key = partition.key
     missing = np.setdiff1d(expected, output)
     stale = np.setdiff1d(output, source)
     moved = removed = 0
     if missing.size:
-        ids = _texts(ctx, partition_key, missing)
+        ids = _texts(ctx, partition, missing)
         with read_connection(ctx.engine) as conn:
             elsewhere = [i for i, pk in partitions_of(conn, ctx.tables, ctx.key, ids).items() if pk != partition_key]
         if elsewhere:
@@ -172,7 +174,7 @@ def _keep_in_day(
         gone = _output_texts(ctx, partition_key, stale)
         # read the source again: a row inserted (and scored by a concurrent run) after the first
         # read is not stale
-        still = set(_texts(ctx, partition_key, _hashes(gone)))
+        still = set(_texts(ctx, partition, _hashes(gone)))
         gone = [i for i in gone if i not in still]
         if gone:
             removed = write_retrying(
@@ -189,23 +191,23 @@ def _keep_in_day(
     return moved, removed
 
 
-def reconcile(ctx: PipelineContext, partition_key: str) -> Ledger:
+def reconcile(ctx: PipelineContext, partition: Partition) -> Ledger:
     """Reconcile the partition's source rows with its output rows (see the module's docstring)."""
     import numpy as np
 
     refused: list[str] = []
-    source, in_sample = _source(ctx, partition_key, refused)
+    source, in_sample = _source(ctx, partition, refused)
     expected = source if in_sample is None else source[in_sample]
-    output = _output(ctx, partition_key)
-    moved, removed = _keep_in_day(ctx, partition_key, source, expected, output)
+    output = _output(ctx, partition.key)
+    moved, removed = _keep_in_day(ctx, partition, source, expected, output)
     if moved or removed:
-        output = _output(ctx, partition_key)
+        output = _output(ctx, partition.key)
     # duplicate ids share one failure row (none of them is scored): each row counts as recorded
     accounted = np.isin(expected, output)
     unaccounted = int(expected.size - int(accounted.sum()))
     examples: tuple[str, ...] = ()
     if unaccounted:
-        examples = tuple(_texts(ctx, partition_key, np.unique(expected[~accounted]), EXAMPLES))
+        examples = tuple(_texts(ctx, partition, np.unique(expected[~accounted]), EXAMPLES))
     return Ledger(
         source_rows=int(source.size),
         sampled_rows=int(expected.size),

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ..traces.options import TraceOptions
     from .config import PipelineConfig
 
-__all__ = ["DEFAULT_MAPPING", "MAPPING_LENGTH", "mapping_id", "mapping_of", "mapping_spec"]
+__all__ = ["DEFAULT_MAPPING", "mapping_id", "mapping_of", "mapping_spec"]
 
 
 def mapping_spec(columns: ColumnSet, trace: TraceOptions | None = None) -> dict[str, Any]:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 from sqlalchemy.engine import Engine
 
 from ..warehouse.engine import read_connection
-from ..warehouse.source import SourceTable, parse_partition_key
+from ..warehouse.source import Partition, SourceTable
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .formats import RowsReader, SourceReader
@@ -25,7 +24,7 @@ log = logging.getLogger("ctxprec_ops.pipeline")
 def plan_source(
     engine: Engine,
     source: SourceTable,
-    partition_key: str,
+    partition: Partition,
     size: int,
     sample: Sample | None = None,
     reader: SourceReader | None = None,
@@ -38,7 +37,6 @@ def plan_source(
     count all their rows). ``reader`` says which of the partition's rows are cases (default:
     all of them; a spans table's: its retriever spans).
     """
-    parse_partition_key(partition_key)
     chunks: list[Chunk] = []
     after: Any = None
     last: Any = None
@@ -46,54 +44,57 @@ def plan_source(
     planner = CutoffPlanner(sample) if sample is not None and sample.active else None
     ids: SourceReader = reader if reader is not None else RowsReader(source, None)
     with read_connection(engine) as conn:
-        for value in ids.iter_ids(conn, partition_key):
+        for value in ids.iter_ids(conn, partition):
             n += 1
             last = value
             if planner is not None:
                 planner.add(str(value))
             if n == size:
-                chunks.append(Chunk(partition_key, len(chunks), after, last, n))
+                chunks.append(Chunk.of(partition, len(chunks), after, last, n))
                 after, n = last, 0
-        nulls = ids.count_null_ids(conn, partition_key)
+        nulls = ids.count_null_ids(conn, partition)
     if nulls:  # no log_id to record them under: say so rather than drop them silently
         log.warning(
             "partition %s of %s: %d row(s) have a NULL %s and cannot be scored or recorded as failures; give them ids",
-            partition_key,
+            partition.key,
             source.name,
             nulls,
             source.id.name,
         )
     if n:
-        chunks.append(Chunk(partition_key, len(chunks), after, last, n))
+        chunks.append(Chunk.of(partition, len(chunks), after, last, n))
     if planner is not None:
         cutoff, rows, sampled = planner.result()
         log.info(
             "partition %s: sample of %d of %d rows (rate %g%s)",
-            partition_key,
+            partition.key,
             sampled,
             rows,
             planner.sample.rate,
             f", max_rows {planner.sample.max_rows}" if planner.sample.max_rows is not None else "",
         )
-        chunks = [replace(c, sample_cutoff=cutoff) for c in chunks]
+        chunks = [c.with_cutoff(cutoff) for c in chunks]
     return chunks
 
 
-def plan_chunks(config: PipelineConfig, partition_key: str, *, context: PipelineContext | None = None) -> list[Chunk]:
-    """Cut the partition into chunks of ``config.chunk_size`` rows (see ``plan_source``)."""
-    parse_partition_key(partition_key)
+def plan_chunks(
+    config: PipelineConfig, partition_key: str | Partition, *, context: PipelineContext | None = None
+) -> list[Chunk]:
+    """Cut the partition (a key ``YYYY-MM-DD`` or a ``Partition``) into chunks of
+    ``config.chunk_size`` rows (see ``plan_source``)."""
+    partition = Partition.of(partition_key)
     if context is None:
         from .staging import stage_source
 
-        stage_source(config, partition_key)
+        stage_source(config, partition)
     ctx = context or prepare(config)
-    return plan_source(ctx.engine, ctx.source, partition_key, config.chunk_size, config.sample, ctx.rows)
+    return plan_source(ctx.engine, ctx.source, partition, config.chunk_size, config.sample, ctx.rows)
 
 
 def iter_chunk_rows(
     engine: Engine,
     source: SourceTable,
-    partition_key: str,
+    partition: Partition,
     size: int,
     sample: Sample | None = None,
     reader: SourceReader | None = None,
@@ -101,9 +102,9 @@ def iter_chunk_rows(
     """Every planned chunk with its rows (logical column names), one chunk in memory at a time;
     with a ``sample``, only the rows in it; ``reader``: the source format's (default: the rows)."""
     rows_of = reader if reader is not None else RowsReader(source, None)
-    for chunk in plan_source(engine, source, partition_key, size, sample, rows_of):
+    for chunk in plan_source(engine, source, partition, size, sample, rows_of):
         with read_connection(engine) as conn:
-            rows = rows_of.read_rows(conn, partition_key, chunk.after_id, chunk.upto_id)
+            rows = rows_of.read_rows(conn, partition, chunk.after_id, chunk.upto_id)
         if sample is not None and chunk.sample_cutoff is not None:
             rows = [r for r in rows if sample.contains(str(r["id"]), chunk.sample_cutoff)]
         yield chunk, rows

@@ -14,12 +14,16 @@ rows_failed`` plus the rows deferred to a later pass and the rows another run he
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime
 from enum import Enum
-from typing import Any, Literal
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import BudgetExhaustedError, InvalidTestCaseError, NotScorableError
+
+if TYPE_CHECKING:  # light at import (the CLI's progress display reads these records)
+    from ..warehouse.source import Partition
 
 __all__ = [
     "Chunk",
@@ -87,6 +91,27 @@ class Chunk:
     #: the partition's sampling cutoff (``pipeline.sampling``): a row is scored iff its sampling
     #: hash is below it; None = every row
     sample_cutoff: int | None = None
+
+    @classmethod
+    def of(cls, partition: Partition, index: int, after_id: Any, upto_id: Any, rows: int) -> Chunk:
+        """A chunk of ``partition``, which it carries (never parsed again)."""
+        chunk = cls(partition.key, index, after_id, upto_id, rows)
+        chunk.__dict__["partition"] = partition  # the cached_property's value
+        return chunk
+
+    @cached_property
+    def partition(self) -> Partition:
+        """The chunk's ``Partition``: the one it was planned in, or ``partition_key`` parsed once
+        (a chunk that came as a dict, e.g. from another Airflow task)."""
+        from ..warehouse.source import Partition
+
+        return Partition.of(self.partition_key)
+
+    def with_cutoff(self, cutoff: int | None) -> Chunk:
+        """This chunk with the partition's sampling cutoff (and the same ``partition``)."""
+        chunk = replace(self, sample_cutoff=cutoff)
+        chunk.__dict__["partition"] = self.partition
+        return chunk
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..judge.budget import Budget
 from ..warehouse.engine import display_url
-from ..warehouse.source import parse_partition_key
+from ..warehouse.source import Partition
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .finalize import finalize_run, record_abort, run_row, write_run
@@ -144,7 +144,7 @@ def _waiting(
 
 def _passes(
     ctx: PipelineContext,
-    partition_key: str,
+    partition: Partition,
     run_id: str,
     base: RunSummary,
     transport: JudgeTransport,
@@ -154,11 +154,11 @@ def _passes(
 ) -> tuple[list[ChunkResult], RunSummary | None]:
     """Score the partition pass after pass until the transport defers nothing more; returns the
     chunk results, or a ``waiting`` run when ``wait`` is False and the transport's work runs on."""
-    chunks = plan_chunks(ctx.config, partition_key, context=ctx)
+    chunks = plan_chunks(ctx.config, partition, context=ctx)
     total = sum(c.rows for c in chunks)
-    log.info("partition %s: %d rows in %d chunks of up to %d", partition_key, total, len(chunks), ctx.config.chunk_size)
+    log.info("partition %s: %d rows in %d chunks of up to %d", partition, total, len(chunks), ctx.config.chunk_size)
     if progress is not None:
-        progress(ProgressEvent("planned", partition_key, 0, total, f"{total} rows in {len(chunks)} chunks"))
+        progress(ProgressEvent("planned", partition.key, 0, total, f"{total} rows in {len(chunks)} chunks"))
     results: list[ChunkResult] = []
     while True:
         ids = transport.pending()
@@ -175,7 +175,7 @@ def _passes(
 
 def score_partition(
     config: PipelineConfig,
-    partition_key: str,
+    partition_key: str | Partition,
     *,
     run_id: str | None = None,
     progress: ProgressCallback | None = None,
@@ -184,7 +184,8 @@ def score_partition(
     resume: dict[str, Any] | None = None,
     transport: JudgeTransport | None = None,
 ) -> RunSummary:
-    """Score one partition: plan, score every chunk, finalize. Returns the run row.
+    """Score one partition (its key ``YYYY-MM-DD``, or a ``Partition``): plan, score every
+    chunk, finalize. Returns the run row.
 
     Idempotent and resumable: rows already scored are skipped, failures of rows that now score
     are removed. With ``config.max_cost`` one budget spans all chunks. An exception aborts the
@@ -202,10 +203,11 @@ def score_partition(
     with a URL (not an ``Engine``) and no ``max_cost`` (a budget cannot span processes),
     otherwise chunks are scored in this process, in order.
     """
-    parse_partition_key(partition_key)
+    partition = Partition.of(partition_key)  # parsed once, here: passed on as it is
+    partition_key = partition.key
     run_id = run_id or uuid.uuid4().hex
     transport = transport or transport_for(config.judge_mode)
-    stage_source(config, partition_key)  # a source outside the warehouse (Phoenix): staged first
+    stage_source(config, partition)  # a source outside the warehouse (Phoenix): staged first
     ctx = prepare(config)
     resume = dict(resume or {})
     if resume.get("started_at"):
@@ -219,12 +221,12 @@ def score_partition(
         judge = transport.judge()
         if judge is not ctx.judge:  # the transport answers the calls: the metric calls it
             ctx = replace(ctx, judge=judge, metric=config.kind.build(config, judge))
-        results, waiting = _passes(ctx, partition_key, run_id, base, transport, progress, workers, wait)
+        results, waiting = _passes(ctx, partition, run_id, base, transport, progress, workers, wait)
         if waiting is not None:
             return waiting
         summary = finalize_run(
             config,
-            partition_key,
+            partition,
             run_id=run_id,
             chunk_results=_spend(results, resume.get("spend")),
             started_at=base.started_at,

@@ -16,6 +16,7 @@ from ..warehouse.engine import get_engine
 
 if TYPE_CHECKING:
     from ..traces.span_store import SpanLoad
+    from ..warehouse.source import Partition
     from .config import PipelineConfig
 
 __all__ = ["stage_source"]
@@ -23,7 +24,7 @@ __all__ = ["stage_source"]
 log = logging.getLogger("ctxprec_ops.pipeline")
 
 
-def stage_source(config: PipelineConfig, partition_key: str) -> SpanLoad | None:
+def stage_source(config: PipelineConfig, partition: Partition) -> SpanLoad | None:
     """Load the partition's spans from Phoenix when it is the source; None otherwise."""
     if not config.reads_phoenix:
         return None
@@ -31,6 +32,6 @@ def stage_source(config: PipelineConfig, partition_key: str) -> SpanLoad | None:
 
     target = config.phoenix
     assert target is not None
-    loaded = load_phoenix_day(get_engine(config.warehouse), target, partition_key, schema=config.source_schema)
-    log.info("Phoenix %s project %s, %s: %s", target.url, target.project, partition_key, loaded.summary())
+    loaded = load_phoenix_day(get_engine(config.warehouse), target, partition, schema=config.source_schema)
+    log.info("Phoenix %s project %s, %s: %s", target.url, target.project, partition.key, loaded.summary())
     return loaded

@@ -57,12 +57,11 @@ from ..scoring.verdicts import NodeVerdict
 from ..warehouse.claims import RowClaims, claim_scope, waiting_text
 from ..warehouse.dialects import dialect_of
 from ..warehouse.engine import in_memory, write_retrying
-from ..warehouse.source import parse_partition_key
 from ..warehouse.upsert import insert_ignore
 from .chunk import finish_chunk, judgment_rows
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
-from .intake import _Intake, read_intake, remaining_budget
+from .intake import Intake, read_intake, remaining_budget
 from .records import Chunk, ChunkResult, ProgressCallback
 from .run_cache import RunCache, SnapshotCache, verdicts_ticket
 from .stream_progress import Progress, breaker_progress
@@ -87,7 +86,7 @@ class _Open:
     read again once they are released)."""
 
     chunk: Chunk
-    intake: _Intake
+    intake: Intake
     run: JudgeRun
     started: float
     results: list[Any] = field(default_factory=list)
@@ -449,7 +448,7 @@ def score_chunk_if_free(
     waited for (``ChunkResult.rows_held``). The chunk is a one-chunk stream (``score_chunks``)."""
     if isinstance(chunk, dict):
         chunk = Chunk.from_dict(chunk)
-    parse_partition_key(chunk.partition_key)
+    _ = chunk.partition  # its key parsed: a bad one is refused here, before anything is read
     ctx = context or prepare(config)
     results = score_chunks(ctx, [chunk], run_id=run_id, budget=budget, progress=progress, wait_taken=wait)
     return results[0] if results else None

@@ -17,18 +17,13 @@ from typing import Any
 from pydantic import Field
 
 from ..json_text import JSONText, verdict_item_json
-from .samples import DEFAULT_SAMPLE_TEMPERATURE, check_samples, sampled_version, samples_of
 from .verdicts import NodeVerdict
 
 __all__ = [
-    "DEFAULT_SAMPLE_TEMPERATURE",
     "SampledVerdict",
     "agreement_of",
-    "check_samples",
     "majority",
     "node_verdict",
-    "samples_of",
-    "sampled_version",
     "verdict_json",
     "verdicts_json_text",
 ]

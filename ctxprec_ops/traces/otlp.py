@@ -25,9 +25,9 @@ from sqlalchemy.engine import Engine
 
 from ..errors import CtxPrecError
 from .attributes import key_values
-from .span_store import SpanLoad, spans_table, store_span_rows
+from .span_store import SpanLoad, store_span_rows
 
-__all__ = ["OtlpFileError", "OtlpLoad", "read_otlp_spans", "load_otlp_json", "spans_table"]
+__all__ = ["OtlpFileError", "OtlpLoad", "read_otlp_spans", "load_otlp_json"]
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
 

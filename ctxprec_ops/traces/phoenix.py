@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -27,6 +27,7 @@ from sqlalchemy.engine import Engine
 
 from ..errors import CtxPrecError
 from ..secrets import redact, register_secret
+from ..warehouse.source import Partition
 from .span_store import SpanLoad, store_span_rows
 
 __all__ = [
@@ -179,9 +180,8 @@ def iter_phoenix_spans(target: PhoenixTarget, start: datetime, end: datetime) ->
 
 
 def load_phoenix_day(
-    engine: Engine, target: PhoenixTarget, partition_key: str, *, table: str | None = None, schema: str | None = None
+    engine: Engine, target: PhoenixTarget, partition: Partition, *, table: str | None = None, schema: str | None = None
 ) -> SpanLoad:
-    """Load the spans of the UTC day ``partition_key`` into the staging table (idempotent)."""
-    day = datetime.strptime(partition_key, "%Y-%m-%d").replace(tzinfo=UTC)
-    rows = iter_phoenix_spans(target, day, day + timedelta(days=1))
+    """Load the spans of the UTC day ``partition`` into the staging table (idempotent)."""
+    rows = iter_phoenix_spans(target, partition.start, partition.end)
     return store_span_rows(engine, rows, table or target.staging_table, schema)

@@ -40,12 +40,12 @@ from ..warehouse.engine import stream_batches
 from ..warehouse.identifiers import split_table_name
 from ..warehouse.reflect import reflect_table
 from ..warehouse.segments import PREFIX as SEGMENT_PREFIX
-from ..warehouse.source import SourceTable, SourceTableError
+from ..warehouse.source import Partition, SourceTable, SourceTableError
 from .assemble import Draft, Span, draft, finish, pair_llm, read_span
 from .conventions import CONVENTIONS
 from .options import RERANK_SUFFIX, TraceOptions
 
-__all__ = ["TraceOptions", "SpanReader", "RERANK_SUFFIX"]
+__all__ = ["SpanReader"]
 
 #: the ``source_table`` recorded for a reranker stage: ``<table>__rerank`` (its scores are another
 #: population than the retriever's of the same table)
@@ -124,7 +124,7 @@ class SpanReader:
     def notes(self) -> list[str]:
         return self.options.notes()
 
-    def iter_ids(self, conn: Connection, partition_key: str, batch: int = 10_000) -> Iterator[Any]:
+    def iter_ids(self, conn: Connection, partition: Partition, batch: int = 10_000) -> Iterator[Any]:
         src = self.source
         order: Any = src.id
         if self._sqlite:
@@ -132,15 +132,15 @@ class SpanReader:
             # span-id index would visit every span of the table in random heap order (random span
             # ids), a page read per span — 2x slower at 100k spans (bench/bench_traces.py)
             order = literal_column("+" + conn.dialect.identifier_preparer.quote(src.id.name))
-        stmt = select(src.id).where(src.id.is_not(None), self.case_filter, src.partition_filter(partition_key))
+        stmt = select(src.id).where(src.id.is_not(None), self.case_filter, src.partition_filter(partition))
         stmt = stmt.order_by(order)
         for part in stream_batches(conn, stmt, batch):
             for (value,) in part:
                 yield value
 
-    def count_null_ids(self, conn: Connection, partition_key: str) -> int:
+    def count_null_ids(self, conn: Connection, partition: Partition) -> int:
         src = self.source
-        where = [src.id.is_(None), self.case_filter, src.partition_filter(partition_key)]
+        where = [src.id.is_(None), self.case_filter, src.partition_filter(partition)]
         return int(conn.execute(select(func.count()).select_from(src.table).where(*where)).scalar_one())
 
     def count_unpartitioned(self, conn: Connection) -> int:
@@ -149,13 +149,13 @@ class SpanReader:
         stmt = select(func.count()).select_from(src.table).where(self.case_filter, cond)
         return int(conn.execute(stmt).scalar_one())
 
-    def read_rows(self, conn: Connection, partition_key: str, after_id: Any, upto_id: Any) -> list[dict[str, Any]]:
+    def read_rows(self, conn: Connection, partition: Partition, after_id: Any, upto_id: Any) -> list[dict[str, Any]]:
         """The chunk's case spans as logical rows, in span-id order."""
         src = self.source
         params = {"upto": src.coerce_id(upto_id)}
         if after_id is not None:
             params["after"] = src.coerce_id(after_id)
-        result = conn.execute(self._chunk_read(partition_key, after_id is not None), params)
+        result = conn.execute(self._chunk_read(partition, after_id is not None), params)
         drafts = []
         carried: dict[str, dict[str, Any]] = {}
         for raw in result.all():
@@ -202,15 +202,15 @@ class SpanReader:
             return or_(*(self._attrs.contains(t, autoescape=True) for t in texts))
         return or_(*(self._attrs.icontains(t, autoescape=True) for t in texts))
 
-    def _chunk_read(self, partition_key: str, bounded_below: bool) -> Any:
-        stmt = self._reads.get((partition_key, bounded_below))
+    def _chunk_read(self, partition: Partition, bounded_below: bool) -> Any:
+        stmt = self._reads.get((partition.key, bounded_below))
         if stmt is None:
             src = self.source
             id_type = src.id.type
             conds = [src.id <= bindparam("upto", type_=id_type)]
             if bounded_below:
                 conds.append(src.id > bindparam("after", type_=id_type))
-            conds += [self.case_filter, src.partition_filter(partition_key, indexable=False)]
+            conds += [self.case_filter, src.partition_filter(partition, indexable=False)]
             cols = [
                 src.id.label("id"),
                 src.columns["trace_id"].label("trace_id"),
@@ -221,7 +221,7 @@ class SpanReader:
             stmt = select(*cols).where(*conds).order_by(src.id)
             if len(self._reads) >= 64:
                 self._reads.clear()
-            self._reads[(partition_key, bounded_below)] = stmt
+            self._reads[(partition.key, bounded_below)] = stmt
         return stmt
 
     def _pair(self, conn: Connection, drafts: list[Draft]) -> dict[str, list[str]]:

@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -37,7 +37,7 @@ from ..warehouse.ddl import create_table
 from ..warehouse.engine import read_connection, write_retrying
 from ..warehouse.reflect import table_names
 from ..warehouse.schema import OutputTables, readable
-from ..warehouse.store import ScoringKey
+from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.upsert import upsert
 from .phoenix import PhoenixTarget
 
@@ -92,9 +92,7 @@ def _digest(*parts: str, size: int) -> str:
 
 
 def _row_id(key: ScoringKey, log_id: str) -> str:
-    return _digest(
-        log_id, key.metric, key.judge_model, key.prompt_version, key.source_table or "", key.mapping or "", size=32
-    )
+    return _digest(log_id, *(value or "" for value in key.values().values()), size=32)
 
 
 @dataclass
@@ -262,11 +260,7 @@ def _record(
         "target": target.name,
         "partition_key": row["partition_key"],
         "log_id": str(row["log_id"]),
-        "metric": key.metric,
-        "judge_model": key.judge_model,
-        "prompt_version": key.prompt_version,
-        "source_table": key.source_table or "",
-        "mapping": key.mapping or "",
+        **{name: value or "" for name, value in key.values().items()},
         "scored_at": row.get("scored_at"),
         "written_at": now,
         "status": "failed" if error else "written",
@@ -346,8 +340,3 @@ def write_back_partition(
     """Send every pending score row of the partition (see ``pending``)."""
     rows = pending(engine, tables, key, partition_key, target)
     return write_back(engine, target, key, rows, threshold=threshold, schema=tables.scores.schema)
-
-
-def chunk_rows(scores: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The score rows of a chunk just written, as ``write_back`` takes them."""
-    return [dict(s) for s in scores]

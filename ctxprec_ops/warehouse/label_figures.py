@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from .ddl import create_table
 from .identifiers import validate_identifier
 from .migrate import migrate_table
-from .store import ScoringKey
+from .scoring_key import ScoringKey
 from .types import Double, KeyCode, KeyText, ModelName
 from .upsert import upsert
 

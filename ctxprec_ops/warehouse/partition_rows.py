@@ -23,7 +23,7 @@ from .dialects import dialect_of
 from .engine import stream_batches
 from .reflect import has_table
 from .schema import OutputTables, readable
-from .store import ScoringKey
+from .scoring_key import ScoringKey
 
 __all__ = ["partition_log_ids", "move_to_partition", "remove_from_partition", "partitions_of"]
 

@@ -20,7 +20,7 @@ from sqlalchemy.exc import NoSuchTableError
 
 from .dialects import dialect_of
 
-__all__ = ["get_columns", "table_names", "has_table", "reflect_table", "primary_key_columns"]
+__all__ = ["get_columns", "table_names", "has_table", "reflect_table"]
 
 Bind = Engine | Connection
 
@@ -38,11 +38,6 @@ def get_columns(bind: Bind, name: str, schema: str | None = None) -> list[dict[s
     """The columns of ``name`` as ``{"name", "type", "nullable"}`` dicts, in table order; empty
     when there is no such table."""
     return dialect_of(bind).get_columns(bind, name, schema)
-
-
-def primary_key_columns(bind: Bind, name: str, schema: str | None = None) -> tuple[list[str], str | None]:
-    """The primary key's columns (in key order) and its constraint name (None if it has none)."""
-    return dialect_of(bind).primary_key(bind, name, schema)
 
 
 def reflect_table(bind: Bind, name: str, schema: str | None = None, metadata: MetaData | None = None) -> Table:

@@ -66,6 +66,7 @@ from .migrate import (
     migrate_table,
 )
 from .reflect import get_columns, table_names
+from .scoring_key import ScoringKey
 from .types import Double, HashKey, JSONValue, KeyCode, KeyText, ModelName, Timestamp
 
 __all__ = [
@@ -151,9 +152,7 @@ def _build(schema: str | None) -> OutputTables:
         Column("span_id", _TRACE_ID),
         Column("documents", _JSON),
         Column("reference", Text),
-        PrimaryKeyConstraint(
-            "log_id", "metric", "judge_model", "prompt_version", "source_table", "mapping", name=f"{SCORES}_pk"
-        ),
+        PrimaryKeyConstraint(*ScoringKey.ROW_KEY, name=f"{SCORES}_pk"),
         Index(f"ix_{SCORES}_partition", "partition_key", "metric"),
         Index(f"ix_{SCORES}_run", "run_id"),
     )
@@ -175,9 +174,7 @@ def _build(schema: str | None) -> OutputTables:
         Column("chunk_index", Integer),
         Column("trace_id", _TRACE_ID),
         Column("span_id", _TRACE_ID),
-        PrimaryKeyConstraint(
-            "log_id", "metric", "judge_model", "prompt_version", "source_table", "mapping", name=f"{FAILURES}_pk"
-        ),
+        PrimaryKeyConstraint(*ScoringKey.ROW_KEY, name=f"{FAILURES}_pk"),
         Index(f"ix_{FAILURES}_partition", "partition_key", "metric"),
     )
     runs = Table(

@@ -35,17 +35,16 @@ from sqlalchemy.schema import CreateColumn
 from .ddl import create_table
 from .dialects.reads import in_parts
 from .engine import write_transaction
-from .identifiers import MAX_SEGMENT_NAME, validate_identifier
+from .identifiers import validate_identifier
 from .migrate import MAPPING, MAPPING_LENGTH, add_key_columns, migrate_table
 from .reflect import get_columns, table_names
-from .store import ScoringKey
+from .scoring_key import ScoringKey
 from .types import Double, ExactText, KeyCode, KeyText, ModelName
 from .upsert import upsert
 
 __all__ = [
     "SEGMENTS",
     "PREFIX",
-    "MAX_SEGMENT_NAME",
     "NULL_LABEL",
     "segment_column",
     "segment_value",
@@ -64,7 +63,7 @@ PREFIX = "seg_"
 #: how a NULL segment value is shown (stored as SQL NULL)
 NULL_LABEL = "(null)"
 
-_KEY = ("metric", "judge_model", "prompt_version", "source_table", MAPPING, "partition_key", "log_id")
+_KEY = (*ScoringKey.FIELDS, "partition_key", "log_id")
 
 _tables: dict[tuple[str | None, tuple[str, ...]], Table] = {}
 _ensured: weakref.WeakKeyDictionary[Engine, set[tuple[str | None, tuple[str, ...]]]] = weakref.WeakKeyDictionary()

@@ -30,7 +30,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -51,8 +51,8 @@ __all__ = [
     "SourceTableError",
     "PartitionKeyError",
     "SourceTable",
+    "Partition",
     "parse_partition_key",
-    "partition_bounds",
     "reflect_source",
     "iter_partition_ids",
     "read_chunk_rows",
@@ -103,11 +103,30 @@ def parse_partition_key(partition_key: str) -> date:
     return day
 
 
-def partition_bounds(partition_key: str) -> tuple[datetime, datetime]:
-    """The partition's [start, end) as aware UTC datetimes."""
-    day = parse_partition_key(partition_key)
-    start = datetime.combine(day, time(0), tzinfo=UTC)
-    return start, start + timedelta(days=1)
+@dataclass(frozen=True)
+class Partition:
+    """One daily partition: its key ``YYYY-MM-DD``, the UTC day, and the day's [start, end) as
+    aware UTC datetimes. Made once where a key comes in (``Partition.of``) and passed on as is:
+    what reads the partition's rows takes the bounds from it, what filters the output tables by
+    ``partition_key`` takes ``key``."""
+
+    key: str
+    day: date
+    start: datetime
+    end: datetime
+
+    @classmethod
+    def of(cls, partition: Partition | str) -> Partition:
+        """``partition`` itself, or the key ``YYYY-MM-DD`` parsed (``PartitionKeyError`` if it is
+        not one)."""
+        if isinstance(partition, Partition):
+            return partition
+        day = parse_partition_key(partition)
+        start = datetime.combine(day, time(0), tzinfo=UTC)
+        return cls(partition, day, start, start + timedelta(days=1))
+
+    def __str__(self) -> str:
+        return self.key
 
 
 @dataclass(frozen=True)
@@ -128,6 +147,10 @@ class SourceTable:
     @property
     def id(self) -> Column:
         return self.columns["id"]
+
+    def with_columns(self, extra: Mapping[str, Column]) -> SourceTable:
+        """This table read with the ``extra`` logical columns too (its statements built anew)."""
+        return replace(self, columns={**self.columns, **extra}, _chunk_reads={})
 
     @property
     def event_time(self) -> Column:
@@ -183,19 +206,19 @@ class SourceTable:
 
     # --- partition filter -------------------------------------------------------------------
 
-    def partition_filter(self, partition_key: str, *, indexable: bool = True) -> ColumnElement[bool]:
+    def partition_filter(self, partition: Partition, *, indexable: bool = True) -> ColumnElement[bool]:
         """``event_time`` within the UTC day, as the family compares it. ``indexable=False``
         leaves out the index-friendly coarse ranges a family may add (SQLite's), so that a query
         bounded by id ranges uses the id index."""
-        start, end = partition_bounds(partition_key)
-        return self.dialect.partition_condition(self.event_time, self.time_mode, start, end, indexable=indexable)
+        return self.dialect.partition_condition(
+            self.event_time, self.time_mode, partition.start, partition.end, indexable=indexable
+        )
 
-    def partition_ranges(self, partition_key: str) -> list[ColumnElement[bool]]:
+    def partition_ranges(self, partition: Partition) -> list[ColumnElement[bool]]:
         """Index ranges of ``event_time`` whose union holds every row of the UTC day, each one
         range an index scans without computing any row's instant (SQLite's text forms: three
         coarse ranges; elsewhere the filter itself)."""
-        start, end = partition_bounds(partition_key)
-        return self.dialect.partition_ranges(self.event_time, self.time_mode, start, end)
+        return self.dialect.partition_ranges(self.event_time, self.time_mode, partition.start, partition.end)
 
 
 _reflected: weakref.WeakKeyDictionary[Engine, dict[tuple, SourceTable]] = weakref.WeakKeyDictionary()
@@ -273,9 +296,9 @@ def reflect_source(
     return src
 
 
-def iter_partition_ids(conn: Connection, src: SourceTable, partition_key: str, batch: int = 10_000) -> Iterator[Any]:
+def iter_partition_ids(conn: Connection, src: SourceTable, partition: Partition, batch: int = 10_000) -> Iterator[Any]:
     """Stream the partition's ids in id order (server-side cursor where the driver has one)."""
-    where = dialect_of(conn).partition_id_conditions(conn, src, partition_key)
+    where = dialect_of(conn).partition_id_conditions(conn, src, partition)
     if where is None:
         return
     stmt = select(src.id).where(*where).order_by(src.id)
@@ -291,24 +314,24 @@ def count_unpartitioned(conn: Connection, src: SourceTable) -> int:
     return int(conn.execute(select(func.count()).select_from(src.table).where(cond)).scalar_one())
 
 
-def count_null_ids(conn: Connection, src: SourceTable, partition_key: str) -> int:
+def count_null_ids(conn: Connection, src: SourceTable, partition: Partition) -> int:
     """Rows of the partition whose id is NULL (they cannot be paged, scored or recorded)."""
-    stmt = select(func.count()).select_from(src.table).where(src.partition_filter(partition_key), src.id.is_(None))
+    stmt = select(func.count()).select_from(src.table).where(src.partition_filter(partition), src.id.is_(None))
     return int(conn.execute(stmt).scalar_one())
 
 
 def read_chunk_rows(
-    conn: Connection, src: SourceTable, partition_key: str, after_id: Any, upto_id: Any
+    conn: Connection, src: SourceTable, partition: Partition, after_id: Any, upto_id: Any
 ) -> list[dict[str, Any]]:
     """The partition's rows with ``after_id < id <= upto_id``, in id order, as dicts keyed by
     logical column name. JSON columns come back as Python objects or raw text (never parsed
     here: bad JSON is a row problem, not a read error)."""
-    stmt = src._chunk_reads.get((partition_key, after_id is not None))
+    stmt = src._chunk_reads.get((partition.key, after_id is not None))
     if stmt is None:
-        stmt = _chunk_select(src, partition_key, after_id is not None)
+        stmt = _chunk_select(src, partition, after_id is not None)
         if len(src._chunk_reads) >= 64:  # one partition at a time, as a rule
             src._chunk_reads.clear()
-        src._chunk_reads[(partition_key, after_id is not None)] = stmt
+        src._chunk_reads[(partition.key, after_id is not None)] = stmt
     params = {"upto": src.coerce_id(upto_id)}
     if after_id is not None:
         params["after"] = src.coerce_id(after_id)
@@ -323,7 +346,7 @@ def _python_type(col: Column) -> type | None:
     return kind
 
 
-def _chunk_select(src: SourceTable, partition_key: str, bounded_below: bool) -> Any:
+def _chunk_select(src: SourceTable, partition: Partition, bounded_below: bool) -> Any:
     """The chunk read of one partition with its id bounds as parameters ``after`` / ``upto``
     (the same statement object for every chunk: SQLAlchemy builds and compiles it once)."""
     cols = []
@@ -336,7 +359,7 @@ def _chunk_select(src: SourceTable, partition_key: str, bounded_below: bool) -> 
             # string ('"x"') instead of coming back decoded as text that looks like bad JSON
             expr = cast(col, Text()) if isinstance(col.type, JSON) else type_coerce(col, Text())
         cols.append(expr.label(logical))
-    conds = [src.partition_filter(partition_key, indexable=False), src.id <= bindparam("upto", type_=src.id.type)]
+    conds = [src.partition_filter(partition, indexable=False), src.id <= bindparam("upto", type_=src.id.type)]
     if bounded_below:
         conds.append(src.id > bindparam("after", type_=src.id.type))
     return select(*cols).where(*conds).order_by(src.id)

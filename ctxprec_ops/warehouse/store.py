@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
@@ -18,10 +17,10 @@ from .dialects import Dialect, dialect_of
 from .dialects.reads import in_parts
 from .engine import stream_batches
 from .schema import OutputTables, readable
+from .scoring_key import ScoringKey
 from .upsert import ColumnRows, insert_ignore, upsert
 
 __all__ = [
-    "ScoringKey",
     "scored_ids",
     "load_judgments",
     "write_chunk",
@@ -37,33 +36,6 @@ __all__ = [
 log = logging.getLogger("ctxprec_ops.warehouse")
 
 _first = itemgetter(0)
-
-
-@dataclass(frozen=True)
-class ScoringKey:
-    """One scoring configuration: scores and failures are unique per (log_id, *this*)."""
-
-    metric: str
-    judge_model: str
-    prompt_version: str
-    #: the input table (``SourceTable.name``); None only to read tables written before the
-    #: column existed
-    source_table: str | None = None
-    #: the column mapping's fingerprint (``pipeline.mapping.mapping_id``); None: any (readers of
-    #: tables written before the column existed). Tables without the column ignore it.
-    mapping: str | None = None
-
-    def where(self, table) -> Any:
-        return and_(*(table.c[name] == value for name, value in self.fields(table)))
-
-    def fields(self, table) -> list[tuple[str, str]]:
-        """The (column, value) equalities that select this key's rows of ``table``."""
-        out = [("metric", self.metric), ("judge_model", self.judge_model), ("prompt_version", self.prompt_version)]
-        if self.source_table is not None:
-            out.append(("source_table", self.source_table))
-        if self.mapping is not None and "mapping" in table.c:
-            out.append(("mapping", self.mapping))
-        return out
 
 
 def scored_ids(conn: Connection, t: OutputTables, key: ScoringKey, log_ids: Sequence[str]) -> set[str]:

@@ -19,14 +19,10 @@ from sqlalchemy.engine import Connection
 from .dialects import Dialect, dialect_of
 from .write_rows import ColumnRows, key_columns, keys_and_columns
 
-__all__ = ["upsert", "insert_ignore", "native_upsert_supported", "ColumnRows"]
+__all__ = ["upsert", "insert_ignore", "ColumnRows"]
 
 #: the family that writes when ``native=False`` forces the generic path (tests compare the two)
 _GENERIC = Dialect()
-
-
-def native_upsert_supported(conn: Connection) -> bool:
-    return dialect_of(conn).native_upsert
 
 
 def _family(conn: Connection, native: bool | None) -> Dialect:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ...errors import InvalidTestCaseError, JudgeConfigurationError, JudgeRequestRejectedError
-from ...scoring.consistency import DEFAULT_SAMPLE_TEMPERATURE
+from ...scoring.samples import DEFAULT_SAMPLE_TEMPERATURE
 from ...scoring.verdicts import YES_NO_SCHEMA, JudgeAnswer, YesNoAnswer
 from ...secrets import register_secret
 from .. import defaults
@@ -236,6 +236,27 @@ class OpenAIJudge(JudgeModel):
         self._clients[loop] = client
         return client
 
+    def sync_client(self, max_retries: int) -> Any:
+        """A synchronous openai client for this judge's endpoint, key and Azure settings (the
+        Batch API's calls); raises ``openai.OpenAIError`` when none can be made."""
+        import openai
+
+        if self.azure_endpoint:
+            return openai.AzureOpenAI(
+                azure_endpoint=self.azure_endpoint,
+                api_version=self.api_version,
+                api_key=self._api_key,
+                timeout=self.timeout,
+                max_retries=max_retries,
+            )
+        return openai.OpenAI(
+            base_url=self.base_url,
+            api_key=self._api_key,
+            timeout=self.timeout,
+            max_retries=max_retries,
+            default_headers=self.default_headers,
+        )
+
     async def aclose(self) -> None:
         """Close this loop's HTTP client (the evaluator calls it when a run ends)."""
         try:
@@ -247,7 +268,8 @@ class OpenAIJudge(JudgeModel):
             await client.close()
 
     # -- generation ----------------------------------------------------------------------------
-    def _response_format(self, schema: type[BaseModel] | None) -> dict[str, Any] | None:
+    def response_format(self, schema: type[BaseModel] | None) -> dict[str, Any] | None:
+        """The request's ``response_format`` for ``schema`` in this judge's structured-output mode."""
         js = _schema_for(schema)
         if js is None or self.mode == "none":
             return None
@@ -296,7 +318,7 @@ class OpenAIJudge(JudgeModel):
                 kwargs["temperature"] = temperature
             if n is not None and n > 1:
                 kwargs["n"] = n
-            fmt = self._response_format(schema)
+            fmt = self.response_format(schema)
             if fmt is not None:
                 # sent as-is in the body: the client's recursive TypedDict transform of a nested
                 # JSON schema costs more CPU per call than the rest of the request building

@@ -80,9 +80,9 @@ class Reads(Facts):
             return or_(column.is_(None), ~type_coerce(column, String()).like(literal("____-__-__%", type_=String())))
         return column.is_(None)
 
-    def partition_id_conditions(self, conn: Connection, src: Any, partition_key: str) -> list[Any] | None:
+    def partition_id_conditions(self, conn: Connection, src: Any, partition: Any) -> list[Any] | None:
         """The conditions of a scan of the partition's ids in id order (None: it has none)."""
-        return [src.partition_filter(partition_key), src.id.is_not(None)]
+        return [src.partition_filter(partition), src.id.is_not(None)]
 
     # --- ids and keys ----------------------------------------------------------------------------
 

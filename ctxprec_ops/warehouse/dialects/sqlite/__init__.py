@@ -179,7 +179,7 @@ class SQLiteDialect(Dialect):
             return sqlite_instant(column).is_(None)
         return super().unreadable_time(column, mode)
 
-    def partition_id_conditions(self, conn: Connection, src: Any, partition_key: str) -> list[Any] | None:
+    def partition_id_conditions(self, conn: Connection, src: Any, partition: Any) -> list[Any] | None:
         """Asked for the day's ids in id order, SQLite prefers walking the whole table in rowid
         order, every day of it, to the event-time index; sorting the day's ids instead would hold
         them all in the sorter's memory. So, with such an index: the smallest and largest id of
@@ -187,16 +187,16 @@ class SQLiteDialect(Dialect):
         the ids between them in id order, filtered — for ids that grow with time, the day's rows
         and its neighbours' (bench/README.md). Without one every plan is one scan of the table."""
         if not src.time_indexed:
-            return super().partition_id_conditions(conn, src, partition_key)
+            return super().partition_id_conditions(conn, src, partition)
         parts = [
             select(func.min(src.id).label("lo"), func.max(src.id).label("hi")).where(r)
-            for r in src.partition_ranges(partition_key)
+            for r in src.partition_ranges(partition)
         ]
         each = union_all(*parts).subquery()
         lo, hi = conn.execute(select(func.min(each.c.lo), func.max(each.c.hi))).one()
         if lo is None:
             return None
-        return [src.id >= lo, src.id <= hi, src.partition_filter(partition_key, indexable=False)]
+        return [src.id >= lo, src.id <= hi, src.partition_filter(partition, indexable=False)]
 
     def select_in(
         self,
