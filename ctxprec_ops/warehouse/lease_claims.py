@@ -12,7 +12,8 @@ Tables an earlier version created (one row per chunk, keyed by its name) get the
 (``ALTER TABLE ... ADD COLUMN``); their rows have no scope and are never read as claims.
 
 Times are computed in Python (UTC) and bound as parameters, so leases are measured against the
-hosts' clocks: keep them in sync (the default lease, 10 minutes, leaves room).
+hosts' clocks: keep them in sync (the default lease, 10 minutes, leaves room). A family whose
+timestamps keep whole seconds (MySQL / MariaDB ``DATETIME``) shortens a lease by up to a second.
 """
 
 from __future__ import annotations
