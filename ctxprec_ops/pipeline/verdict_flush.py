@@ -34,7 +34,7 @@ log = logging.getLogger("ctxprec_ops.pipeline")
 INTERVAL = 0.1
 #: a commit is quick when it takes at most this share of a judge call (waiting for it then costs
 #: the call's slot at most that share of its time)
-QUICK_RATIO = 0.5
+QUICK_RATIO = 1.0
 #: weight of the newest duration in the running averages
 _WEIGHT = 0.2
 

@@ -28,7 +28,10 @@ CHUNK = 20
 CONCURRENCY = 4
 #: killed once the server has seen this many requests: mid-way through the second chunk
 KILL_AT = 30
-LATENCY_S = 0.05
+#: a judge call's time (a hosted judge's pace): a case waits for its verdicts' commit while a commit
+#: of the judgment cache takes at most as long as a call (``pipeline/verdict_flush.py``); fakesnow's
+#: commits take longer than a 50 ms call on a loaded machine
+LATENCY_S = 0.25
 LEASE_S = 2
 
 
