@@ -1,6 +1,6 @@
 """BigQuery (sqlalchemy-bigquery): a member of the MERGE family whose chunk goes to the warehouse
 as one query parameter, keys not enforced (a primary key is dropped from the DDL; readers keep
-each key's latest row), lease claims (``warehouse/lease_claims.py``), no secondary indexes, JSON
+each key's latest row), claims that rely on no key (``warehouse/claims.py``), no secondary indexes, JSON
 kept as text, ``TIMESTAMP`` for instants.
 
 The write path: one ``MERGE INTO target USING UNNEST(@rows) ON key ...`` per table and chunk
@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Table, bindparam
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine import URL, Connection
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import DateTime, LargeBinary, TypeEngine, UserDefinedType
 
@@ -68,7 +67,6 @@ class BigQueryDialect(MergeDialect):
         "the chunk de-duplicated and bound as one `ARRAY<STRUCT>` parameter, one "
         "`MERGE … USING UNNEST(@rows)` job per table (5,000 rows a statement)"
     )
-    claims = "lease"
     secondary_indexes = False
 
     # --- the client and the engine ------------------------------------------------------------
@@ -130,15 +128,6 @@ class BigQueryDialect(MergeDialect):
         """A DML statement that lost to a concurrent one on the same table ("Could not serialize
         access to table ... due to concurrent update"); run again, the MERGE updates or skips."""
         return "concurrent update" in str(getattr(exc, "orig", None) or exc)
-
-    @contextmanager
-    def chunk_claim(
-        self, engine: Engine, name: str, key: int, *, wait: bool, schema: str | None, lease: float | None
-    ) -> Iterator[bool]:
-        from ..lease_claims import lease_claim, lease_name
-
-        with lease_claim(engine, lease_name(key), wait=wait, schema=schema, lease=lease) as got:
-            yield got
 
     def lineage(self, url: URL, table: str) -> Lineage:
         """OpenLineage's BigQuery naming: namespace ``bigquery``, name ``project.dataset.table``."""

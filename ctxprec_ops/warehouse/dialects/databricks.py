@@ -3,7 +3,7 @@ documented ``MERGE INTO`` grammar and checked as compiled SQL only — not run a
 workspace (no stand-in starts here: docs/warehouses.md).
 
 Keys are informational (Unity Catalog does not enforce a primary key): readers keep each key's
-latest row, claims are leases (``warehouse/lease_claims.py``). A chunk is written per table as
+latest row; claims rely on no key (``warehouse/claims.py``). A chunk is written per table as
 one statement per ``BATCH`` rows, the rows an inline table of bound parameters cast to the target's
 column types, nothing staged::
 
@@ -19,12 +19,11 @@ column types, nothing staged::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Table, bindparam, text
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 from sqlalchemy.engine.interfaces import Dialect as SADialect
 from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.types import DateTime, LargeBinary, TypeEngine
@@ -47,17 +46,7 @@ class DatabricksDialect(MergeDialect):
         "the chunk de-duplicated, one `MERGE INTO … USING (SELECT CAST(…) FROM VALUES …)` per table "
         "(500 rows a statement); compiled SQL only, not run against a server"
     )
-    claims = "lease"
     secondary_indexes = False
-
-    @contextmanager
-    def chunk_claim(
-        self, engine: Engine, name: str, key: int, *, wait: bool, schema: str | None, lease: float | None
-    ) -> Iterator[bool]:
-        from ..lease_claims import lease_claim, lease_name
-
-        with lease_claim(engine, lease_name(key), wait=wait, schema=schema, lease=lease) as got:
-            yield got
 
     def write_conflict(self, exc: BaseException) -> bool:
         """A MERGE that lost Delta's optimistic concurrency check to a concurrent writer of the

@@ -14,12 +14,15 @@ nothing else differs between backends in the suite's tests:
   calls ``backend.require(name)`` and is skipped with that reason. Capabilities:
   ``time_zone`` (a server/session time zone that can be set to something other than UTC:
   ``time_zone(wh)``), ``select_only`` (an account that may only SELECT: ``select_only(wh)``),
-  and one per logical column type;
+  ``long_ids`` (a ``log_id`` holds ids of any length: 500 characters and more), and one per
+  logical column type;
 - ``time_zone(wh)`` / ``select_only(wh)``: context managers yielding a URL of the same database
   with a non-UTC server and session time zone / with SELECT-only rights;
-- ``cli(wh, *args)``: the argv of a ``ctxprec`` process on the warehouse.
+- ``cli(wh, *args)``: the argv of a ``ctxprec`` process on the warehouse;
+- ``create_engine(url)`` / ``create_tables(engine, metadata)``: the test's own engine and source
+  tables (an emulator's client, a table engine clause).
 
-Adding a backend (BigQuery, ClickHouse, Redshift, ...): one module here defining a ``Backend``
+Adding a backend (BigQuery, Databricks, ...): one module here defining a ``Backend``
 subclass, and its id in ``IDS``. Every test of the suite then runs on it.
 """
 
@@ -41,7 +44,7 @@ from tests.fixtures.warehouse_data import retrieval_table
 __all__ = ["IDS", "Backend", "Warehouse", "backend_class", "release_engines"]
 
 #: the suite's parameter ids, in the order the contract lists them; each is a module of this package
-IDS = ("sqlite", "postgresql", "mariadb", "duckdb", "snowflake", "bigquery")
+IDS = ("sqlite", "postgresql", "mariadb", "duckdb", "snowflake", "clickhouse", "redshift", "bigquery")
 
 #: the ``ctxprec`` console script of the environment running the tests
 CTXPREC = str(Path(sys.executable).with_name("ctxprec"))
@@ -107,7 +110,7 @@ class Warehouse:
     @contextmanager
     def engine(self, url: str | None = None) -> Iterator[sa.Engine]:
         """An engine of the test's own (not ``ctxprec_ops``'), disposed after the block."""
-        engine = self.backend.engine(url or self.url)
+        engine = self.backend.create_engine(url or self.url)
         try:
             yield engine
         finally:
@@ -139,7 +142,7 @@ class Warehouse:
             extra=[sa.Column(name, backend.type_of(kind)) for name, kind in (extra or {}).items()],
         )
         with self.engine() as engine:
-            md.create_all(engine)
+            backend.create_tables(engine, md)
             if rows:
                 backend.insert(engine, t, [backend.values(t, r) for r in rows])
         return t
@@ -186,9 +189,14 @@ class Backend:
             raise AssertionError(f"backend {self.id} declares no type for {kind!r} and no reason in lacks")
         return merged[kind]
 
-    def engine(self, url: str) -> sa.Engine:
-        """A new engine of the test's own for ``url`` (an emulator's client made here)."""
+    # -- the test's own engines and tables -------------------------------------------------------
+    def create_engine(self, url: str) -> sa.Engine:
+        """An engine of the test's own on ``url`` (an emulator's client, where one is needed)."""
         return sa.create_engine(url)
+
+    def create_tables(self, engine: sa.Engine, metadata: sa.MetaData) -> None:
+        """Create the source tables of ``metadata`` (a table engine clause, where one is needed)."""
+        metadata.create_all(engine)
 
     # -- writing the source --------------------------------------------------------------------
     def values(self, table: sa.Table, row: Mapping[str, Any]) -> dict[str, Any]:

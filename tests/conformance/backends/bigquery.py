@@ -79,7 +79,7 @@ class BigQueryBackend(Backend):
         with emulated():
             yield
 
-    def engine(self, url: str) -> sa.Engine:
+    def create_engine(self, url: str) -> sa.Engine:
         """The test's own engine, its client made as the product makes it on the emulator."""
         family = EmulatedBigQueryDialect("bigquery")
         u = sa.engine.make_url(url)
