@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import Table, bindparam
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.sql.elements import ColumnElement
-from sqlalchemy.types import DateTime, LargeBinary, TypeEngine, UserDefinedType
+from sqlalchemy.types import DateTime, LargeBinary, String, TypeEngine, UserDefinedType
 
 from ..write_rows import ColumnRows, bind_processors, bind_values, dedupe
 from .facts import Lineage
@@ -135,6 +135,10 @@ class BigQueryDialect(MergeDialect):
         return Lineage("bigquery", name, f"bigquery://{name.replace('.', '/')}")
 
     # --- column types ----------------------------------------------------------------------------
+
+    def key_text_type(self, length: int | None) -> TypeEngine[Any]:
+        """``STRING`` without a length where none is asked for: a key's text is as long as the id."""
+        return String(length) if length is not None else String()
 
     def json_type(self) -> TypeEngine[Any]:
         return JSONAsText()  # STRING: sqlalchemy-bigquery binds no JSON parameter

@@ -26,7 +26,7 @@ from sqlalchemy import Table, bindparam, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.engine.interfaces import Dialect as SADialect
 from sqlalchemy.sql.elements import TextClause
-from sqlalchemy.types import DateTime, LargeBinary, TypeEngine
+from sqlalchemy.types import DateTime, LargeBinary, String, TypeEngine
 
 from ..write_rows import ColumnRows, batches, dedupe
 from .merge import MergeDialect
@@ -57,6 +57,10 @@ class DatabricksDialect(MergeDialect):
         return "none set: `TIMESTAMP` is an instant, `TIMESTAMP_NTZ` naive (UTC)"
 
     # --- column types ----------------------------------------------------------------------------
+
+    def key_text_type(self, length: int | None) -> TypeEngine[Any]:
+        """``STRING`` without a length where none is asked for: a key's text is as long as the id."""
+        return String(length) if length is not None else String()
 
     def json_type(self) -> TypeEngine[Any]:
         return JSONAsText()  # STRING
