@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 UV     := $(BIN)/uv
-EXTRAS ?= test,postgres,mysql,snowflake,airflow,openlineage,dagster,lint,tokens,traces,docs
+EXTRAS ?= test,postgres,mysql,snowflake,clickhouse,redshift,airflow,openlineage,dagster,lint,tokens,traces,docs
 DEMO_EXTRAS ?=
 PYTEST_ARGS ?=
 # the suite in parallel (pytest-xdist): one worker per core; tests that share a per-worker fixture

@@ -18,6 +18,13 @@ Backends (``--backend``, default ``sqlite``; several are measured interleaved, S
 - ``snowflake``: the ``fakesnow`` emulator (DuckDB underneath), patched in both the build and
   the scoring process; slow, so its table has ``min(rows, 20,000)`` rows unless
   ``--snowflake-rows N`` says otherwise (printed);
+- ``clickhouse``: chDB (ClickHouse in process) through clickhouse-connect's SQLAlchemy dialect,
+  a data directory per size (``clickhousedb:///?interface=chdb&path=...``), built with
+  clickhouse-connect's bulk insert into a ``MergeTree`` and closed before the scoring process
+  opens it (one process per directory);
+- ``redshift``: sqlalchemy-redshift (``redshift+psycopg2://``) on a database of a PostgreSQL
+  server, as for ``postgresql`` (the Redshift SQL on a PostgreSQL stand-in: its figure is not
+  Redshift's);
 - ``all``: every backend above that starts here (PostgreSQL on an embedded server unless
   ``--warehouse-url`` is given). A backend whose server or packages are missing is skipped with
   the reason printed.
@@ -111,6 +118,8 @@ def build(backend: str, target: str, rows: int, fakesnow_dir: str | None = None)
             "duckdb": _build_duckdb,
             "mariadb": _build_mariadb,
             "snowflake": lambda t, n: _build_snowflake(t, n, fakesnow_dir),
+            "clickhouse": _build_clickhouse,
+            "redshift": _build_postgres,
         }[backend](target, rows)
         return time.perf_counter() - t0
     conn = sqlite3.connect(target)
@@ -150,6 +159,27 @@ def _build_postgres(url: str, rows: int) -> None:
                 copy.write_row(row)
         conn.execute("CREATE INDEX ix_logs_time ON retrieval_logs (event_time)")
         conn.execute("ANALYZE retrieval_logs")
+
+
+def _build_clickhouse(path: str, rows: int) -> None:
+    """clickhouse-connect's chDB client: a ``MergeTree`` ordered by id (``DateTime64(6)`` times),
+    one bulk insert per 10,000 rows."""
+    import datetime as dt
+
+    import clickhouse_connect
+
+    client = clickhouse_connect.get_client(interface="chdb", path=path)
+    try:
+        client.command(
+            "CREATE TABLE retrieval_logs (id Int64, event_time DateTime64(6), input String, actual_output String, "
+            "expected_output String, retrieval_context String) ENGINE = MergeTree ORDER BY id"
+        )
+        cols = ["id", "event_time", "input", "actual_output", "expected_output", "retrieval_context"]
+        for batch in _batches(rows):
+            data = [(r[0], dt.datetime.fromisoformat(r[1]), *r[2:]) for r in batch]
+            client.insert("retrieval_logs", data, column_names=cols)
+    finally:
+        client.close()
 
 
 _BATCH = 10_000
@@ -626,20 +656,27 @@ def _median(values: list[float]) -> float:
     return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
 
 
-BACKENDS = ["sqlite", "postgresql", "duckdb", "mariadb", "snowflake"]
+BACKENDS = ["sqlite", "postgresql", "duckdb", "mariadb", "snowflake", "clickhouse", "redshift"]
 NAMES = {
     "sqlite": "SQLite",
     "postgresql": "PostgreSQL",
     "duckdb": "DuckDB",
     "mariadb": "MariaDB",
     "snowflake": "Snowflake",
+    "clickhouse": "ClickHouse",
+    "redshift": "Redshift",
 }
 #: each backend's goal as a fraction of SQLite's median rows/s (None: report only)
-GOALS = {"postgresql": 0.9, "duckdb": 1.0, "mariadb": 0.7, "snowflake": None}
+GOALS = {"postgresql": 0.9, "duckdb": 1.0, "mariadb": 0.7, "snowflake": None, "clickhouse": None, "redshift": None}
 #: fakesnow (DuckDB under a SQL translator) is slow: its table is this size unless --snowflake-rows
 SNOWFLAKE_ROWS = 20_000
 #: what an embedded backend needs (a missing one skips the backend, with the reason)
-MODULES = {"duckdb": ("duckdb", "duckdb_engine"), "snowflake": ("fakesnow", "snowflake.sqlalchemy")}
+MODULES = {
+    "duckdb": ("duckdb", "duckdb_engine"),
+    "snowflake": ("fakesnow", "snowflake.sqlalchemy"),
+    "clickhouse": ("chdb", "clickhouse_connect"),
+    "redshift": ("sqlalchemy_redshift", "psycopg2"),
+}
 
 
 def main() -> int:
@@ -719,8 +756,8 @@ def main() -> int:
     backends = [b for b in BACKENDS if b in backends]  # one order, SQLite first
     if a.warehouse_url and not a.warehouse_url.startswith(("postgresql", "postgres")):
         p.error("--warehouse-url must be a postgresql:// URL (the other backends start their own)")
-    if "postgresql" in backends and not (a.warehouse_url or a.embedded_postgres):
-        p.error("the postgresql backend needs --warehouse-url postgresql://... or --embedded-postgres")
+    if {"postgresql", "redshift"} & set(backends) and not (a.warehouse_url or a.embedded_postgres):
+        p.error("the postgresql and redshift backends need --warehouse-url postgresql://... or --embedded-postgres")
 
     ok = True
     results = []
@@ -730,17 +767,19 @@ def main() -> int:
             skipped = set()
             for backend in backends:
                 try:
-                    if backend == "postgresql":
+                    # found, not imported: the children's ru_maxrss starts at this process's size
+                    for module in MODULES.get(backend, ()):
+                        if importlib.util.find_spec(module) is None:
+                            raise Unavailable(f"{module} is not installed")
+                    if backend == "redshift" and "postgresql" in servers:
+                        servers[backend] = servers["postgresql"]  # the same server, its own databases
+                    elif backend in ("postgresql", "redshift"):
                         settings = dict(kv.split("=", 1) for kv in a.pg_setting)
                         servers[backend] = PostgresDatabases(
                             a.warehouse_url, tmp, settings=settings, profile=a.pg_profile
                         )
                     elif backend == "mariadb":
                         servers[backend] = MariaDbDatabases(tmp)
-                    else:  # found, not imported: the children's ru_maxrss starts at this process's size
-                        for module in MODULES.get(backend, ()):
-                            if importlib.util.find_spec(module) is None:
-                                raise Unavailable(f"{module} is not installed")
                 except Exception as exc:
                     print(f"SKIPPED {NAMES[backend]}: it does not start here: {exc}", flush=True)
                     skipped.add(backend)
@@ -771,7 +810,7 @@ def main() -> int:
                                 ):
                                     ok = False
         finally:
-            for server in servers.values():
+            for server in {id(s): s for s in servers.values()}.values():  # redshift shares postgresql's
                 if server is not None:
                     server.close()
     _memory_growth(results)
@@ -801,9 +840,15 @@ def _one_case(
     name = f"bench_{n}_{judge.replace('-', '_')}_{workers}"
     extra: list[str] = []
     fakesnow_dir = None
-    if backend in ("postgresql", "mariadb"):
+    if backend in ("postgresql", "mariadb", "redshift"):
         assert server is not None
         target = server.create(name)
+        if backend == "redshift":  # the same database through the Redshift dialect
+            from sqlalchemy.engine import make_url
+
+            target = make_url(target).set(drivername="redshift+psycopg2").render_as_string(hide_password=False)
+    elif backend == "clickhouse":
+        target = f"clickhousedb:///?interface=chdb&path={os.path.join(tmp, name + '_chdb')}"
     elif backend == "duckdb":
         target = f"duckdb:///{os.path.join(tmp, f'{name}.duckdb')}"
     elif backend == "snowflake":
@@ -814,6 +859,8 @@ def _one_case(
     else:
         target = os.path.join(tmp, f"{name}.db")
     path = target.removeprefix("duckdb:///") if backend == "duckdb" else target
+    if backend == "clickhouse":
+        path = target.partition("&path=")[2]
     try:
         built = _child(["--_build", backend, path, str(n), *extra])
         if backend in ("sqlite", "duckdb"):
@@ -853,6 +900,8 @@ def _one_case(
             server.drop(name)
         elif fakesnow_dir is not None:
             shutil.rmtree(fakesnow_dir, ignore_errors=True)
+        elif backend == "clickhouse":
+            shutil.rmtree(path, ignore_errors=True)
         else:
             for f in (path, path + ".wal"):
                 if os.path.exists(f):

@@ -130,6 +130,11 @@ CASES = [
     Case("phoenix_document_annotation", "relevance", env={"CTXPREC_PHOENIX_URL": "http://127.0.0.1:6006"}),
     Case("phoenix_span_annotation", "cp", env={"CTXPREC_PHOENIX_URL": "http://127.0.0.1:6006"}),
     Case("write_back", "phoenix", env={"CTXPREC_PHOENIX_URL": "http://127.0.0.1:6006"}),
+    Case("escalate_to", "gpt-4o", env={"CTXPREC_ESCALATE_BELOW": "0.8"}),
+    Case("escalate_below", 0.8, env={"CTXPREC_ESCALATE_TO": "gpt-4o"}),
+    Case("target_agreement", 0.95, env={"CTXPREC_ESCALATE_TO": "gpt-4o"}),
+    Case("calibration_nodes", 120),
+    Case("recalibrate", True),
     Case("use_corrected", True),
     Case("label_set", "support-team"),
 ]

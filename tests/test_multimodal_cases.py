@@ -198,7 +198,7 @@ def test_openai_judge_multimodal_argument_and_setting():
     """The argument wins over the model name; CTXPREC_JUDGE_MULTIMODAL reaches the judge through the
     run's configuration (``PipelineConfig.judge_multimodal``), the judge reads no variable."""
     from ctxprec_ops.config import Settings, SettingsError
-    from ctxprec_ops.pipeline.context import build_judge
+    from ctxprec_ops.pipeline.judges import build_judge
 
     assert OpenAIJudge("my-vllm-model", api_key="k", multimodal=True).supports_multimodal() is True
     assert OpenAIJudge("gpt-4o", api_key="k", multimodal=False).supports_multimodal() is False

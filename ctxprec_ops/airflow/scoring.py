@@ -59,6 +59,12 @@ class ContextualPrecisionPlanOperator(CtxPrecBaseOperator):
                 "%d chunks exceed max_chunks=%d: re-planning with chunk size %d", len(chunks), limit, config.chunk_size
             )
             chunks = self._call(plan_chunks, config, key)
+        if config.cascaded:  # a cascade's threshold: chosen (or found) once, before the chunk tasks
+            from ..pipeline.cascade import calibrate_partition
+
+            ready = self._call(calibrate_partition, config, key)
+            if ready is not None:
+                self.log.info("partition %s: %s", key, ready.note)
         rows = sum(c.rows for c in chunks)
         self.log.info(
             "partition %s (%s): %d rows in %d chunk(s) of at most %d",

@@ -38,12 +38,19 @@ TERMINAL_STATUSES = frozenset({"completed", "failed", "expired", "cancelled"})
 
 
 def request_line(
-    judge: OpenAIJudge, custom_id: str, prompt: str, schema: type[BaseModel] | None = JudgeAnswer
+    judge: OpenAIJudge,
+    custom_id: str,
+    prompt: str,
+    schema: type[BaseModel] | None = JudgeAnswer,
+    logprobs: bool = False,
 ) -> dict[str, Any]:
-    """The request line for ``prompt``: the body the sync judge sends for it, nothing else."""
+    """The request line for ``prompt``: the body the sync judge sends for it, nothing else
+    (``logprobs``: with the answer's token log-probabilities, a cascade's cheap stage)."""
     body: dict[str, Any] = {"model": judge.model, "messages": [{"role": "user", "content": message_content(prompt)}]}
     if judge.temperature is not None:
         body["temperature"] = judge.temperature
+    if logprobs:
+        body["logprobs"] = True
     fmt = judge.response_format(schema)
     if fmt is not None:
         body["response_format"] = fmt

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ..errors import CtxPrecError, JudgeConfigurationError
+from ..judge.cascade import parse_cascade_name
 from ..judge.models import make_judge
 from ..judge.models.openai_judge import OpenAIJudge
 from ..warehouse.engine import get_engine
@@ -37,14 +38,15 @@ class BatchNotFoundError(CtxPrecError, LookupError):
 def batch_records(config: PipelineConfig, *, open_only: bool = False, limit: int = 200) -> list[BatchRecord]:
     """The warehouse's most recent batches, newest first. Only reads (``batches list`` needs SELECT
     rights only): no table is created (none yet: no batches)."""
-    from ..warehouse.reflect import has_table
+    from ..warehouse.reflect import get_columns, has_table
     from .store import BATCHES
 
     engine = get_engine(config.warehouse, read_only=True)
     if not has_table(engine, BATCHES, config.output_schema):
         return []
     table = batches_table(engine, config.output_schema, create=False)
-    return list_batches(engine, table, open_only=open_only, limit=limit)
+    stored = {c["name"] for c in get_columns(engine, BATCHES, config.output_schema)}  # an older table: fewer
+    return list_batches(engine, table, open_only=open_only, limit=limit, columns=stored)
 
 
 def _record(config: PipelineConfig, batch_id: str) -> BatchRecord:
@@ -68,6 +70,11 @@ def collect_batch(config: PipelineConfig, batch_id: str, progress: ProgressCallb
             f"batch {batch_id} was collected already (finished {record.finished_at:%Y-%m-%d %H:%M} UTC)"
         )
     own = replace(config, judge=record.judge_model, metric=record.metric, judge_mode="batch")
+    cascade = parse_cascade_name(record.judge_model)
+    if cascade is not None:  # a cascade's batch: its own judges and threshold (or target)
+        cheap, strong, rule, value = cascade
+        below, target = (value, None) if rule == "below" else (None, value)
+        own = replace(own, judge=cheap, escalate_to=strong, escalate_below=below, target_agreement=target)
     key = prepare(own).key
     if key.prompt_version != record.prompt_version:
         raise JudgeConfigurationError(
@@ -88,7 +95,7 @@ def cancel_batch(
     """Ask the provider to cancel the batch; once it has ended (within ``wait_seconds``) its row
     is finished, so no run waits for it. Lines it answered before stopping stay reusable."""
     record = _record(config, batch_id)
-    judge = make_judge(record.judge_model, base_url=config.judge_base_url, api_key=config.judge_api_key)
+    judge = make_judge(record.model or record.judge_model, base_url=config.judge_base_url, api_key=config.judge_api_key)
     if not isinstance(judge, OpenAIJudge):
         raise JudgeConfigurationError(
             f"batch {batch_id}'s judge {record.judge_model!r} is not an OpenAI-compatible model"

@@ -19,8 +19,9 @@ def round_note(
     """The note of round ``round_number``: ``prompts`` (prompt hash, request) are submitted, those
     whose hash is in ``unanswered`` were asked before; ``judge`` prices them (the batch price)."""
     again = [p for h, p in prompts if h in unanswered]
-    follow = [p for h, p in prompts if h not in unanswered]
-    est = [estimate_cost(judge, p.prompt, max(1, p.prompt.count('<node id="'))) for _, p in prompts]
+    escalated = [p for h, p in prompts if h not in unanswered and p.escalation]
+    follow = [p for h, p in prompts if h not in unanswered and not p.escalation]
+    est = [estimate_cost(p.judge or judge, p.prompt, max(1, p.prompt.count('<node id="'))) for _, p in prompts]
     price = "unknown" if any(e is None for e in est) else f"~${sum(e for e in est if e is not None):.4f}"
     parts = []
     if again:
@@ -29,7 +30,12 @@ def round_note(
     if follow:
         rows = len({p.case_id for p in follow})
         parts.append(f"{len(follow)} follow-up request(s) of {rows} row(s) (re-asks of unusable answers)")
-    return (
-        f"round {round_number}: {' and '.join(parts)}: submitted again at the batch price, in a new batch "
-        f"(batch mode, {price} estimated)"
-    )
+    if escalated:
+        rows = len({p.case_id for p in escalated})
+        strong = escalated[0].judge.model if escalated[0].judge is not None else "the strong judge"
+        parts.append(
+            f"{len(escalated)} escalation request(s) of {rows} row(s) to {strong} (the nodes the cheap judge was "
+            "unsure of)"
+        )
+    how = "submitted at the batch price" if not (again or follow) else "submitted again at the batch price"
+    return f"round {round_number}: {' and '.join(parts)}: {how}, in a new batch (batch mode, {price} estimated)"

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..judge.logprobs import tokens_of
 from ..secrets import redact
 
 __all__ = ["BatchAnswer", "ResultFile", "parse_result_file", "request_hash", "requested_ids"]
@@ -28,6 +29,8 @@ class BatchAnswer:
     completion_tokens: int | None = None
     #: why the line has no answer (an HTTP error, ``batch_expired``...), else None
     error: str | None = None
+    #: the answer's tokens ``(bytes, log-probability)`` when the request asked for them
+    logprobs: tuple[tuple[bytes, float], ...] | None = None
 
 
 @dataclass
@@ -90,7 +93,15 @@ def _answer(cid: str, line: dict[str, Any]) -> BatchAnswer:
     usage = body.get("usage") or {}
     if not isinstance(usage, dict):
         usage = {}
-    return BatchAnswer(cid, str(content), usage.get("prompt_tokens"), usage.get("completion_tokens"))
+    lp = first.get("logprobs")
+    tokens = tokens_of(lp.get("content")) if isinstance(lp, dict) and isinstance(lp.get("content"), list) else None
+    return BatchAnswer(
+        cid,
+        str(content),
+        usage.get("prompt_tokens"),
+        usage.get("completion_tokens"),
+        logprobs=tuple(tokens) if tokens else None,
+    )
 
 
 def parse_result_file(text: str) -> ResultFile:

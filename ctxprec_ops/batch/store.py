@@ -18,6 +18,7 @@ from sqlalchemy.engine import Engine
 
 from ..warehouse.ddl import create_table
 from ..warehouse.engine import read_connection, write_transaction
+from ..warehouse.migrate import add_missing_columns
 from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.upsert import upsert
 
@@ -64,6 +65,8 @@ def _build(schema: str | None) -> Table:
         Column("run_id", String(255)),
         Column("answered", Integer),
         Column("failed", Integer),
+        # the model the batch's requests name, where it is not judge_model (a cascade's stages)
+        Column("model", String(255)),
         PrimaryKeyConstraint("batch_id", name=f"{BATCHES}_pk"),
         Index(f"ix_{BATCHES}_partition", "partition_key", "metric", "judge_model", "prompt_version"),
     )
@@ -78,6 +81,7 @@ def batches_table(engine: Engine, schema: str | None = None, *, create: bool = T
         if create and (id(engine), schema) not in _created:
             with write_transaction(engine) as conn:
                 create_table(conn, table)
+                add_missing_columns(conn, table)  # a table of an older version gains the new columns
             _created.add((id(engine), schema))
     return table
 
@@ -102,6 +106,8 @@ class BatchRecord:
     run_id: str | None = None
     answered: int | None = None
     failed: int | None = None
+    #: the model the requests name (None: ``judge_model``); prices the batch
+    model: str | None = None
 
 
 def record_batch(engine: Engine, table: Table, record: BatchRecord) -> None:
@@ -155,9 +161,12 @@ def other_open_batches(engine: Engine, table: Table, key: ScoringKey, partition_
     return _records(engine, select(table).where(cond).order_by(c.submitted_at, c.batch_id))
 
 
-def list_batches(engine: Engine, table: Table, *, open_only: bool = False, limit: int = 200) -> list[BatchRecord]:
-    """The most recent batches of every partition and configuration, newest first."""
-    stmt = select(table)
+def list_batches(
+    engine: Engine, table: Table, *, open_only: bool = False, limit: int = 200, columns: set[str] | None = None
+) -> list[BatchRecord]:
+    """The most recent batches of every partition and configuration, newest first (``columns``:
+    those the stored table has, when it may be an older version's)."""
+    stmt = select(*(c for c in table.c if columns is None or c.name in columns))
     if open_only:
         stmt = stmt.where(table.c.finished_at.is_(None))
     return _records(engine, stmt.order_by(table.c.submitted_at.desc(), table.c.batch_id).limit(limit))

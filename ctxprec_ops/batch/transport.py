@@ -21,6 +21,12 @@ at the batch price) or at once as a sync call (``"sync"``, at the full price), a
 ``max_rounds`` submissions per run; a request whose answer came back unreadable twice is not asked
 a third time. Then it is given up on: its row is a ``judge_unavailable`` failure naming the batch
 and the cause, and the run's message counts such rows.
+
+A judge cascade (``judge/cascade.py``) runs its stages as batches of their own: the cheap judge's
+requests (with ``logprobs``) in the first round; once they are answered, the next pass knows which
+nodes the cheap judge was unsure of and records the strong judge's requests for them, which go out
+in the next round (one batch per model, as the Batch API wants; ``judge_for`` gives the strong
+stage its ``BatchJudge``). The strong stage gets one round more than ``max_rounds``.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BudgetExhaustedError, JudgeConfigurationError
-from ..judge.models.base import Generation
+from ..judge.models.base import Generation, JudgeModel
 from ..judge.models.openai_judge import OpenAIJudge
 from ..judge.pricing import batch_cost_of
 from ..secrets import redact
@@ -131,11 +137,22 @@ class BatchTransport:
         self.client = BatchClient(judge)
         self.table = batches_table(ctx.engine, ctx.config.output_schema)
         self._judge = BatchJudge(judge, self, ctx.config.prices)
+        self._stages: list[BatchJudge] = [self._judge]
         if not state:
             self._name_other_configs()
 
     def judge(self) -> BatchJudge:
         return self._judge
+
+    def judge_for(self, real: JudgeModel) -> BatchJudge:
+        """The batch judge of a cascade's strong stage (its requests follow the cheap stage's)."""
+        if not isinstance(real, OpenAIJudge):
+            raise JudgeConfigurationError(
+                f"batch mode needs an OpenAI-compatible strong judge (a model name), not {real.get_model_name()!r}"
+            )
+        stage = BatchJudge(real, self, self.ctx.config.prices, escalation=True)
+        self._stages.append(stage)
+        return stage
 
     def _name_other_configs(self) -> None:
         """Open batches of this partition under another judge model or prompt: paid for, and
@@ -265,7 +282,9 @@ class BatchTransport:
                 finished_at=now,
                 prompt_tokens=c.prompt_tokens,
                 completion_tokens=c.completion_tokens,
-                cost=batch_cost_of(r.judge_model, c.prompt_tokens, c.completion_tokens, self.ctx.config.prices),
+                cost=batch_cost_of(
+                    r.model or r.judge_model, c.prompt_tokens, c.completion_tokens, self.ctx.config.prices
+                ),
                 answered=c.answered,
                 failed=r.requests - c.answered,
             )
@@ -281,15 +300,27 @@ class BatchTransport:
             return False
         prompts = sorted(self.recorded.items(), key=lambda kv: (kv[1].order, kv[1].seq))
         self.recorded = {}
-        self._judge._calls_of_case = {}
+        for stage in self._stages:
+            stage._calls_of_case = {}
         prompts = self._affordable(prompts)
         if not prompts:
             return True  # the next pass fails the unaffordable rows as budget_exhausted
         if self.rounds:
             self._note_round(prompts)
+        for stage in self._stages:  # one set of batches per model (a cascade's stages)
+            mine = [(h, p) for h, p in prompts if (p.judge or self._judge) is stage]
+            if mine:
+                self._submit(stage, mine)
+        self.rounds += 1
+        return True
+
+    def _submit(self, stage: BatchJudge, prompts: list[tuple[str, RecordedPrompt]]) -> None:
+        """Upload ``prompts`` of one judge in files within the provider's limits, one batch each."""
         key = self.ctx.key
+        real = stage.real
+        assert isinstance(real, OpenAIJudge)
         lines = [
-            request_line(self.real, f"{key.metric}|{p.case_id[:100]}|{p.seq}|{h}", p.prompt, p.schema)
+            request_line(real, f"{key.metric}|{p.case_id[:100]}|{p.seq}|{h}", p.prompt, p.schema, p.logprobs)
             for h, p in prompts
         ]
         for n, data in enumerate(split_lines(lines, self.options.max_requests, self.options.max_bytes)):
@@ -313,17 +344,23 @@ class BatchTransport:
                 input_file_id=fid,
                 submitted_at=_now(),
                 run_id=self.run_id,
+                model=real.model,
             )
             record_batch(self.ctx.engine, self.table, record)  # before anything else can go wrong
-            log.info("partition %s: submitted batch %s (%d requests)", self.partition_key, record.batch_id, count)
-        self.rounds += 1
-        return True
+            log.info(
+                "partition %s: submitted batch %s (%d requests to %s)",
+                self.partition_key,
+                record.batch_id,
+                count,
+                real.model,
+            )
 
     def _note_round(self, prompts: list[tuple[str, RecordedPrompt]]) -> None:
         """Say what a further round asks and how (``notes.round_note``): logged as it happens (the
         CLI's stderr, the orchestrators' logs) and kept among the run's notes."""
         note = round_note(self.rounds + 1, prompts, self.unanswered, self._judge)
-        log.warning("partition %s: %s", self.partition_key, note)
+        expected = all(p.escalation and h not in self.unanswered for h, p in prompts)  # a cascade's second stage
+        log.log(logging.INFO if expected else logging.WARNING, "partition %s: %s", self.partition_key, note)
         self._note(note)
 
     def _affordable(self, prompts: list[tuple[str, RecordedPrompt]]) -> list[tuple[str, RecordedPrompt]]:
@@ -336,10 +373,11 @@ class BatchTransport:
         left = cap - self.spent
         out = []
         for h, p in prompts:
-            est = estimate_cost(self._judge, p.prompt, max(1, p.prompt.count('<node id="')))
+            judge = p.judge or self._judge
+            est = estimate_cost(judge, p.prompt, max(1, p.prompt.count('<node id="')))
             if est is None:
                 raise JudgeConfigurationError(
-                    f"cannot keep to the run's max_cost: no price is known for judge {self.real.get_model_name()!r}; "
+                    f"cannot keep to the run's max_cost: no price is known for judge {judge.model!r}; "
                     "set CTXPREC_PRICES"
                 )
             if est > left:
@@ -378,8 +416,9 @@ class BatchTransport:
                 if a.error is None:
                     self.answers.setdefault(request_hash(cid), a)
 
-    def decide(self, h: str) -> tuple[str, str | None]:
-        """What to do with a request no batch has answered: ``defer``, ``sync`` or ``give_up``."""
+    def decide(self, h: str, escalation: bool = False) -> tuple[str, str | None]:
+        """What to do with a request no batch has answered: ``defer``, ``sync`` or ``give_up``. A
+        cascade's escalation asked for the first time goes to a batch of its own (one more round)."""
         if h in self.unaffordable:
             raise BudgetExhaustedError(
                 f"max_cost {self.ctx.config.max_cost} reached: this request was not submitted to the Batch API"
@@ -388,6 +427,8 @@ class BatchTransport:
         if self.bad.get(h, 0) >= MAX_BAD_ANSWERS:
             return self._give_up(cause or "its batch answers were unreadable twice")
         if self.rounds == 0:
+            return "defer", None
+        if escalation and cause is None and self.rounds < self.options.max_rounds + 1:
             return "defer", None
         if self.retry == "sync":
             return "sync", cause
@@ -403,9 +444,9 @@ class BatchTransport:
     def record(self, h: str, prompt: RecordedPrompt) -> None:
         self.recorded.setdefault(h, prompt)
 
-    def used(self, answer: BatchAnswer) -> None:
+    def used(self, answer: BatchAnswer, model: str | None = None) -> None:
         cost = batch_cost_of(
-            self.real.get_model_name(), answer.prompt_tokens, answer.completion_tokens, self.ctx.config.prices
+            model or self.real.get_model_name(), answer.prompt_tokens, answer.completion_tokens, self.ctx.config.prices
         )
         self.spent += cost or 0.0
 

@@ -60,6 +60,11 @@ class MetricResult:
     applicable: bool = True
     #: wall-clock seconds the metric spent on this case
     seconds: float | None = field(default=None, repr=False, compare=False)
+    #: a judge cascade: the nodes it judged, those the strong judge decided, and the strong
+    #: judge's part of ``cost`` (None unknown; 0 for one judge)
+    nodes_judged: int = 0
+    nodes_escalated: int = 0
+    strong_cost: float | None = 0.0
     #: the exception an isolated case failed with (``measure`` re-raises it)
     exception: BaseException | None = field(default=None, repr=False, compare=False)
 

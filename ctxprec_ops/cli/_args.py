@@ -27,6 +27,7 @@ __all__ = [
     "add_metric",
     "add_columns",
     "add_segments",
+    "add_cascade",
     "add_source",
     "add_traces",
     "metric_of",
@@ -135,6 +136,15 @@ def add_source(parser: argparse.ArgumentParser) -> None:
     )
     for flag in ("--chunk-size", "--threshold", "--max-nodes-per-call", "--samples"):
         add_flag(parser, flag)
+
+
+def add_cascade(parser: argparse.ArgumentParser) -> None:
+    """A judge cascade (docs/cascade.md): ``--escalate-to STRONG`` with ``--escalate-below C`` or
+    ``--target-agreement A``, ``--calibration-nodes N``, ``--recalibrate``."""
+    g = parser.add_argument_group("judge cascade (docs/cascade.md)")
+    for flag in ("--escalate-to", "--escalate-below", "--target-agreement", "--calibration-nodes"):
+        add_flag(parser, flag, to=g)
+    add_flag(parser, "--recalibrate", to=g, nargs="?", const="yes", metavar="yes|no")
 
 
 def add_traces(parser: argparse.ArgumentParser) -> None:

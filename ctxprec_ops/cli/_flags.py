@@ -116,6 +116,24 @@ FLAGS: dict[str, Flag] = {
             "completion tokens",
             "N",
         ),
+        _run(
+            "--escalate-to",
+            "escalate_to",
+            "a judge cascade: --judge judges every node, this strong judge re-judges the verdicts --judge is unsure "
+            "of (token log-probabilities, or the agreement of --samples answers); with --escalate-below or "
+            "--target-agreement",
+            "MODEL",
+        ),
+        _run("--escalate-below", "escalate_below", "cascade: re-judge the verdicts less sure than C", "C"),
+        _run(
+            "--target-agreement",
+            "target_agreement",
+            "cascade: choose C on a calibration sample so that agreement with the strong judge is at least A "
+            "(95%% lower bound); stored in ctxprec_cascades and reused until the judges or the prompt change",
+            "A",
+        ),
+        _run("--calibration-nodes", "calibration_nodes", "cascade: nodes of the calibration sample", "N"),
+        _run("--recalibrate", "recalibrate", "cascade: choose C again on this partition"),
         _run("--concurrency", "concurrency", "judge requests in flight at most", "N"),
         _run("--max-cost", "max_cost", "cap the run's judge spend in USD", "USD"),
         _run(

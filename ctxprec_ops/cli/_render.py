@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 
 from ..monitoring.table_fit import Col, FitTable
 from ..pipeline import ChunkResult, RunSummary
@@ -159,11 +160,20 @@ def run_table(s: RunSummary, *, title: str | None = None) -> FitTable:
             fmt_num(s.pass_rate, ".1%") + (f" (threshold {s.threshold:g})" if s.threshold is not None else ""),
         ),
         ("95% CI of the mean", _ci(s)),
-        ("judge", f"{s.judge_model} · prompt {s.prompt_version}"),
+        ("judge", escape(f"{s.judge_model} · prompt {s.prompt_version}")),  # a cascade's name holds [...]
         ("judge calls", f"{s.judge_calls:,}"),
         ("tokens (prompt / completion)", f"{s.prompt_tokens or 0:,} / {s.completion_tokens or 0:,}"),
         ("cost", fmt_cost(s.cost)),
     ]
+    if s.nodes_judged is not None:  # a judge cascade
+        rate = fmt_num(s.escalation_rate, ".1%")
+        rows += [
+            (
+                "nodes escalated",
+                f"{s.nodes_escalated or 0:,} of {s.nodes_judged:,} ({rate}, below C={fmt_num(s.escalate_below)})",
+            ),
+            ("cost: cheap / strong judge", f"{fmt_cost(s.cheap_cost)} / {fmt_cost(s.strong_cost)}"),
+        ]
     if s.rows_without_id:
         rows.append(("[yellow]rows without an id (not scored)[/]", f"{s.rows_without_id:,}"))
     if s.rows_unpartitioned:
@@ -196,7 +206,7 @@ def chunk_table(result: ChunkResult, *, run_id: str) -> FitTable:
 
 def estimate_table(e: Estimate) -> FitTable:
     """One partition's estimate as a two-column table (figure, value)."""
-    judge = e.judge_model + (" (offline)" if e.offline_judge else "")
+    judge = escape(e.judge_model) + (" (offline)" if e.offline_judge else "")
     price = (
         f"${e.price_per_million[0]:g} / ${e.price_per_million[1]:g} per 1M in/out tokens"
         if e.price_per_million
@@ -219,5 +229,28 @@ def estimate_table(e: Estimate) -> FitTable:
         ("completion tokens", f"{e.completion_tokens:,}"),
         ("estimated cost", fmt_cost(e.cost)),
         ("estimated cost, batch mode", fmt_cost(getattr(e, "batch_cost", None))),
+        *_cascade_rows(getattr(e, "cascade", None)),
     ]
     return _figures(f"estimate · {e.partition_key} · {e.metric}", rows)
+
+
+def _cascade_rows(c: dict | None) -> list[tuple[str, str]]:
+    """A cascade's part of an estimate: the split of the cost and what it rests on."""
+    if not c:
+        return []
+    rate = c["escalation_rate"]
+    shown = "unknown (all nodes priced)" if rate is None else f"{rate:.1%} ({c['escalation_rate_source']})"
+    return [
+        ("strong judge", str(c["strong_model"])),
+        ("expected escalation", shown),
+        ("nodes to the strong judge", f"{c['nodes_escalated']:,}"),
+        ("cost: cheap judge", fmt_cost(c["cheap_cost"])),
+        ("cost: strong judge", fmt_cost(c["strong_cost"])),
+        (
+            "cost: calibration",
+            f"{fmt_cost(c['calibration_cost'])} ({c['calibration_nodes']} nodes x 2 judges)"
+            if c["calibration_nodes"]
+            else "none (a stored calibration is reused, or C is given)",
+        ),
+        ("strong judge alone would cost", fmt_cost(c["strong_only_cost"])),
+    ]

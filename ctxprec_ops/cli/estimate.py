@@ -8,6 +8,7 @@ import json
 from ._args import (
     RAW,
     UsageError,
+    add_cascade,
     add_source,
     add_traces,
     add_warehouse,
@@ -43,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_warehouse(p)
     add_source(p)
+    add_cascade(p)
     add_traces(p)
     p.add_argument("--json", action="store_true", help="print the estimate as JSON on stdout")
     p.set_defaults(func=guarded("estimate", run))

@@ -160,6 +160,8 @@ class ProgressDisplay:
             elif ev.kind == "judge_outage":
                 progress.update(task, note=ev.message)
                 self.log(f"{label}: {ev.message}")
+            elif ev.kind == "cascade":
+                self.log(f"{label}: {ev.message}")
             elif ev.kind == "finished":
                 progress.update(task, completed=ev.done, total=max(ev.done, 1), note=ev.message)
                 progress.remove_task(task)
@@ -188,7 +190,7 @@ class ProgressDisplay:
                 if not self.compact and not (last and state["chunks"] == 1):
                     total = f"/{ev.total}" if ev.total is not None else ""
                     self.log(f"{label}: {ev.done}{total} rows ({ev.message})")
-            elif ev.kind == "judge_outage":
+            elif ev.kind in ("judge_outage", "cascade"):
                 self.log(f"{label}: {ev.message}")
             elif ev.kind == "finished":
                 self._runs_done += 1

@@ -11,6 +11,7 @@ from ..pipeline.outcome import Outcome, decide
 from ._args import (
     RAW,
     UsageError,
+    add_cascade,
     add_flag,
     add_segments,
     add_source,
@@ -68,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_warehouse(p)
     add_source(p)
+    add_cascade(p)
     add_segments(p)
     add_traces(p)
     for flag in ("--concurrency", "--max-cost", "--max-rpm", "--max-tpm", "--sample-rate", "--max-rows"):
@@ -124,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--batch scores the whole partition in one process: drop --chunk/--workers")
     if config.kind.needs_judge:  # the label metric computes without a judge: no key needed
         check_judge(config.judge, settings(args))
+        if config.escalate_to is not None:  # a cascade's strong judge: the same checks
+            check_judge(config.escalate_to, settings(args))
     run_id = args.run_id or uuid.uuid4().hex
     label = f"{partition} {config.metric}"
 

@@ -70,6 +70,7 @@ def pipeline_config(s: Settings, *, _legacy: bool = True, **overrides: Any) -> P
         columns=columns,
         segments=tuple(s.segments),
         source_format=fmt,
+        label_set=s.label_set,  # a cascade's calibration reference, as for the corrected figures
     )
     if _legacy:
         base["legacy_sources"] = {name: getattr(s, k.table_setting) for name, k in METRIC_KINDS.items()}

@@ -48,6 +48,7 @@ SECTIONS = {
     "traces": "Traces (a spans table as the source)",
     "phoenix": "Arize Phoenix (spans read from it, verdicts written back)",
     "judge": "Judge",
+    "cascade": "Judge cascade (a strong judge for the cheap judge's unsure verdicts)",
     "openai": "OpenAI client (read as the openai client reads them)",
     "limits": "Quota, sampling and spend",
     "retries": "Retries and outages",
@@ -98,8 +99,9 @@ class Settings(BaseSettings):
     )
     claim_lease_seconds: float | None = _run(
         "claim_lease_seconds",
-        "DuckDB and Snowflake: seconds a chunk's claim (a row of `ctxprec_claims`) lasts without renewal, "
-        "renewed every third of that by its holder (unset: the warehouse's built-in lease, 10 minutes)",
+        "DuckDB, Snowflake, ClickHouse and Redshift: seconds a chunk's claim (a row of `ctxprec_claims`) "
+        "lasts without renewal, renewed every third of that by its holder (unset: the warehouse's built-in "
+        "lease, 10 minutes)",
         "warehouse",
     )
     # -- traces (docs/traces.md) ---------------------------------------------------------------
@@ -183,6 +185,21 @@ class Settings(BaseSettings):
         "judge",
         default={},
     )
+    # -- judge cascade (docs/cascade.md) ----------------------------------------------------------
+    escalate_to: str | None = _run(
+        "escalate_to", "the strong judge the cheap judge's (CTXPREC_JUDGE) unsure node verdicts go to", "cascade"
+    )
+    escalate_below: float | None = _run(
+        "escalate_below", "re-judge the cheap verdicts whose confidence is below this threshold C", "cascade"
+    )
+    target_agreement: float | None = _run(
+        "target_agreement",
+        "choose C so that agreement with the strong judge is at least this (a one-sided 95% lower bound on a "
+        "calibration sample)",
+        "cascade",
+    )
+    calibration_nodes: int = _run("calibration_nodes", "nodes of the calibration sample, judged by both", "cascade")
+    recalibrate: Bool = _run("recalibrate", "choose C again even when a stored calibration fits the run", "cascade")
     # -- the OpenAI client's own variables ------------------------------------------------------
     openai_api_key: SecretStr | None = _setting(
         None,

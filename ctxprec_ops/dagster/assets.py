@@ -24,6 +24,7 @@ from dagster import (
     AssetKey,
     AssetsDefinition,
     AutomationCondition,
+    EnvVar,
     Failure,
     FreshnessPolicy,
     MaterializeResult,
@@ -63,9 +64,12 @@ def build_pipeline_config(
     """The ``PipelineConfig`` of a materialization, resolved as the CLI resolves its own: the
     settings the resources hold (``CTXPREC_*`` for what they leave unset; a component's own
     ``segments`` first), checked against the declaration."""
-    register_secret(judge.api_key)  # redact() now masks it wherever it shows up
+    # a resource built outside a run still holds EnvVar("NAME"), a string that is the variable's
+    # name: its value is the key (the name is no secret, and masking it would hide it in errors)
+    key = judge.api_key.get_value() if isinstance(judge.api_key, EnvVar) else judge.api_key
+    register_secret(key)  # redact() now masks it wherever it shows up
     settings = resource_settings(warehouse, judge, thresholds, segments=list(segments) if segments else None)
-    return settings.pipeline_config(metric=metric, judge_api_key=judge.api_key)
+    return settings.pipeline_config(metric=metric, judge_api_key=key)
 
 
 def apply_decision(decision: Decision, metadata: dict | None = None) -> None:

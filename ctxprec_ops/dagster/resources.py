@@ -144,6 +144,12 @@ class JudgeResource(ConfigurableResource):
     samples: int | None = Field(default=None, description="Deprecated: judge_samples (kept for existing configs).")
     judge_multimodal: bool | None = setting_field("judge_multimodal")
     prices: dict[str, list[float]] = setting_field("prices")
+    # a judge cascade (docs/cascade.md): the strong judge and the threshold or the target agreement
+    escalate_to: str | None = setting_field("escalate_to")
+    escalate_below: float | None = setting_field("escalate_below")
+    target_agreement: float | None = setting_field("target_agreement")
+    calibration_nodes: int = setting_field("calibration_nodes")
+    recalibrate: bool = setting_field("recalibrate")
 
 
 class AlertThresholdsResource(ConfigurableResource):

@@ -135,6 +135,11 @@ async def a_evaluate(
             progress_callback(done, total)
 
     try:
+        for m in metric_list:  # a cascade with a target agreement: its threshold from these cases first
+            if m.cascade is not None and not m.cascade.calibrated:
+                from ..metrics.cascade_calibration import calibrate_metric
+
+                await calibrate_metric(m, case_list, run=run)
         if bar is not None:
             bar[0].start()
         await asyncio.gather(
@@ -148,10 +153,10 @@ async def a_evaluate(
         if bar is not None:
             bar[0].stop()
         closed: set[int] = set()
-        for m in metric_list:
-            close = getattr(m.model, "aclose", None)
-            if close is not None and id(m.model) not in closed:
-                closed.add(id(m.model))
+        for judge in (j for m in metric_list for j in (m.model, *((m.cascade.strong,) if m.cascade else ()))):
+            close = getattr(judge, "aclose", None)
+            if close is not None and id(judge) not in closed:
+                closed.add(id(judge))
                 await close()
     final = [r for r in results if r is not None]
     if getattr(error_config, "skip_on_missing_params", False):

@@ -143,6 +143,11 @@ class Usage:
     attempts: int = 1
     repairs: int = 0
     cached_nodes: int = 0
+    #: a judge cascade (``judge.cascade``): nodes it judged, those the strong judge decided, and
+    #: the strong judge's part of ``cost``
+    cascade_nodes: int = 0
+    escalated_nodes: int = 0
+    strong_cost: float | None = 0.0
 
     def add(self, gen: Generation) -> None:
         self.calls += 1
@@ -160,6 +165,9 @@ class Usage:
         self.attempts = max(self.attempts, other.attempts)
         self.repairs += other.repairs
         self.cached_nodes += other.cached_nodes
+        self.cascade_nodes += other.cascade_nodes
+        self.escalated_nodes += other.escalated_nodes
+        self.strong_cost = _plus(self.strong_cost, other.strong_cost)
 
 
 async def gather_settled(*aws):
@@ -196,9 +204,16 @@ def _headers_of(exc: BaseException) -> Mapping[str, str] | None:
 
 
 async def _send_once(
-    judge: JudgeModel, prompt: str, tokens: float, run: JudgeRun, schema: type[BaseModel], choices: int | None
+    judge: JudgeModel,
+    prompt: str,
+    tokens: float,
+    run: JudgeRun,
+    schema: type[BaseModel],
+    choices: int | None,
+    logprobs: bool = False,
 ) -> Generation:
-    """One request under the concurrency limiter and the quota (``choices``: sampled answers)."""
+    """One request under the concurrency limiter and the quota (``choices``: sampled answers;
+    ``logprobs``: the answer's token log-probabilities too)."""
     # the limiter's and the quota's fast paths are taken without a coroutine (the same steps)
     if not run.limiter.try_acquire():
         await run.limiter.acquire()
@@ -208,7 +223,9 @@ async def _send_once(
         if run.answers is not None and run.answers.tripped:  # found unusable while this one waited
             run.answers.check()
         try:
-            if choices is None:
+            if logprobs:
+                out = await judge.a_generate_with_logprobs(prompt, schema)
+            elif choices is None:
                 out = await judge.a_generate_with_usage(prompt, schema)
             else:
                 out = await judge.a_generate_samples(prompt, schema, choices)
@@ -258,6 +275,7 @@ async def _send(
     usage: Usage,
     schema: type[BaseModel],
     choices: int | None = None,
+    logprobs: bool = False,
 ) -> Generation:
     """Send until answered: a transient fault is retried with backoff (``max_retries`` times);
     a fault while the circuit breaker is open is the judge's outage, not the row's, and waits for
@@ -265,8 +283,8 @@ async def _send(
     breaker = run.breaker
     if breaker is not None and breaker.endpoint is None:
         breaker.set_endpoint(getattr(judge, "endpoint", None))
-    # sampled answers (``choices``) are always requested the ordinary way
-    inline = choices is None and answers_inline_in(judge, run)
+    # sampled answers (``choices``) and log-probabilities are always requested the ordinary way
+    inline = choices is None and not logprobs and answers_inline_in(judge, run)
     tokens = 0.0 if inline else _estimate_tokens(prompt, n_nodes, choices or 1)  # paces the quota (none inline)
     sent = retries = 0
     while True:
@@ -279,7 +297,7 @@ async def _send(
             if inline:
                 gen = _answer_inline(judge, prompt, run, schema)
             else:
-                gen = await _send_once(judge, prompt, tokens, run, schema, choices)
+                gen = await _send_once(judge, prompt, tokens, run, schema, choices, logprobs)
         except Exception as exc:
             if not is_transient(exc):
                 if breaker is not None and getattr(exc, "status_code", None):
@@ -319,9 +337,11 @@ async def call_judge(
     usage: Usage,
     schema: type[BaseModel] = JudgeAnswer,
     choices: int | None = None,
+    logprobs: bool = False,
 ) -> Any:
     """One judge call with retries; returns the raw answer, or with ``choices`` (sampled
-    answers asked in this one request) the list of raw answers the endpoint returned."""
+    answers asked in this one request) the list of raw answers the endpoint returned, or with
+    ``logprobs`` the pair (raw answer, its tokens' log-probabilities)."""
     reserved = 0.0
     if run.budget is not None:
         est = estimate_cost(judge, prompt, n_nodes, choices or 1)
@@ -333,7 +353,7 @@ async def call_judge(
         reserved = run.budget.reserve(est)
     gen: Generation | None = None
     try:
-        gen = await _send(judge, prompt, n_nodes, run, usage, schema, choices)
+        gen = await _send(judge, prompt, n_nodes, run, usage, schema, choices, logprobs)
     finally:
         if run.budget is not None:
             run.budget.settle(reserved, gen.cost if gen is not None else 0.0)
@@ -341,4 +361,6 @@ async def call_judge(
     usage.add(gen)
     if choices is not None:
         return gen.outputs if gen.outputs is not None else [gen.output]
+    if logprobs:
+        return gen.output, gen.logprobs
     return gen.output

@@ -5,6 +5,7 @@ all take them from here. No imports: the CLI's ``--help`` shows them without loa
 from collections.abc import Callable
 
 __all__ = [
+    "CALIBRATION_NODES",
     "CONCURRENCY",
     "configured_judge",
     "LLM_JUDGE",
@@ -16,6 +17,8 @@ __all__ = [
     "RETRY_MAX_WAIT",
 ]
 
+#: a judge cascade with a target agreement: nodes of the calibration sample judged by both judges
+CALIBRATION_NODES = 300
 #: the LLM judge a run uses when none is named and an OpenAI key is set (else the offline ``lexical``)
 LLM_JUDGE = "gpt-4o-mini"
 #: judge requests in flight at most

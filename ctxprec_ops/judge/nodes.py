@@ -13,6 +13,11 @@ With ``samples`` > 1 (self-consistency, ``scoring/consistency.py``) a group is a
 sampled answers — in one request where the judge returns several choices (``n``), else one request
 per answer — each unusable answer is replaced by a repaired one (within the same repair bound),
 and the majority verdict per node is kept with its agreement.
+
+With ``confidence="logprobs"`` every answer is asked with its token log-probabilities and each
+verdict carries the probability of its ``true``/``false`` value (a ``ConfidentVerdict``,
+``logprobs.value_confidences``): the cheap stage of a judge cascade (``cascade``). ``ranks``
+judges some nodes of a case under their own ids (the cascade's escalated nodes).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import JudgeAnswerError
+from ..scoring.confidence import ConfidentVerdict, confidence_of
 from ..scoring.consistency import agreement_of, majority, node_verdict
 from ..scoring.template import AnswerFormat, answer_format
 from ..scoring.verdicts import AnswerProblem, NodeVerdict
@@ -32,6 +38,7 @@ from . import defaults
 from .answer_watch import AnswerWatch
 from .cache import judgment_keys
 from .calls import JudgeRun, Usage, call_judge, gather_settled
+from .logprobs import Token, value_confidences
 from .models.base import ChoicesUnsupportedError, JudgeModel
 
 __all__ = ["judge_nodes", "REPAIR_CALLS"]
@@ -51,8 +58,11 @@ class _Case:
     repairs_left: int = REPAIR_CALLS
     problems: list[AnswerProblem] = field(default_factory=list)
 
-    def read(self, fmt: AnswerFormat, raw: Any, ids: list[int]) -> dict[int, NodeVerdict]:
-        """The answer's verdicts; an unusable answer's problem is kept and raised."""
+    def read(
+        self, fmt: AnswerFormat, raw: Any, ids: list[int], tokens: list[Token] | None = None, logprobs: bool = False
+    ) -> dict[int, NodeVerdict]:
+        """The answer's verdicts (``logprobs``: each with the probability of its value in
+        ``tokens``, 0 where they do not spell it); an unusable answer's problem is kept and raised."""
         try:
             verdicts = fmt.verdicts(raw, ids)
         except AnswerProblem as problem:
@@ -60,7 +70,13 @@ class _Case:
             self.watch.unusable(self, self.problems, failed=False)
             raise
         self.watch.usable()
-        return verdicts
+        if not logprobs:
+            return verdicts
+        conf = value_confidences(tokens, ids) if tokens else {}
+        return {
+            k: ConfidentVerdict(node=k, relevant=v.relevant, reason=v.reason, confidence=conf.get(k, 0.0))
+            for k, v in verdicts.items()
+        }
 
     def take(self, calls: int) -> bool:
         """Spend ``calls`` repair calls if the allowance has them."""
@@ -68,6 +84,25 @@ class _Case:
             return False
         self.repairs_left -= calls
         return True
+
+
+async def _ask(
+    judge: JudgeModel,
+    prompt: str,
+    n_nodes: int,
+    run: JudgeRun,
+    usage: Usage,
+    fmt: AnswerFormat,
+    sampled: bool,
+    logprobs: bool,
+) -> tuple[Any, list[Token] | None]:
+    """One call: the raw answer (``sampled``: one sampled answer) and, with ``logprobs``, its tokens."""
+    raw = await call_judge(judge, prompt, n_nodes, run, usage, fmt.schema, 1 if sampled else None, logprobs)
+    if sampled:
+        return raw[0], None
+    if logprobs:
+        return raw[0], raw[1]
+    return raw, None
 
 
 async def _judge_group(
@@ -81,22 +116,25 @@ async def _judge_group(
     case: _Case,
     samples: int = 1,
     sampled: bool = False,
+    logprobs: bool = False,
 ) -> dict[int, NodeVerdict]:
     """The group's verdicts: one answer (``sampled``: one sampled answer, at the sampling
-    temperature), or with ``samples`` > 1 the majority of that many sampled answers."""
+    temperature; ``logprobs``: with each value's probability), or with ``samples`` > 1 the
+    majority of that many sampled answers."""
     ids = list(map(_rank, group))
     fmt = answer_format(template)  # by node id (ctxprec templates) or in node order (deepeval-style)
     prompt = fmt.prompt(input, expected, list(map(_text, group)), ids)
     case.watch.check()
     if samples > 1:
         return await _majority_of(judge, template, input, expected, group, run, usage, case, samples, prompt)
-    choices = 1 if sampled else None
-    raw = await call_judge(judge, prompt, len(group), run, usage, fmt.schema, choices)
+    raw, tokens = await _ask(judge, prompt, len(group), run, usage, fmt, sampled, logprobs)
     try:
-        return case.read(fmt, raw[0] if sampled else raw, ids)
+        return case.read(fmt, raw, ids, tokens, logprobs)
     except AnswerProblem as problem:
         first_problem = str(problem)
-    return await _repair(judge, template, input, expected, group, run, usage, case, prompt, first_problem, sampled)
+    return await _repair(
+        judge, template, input, expected, group, run, usage, case, prompt, first_problem, sampled, logprobs
+    )
 
 
 def _unusable(ids: list[int], problem: str, how: str) -> JudgeAnswerError:
@@ -116,6 +154,7 @@ async def _repair(
     prompt: str,
     problem: str,
     sampled: bool,
+    logprobs: bool = False,
 ) -> dict[int, NodeVerdict]:
     """An unusable answer: re-ask once with the problem, then ask the group's halves once each,
     within the case's repair allowance."""
@@ -127,17 +166,17 @@ async def _repair(
     usage.repairs += 1
     run.stats["repairs"] += 1
     repair = fmt.repair(prompt, problem, ids)
-    raw = await call_judge(judge, repair, len(group), run, usage, fmt.schema, 1 if sampled else None)
+    raw, tokens = await _ask(judge, repair, len(group), run, usage, fmt, sampled, logprobs)
     try:
-        return case.read(fmt, raw[0] if sampled else raw, ids)
+        return case.read(fmt, raw, ids, tokens, logprobs)
     except AnswerProblem as again:
         second_problem = str(again)
     if len(group) == 1 or not case.take(2):
         raise _unusable(ids, second_problem, "re-asking")
     mid = len(group) // 2
     left, right = await gather_settled(
-        _ask_once(judge, template, input, expected, group[:mid], run, usage, case, sampled),
-        _ask_once(judge, template, input, expected, group[mid:], run, usage, case, sampled),
+        _ask_once(judge, template, input, expected, group[:mid], run, usage, case, sampled, logprobs),
+        _ask_once(judge, template, input, expected, group[mid:], run, usage, case, sampled, logprobs),
     )
     return {**left, **right}
 
@@ -152,15 +191,16 @@ async def _ask_once(
     usage: Usage,
     case: _Case,
     sampled: bool,
+    logprobs: bool = False,
 ) -> dict[int, NodeVerdict]:
     """Half a group whose answers were unusable twice: asked once, not repaired further."""
     ids = list(map(_rank, group))
     fmt = answer_format(template)
     case.watch.check()
     prompt = fmt.prompt(input, expected, list(map(_text, group)), ids)
-    raw = await call_judge(judge, prompt, len(group), run, usage, fmt.schema, 1 if sampled else None)
+    raw, tokens = await _ask(judge, prompt, len(group), run, usage, fmt, sampled, logprobs)
     try:
-        return case.read(fmt, raw[0] if sampled else raw, ids)
+        return case.read(fmt, raw, ids, tokens, logprobs)
     except AnswerProblem as problem:
         raise _unusable(ids, str(problem), "re-asking and asking its half of the nodes alone") from None
 
@@ -229,6 +269,8 @@ async def judge_nodes(
     max_nodes_per_call: int = defaults.MAX_NODES_PER_CALL,
     usage: Usage | None = None,
     samples: int = 1,
+    ranks: Sequence[int] | None = None,
+    confidence: str | None = None,
 ) -> tuple[list[NodeVerdict], Usage]:
     """Verdicts for ``nodes`` (rank 1 first), in rank order, and what they cost.
 
@@ -237,42 +279,59 @@ async def judge_nodes(
     verdict is the majority of that many sampled answers (a ``SampledVerdict`` with its
     agreement); a deterministic judge (``JudgeModel.deterministic``) is asked once. The caller's
     ``prompt_version`` must tell sampled configurations apart (``consistency.sampled_version``):
-    it keys the cache.
+    it keys the cache. ``confidence="logprobs"``: each verdict is a ``ConfidentVerdict`` (the
+    caller's ``prompt_version`` says so too: a cached verdict must carry its confidence).
+    ``ranks``: the ids of ``nodes`` when they are not 1..n (some nodes of a case), in their order.
     """
     usage = usage if usage is not None else Usage()
     if samples > 1 and judge.deterministic:
         samples = 1  # it would give the same answer every time
+    logprobs = confidence == "logprobs" and samples == 1
     model = judge.get_model_name()
+    ids = list(ranks) if ranks is not None else list(range(1, len(nodes) + 1))
     verdicts: dict[int, NodeVerdict] = {}
     todo: list[tuple[int, str]] = []
     keys: dict[int, bytes] = {}
     cache = run.cache
     all_keys = judgment_keys(model, prompt_version, input, expected, nodes) if cache is not None else None
-    for rank, text in enumerate(nodes, start=1):
+    for i, (rank, text) in enumerate(zip(ids, nodes)):
         if cache is not None and all_keys is not None:
-            key = all_keys[rank - 1]
+            key = all_keys[i]
             keys[rank] = key
             hit = cache.get(key)
             if hit is not None:
-                verdicts[rank] = node_verdict(rank, hit.relevant, hit.reason, agreement_of(hit))
+                if logprobs:
+                    sure = confidence_of(hit)
+                    verdicts[rank] = ConfidentVerdict(
+                        node=rank, relevant=hit.relevant, reason=hit.reason, confidence=0.0 if sure is None else sure
+                    )
+                else:
+                    verdicts[rank] = node_verdict(rank, hit.relevant, hit.reason, agreement_of(hit))
                 usage.cached_nodes += 1
                 continue
         todo.append((rank, text))
 
     if todo:
         fast = getattr(judge, "judge_nodes", None)
-        if callable(fast):  # offline judges answer directly, nothing to repair or retry
+        if callable(fast) and not logprobs:  # offline judges answer directly, nothing to repair or retry
             fresh = fast(input, expected, todo)
         else:
             assert run.answers is not None  # set by JudgeRun.__post_init__
             case = _Case(run.answers)
             try:
                 if len(todo) <= max_nodes_per_call:  # the common case: one call, no task to schedule
-                    fresh = await _judge_group(judge, template, input, expected, todo, run, usage, case, samples)
+                    fresh = await _judge_group(
+                        judge, template, input, expected, todo, run, usage, case, samples, logprobs=logprobs
+                    )
                 else:
                     groups = [todo[i : i + max_nodes_per_call] for i in range(0, len(todo), max_nodes_per_call)]
                     parts = await gather_settled(
-                        *(_judge_group(judge, template, input, expected, g, run, usage, case, samples) for g in groups)
+                        *(
+                            _judge_group(
+                                judge, template, input, expected, g, run, usage, case, samples, logprobs=logprobs
+                            )
+                            for g in groups
+                        )
                     )
                     fresh = {k: v for part in parts for k, v in part.items()}
             except JudgeAnswerError:
@@ -283,4 +342,4 @@ async def judge_nodes(
             verdicts[rank] = v
             if run.cache is not None:
                 run.cache.put(keys[rank], v)
-    return list(map(verdicts.__getitem__, range(1, len(nodes) + 1))), usage
+    return list(map(verdicts.__getitem__, ids)), usage

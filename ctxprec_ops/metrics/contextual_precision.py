@@ -12,9 +12,7 @@ from ..cases.results import MetricResult
 from ..cases.single_turn import LLMTestCase
 from ..cases.validation import CaseModel
 from ..errors import InvalidTestCaseError
-from ..judge.cache import judgment_keys
 from ..judge.calls import JudgeRun, Usage
-from ..judge.nodes import judge_nodes
 from ..scoring.formula import apply_strict, contextual_precision
 from ..scoring.template import ContextualPrecisionTemplate
 from . import names
@@ -78,7 +76,7 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
 
     def judgment_keys(self, test_case: LLMTestCase) -> list[bytes]:
         question, expected, nodes = self.judged(test_case)
-        return judgment_keys(self.evaluation_model, self.prompt_version, question, expected, nodes)
+        return self.stage_keys(question, expected, nodes)
 
     def judge_requests(self, test_case: Any) -> list[tuple[str, str, list[str]]]:
         """What scoring ``test_case`` sends the judge: ``[(question, expected, nodes)]``.
@@ -92,18 +90,7 @@ class ContextualPrecisionMetric(BaseRetrievalMetric):
         question, expected, nodes = self.judged(test_case)
         usage = Usage()
         try:
-            verdicts, _ = await judge_nodes(
-                self.model,
-                self._judge_template(),
-                self.prompt_version,
-                question,
-                expected,
-                nodes,
-                run,
-                max_nodes_per_call=self.max_nodes_per_call,
-                usage=usage,
-                samples=self.judge_samples,
-            )
+            verdicts = await self.judge_node_list(run, question, expected, nodes, usage)
         finally:  # a failed case still reports the calls it paid for
             record_usage(result, usage)
         raw = contextual_precision(list(map(_relevant, verdicts)))

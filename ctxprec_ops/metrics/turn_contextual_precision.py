@@ -20,9 +20,7 @@ from ..cases.images import judged_text
 from ..cases.results import MetricResult, WindowResult
 from ..cases.validation import CaseModel
 from ..errors import InvalidTestCaseError, NotScorableError
-from ..judge.cache import judgment_keys
 from ..judge.calls import JudgeRun, Usage, gather_settled
-from ..judge.nodes import judge_nodes
 from ..scoring.formula import apply_strict, contextual_precision
 from ..scoring.template import TurnContextualPrecisionTemplate
 from . import names
@@ -153,12 +151,8 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
         keys: list[bytes] = []
         for w in windows(case.turns, self.window_size):
             if w.nodes:
-                keys += judgment_keys(
-                    self.evaluation_model,
-                    self.prompt_version,
-                    "\n".join(w.user_messages),
-                    judged_text(case.expected_outcome or "", "expected_outcome"),
-                    w.nodes,
+                keys += self.stage_keys(
+                    "\n".join(w.user_messages), judged_text(case.expected_outcome or "", "expected_outcome"), w.nodes
                 )
         return keys
 
@@ -190,18 +184,7 @@ class TurnContextualPrecisionMetric(BaseRetrievalMetric):
         async def judge(w: Window, usage: Usage):
             if not w.nodes:
                 return [], usage
-            return await judge_nodes(
-                self.model,
-                self._judge_template(),
-                self.prompt_version,
-                "\n".join(w.user_messages),
-                outcome,
-                w.nodes,
-                run,
-                max_nodes_per_call=self.max_nodes_per_call,
-                usage=usage,
-                samples=self.judge_samples,
-            )
+            return await self.judge_node_list(run, "\n".join(w.user_messages), outcome, list(w.nodes), usage), usage
 
         usages = [Usage() for _ in wins]
         total = Usage()

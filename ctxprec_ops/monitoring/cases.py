@@ -78,6 +78,8 @@ def load_worst_cases(
                     }
                     if v.get("agreement") is not None:  # a majority of sampled answers
                         node["agreement"] = v["agreement"]
+                    if v.get("decided_by") is not None:  # a cascade: which judge's verdict it is
+                        node["decided_by"] = v["decided_by"]
                     nodes.append(node)
             groups = _split_windows(nodes)
             cases.append(

@@ -222,6 +222,30 @@ def _flip_rates(engine: Engine, metric: str, history: History, partitions: list[
         return []
 
 
+def _cascade(engine: Engine, history: History, partitions: list[str]) -> dict[str, Any] | None:
+    """A cascade population's per-day figures and its latest calibration; None on any error."""
+    from ..warehouse.cascades import read_cascades
+    from .cascades import cascade_days, cascade_of
+
+    about = cascade_of(history.population)
+    if about is None:
+        return None
+    try:
+        days = cascade_days(engine, history.population, partitions)
+        latest = next(
+            (
+                c
+                for c in read_cascades(engine)
+                if (c["cheap_model"], c["strong_model"]) == (about["cheap"], about["strong"])
+            ),
+            None,
+        )
+    except Exception as exc:  # a bonus section: never fails the report
+        logging.getLogger("ctxprec_ops.monitoring").warning("report: cascade not shown: %s", type(exc).__name__)
+        return None
+    return {**about, "days": days, "calibration": latest}
+
+
 def _segment_sections(
     engine: Engine, history: History, by: Sequence[str], partition: str | None, rules: AlertRules, min_rows: int
 ) -> list[Any]:
@@ -335,6 +359,7 @@ def render_report(
         )  # fmt: skip
         ctx["calibrations"] = _calibrations(engine)
         ctx["flip_rates"] = _flip_rates(engine, metric, history, scored)
+        ctx["cascade"] = _cascade(engine, history, [r.partition_key for r in results])
         ctx["audits"] = _audits(engine, metric, history, [r.partition_key for r in results])
         ctx["reference_free"] = _reference_free(engine, metric, history, scored)
     html = render_report_html(ctx)

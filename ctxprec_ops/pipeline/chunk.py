@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Any
 from ..cases.results import MetricResult
 from ..errors import JudgeDeferredError
 from ..judge.cache import DictVerdictCache
-from ..scoring.consistency import agreement_of, verdicts_json_text
+from ..scoring.confidence import confidence_of
+from ..scoring.consistency import verdicts_json_text
 from ..warehouse.engine import write_retrying
 from ..warehouse.label_figures import figure_row, write_figures
 from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.segments import refresh_segment_values, segment_rows, write_segments
 from ..warehouse.store import analyze_if_grown, delete_failures, write_chunk
 from ..warehouse.upsert import ColumnRows
+from .cascade import stage_columns
 from .context import PipelineContext
 from .intake import Intake, failure_row
 from .records import INPUT_PROBLEMS, Chunk, ChunkResult
@@ -82,6 +84,7 @@ def _collect(
     scored_at = _now()
     key, pk = ctx.key, chunk.partition_key
     scores: list[dict[str, Any]] = []
+    cascaded = getattr(ctx.metric, "cascade", None) is not None
     for case, r in zip(intake.cases, results):
         log_id = str(case.id)
         result.judge_calls += r.judge_calls
@@ -89,6 +92,11 @@ def _collect(
         result.completion_tokens += r.completion_tokens or 0
         if result.cost is not None:
             result.cost = None if r.cost is None else result.cost + r.cost
+        if cascaded:  # each judge's part of the spend
+            strong = r.strong_cost
+            cheap = None if r.cost is None or strong is None else r.cost - strong
+            result.strong_cost = None if result.strong_cost is None or strong is None else result.strong_cost + strong
+            result.cheap_cost = None if result.cheap_cost is None or cheap is None else result.cheap_cost + cheap
         if r.error_type == DEFERRED:  # a deferred transport has its requests: a later pass writes it
             result.rows_deferred += 1
             continue
@@ -109,6 +117,8 @@ def _collect(
             continue
         if r.judge_calls == 0 and r.cached_nodes > 0:
             result.rows_cached += 1
+        result.nodes_judged += r.nodes_judged
+        result.nodes_escalated += r.nodes_escalated
         scores.append(_score_row(r, log_id, pk, key, run_id, scored_at, chunk.index))
         if r.figures is not None:
             intake.figures.append(figure_row(r.figures, log_id, pk, key, run_id))
@@ -158,15 +168,18 @@ def _write(ctx: PipelineContext, intake: Intake, scores: list[dict[str, Any]], c
     judgments: ColumnRows | list[dict[str, Any]] = []
     if cache is not None and cache.added:
         verdicts = list(cache.added.values())
-        judgments = ColumnRows(
-            {
-                "key": list(cache.added),
-                "relevant": [bool(v.relevant) for v in verdicts],
-                "reason": [v.reason for v in verdicts],
-                "agreement": list(map(agreement_of, verdicts)),
-            },
-            shared={"judge_model": ctx.key.judge_model, "prompt_version": ctx.key.prompt_version, "created_at": _now()},
-        )
+        columns: dict[str, list[Any]] = {
+            "key": list(cache.added),
+            "relevant": [bool(v.relevant) for v in verdicts],
+            "reason": [v.reason for v in verdicts],
+            "agreement": list(map(confidence_of, verdicts)),
+        }
+        shared = {"judge_model": ctx.key.judge_model, "prompt_version": ctx.key.prompt_version, "created_at": _now()}
+        stages = stage_columns(ctx.metric, verdicts)  # a cascade: each verdict under its own stage's model
+        if stages is not None:
+            columns.update(stages)
+            shared = {"created_at": shared["created_at"]}
+        judgments = ColumnRows(columns, shared=shared)
 
     def write(conn: Connection) -> None:
         write_chunk(

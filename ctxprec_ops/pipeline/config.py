@@ -92,6 +92,18 @@ class PipelineConfig:
     judge_mode: str = setting("sync", choices=JUDGE_MODES)
     #: self-consistency: sampled judge answers per node, odd (the metrics' ``samples``)
     judge_samples: int = setting(1, ge=1, integer=True, odd=True)
+    #: a judge cascade (``judge/cascade.py``): the strong judge the cheap judge's unsure verdicts go
+    #: to, and either the confidence threshold C below which they go, or the agreement with the
+    #: strong judge C is chosen for on a calibration sample of ``calibration_nodes`` nodes
+    #: (``pipeline/cascade.py``; stored in ``ctxprec_cascades`` and reused until the judges or the
+    #: prompt change, or ``recalibrate``). ``label_set``: the ``ctxprec_labels`` set whose labelled
+    #: nodes are the calibration's reference instead of the strong judge, when it has enough
+    escalate_to: str | JudgeModel | None = None
+    escalate_below: float | None = setting(None, ge=0, le=1)
+    target_agreement: float | None = setting(None, gt=0, le=1)
+    calibration_nodes: int = setting(defaults.CALIBRATION_NODES, ge=10, integer=True)
+    recalibrate: bool = False
+    label_set: str = "default"
     #: batch mode: longest wait between two polls of a batch, seconds
     batch_poll_seconds: float = setting(60.0, ge=0)
     #: batch mode: requests a batch did not answer usably: ``batch`` (next batch) or ``sync`` (at once)
@@ -171,6 +183,7 @@ class PipelineConfig:
         if isinstance(self.judge, str) and self.judge.strip().lower() != "lexical":
             validate_judge_name(self.judge.strip())  # before any call or write
         self.prices = parse_prices(self.prices)
+        self._check_cascade()
         if self.judge_mode == "batch" and self.judge_samples > 1:
             raise ValueError(
                 f"judge_samples={self.judge_samples} is not supported in batch mode (the Batch API path judges "
@@ -178,6 +191,31 @@ class PipelineConfig:
             )
         register_secret(self.judge_api_key)
         register_secret(self.phoenix_api_key)
+
+    def _check_cascade(self) -> None:
+        """A cascade needs a strong judge and exactly one of a threshold and a target (``ValueError``)."""
+        if isinstance(self.escalate_to, str):
+            self.escalate_to = self.escalate_to.strip() or None
+        rules = [n for n in ("escalate_below", "target_agreement") if getattr(self, n) is not None]
+        if self.escalate_to is None:
+            if rules:
+                raise ValueError(f"{' and '.join(rules)} needs escalate_to: the strong judge of a cascade")
+            return
+        if len(rules) != 1:
+            raise ValueError(
+                "a cascade (escalate_to) needs one of escalate_below (the confidence threshold) and "
+                "target_agreement (the agreement with the strong judge the threshold is chosen for)"
+                + (", not both" if rules else "")
+            )
+        if not self.kind.needs_judge:
+            raise ValueError(f"escalate_to applies to a judged metric, not {self.metric!r}")
+        if isinstance(self.escalate_to, str) and self.escalate_to.lower() != "lexical":
+            validate_judge_name(self.escalate_to)
+
+    @property
+    def cascaded(self) -> bool:
+        """Whether the run judges with a cascade (``escalate_to``)."""
+        return self.escalate_to is not None
 
     @property
     def phoenix(self) -> PhoenixTarget | None:

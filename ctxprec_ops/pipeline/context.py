@@ -25,6 +25,7 @@ from ..warehouse.source import SourceTable, SourceTableError, reflect_source
 from ..warehouse.types import stored_length
 from .config import PipelineConfig
 from .formats import SPAN_FORMATS, RowsReader, SourceReader, make_reader
+from .judges import build_judge
 from .mapping import DEFAULT_MAPPING, mapping_of
 
 __all__ = ["PipelineContext", "prepare", "check_key_fits", "scoring_key", "with_segments"]
@@ -154,28 +155,6 @@ def with_segments(source: SourceTable, segments: tuple[str, ...]) -> tuple[Sourc
             names.append(col.name)
             extra[segment_column(col.name)] = col
     return source.with_columns(extra), tuple(names)
-
-
-def build_judge(config: PipelineConfig) -> JudgeModel:
-    """The judge a run of ``config`` calls: named (or given) by ``config.judge``, at its endpoint
-    with its key and timeout, reading images or not (``judge_multimodal``), at its price in
-    ``config.prices`` when that names it (else the list price)."""
-    from ..judge.models import make_judge
-
-    extra: dict[str, object] = {}
-    if isinstance(config.judge, str):
-        price = config.prices.get(config.judge.strip())
-        if price is not None:
-            extra["price_per_million"] = price
-        if config.judge_multimodal is not None:
-            extra["multimodal"] = config.judge_multimodal
-    return make_judge(
-        config.judge,
-        base_url=config.judge_base_url,
-        api_key=config.judge_api_key,
-        timeout=config.judge_timeout,
-        **extra,
-    )
 
 
 def prepare(config: PipelineConfig) -> PipelineContext:

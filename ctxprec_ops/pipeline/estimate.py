@@ -37,8 +37,8 @@ from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.source import Partition, reflect_source
 from ..warehouse.store import load_judgments, scored_ids
 from . import PipelineConfig
-from .context import build_judge
 from .formats import SPAN_FORMATS, make_reader
+from .judges import build_judge
 from .mapping import mapping_of
 from .plan import iter_chunk_rows
 
@@ -87,6 +87,9 @@ class Estimate:
     method: str = ""
     #: sampled answers per node (self-consistency); completion tokens count every one
     samples: int = 1
+    #: a judge cascade: the strong stage's and the calibration's figures (``estimate_cascade``); the
+    #: figures above are the cheap judge's, ``cost`` the whole
+    cascade: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.method:
@@ -121,8 +124,12 @@ def estimate_partition(
     metric = kind.build(config, judge)
     template = metric.evaluation_template
     model, version = metric.evaluation_model, metric.prompt_version
+    # the nodes the (cheap) judge would judge: those not in its stage of the judgment cache
+    cache_model, cache_version = model, version
+    if metric.cascade is not None:
+        cache_model, cache_version = judge.get_model_name(), metric.stage_versions()[0]
     price = _price(judge, config)
-    counter = token_counter(model)
+    counter = token_counter(judge.get_model_name())
     est = Estimate(
         partition.key,
         metric.metric_name,
@@ -175,7 +182,9 @@ def estimate_partition(
                     est.invalid_examples.append(f"{log_id}: {exc}")
                 continue
             est.rows_to_score += 1
-        keyed = [judgment_keys(model, version, q, a, [text for _, text in nodes]) for q, a, nodes in requests]
+        keyed = [
+            judgment_keys(cache_model, cache_version, q, a, [text for _, text in nodes]) for q, a, nodes in requests
+        ]
         with read_connection(engine) as conn:
             cached = (
                 set(load_judgments(conn, tables, [k for ks in keyed for k in ks], agreement=False))
@@ -208,12 +217,17 @@ def estimate_partition(
         est.cost = None
     else:
         est.cost = (est.prompt_tokens * price[0] + est.completion_tokens * price[1]) / 1_000_000
-    batch_price = batch_price_of(est.judge_model, config.prices) if price is not None else None
-    if judge.price_per_million is not None and price is not None and f"{est.judge_model}@batch" not in config.prices:
+    model_name = judge.get_model_name()  # a cascade's cheap judge (est.judge_model names the cascade)
+    batch_price = batch_price_of(model_name, config.prices) if price is not None else None
+    if judge.price_per_million is not None and price is not None and f"{model_name}@batch" not in config.prices:
         batch_price = (price[0] * BATCH_DISCOUNT, price[1] * BATCH_DISCOUNT)
     est.batch_cost = (
         None
         if batch_price is None or samples > 1  # batch mode does not sample
         else (est.prompt_tokens * batch_price[0] + est.completion_tokens * batch_price[1]) / 1_000_000
     )
+    if metric.cascade is not None:  # the strong stage on the expected share, and a calibration when due
+        from .estimate_cascade import price_cascade
+
+        price_cascade(est, config, metric, engine, price)
     return est

@@ -29,14 +29,43 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _total(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else float(sum(v for v in values if v is not None))
+
+
 def _spend(chunk_results: list[ChunkResult]) -> dict[str, Any]:
-    costs = [c.cost for c in chunk_results]
     return {
         "prompt_tokens": sum(c.prompt_tokens for c in chunk_results),
         "completion_tokens": sum(c.completion_tokens for c in chunk_results),
-        "cost": None if any(c is None for c in costs) else float(sum(c for c in costs if c is not None)),
+        "cost": _total([c.cost for c in chunk_results]),
         "judge_calls": sum(c.judge_calls for c in chunk_results),
     }
+
+
+def _cascade_figures(ctx: PipelineContext, results: list[ChunkResult]) -> dict[str, Any]:
+    """A cascade's run-row figures (nothing for one judge): node counts and each judge's spend from
+    the chunk results (None without them), the threshold and its calibration's agreement."""
+    cascade = getattr(ctx.metric, "cascade", None)
+    if cascade is None:
+        return {}
+    if not cascade.calibrated:  # summarised apart from its chunks (a task of its own)
+        from .cascade import ensure_cascade
+
+        ensure_cascade(ctx, None, calibrate=False)
+    out: dict[str, Any] = {"escalate_below": cascade.escalate_below}
+    if cascade.calibration is not None:
+        out["calibration_agreement"] = cascade.calibration.agreement
+    if results:
+        judged = sum(c.nodes_judged for c in results)
+        escalated = sum(c.nodes_escalated for c in results)
+        out.update(
+            nodes_judged=judged,
+            nodes_escalated=escalated,
+            escalation_rate=escalated / judged if judged else None,
+            cheap_cost=_total([c.cheap_cost for c in results]),
+            strong_cost=_total([c.strong_cost for c in results]),
+        )
+    return out
 
 
 def _rows_outside(ctx: PipelineContext, partition: Partition) -> tuple[int, int]:
@@ -125,6 +154,7 @@ def finalize_run(
         pass_rate=figures["pass_rate"],
         ci_low=figures["ci_low"],
         ci_high=figures["ci_high"],
+        **_cascade_figures(ctx, results),
     )
     if ledger.unaccounted:
         summary.error_message = unaccounted_text(summary)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import JudgeConfigurationError
 from ..metrics import names
 from .columns import ColumnSet, ConversationColumns, LabelColumns, SourceColumns
+from .judges import JudgeSettings, build_judge
 
 if TYPE_CHECKING:
     from ..judge.models.base import JudgeModel
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["MetricKind", "MetricSettings", "METRIC_KINDS", "METRIC_NAMES", "DEFAULT_METRIC", "metric_kind"]
 
 
-class MetricSettings(Protocol):
+class MetricSettings(JudgeSettings, Protocol):
     """What building a metric reads from a run's configuration (``MetricSettings`` has it all)."""
 
     threshold: float
@@ -38,6 +39,10 @@ class MetricSettings(Protocol):
     max_retries: int
     window_size: int
     judge_samples: int
+    escalate_to: Any
+    escalate_below: float | None
+    target_agreement: float | None
+    calibration_nodes: int
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,7 @@ class MetricKind:
 def _common(config: MetricSettings, judge: JudgeModel | None) -> dict[str, Any]:
     if judge is None:  # prepare() builds a judge for every kind that needs one
         raise JudgeConfigurationError("this metric needs a judge, and none was configured")
-    return dict(
+    out = dict(
         threshold=config.threshold,
         model=judge,
         strict_mode=config.strict_mode,
@@ -96,6 +101,14 @@ def _common(config: MetricSettings, judge: JudgeModel | None) -> dict[str, Any]:
         max_retries=config.max_retries,
         samples=config.judge_samples,
     )
+    if config.escalate_to is not None:  # a cascade: the strong judge at the same endpoint, its own price
+        out.update(
+            escalate_to=build_judge(config, config.escalate_to),
+            escalate_below=config.escalate_below,
+            target_agreement=config.target_agreement,
+            calibration_nodes=config.calibration_nodes,
+        )
+    return out
 
 
 def _single(config: MetricSettings, judge: JudgeModel | None) -> BaseRetrievalMetric:

@@ -141,6 +141,12 @@ class ChunkResult:
     rows_sampled: int | None = None
     #: rows whose judge requests a deferred transport took (written in a later pass)
     rows_deferred: int = 0
+    #: a judge cascade: nodes of the scored rows, those the strong judge decided, and the spend
+    #: of each judge (None: unknown)
+    nodes_judged: int = 0
+    nodes_escalated: int = 0
+    cheap_cost: float | None = 0.0
+    strong_cost: float | None = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -207,6 +213,16 @@ class RunSummary:
     #: (the ledger); ``unaccounted_ids``: the first few of their ids (not a column)
     rows_unaccounted: int = 0
     unaccounted_ids: list[str] = field(default_factory=list)
+    #: a judge cascade (None for one judge): the nodes of the rows this run scored, those the
+    #: strong judge decided and their share, the spend of each judge, the threshold C used and
+    #: the agreement with the reference measured on the calibration sample that chose it
+    nodes_judged: int | None = None
+    nodes_escalated: int | None = None
+    escalation_rate: float | None = None
+    cheap_cost: float | None = None
+    strong_cost: float | None = None
+    escalate_below: float | None = None
+    calibration_agreement: float | None = None
     #: set while the run waits for its transport (status ``waiting``); not a ``ctxprec_runs`` column
     waiting: Waiting | None = None
 
@@ -248,7 +264,10 @@ class RunSummary:
 class ProgressEvent:
     #: ``judge_outage``: the circuit breaker paused, probed, resumed or gave up (``message`` says
     #: which, why and for how long)
-    kind: Literal["planned", "chunk_started", "rows_done", "chunk_done", "finished", "judge_outage", "batch_waiting"]
+    #: ``cascade``: the run's cascade threshold was reused or chosen (``message`` says which)
+    kind: Literal[
+        "planned", "chunk_started", "rows_done", "chunk_done", "finished", "judge_outage", "batch_waiting", "cascade"
+    ]
     partition_key: str
     done: int = 0
     total: int | None = None

@@ -20,6 +20,7 @@ from .._warm import warm_imports
 from ..judge.budget import Budget
 from ..warehouse.engine import display_url
 from ..warehouse.source import Partition
+from .cascade import ensure_cascade
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .finalize import finalize_run, record_abort, run_row, write_run
@@ -35,7 +36,7 @@ from .records import (
 )
 from .staging import stage_source
 from .stream import score_chunks
-from .transport import JudgeTransport, transport_for
+from .transport import JudgeTransport, transport_for, transport_metric
 from .workers import can_fork_out, score_in_processes
 
 __all__ = ["score_partition"]
@@ -137,6 +138,12 @@ def _carry(results: list[ChunkResult], partition_key: str) -> dict[str, Any]:
         total.completion_tokens += r.completion_tokens
         total.judge_calls += r.judge_calls
         total.cost = None if total.cost is None or r.cost is None else total.cost + r.cost
+        total.nodes_judged += r.nodes_judged
+        total.nodes_escalated += r.nodes_escalated
+        total.cheap_cost = None if total.cheap_cost is None or r.cheap_cost is None else total.cheap_cost + r.cheap_cost
+        total.strong_cost = (
+            None if total.strong_cost is None or r.strong_cost is None else total.strong_cost + r.strong_cost
+        )
     return total.to_dict()
 
 
@@ -170,9 +177,11 @@ def _passes(
     progress: ProgressCallback | None,
     workers: int,
     wait: bool,
+    carried: dict[str, Any] | None = None,
 ) -> tuple[list[ChunkResult], RunSummary | None]:
     """Score the partition pass after pass until the transport defers nothing more; returns the
-    chunk results, or a ``waiting`` run when ``wait`` is False and the transport's work runs on."""
+    chunk results, or a ``waiting`` run when ``wait`` is False and the transport's work runs on
+    (``carried``: what the run's earlier invocations spent)."""
     chunks = plan_chunks(ctx.config, partition, context=ctx)
     total = sum(c.rows for c in chunks)
     log.info("partition %s: %d rows in %d chunks of up to %d", partition, total, len(chunks), ctx.config.chunk_size)
@@ -183,7 +192,9 @@ def _passes(
         ids = transport.pending()
         if ids:
             if not wait:
-                return results, _waiting(ctx, base, transport, ids, results)
+                # what earlier invocations of the run spent travels on with this one's (a run
+                # can wait several times: a cascade's escalation batch follows the cheap one's)
+                return results, _waiting(ctx, base, transport, ids, _spend(results, carried))
             transport.wait(progress)
         transport.collect()
         results += _score_chunks(ctx, chunks, run_id, progress, workers, transport)
@@ -237,21 +248,31 @@ def score_partition(
         base = _start_run(ctx, partition_key, run_id, transport)
     try:
         transport.open(ctx, partition_key, run_id, resume.get("transport"))
+        # a cascade's threshold: reused, or chosen on a sample of the partition (once per run, with
+        # ordinary calls to the real judges whatever the transport)
+        ready = ensure_cascade(ctx, partition, recalibrate=config.recalibrate and not resume, run_id=run_id)
+        if ready is not None and progress is not None:
+            progress(ProgressEvent("cascade", partition_key, 0, None, ready.note))
         judge = transport.judge()
         if judge is not ctx.judge:  # the transport answers the calls: the metric calls it
-            ctx = replace(ctx, judge=judge, metric=config.kind.build(config, judge))
-        results, waiting = _passes(ctx, partition, run_id, base, transport, _warming(progress), workers, wait)
+            ctx = replace(ctx, judge=judge, metric=transport_metric(config, judge, transport, ctx.metric))
+        carried = resume.get("spend")
+        if ready is not None and ready.spend is not None:  # calibrating is part of the run's spend,
+            carried = _carry(_spend([ready.spend], carried), partition_key)  # carried across a wait too
+        results, waiting = _passes(ctx, partition, run_id, base, transport, _warming(progress), workers, wait, carried)
         if waiting is not None:
             return waiting
         summary = finalize_run(
             config,
             partition,
             run_id=run_id,
-            chunk_results=_spend(results, resume.get("spend")),
+            chunk_results=_spend(results, carried),
             started_at=base.started_at,
             context=ctx,
         )
         notes = transport.notes() + ctx.rows.notes()
+        if ready is not None and ready.calibrated:
+            notes.append(ready.note)
         cause = next((r.error_message for r in results if r.error_message), None)
         if cause and not summary.completed:
             notes.append(cause)  # e.g. "judge unreachable: connection refused at URL"

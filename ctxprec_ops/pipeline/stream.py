@@ -48,6 +48,7 @@ from ..judge.retry import RetryWaits
 from ..scoring.verdicts import NodeVerdict
 from ..warehouse.claims import chunk_claim
 from ..warehouse.dialects import dialect_of
+from .cascade import ensure_cascade
 from .chunk import chunk_claim_name, finish_chunk
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
@@ -327,6 +328,7 @@ def score_chunks(
     """
     if not chunks:
         return []
+    ensure_cascade(ctx, chunks[0].partition)  # a cascade's threshold: the run's, when set apart
     if budget is None:
         budget = remaining_budget(ctx, run_id)
     total = total if total is not None else done_before + sum(c.rows for c in chunks)

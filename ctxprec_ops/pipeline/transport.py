@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .context import PipelineContext
     from .records import ProgressCallback
 
-__all__ = ["JudgeTransport", "SyncTransport", "transport_for", "ENTRY_POINT_GROUP"]
+__all__ = ["JudgeTransport", "SyncTransport", "transport_for", "transport_metric", "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "ctxprec_ops.transports"
 
@@ -114,6 +114,22 @@ class SyncTransport:
 
     def close(self) -> None:
         pass
+
+
+def transport_metric(config: Any, judge: JudgeModel | None, transport: Any, like: Any = None) -> Any:
+    """The run's metric calling ``judge`` (the transport's); a cascade's strong judge is answered
+    by the transport too (``judge_for``), so both stages go through it, with the threshold of the
+    metric it replaces (``like``)."""
+    metric = config.kind.build(config, judge)
+    cascade = getattr(metric, "cascade", None)
+    if cascade is not None:
+        wrap = getattr(transport, "judge_for", None)
+        if callable(wrap):
+            cascade.strong = wrap(cascade.strong)
+        before = getattr(like, "cascade", None)
+        if before is not None and before.calibrated:
+            metric.set_threshold(before.escalate_below, before.calibration)
+    return metric
 
 
 def _entry_point(name: str) -> Callable[..., JudgeTransport]:

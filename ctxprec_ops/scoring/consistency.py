@@ -55,11 +55,12 @@ def node_verdict(node: int, relevant: bool, reason: str, agreement: float | None
 
 
 def verdict_json(v: NodeVerdict) -> dict[str, Any]:
-    """One node of ``ctxprec_scores.verdicts``: ``{node, relevant, reason}`` (+ ``agreement``)."""
-    out: dict[str, Any] = {"node": v.node, "relevant": v.relevant, "reason": v.reason}
-    if isinstance(v, SampledVerdict):
-        out["agreement"] = v.agreement
-    return out
+    """One node of ``ctxprec_scores.verdicts``: ``{node, relevant, reason}``, plus the fields of a
+    richer verdict that are set (a majority's ``agreement``; a cascade's ``decided_by``,
+    ``cheap_confidence`` and, on an escalated node, ``cheap_relevant``)."""
+    if type(v) is NodeVerdict:
+        return {"node": v.node, "relevant": v.relevant, "reason": v.reason}
+    return v.model_dump(exclude_none=True)
 
 
 def verdicts_json_text(verdicts: Sequence[NodeVerdict]) -> JSONText:

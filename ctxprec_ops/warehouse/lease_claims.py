@@ -41,6 +41,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from ..errors import CtxPrecError
+from .ddl import create_table
 from .dialects import dialect_of
 from .reflect import has_table
 
@@ -118,7 +119,8 @@ def ensure_claims_table(engine: Engine, schema: str | None = None) -> Table:
         for attempt in range(5):
             try:
                 if not _table_exists(engine, schema):
-                    table.create(engine, checkfirst=False)
+                    with engine.begin() as conn:  # the family's DDL (ClickHouse: its table engine)
+                        create_table(conn, table, checkfirst=False)
                 break
             except Exception:
                 # another process or thread created it between the check and the CREATE

@@ -46,7 +46,8 @@ _lock = threading.Lock()
 
 
 def _probe(conn: Connection, table: Table, privilege: str) -> None:
-    col = next(iter(table.primary_key.columns))
+    # a column outside the key: ClickHouse cannot UPDATE a column of the sorting key at all
+    col = next((c for c in table.columns if not c.primary_key), next(iter(table.primary_key.columns)))
     if privilege == "INSERT":
         cols = list(table.columns)
         conn.execute(insert(table).from_select([c.name for c in cols], select(*cols).where(false())))

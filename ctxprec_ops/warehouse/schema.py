@@ -215,6 +215,16 @@ def _build(schema: str | None) -> OutputTables:
         Column("rows_sampled", Integer),
         # the ledger: sampled source rows in neither ctxprec_scores nor ctxprec_failures
         Column("rows_unaccounted", Integer),
+        # a judge cascade (NULL for one judge): nodes of the rows scored, those the strong judge
+        # decided and their share, each judge's spend, the threshold used and the agreement the
+        # calibration that chose it measured (ctxprec_cascades)
+        Column("nodes_judged", Integer),
+        Column("nodes_escalated", Integer),
+        Column("escalation_rate", _DOUBLE),
+        Column("cheap_cost", _DOUBLE),
+        Column("strong_cost", _DOUBLE),
+        Column("escalate_below", _DOUBLE),
+        Column("calibration_agreement", _DOUBLE),
         PrimaryKeyConstraint("run_id", "partition_key", "metric", "source_table", "mapping", name=f"{RUNS}_pk"),
         Index(f"ix_{RUNS}_partition", "partition_key", "metric"),
     )

@@ -1,6 +1,6 @@
 """The conformance suite: the invariants every warehouse backend must keep, one set of tests run
 on each backend (a parameter id: ``sqlite``, ``postgresql``, ``mariadb``, ``duckdb``,
-``snowflake``).
+``snowflake``, ``clickhouse``, ``redshift``).
 
 - ``backends/``: one module per backend (its databases, column types, capabilities as data);
   ``backends/__init__.py`` says how to add one;

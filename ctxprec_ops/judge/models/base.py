@@ -38,6 +38,9 @@ class Generation:
     rate_limit_headers: Mapping[str, str] | None = None
     #: every answer of a request for sampled answers (``a_generate_samples``); None otherwise
     outputs: list[Any] | None = None
+    #: the answer's tokens as ``(UTF-8 bytes, log-probability)`` (``a_generate_with_logprobs``;
+    #: ``judge.logprobs``); None when not asked for or not returned
+    logprobs: list[tuple[bytes, float]] | None = None
 
 
 class ChoicesUnsupportedError(Exception):
@@ -93,6 +96,16 @@ class JudgeModel(ABC):
         gen = await self.a_generate_with_usage(prompt, schema)
         gen.outputs = [gen.output]
         return gen
+
+    #: the judge returns token log-probabilities with its answer (``a_generate_with_logprobs``): a
+    #: verdict's confidence is then the probability of its ``true``/``false`` token, and the judge
+    #: can be the cheap stage of a cascade (``judge.cascade``) without sampling
+    gives_logprobs: bool = False
+
+    async def a_generate_with_logprobs(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
+        """The answer with its tokens' log-probabilities in ``Generation.logprobs`` (a judge whose
+        ``gives_logprobs`` is True implements it)."""
+        raise NotImplementedError(f"judge {self.get_model_name()!r} does not return token log-probabilities")
 
     #: ``generate`` answers at once, in this process, with no I/O and nothing to wait for (a
     #: rule-based judge, a test double). The judging core then calls ``generate`` directly on the

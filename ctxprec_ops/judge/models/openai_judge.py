@@ -27,6 +27,7 @@ from ...scoring.samples import DEFAULT_SAMPLE_TEMPERATURE
 from ...scoring.verdicts import YES_NO_SCHEMA, JudgeAnswer, YesNoAnswer
 from ...secrets import register_secret
 from .. import defaults
+from ..logprobs import tokens_of
 from ..pricing import cost_of
 from ..retry import TransientJudgeError
 from .base import ChoicesUnsupportedError, Generation, JudgeModel
@@ -114,6 +115,15 @@ def _refused(exc: Any) -> Exception:
             f"the judge refused this row's prompt as longer than its model's context (HTTP {status}): {detail}"
         )
     return JudgeRequestRejectedError(f"the judge endpoint refused the request (HTTP {status}): {detail}")
+
+
+def no_logprobs(model: str, what: str) -> str:
+    """Why a judge whose endpoint gives no token log-probabilities cannot be a cascade's cheap stage."""
+    return (
+        f"judge {model!r} cannot be the cheap stage of a cascade: its endpoint was asked for token "
+        f"log-probabilities (logprobs) and {what}; use an endpoint that returns them, or judge_samples >= 3 "
+        "(the confidence is then the agreement of sampled answers)"
+    )
 
 
 def message_content(prompt: str) -> Any:
@@ -317,8 +327,20 @@ class OpenAIJudge(JudgeModel):
             return self.temperature
         return DEFAULT_SAMPLE_TEMPERATURE
 
+    #: chat completions return token log-probabilities when asked (``logprobs: true``)
+    gives_logprobs = True
+
     async def a_generate_with_usage(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
         return await self._complete(prompt, schema, None)
+
+    async def a_generate_with_logprobs(self, prompt: str, schema: type[BaseModel] | None = None) -> Generation:
+        """The ordinary answer, asked with ``logprobs: true``: ``Generation.logprobs`` holds its
+        tokens. An endpoint that refuses the parameter, or answers without log-probabilities, is a
+        ``JudgeConfigurationError``: it cannot be a cascade's cheap stage without sampling."""
+        gen = await self._complete(prompt, schema, None, logprobs=True)
+        if gen.logprobs is None:
+            raise JudgeConfigurationError(no_logprobs(self.model, "answered without them"))
+        return gen
 
     async def a_generate_samples(self, prompt: str, schema: type[BaseModel] | None, n: int) -> Generation:
         """``n`` sampled answers in one request (``n`` is sent when above 1) at the sampling
@@ -330,7 +352,9 @@ class OpenAIJudge(JudgeModel):
             self.choices_per_request = 1
         return gen
 
-    async def _complete(self, prompt: str, schema: type[BaseModel] | None, n: int | None) -> Generation:
+    async def _complete(
+        self, prompt: str, schema: type[BaseModel] | None, n: int | None, logprobs: bool = False
+    ) -> Generation:
         """One chat completion. ``n`` None: the ordinary answer (at ``temperature``); else ``n``
         sampled choices at the sampling temperature, all in ``Generation.outputs``."""
         import openai
@@ -346,6 +370,8 @@ class OpenAIJudge(JudgeModel):
                 body["temperature"] = temperature
             if n is not None and n > 1:
                 body["n"] = n
+            if logprobs:
+                body["logprobs"] = True
             fmt = self.response_format(schema)
             if fmt is not None:
                 body["response_format"] = fmt
@@ -366,6 +392,8 @@ class OpenAIJudge(JudgeModel):
                     if self.mode == rejected:
                         self.mode = "json_object" if rejected == "json_schema" else "none"
                     continue
+                if logprobs and _mentions(exc, "logprobs"):
+                    raise JudgeConfigurationError(no_logprobs(self.model, "refused them")) from None
                 if temperature is not None and _mentions(exc, "temperature"):
                     self.temperature = None
                     self._temperature_refused = True
@@ -409,6 +437,11 @@ class OpenAIJudge(JudgeModel):
         else:
             cost = cost_of(self.model, pt, ct)
         limits = {k: v for k, v in resp.headers.items() if k.lower().startswith("x-ratelimit-")}
+        tokens = None
+        if logprobs and isinstance(choices, list) and choices:
+            first = choices[0] if isinstance(choices[0], dict) else {}
+            chosen = first.get("logprobs")
+            tokens = tokens_of(chosen.get("content") if isinstance(chosen, dict) else None)
         return Generation(
             output=content or "",
             prompt_tokens=pt,
@@ -416,6 +449,7 @@ class OpenAIJudge(JudgeModel):
             cost=cost,
             rate_limit_headers=limits or None,
             outputs=outputs,
+            logprobs=tokens,
         )
 
     async def a_generate(self, prompt: str, schema: type[BaseModel] | None = None) -> Any:

@@ -17,9 +17,11 @@ nothing else differs between backends in the suite's tests:
   and one per logical column type;
 - ``time_zone(wh)`` / ``select_only(wh)``: context managers yielding a URL of the same database
   with a non-UTC server and session time zone / with SELECT-only rights;
-- ``cli(wh, *args)``: the argv of a ``ctxprec`` process on the warehouse.
+- ``cli(wh, *args)``: the argv of a ``ctxprec`` process on the warehouse;
+- ``create_engine(url)`` / ``create_tables(engine, metadata)``: the test's own engine and source
+  tables (an emulator's client, a table engine clause).
 
-Adding a backend (BigQuery, ClickHouse, Redshift, ...): one module here defining a ``Backend``
+Adding a backend (BigQuery, Databricks, ...): one module here defining a ``Backend``
 subclass, and its id in ``IDS``. Every test of the suite then runs on it.
 """
 
@@ -41,7 +43,7 @@ from tests.fixtures.warehouse_data import retrieval_table
 __all__ = ["IDS", "Backend", "Warehouse", "backend_class", "release_engines"]
 
 #: the suite's parameter ids, in the order the contract lists them; each is a module of this package
-IDS = ("sqlite", "postgresql", "mariadb", "duckdb", "snowflake")
+IDS = ("sqlite", "postgresql", "mariadb", "duckdb", "snowflake", "clickhouse", "redshift")
 
 #: the ``ctxprec`` console script of the environment running the tests
 CTXPREC = str(Path(sys.executable).with_name("ctxprec"))
@@ -107,7 +109,7 @@ class Warehouse:
     @contextmanager
     def engine(self, url: str | None = None) -> Iterator[sa.Engine]:
         """An engine of the test's own (not ``ctxprec_ops``'), disposed after the block."""
-        engine = sa.create_engine(url or self.url)
+        engine = self.backend.create_engine(url or self.url)
         try:
             yield engine
         finally:
@@ -139,7 +141,7 @@ class Warehouse:
             extra=[sa.Column(name, backend.type_of(kind)) for name, kind in (extra or {}).items()],
         )
         with self.engine() as engine:
-            md.create_all(engine)
+            backend.create_tables(engine, md)
             if rows:
                 backend.insert(engine, t, [backend.values(t, r) for r in rows])
         return t
@@ -185,6 +187,15 @@ class Backend:
         if merged.get(kind) is None:
             raise AssertionError(f"backend {self.id} declares no type for {kind!r} and no reason in lacks")
         return merged[kind]
+
+    # -- the test's own engines and tables -------------------------------------------------------
+    def create_engine(self, url: str) -> sa.Engine:
+        """An engine of the test's own on ``url`` (an emulator's client, where one is needed)."""
+        return sa.create_engine(url)
+
+    def create_tables(self, engine: sa.Engine, metadata: sa.MetaData) -> None:
+        """Create the source tables of ``metadata`` (a table engine clause, where one is needed)."""
+        metadata.create_all(engine)
 
     # -- writing the source --------------------------------------------------------------------
     def values(self, table: sa.Table, row: Mapping[str, Any]) -> dict[str, Any]:
