@@ -1,231 +1,232 @@
-"""Chunk claims as leases (``warehouse/lease_claims.py``) on DuckDB and on Snowflake emulated by
-fakesnow: one holder at a time, a released or expired claim is taken over, a waiting claimer
-blocks until the holder releases, the heartbeat keeps a lease alive, and without an enforced
-primary key (as on Snowflake) racing claimers still end with one holder."""
+"""Claims on the rows being judged (``warehouse/claims.py``, rows of ``ctxprec_claims``) on every
+warehouse family: ids a live holder has claimed are left to it, racing claimers never both keep an
+id (no enforced key needed), a claim ends with its chunk's write, and a holder that provably
+cannot be alive is taken over at once — its process on this host has ended, its database session
+has ended (PostgreSQL, MySQL), another process wrote a DuckDB file only one process can write —
+while a holder that may be alive keeps its rows until its lease expires."""
 
 from __future__ import annotations
 
+import logging
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
-import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
-from ctxprec_ops.warehouse.claims import chunk_claim, claim_key
+from ctxprec_ops.warehouse.claims import RowClaims, claim_scope, id_hash
 from ctxprec_ops.warehouse.dialects import for_dialect
-from ctxprec_ops.warehouse.engine import get_engine
+from ctxprec_ops.warehouse.engine import get_engine, release_sqlite_files
 from ctxprec_ops.warehouse.lease_claims import (
     CLAIMS_TABLE,
     DEFAULT_LEASE_SECONDS,
     LeaseSettingError,
     claims_table,
-    lease_claim,
-    lease_name,
+    ensure_claims_table,
+    insert_claim,
     lease_seconds,
+    now,
 )
+from tests.fixtures.isolation import clean_cwd, clean_env
+
+FAMILIES = ["sqlite", "postgresql", "mariadb", "duckdb", "snowflake"]
+#: families whose dead holders are known at once whatever host they ran on
+KNOWN_AT_ONCE = {"advisory", "named_lock", "file_lock"}
 
 
-@pytest.fixture(params=["duckdb", "snowflake"])
-def url(request) -> str:
-    """A fresh DuckDB file, or a fresh fakesnow database (its patch active for the whole test)."""
-    return str(request.getfixturevalue(f"{request.param}_url"))
+def _url(request, tmp_path, family: str) -> str:
+    if family == "sqlite":
+        return f"sqlite:///{tmp_path / 'claims.db'}"
+    return str(request.getfixturevalue(f"{'pg' if family == 'postgresql' else family}_url"))
 
 
-def _name() -> str:
-    return f"lease-test-{uuid.uuid4().hex[:8]}"
+@pytest.fixture(params=FAMILIES)
+def url(request, tmp_path) -> str:
+    return _url(request, tmp_path, request.param)
 
 
-def _rows(engine: sa.Engine, name: str) -> list[tuple[str, datetime]]:
-    t = claims_table(None)
-    with engine.connect() as conn:
-        key = lease_name(claim_key(name))
-        return [(r.holder, r.expires_at) for r in conn.execute(sa.select(t).where(t.c.name == key))]
+@pytest.fixture(params=[f for f in FAMILIES if f != "snowflake"])  # a subprocess cannot share the emulator
+def shared_url(request, tmp_path) -> str:
+    return _url(request, tmp_path, request.param)
 
 
-def _race(engine: sa.Engine, name: str, n: int = 2) -> list[bool]:
-    """``n`` threads claim ``name`` with ``wait=False`` at the same moment; each stays in its
-    ``with`` block until all have decided, so the winner holds while the others look."""
-    start, decided = threading.Barrier(n), threading.Barrier(n)
-    results: list[bool] = []
-    errors: list[BaseException] = []
-
-    def claimer() -> None:
-        try:
-            start.wait(timeout=60)
-            with chunk_claim(engine, name, wait=False) as got:
-                results.append(got)
-                decided.wait(timeout=60)
-        except BaseException as exc:  # reported by the test, not lost in the thread
-            errors.append(exc)
-            decided.abort()
-
-    threads = [threading.Thread(target=claimer) for _ in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
-    return results
+def _scope() -> str:
+    return claim_scope("claims-test", uuid.uuid4().hex)
 
 
-def test_duckdb_and_snowflake_claim_with_leases():
-    assert for_dialect("duckdb").claims == "lease" and for_dialect("snowflake").claims == "lease"
+def _ids(n: int, prefix: str = "row") -> list[str]:
+    return [f"{prefix}-{i}" for i in range(n)]
 
 
-def test_racing_claimers_one_wins_and_a_released_claim_is_taken_again(url):
+def _foreign_row(engine: sa.Engine, scope: str, ids: list[str], *, host: str, pid: int, expires_in: float) -> str:
+    """A claim row of a holder elsewhere (another host, or a process of this one), as its process
+    would have written it; returns the holder's id."""
+    holder = uuid.uuid4().hex
+    at = now()
+    insert_claim(
+        engine,
+        ensure_claims_table(engine),
+        {
+            "name": uuid.uuid4().hex,
+            "holder": holder,
+            "scope": scope,
+            "run_id": "elsewhere-run",
+            "host": host,
+            "pid": pid,
+            "process_start": 1.0,
+            "claimed_at": at,
+            "expires_at": at + timedelta(seconds=expires_in),
+            "ids": "".join(id_hash(i) for i in ids),
+        },
+    )
+    return holder
+
+
+def test_ids_a_live_holder_has_claimed_are_left_to_it(url):
     engine = get_engine(url)
-    name = _name()
-    assert sorted(_race(engine, name)) == [False, True]
-    assert _rows(engine, name) == []  # the winner's row went with its release
-    with chunk_claim(engine, name, wait=False) as got:
-        assert got is True
-        assert len(_rows(engine, name)) == 1
-    with chunk_claim(engine, name, wait=False) as again:
-        assert again is True
+    scope = _scope()
+    with RowClaims(engine, scope, run_id="first") as first, RowClaims(engine, scope, run_id="second") as second:
+        mine = first.claim(_ids(6))
+        assert mine.kept == _ids(6) and not mine.held
+        theirs = second.claim(_ids(10))  # 0-5 are the first's: the second keeps 6-9
+        assert theirs.kept == _ids(10)[6:]
+        assert sorted(theirs.held) == _ids(6) and {h.run_id for h in theirs.held.values()} == {"first"}
+        assert second.holders_of(_ids(3)).keys() == set(_ids(3))
+        with engine.begin() as conn:  # the first's chunk is written: its claim ends with it
+            first.release_in(conn, mine)
+        assert second.holders_of(_ids(6)) == {}
+        assert second.claim(_ids(6)).kept == _ids(6)
+    with RowClaims(engine, scope, run_id="third") as third:  # ended holders' rows are gone
+        assert third.claim(_ids(10)).kept == _ids(10)
 
 
-def test_a_claim_is_taken_only_by_one_holder_at_a_time_and_other_names_are_free(url):
+def test_racing_claimers_never_both_keep_an_id(url):
+    """Four holders claim the same ids at the same moment, many times: an id is kept by at most
+    one of them (some may be kept by none: then they are claimed again later)."""
     engine = get_engine(url)
-    a, b = _name(), _name()
-    with chunk_claim(engine, a, wait=False) as first:
-        assert first is True
-        with chunk_claim(engine, a, wait=False) as second:
-            assert second is False
-        with chunk_claim(engine, b, wait=False) as other:
-            assert other is True
-    assert _rows(engine, a) == [] and _rows(engine, b) == []
-
-
-def test_a_dead_holders_expired_lease_is_taken_over(url):
-    engine = get_engine(url)
-    name = _name()
-    with chunk_claim(engine, name, wait=False):  # creates the table
-        pass
-    past = datetime.now(UTC) - timedelta(seconds=5)
-    with engine.begin() as conn:  # a holder killed after its lease ran out left its row behind
-        conn.execute(
-            sa.insert(claims_table(None)).values(
-                name=lease_name(claim_key(name)), holder="f" * 32, expires_at=past, claimed_at=past
-            )
-        )
-    with chunk_claim(engine, name, wait=False) as got:
-        assert got is True
-        assert [h for h, _ in _rows(engine, name)] != ["f" * 32]
-
-
-def test_a_holder_without_heartbeat_loses_its_lease_once_it_expires(url):
-    engine = get_engine(url)
-    name = _name()
-    key = lease_name(claim_key(name))
-    with lease_claim(engine, key, wait=False, lease=1, heartbeat=False) as held:
-        assert held is True
-        with chunk_claim(engine, name, wait=False) as early:
-            assert early is False  # the lease still runs
-        time.sleep(1.5)
-        with chunk_claim(engine, name, wait=False) as late:
-            assert late is True  # expired: taken over
-            # the first holder leaving now must not delete the new holder's row
-            taker = [h for h, _ in _rows(engine, name)]
-    assert [h for h, _ in _rows(engine, name)] == []
-    assert len(taker) == 1
-
-
-def test_the_dead_holders_release_leaves_the_new_holders_row(url):
-    engine = get_engine(url)
-    name = _name()
-    key = lease_name(claim_key(name))
-    stale = lease_claim(engine, key, wait=False, lease=1, heartbeat=False)
-    assert stale.__enter__() is True
-    time.sleep(1.5)
-    with chunk_claim(engine, name, wait=False) as got:
-        assert got is True
-        mine = _rows(engine, name)
-        stale.__exit__(None, None, None)  # the old holder comes back and releases
-        assert _rows(engine, name) == mine
-        with chunk_claim(engine, name, wait=False) as third:
-            assert third is False
-
-
-def test_a_waiting_claimer_blocks_until_the_holder_releases(url):
-    engine = get_engine(url)
-    name = _name()
-    order: list[str] = []
-    waiting, got = threading.Event(), threading.Event()
-    errors: list[BaseException] = []
-
-    def waiter() -> None:
-        try:
-            waiting.set()
-            with chunk_claim(engine, name, wait=True) as held:
-                order.append(f"waiter got {held}")
-                got.set()
-        except BaseException as exc:
-            errors.append(exc)
-            got.set()
-
-    with chunk_claim(engine, name, wait=False) as first:
-        assert first is True
-        thread = threading.Thread(target=waiter)
-        thread.start()
-        assert waiting.wait(timeout=30)
-        assert not got.wait(timeout=1.0)  # still blocked while the claim is held
-        order.append("holder releases")
-    assert got.wait(timeout=60)
-    thread.join(timeout=60)
-    assert not errors, errors
-    assert order == ["holder releases", "waiter got True"]
-
-
-def test_a_waiting_claimer_takes_over_from_a_holder_that_died(url):
-    engine = get_engine(url)
-    name = _name()
-    dead = lease_claim(engine, lease_name(claim_key(name)), wait=False, lease=1, heartbeat=False)
-    assert dead.__enter__() is True  # and never renews nor releases it
+    scope = _scope()
+    ids = _ids(40)
+    holders = [RowClaims(engine, scope, run_id=f"racer-{i}") for i in range(4)]
+    for h in holders:
+        h.__enter__()
     try:
-        with chunk_claim(engine, name, wait=True) as got:
-            assert got is True
-            assert len(_rows(engine, name)) == 1
+        for round_ in range(8):
+            start = threading.Barrier(len(holders))
+            kept: list[list[str]] = [[] for _ in holders]
+            errors: list[BaseException] = []
+
+            def race(i: int, start: threading.Barrier, kept: list[list[str]], errors: list[BaseException]) -> None:
+                try:
+                    start.wait(timeout=60)
+                    kept[i] = holders[i].claim(ids).kept
+                except BaseException as exc:
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=race, args=(i, start, kept, errors)) for i in range(len(holders))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=120)
+            assert not errors, errors
+            everything = [i for k in kept for i in k]
+            assert len(everything) == len(set(everything)), f"round {round_}: an id kept twice"
+            for h in holders:  # released, as a chunk's write would
+                table = claims_table(None)
+                with engine.begin() as conn:
+                    conn.execute(sa.delete(table).where(table.c.holder == h.holder))
     finally:
-        dead.__exit__(None, None, None)
-    assert _rows(engine, name) == []
+        for h in holders:
+            h.__exit__(None, None, None)
+
+
+def test_a_holder_that_may_be_alive_keeps_its_rows_until_its_lease_expires(url):
+    """A holder on another host is alive as far as its process can tell, unless the family knows
+    better (its session lock is free; DuckDB's one writing process is this one): then its rows are
+    taken over at once. An expired lease is taken over on every family."""
+    engine = get_engine(url)
+    scope = _scope()
+    _foreign_row(engine, scope, _ids(4), host="another-host pid:[1]", pid=4242, expires_in=600)
+    with RowClaims(engine, scope, run_id="mine") as mine:
+        claim = mine.claim(_ids(4))
+    if for_dialect(engine.dialect.name).claims in KNOWN_AT_ONCE:
+        assert claim.kept == _ids(4)
+    else:
+        assert claim.kept == [] and {h.run_id for h in claim.held.values()} == {"elsewhere-run"}
+    expired_scope = _scope()
+    _foreign_row(engine, expired_scope, _ids(4), host="another-host pid:[1]", pid=4242, expires_in=-1)
+    with RowClaims(engine, expired_scope, run_id="mine") as mine:
+        assert mine.claim(_ids(4)).kept == _ids(4)
 
 
 def test_the_heartbeat_keeps_a_short_lease_alive(url):
     engine = get_engine(url)
-    name = _name()
-    with chunk_claim(engine, name, wait=False, lease=1) as got:
-        assert got is True
-        time.sleep(2.5)  # two and a half lease lengths: only renewals keep it
-        with chunk_claim(engine, name, wait=False) as other:
-            assert other is False
-        [(_, expires)] = _rows(engine, name)
-        if expires.tzinfo is None:  # a driver returning naive UTC
-            expires = expires.replace(tzinfo=UTC)
-        assert expires > datetime.now(UTC)
-    assert _rows(engine, name) == []
+    scope = _scope()
+    # 2 s: MySQL / MariaDB keep whole seconds of expires_at, which shortens a lease by up to 1 s
+    with RowClaims(engine, scope, run_id="short", lease=2) as holder:
+        assert holder.claim(_ids(3)).kept == _ids(3)
+        threading.Event().wait(5)  # two and a half leases: only renewals keep it
+        with RowClaims(engine, scope, run_id="other") as other:
+            assert other.claim(_ids(3)).kept == []
 
 
-def test_without_an_enforced_primary_key_racing_claimers_still_have_one_winner(url):
-    """Snowflake does not enforce primary keys: a table made without one (here on purpose)
-    lets both claimers' inserts through, and the read after the insert must settle it."""
+_CLAIMER = textwrap.dedent(
+    """
+    import sys, time
+    from ctxprec_ops.warehouse.claims import RowClaims
+    from ctxprec_ops.warehouse.engine import get_engine
+    url, scope = sys.argv[1], sys.argv[2]
+    claims = RowClaims(get_engine(url), scope, run_id="killed-run").__enter__()
+    assert claims.claim([f"row-{i}" for i in range(5)]).kept
+    print("claimed", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def test_a_holder_killed_on_this_host_is_taken_over_at_once(shared_url, caplog):
+    """A ``SIGKILL``ed process leaves its claim rows (and a lease of 600 s) behind: its pid on
+    this host is free now, so they are taken over at the first look, naming why."""
+    url = shared_url
     engine = get_engine(url)
+    scope = _scope()
+    ensure_claims_table(engine)
+    release_sqlite_files()  # a DuckDB file: one process writes it at a time
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CLAIMER, url, scope], cwd=clean_cwd(), env=clean_env({}), stdout=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"claimed"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    engine = get_engine(url)
+    with caplog.at_level(logging.WARNING, logger="ctxprec_ops.warehouse"), RowClaims(engine, scope, run_id="me") as me:
+        assert me.claim(_ids(5)).kept == _ids(5)
+    assert "run killed-run" in caplog.text and "has ended" in caplog.text, caplog.text
+
+
+def test_an_earlier_versions_claims_table_gets_the_new_columns(tmp_path):
+    """DuckDB and Snowflake warehouses hold the first version's table (a row per chunk, keyed by
+    its name): it gets the new columns in place, and its rows are never read as claims."""
+    engine = get_engine(f"sqlite:///{tmp_path / 'old.db'}")
     with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                f"CREATE TABLE {CLAIMS_TABLE} (name VARCHAR(64) NOT NULL, holder VARCHAR(64) NOT NULL, "
-                "expires_at TIMESTAMP WITH TIME ZONE NOT NULL, claimed_at TIMESTAMP WITH TIME ZONE)"
-            )
+        conn.exec_driver_sql(
+            f"CREATE TABLE {CLAIMS_TABLE} (name VARCHAR(64) PRIMARY KEY, holder VARCHAR(64) NOT NULL, "
+            "expires_at TIMESTAMP NOT NULL, claimed_at TIMESTAMP)"
         )
-    for round_ in range(20):
-        name = f"nopk-{round_}-{uuid.uuid4().hex[:6]}"
-        results = _race(engine, name)
-        assert sorted(results) == [False, True], (round_, results)
-        assert _rows(engine, name) == []
-    for round_ in range(5):  # more claimers than two
-        results = _race(engine, f"nopk4-{round_}-{uuid.uuid4().hex[:6]}", n=4)
-        assert sorted(results) == [False, False, False, True], (round_, results)
+        conn.exec_driver_sql(f"INSERT INTO {CLAIMS_TABLE} VALUES ('ctxprec:00ff', 'old', '2999-01-01', NULL)")
+    with RowClaims(engine, _scope(), run_id="new") as claims:
+        assert claims.claim(_ids(2)).kept == _ids(2)
+    with engine.connect() as conn:
+        columns = [r[1] for r in conn.exec_driver_sql(f"PRAGMA table_info({CLAIMS_TABLE})")]
+        rows = conn.exec_driver_sql(f"SELECT name, holder FROM {CLAIMS_TABLE}").all()
+    assert {"scope", "run_id", "host", "pid", "process_start", "ids"} <= set(columns)
+    assert rows == [("ctxprec:00ff", "old")]
 
 
 def test_the_claims_table_lives_in_the_given_schema(duckdb_url):
@@ -240,11 +241,11 @@ def test_the_claims_table_lives_in_the_given_schema(duckdb_url):
             query = "SELECT table_schema FROM information_schema.tables WHERE table_name = :t"
             return set(conn.execute(sa.text(query), {"t": CLAIMS_TABLE}).scalars())
 
-    with chunk_claim(engine, _name(), wait=False, schema="out_tables") as got:
-        assert got is True
+    with RowClaims(engine, _scope(), run_id="r", schema="out_tables") as claims:
+        assert claims.claim(_ids(1)).kept == _ids(1)
     assert tables() == {"out_tables"}
-    with chunk_claim(engine, _name(), wait=False) as got:
-        assert got is True
+    with RowClaims(engine, _scope(), run_id="r") as claims:
+        assert claims.claim(_ids(1)).kept == _ids(1)
     assert tables() == {"out_tables", "main"}
 
 
@@ -256,8 +257,8 @@ def test_the_lease_length():
             lease_seconds(bad)
 
 
-def test_the_lease_setting_reaches_the_claim_and_a_bad_one_names_its_variable(duckdb_url):
-    """CTXPREC_CLAIM_LEASE_SECONDS is read by the configuration and reaches the chunk claim through
+def test_the_lease_setting_reaches_the_claims_and_a_bad_one_names_its_variable(duckdb_url):
+    """CTXPREC_CLAIM_LEASE_SECONDS is read by the configuration and reaches the claims through
     ``PipelineConfig.claim_lease_seconds``; a bad value stops the run before any claim."""
     from ctxprec_ops.config import Settings, SettingsError
 
@@ -266,7 +267,5 @@ def test_the_lease_setting_reaches_the_claim_and_a_bad_one_names_its_variable(du
     for bad in ("0", "ten minutes", "nan"):
         with pytest.raises(SettingsError, match="CTXPREC_CLAIM_LEASE_SECONDS must be"):
             Settings.from_env({"CTXPREC_CLAIM_LEASE_SECONDS": bad})
-    engine = get_engine(duckdb_url)
     with pytest.raises(LeaseSettingError, match="lease must be a positive number of seconds"):
-        with chunk_claim(engine, _name(), wait=False, lease=0):
-            pass
+        RowClaims(get_engine(duckdb_url), _scope(), run_id="r", lease=0)

@@ -141,10 +141,16 @@ def test_crash_between_chunks_then_resume_loses_and_duplicates_nothing(url):
         ).one()
     assert status == "failed" and "JudgeCrash" in message
 
+    # row 4 (call 4) was judged before the crash: its verdicts are committed as they arrive, at
+    # once or (an instant judge: commits are slow next to its calls) within a short interval
+    judged = count(engine, "ctxprec_judgments")
+    assert judged in (3 * 2 + 1, 4 * 2 + 1)
+    row_4_kept = judged == 4 * 2 + 1
+
     resumed_judge = CountingJudge()
     summary = score_partition(PipelineConfig(warehouse=url, judge=resumed_judge, chunk_size=3), DAY)
-    assert resumed_judge.calls == 7  # only what was missing
-    assert summary.status == "succeeded" and summary.rows_scored == 10 and summary.rows_cached == 3
+    assert resumed_judge.calls == 7 - row_4_kept  # only what was missing: rows 4-10, or 5-10
+    assert summary.status == "succeeded" and summary.rows_scored == 10 and summary.rows_cached == 3 + row_4_kept
     assert ids_in(engine, "ctxprec_scores") == all_ids(rows)
     assert count(engine, "ctxprec_failures") == 0
 

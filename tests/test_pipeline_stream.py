@@ -95,15 +95,15 @@ def test_quiet_gc_restores_the_collector_when_the_last_user_leaves():
     assert gc.get_threshold() == before and gc.get_freeze_count() == frozen
 
 
-def test_a_chunk_claimed_elsewhere_is_skipped_then_scored_after_the_free_ones(judge_server, pg_url):
-    """On PostgreSQL the stream claims each chunk before reading it: a chunk another session holds
-    is left out by ``score_chunk_if_free`` and scored last by ``score_partition``, once released."""
+def test_rows_claimed_elsewhere_are_left_then_scored_after_the_free_chunks(judge_server, pg_url):
+    """The stream claims the rows it judges: rows another holder has claimed are left to it by
+    ``score_chunk_if_free`` and, in ``score_partition``, read again after the free chunks once
+    released — then found scored or judged, never both."""
     import threading
 
     from ctxprec_ops.pipeline import plan_chunks, prepare
-    from ctxprec_ops.pipeline.chunk import chunk_claim_name
-    from ctxprec_ops.pipeline.stream import score_chunk_if_free
-    from ctxprec_ops.warehouse.claims import claim_key
+    from ctxprec_ops.pipeline.stream import claims_scope, score_chunk_if_free
+    from ctxprec_ops.warehouse.claims import RowClaims
 
     engine = get_engine(pg_url)
     create_logs(engine, _rows(15))
@@ -111,25 +111,25 @@ def test_a_chunk_claimed_elsewhere_is_skipped_then_scored_after_the_free_ones(ju
     cfg = _remote(judge_server, pg_url)
     ctx = prepare(cfg)
     chunks = plan_chunks(cfg, DAY, context=ctx)
-    key = claim_key(chunk_claim_name(ctx, chunks[0]))
-    holder = engine.connect()
-    holder.execute(sa.select(sa.func.pg_advisory_lock(key)))
-    holder.commit()
+    other = RowClaims(engine, claims_scope(ctx, DAY), run_id="another-run")
+    other.__enter__()
     try:
-        assert score_chunk_if_free(cfg, chunks[0], run_id="r0", context=ctx) is None
-        assert judge_server.calls == 0
+        claim = other.claim([str(i) for i in range(1, 6)])  # chunk 0's rows
+        assert claim.kept == [str(i) for i in range(1, 6)]
+        left = score_chunk_if_free(cfg, chunks[0], run_id="r0", context=ctx)
+        assert (left.rows_held, left.rows_scored, judge_server.calls) == (5, 0, 0)
         events: list[ProgressEvent] = []
-        release = threading.Timer(
-            1.0, lambda: (holder.execute(sa.select(sa.func.pg_advisory_unlock(key))), holder.commit())
-        )
+        release = threading.Timer(1.0, lambda: other.__exit__(None, None, None))
         release.start()
         summary = score_partition(cfg, DAY, progress=events.append)
         release.join()
     finally:
-        holder.close()
+        other.__exit__(None, None, None)
     assert (summary.rows_scored, summary.status) == (15, "succeeded") and judge_server.calls == 15
     started = [e.message for e in events if e.kind == "chunk_started"]
-    assert started == ["chunk 1", "chunk 2", "chunk 0"]
+    assert started == ["chunk 0", "chunk 1", "chunk 2", "chunk 0"]
+    waiting = [e.message for e in events if e.kind == "claims_waiting"]
+    assert waiting and "5 row(s) held by run another-run (pid" in waiting[0], waiting
 
 
 def _stream_threads(cfg: PipelineConfig) -> set[str]:
@@ -139,7 +139,9 @@ def _stream_threads(cfg: PipelineConfig) -> set[str]:
     seen: set[str] = set()
 
     def look(_event: ProgressEvent) -> None:
-        seen.update(t.name.rsplit("_", 1)[0] for t in threading.enumerate() if t.name.startswith("ctxprec-"))
+        # "ctxprec-read_0" -> "ctxprec-read", "ctxprec-claims-3e7437e2" (a claims heartbeat) -> "ctxprec-claims"
+        names = [t.name.rsplit("_", 1)[0] for t in threading.enumerate() if t.name.startswith("ctxprec-")]
+        seen.update("-".join(n.split("-")[:2]) for n in names)
 
     summary = score_partition(cfg, DAY, progress=look)
     assert summary.rows_scored == summary.rows_total == 12
@@ -149,10 +151,11 @@ def _stream_threads(cfg: PipelineConfig) -> set[str]:
 def test_a_stream_with_nothing_to_wait_for_on_sqlite_runs_on_one_thread(judge_server, tmp_path):
     """On SQLite an inline judge (the lexical one) reads, judges and writes on the event loop's own
     thread: all of it is this process's CPU. A judge over the network keeps the reader and the
-    writer threads, which overlap its waiting."""
+    writer threads, which overlap its waiting, a thread committing its verdicts as they arrive and
+    the heartbeat of its claims."""
     local = PipelineConfig(warehouse=_warehouse(tmp_path / "wh.db", 12), judge="lexical", chunk_size=5)
     assert _stream_threads(local) == set()
 
     judge_server.latency = 0.01
     remote = _remote(judge_server, _warehouse(tmp_path / "wh2.db", 12))
-    assert _stream_threads(remote) == {"ctxprec-read", "ctxprec-write"}
+    assert _stream_threads(remote) == {"ctxprec-read", "ctxprec-write", "ctxprec-verdicts", "ctxprec-claims"}

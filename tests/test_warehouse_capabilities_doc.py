@@ -37,7 +37,7 @@ def test_the_table_follows_a_change_of_a_class(monkeypatch):
 
     script = _script()
     before = script.table()
-    assert "named locks (`GET_LOCK`)" in before and "utf8mb4_bin" in before
+    assert "named lock (`GET_LOCK`)" in before and "utf8mb4_bin" in before
     monkeypatch.setattr(MySQLDialect, "claims", "lease")
     after = script.table()
-    assert after != before and "named locks (`GET_LOCK`)" not in after
+    assert after != before and "named lock (`GET_LOCK`)" not in after

@@ -1,12 +1,20 @@
-"""Chunk claims on a real PostgreSQL server: a session-level advisory lock held on a connection of
-its own, which never keeps a transaction open and goes back to the pool as it came."""
+"""A claim holder's sign of life on a real PostgreSQL server: a session-level advisory lock held on
+a connection of its own while the holder runs, which never keeps a transaction open and goes back
+to the pool as it came; a holder whose lock is free has ended."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ctxprec_ops.warehouse.claims import chunk_claim, claim_key
+from ctxprec_ops.warehouse.claims import RowClaims, claim_key
+from ctxprec_ops.warehouse.dialects import for_dialect
 from ctxprec_ops.warehouse.engine import get_engine
+from ctxprec_ops.warehouse.holders import ClaimHolder
+from ctxprec_ops.warehouse.lease_claims import now
+
+
+def _key(holder: str) -> int:
+    return claim_key(f"ctxprec-claim-holder:{holder}")
 
 
 def _advisory_holders(engine: sa.Engine, key: int) -> list[tuple[int, str]]:
@@ -25,28 +33,28 @@ def _advisory_holders(engine: sa.Engine, key: int) -> list[tuple[int, str]]:
         ]
 
 
-def test_a_claim_holds_its_lock_in_no_transaction_and_releases_it(pg_url):
+def test_a_holders_lock_is_held_in_no_transaction_and_released(pg_url):
     engine = get_engine(pg_url)
-    key = claim_key("claims-test")
-    with chunk_claim(engine, "claims-test", wait=False) as got:
-        assert got is True
-        holders = _advisory_holders(engine, key)
+    family = for_dialect("postgresql")
+    with RowClaims(engine, "scope", run_id="r") as claims:
+        holders = _advisory_holders(engine, _key(claims.holder))
         # one session holds it, and that session is idle, not "idle in transaction"
         assert [state for _, state in holders] == ["idle"]
-        with chunk_claim(engine, "claims-test", wait=False) as second:
-            assert second is False  # taken: another session is told so at once
-        assert len(_advisory_holders(engine, key)) == 1
-    assert _advisory_holders(engine, key) == []
+        me = ClaimHolder(claims.holder, "r", None, None, now())
+        assert family.claim_holder_gone(engine, me) is None  # its lock is held: alive
+        assert len(_advisory_holders(engine, _key(claims.holder))) == 1  # asking took nothing
+    assert _advisory_holders(engine, _key(claims.holder)) == []
+    assert family.claim_holder_gone(engine, me) == "its PostgreSQL session has ended"
 
 
-def test_a_pooled_connection_used_for_a_claim_comes_back_transactional(pg_url):
-    """The claim runs its connection in autocommit mode; the pool must hand the same connection
+def test_a_pooled_connection_used_for_a_holders_lock_comes_back_transactional(pg_url):
+    """The lock's connection runs in autocommit mode; the pool must hand the same connection
     out again as an ordinary one, whose work a rollback undoes."""
     engine = get_engine(pg_url)
     with engine.begin() as conn:
         conn.execute(sa.text("CREATE TABLE IF NOT EXISTS claims_probe (x int)"))
-    for _ in range(3):  # the pool holds a few connections: every one of them has been a claim's
-        with chunk_claim(engine, "claims-pool", wait=True):
+    for _ in range(3):  # the pool holds a few connections: every one of them has held a lock
+        with RowClaims(engine, "scope", run_id="r"):
             pass
     with engine.connect() as conn:
         conn.execute(sa.text("INSERT INTO claims_probe VALUES (1)"))

@@ -34,9 +34,9 @@ def test_each_family_declares_its_capabilities():
     assert (pg.id_binding, pg.claims, pg.snapshot_isolation) == ("any_array", "advisory", "REPEATABLE READ")
     assert type(for_dialect("mysql")) is type(maria) and maria.claims == "named_lock" and maria.native_upsert
     assert maria.engine_options["isolation_level"] == "READ COMMITTED" and maria.utc_session
-    assert lite.claims == "none" and not lite.has_grants and lite.serial_in_process and not lite.utc_session
+    assert lite.claims == "process" and not lite.has_grants and lite.serial_in_process and not lite.utc_session
     duck, snow = for_dialect("duckdb"), for_dialect("snowflake")
-    assert duck.claims == snow.claims == "lease" and duck.reflection == "information_schema"
+    assert (duck.claims, snow.claims) == ("file_lock", "lease") and duck.reflection == "information_schema"
     assert not snow.keys_enforced and not snow.secondary_indexes and duck.id_binding == "frame"
 
 
@@ -54,7 +54,7 @@ def test_the_packages_families_are_its_entry_points():
 def test_an_unknown_dialect_takes_the_generic_path_and_is_named(caplog):
     with caplog.at_level(logging.WARNING, logger="ctxprec_ops.warehouse.dialects"):
         generic = for_dialect("teradata_test_only")
-    assert type(generic) is Dialect and not generic.native_upsert and generic.claims == "none"
+    assert type(generic) is Dialect and not generic.native_upsert and generic.claims == "lease"
     assert "teradata_test_only" in caplog.text and "generic" in caplog.text
 
 

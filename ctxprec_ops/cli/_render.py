@@ -175,7 +175,7 @@ def run_table(s: RunSummary, *, title: str | None = None) -> FitTable:
             ("cost: cheap / strong judge", f"{fmt_cost(s.cheap_cost)} / {fmt_cost(s.strong_cost)}"),
         ]
     if s.rows_without_id:
-        rows.append(("[yellow]rows without an id (not scored)[/]", f"{s.rows_without_id:,}"))
+        rows.append(("[yellow]rows without a recordable id (not scored)[/]", f"{s.rows_without_id:,}"))
     if s.rows_unpartitioned:
         rows.append(("[yellow]table rows in no partition[/]", f"{s.rows_unpartitioned:,}"))
     return _figures(title, rows, box=box.SIMPLE_HEAD, pad_edge=False)

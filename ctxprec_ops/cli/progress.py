@@ -157,7 +157,7 @@ class ProgressDisplay:
                 progress.update(task, completed=ev.done, total=ev.total if ev.total is not None else None)
                 if ev.kind == "chunk_done" and ev.message:
                     progress.update(task, note=ev.message)
-            elif ev.kind == "judge_outage":
+            elif ev.kind in ("judge_outage", "claims_waiting"):
                 progress.update(task, note=ev.message)
                 self.log(f"{label}: {ev.message}")
             elif ev.kind == "cascade":
@@ -190,7 +190,7 @@ class ProgressDisplay:
                 if not self.compact and not (last and state["chunks"] == 1):
                     total = f"/{ev.total}" if ev.total is not None else ""
                     self.log(f"{label}: {ev.done}{total} rows ({ev.message})")
-            elif ev.kind in ("judge_outage", "cascade"):
+            elif ev.kind in ("judge_outage", "cascade", "claims_waiting"):
                 self.log(f"{label}: {ev.message}")
             elif ev.kind == "finished":
                 self._runs_done += 1

@@ -99,9 +99,8 @@ class Settings(BaseSettings):
     )
     claim_lease_seconds: float | None = _run(
         "claim_lease_seconds",
-        "DuckDB, Snowflake, ClickHouse and Redshift: seconds a chunk's claim (a row of `ctxprec_claims`) "
-        "lasts without renewal, renewed every third of that by its holder (unset: the warehouse's built-in "
-        "lease, 10 minutes)",
+        "seconds a claim on the rows being judged (a row of `ctxprec_claims`) lasts without renewal, renewed "
+        "every third of that by its holder; a holder known to have died is taken over sooner (unset: 10 minutes)",
         "warehouse",
     )
     # -- traces (docs/traces.md) ---------------------------------------------------------------

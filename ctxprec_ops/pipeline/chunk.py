@@ -1,8 +1,8 @@
-"""One chunk's stages: intake (rows -> cases or failures, judgment cache preloaded), collect
-(judged cases -> score and failure rows) and the write (one transaction).
+"""One chunk's stages: intake (rows -> cases or failures, claimed, judgment cache preloaded),
+collect (judged cases -> score and failure rows) and the write (one transaction, which also
+deletes the cases' claim).
 
-The judging between intake and collect is ``stream``'s: it keeps one judging queue across chunks
-and holds each chunk's claim (``chunk_claim_name``) from before its read until its write committed.
+The judging between intake and collect is ``stream``'s: it keeps one judging queue across chunks.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from ..errors import JudgeDeferredError
 from ..judge.cache import DictVerdictCache
 from ..scoring.confidence import confidence_of
 from ..scoring.consistency import verdicts_json_text
+from ..scoring.verdicts import NodeVerdict
+from ..warehouse.claims import RowClaims
 from ..warehouse.engine import write_retrying
 from ..warehouse.label_figures import figure_row, write_figures
 from ..warehouse.scoring_key import ScoringKey
@@ -32,7 +34,7 @@ from .records import INPUT_PROBLEMS, Chunk, ChunkResult
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-__all__ = ["chunk_claim_name", "finish_chunk"]
+__all__ = ["finish_chunk", "judgment_rows"]
 
 log = logging.getLogger("ctxprec_ops.pipeline")
 
@@ -163,23 +165,37 @@ def _collect_computed(ctx: PipelineContext, chunk: Chunk, intake: Intake, run_id
     return scores
 
 
-def _write(ctx: PipelineContext, intake: Intake, scores: list[dict[str, Any]], cache: DictVerdictCache | None) -> None:
-    """Scores, failures and new judgments of the chunk in one transaction."""
+def judgment_rows(ctx: PipelineContext, added: dict[bytes, NodeVerdict]) -> ColumnRows:
+    """New verdicts as ``ctxprec_judgments`` rows (judge model and prompt version shared; in a
+    cascade each verdict under its own stage's model)."""
+    verdicts = list(added.values())
+    columns: dict[str, list[Any]] = {
+        "key": list(added),
+        "relevant": [bool(v.relevant) for v in verdicts],
+        "reason": [v.reason for v in verdicts],
+        "agreement": list(map(confidence_of, verdicts)),
+    }
+    shared = {"judge_model": ctx.key.judge_model, "prompt_version": ctx.key.prompt_version, "created_at": _now()}
+    stages = stage_columns(ctx.metric, verdicts)
+    if stages is not None:
+        columns.update(stages)
+        shared = {"created_at": shared["created_at"]}
+    return ColumnRows(columns, shared=shared)
+
+
+def _write(
+    ctx: PipelineContext,
+    intake: Intake,
+    scores: list[dict[str, Any]],
+    cache: DictVerdictCache | None,
+    claims: RowClaims | None,
+    verdicts_saved: bool,
+) -> None:
+    """Scores, failures and new judgments of the chunk in one transaction (the judgments only
+    when they were not written as they arrived: ``verdicts_saved``), deleting the cases' claim."""
     judgments: ColumnRows | list[dict[str, Any]] = []
-    if cache is not None and cache.added:
-        verdicts = list(cache.added.values())
-        columns: dict[str, list[Any]] = {
-            "key": list(cache.added),
-            "relevant": [bool(v.relevant) for v in verdicts],
-            "reason": [v.reason for v in verdicts],
-            "agreement": list(map(confidence_of, verdicts)),
-        }
-        shared = {"judge_model": ctx.key.judge_model, "prompt_version": ctx.key.prompt_version, "created_at": _now()}
-        stages = stage_columns(ctx.metric, verdicts)  # a cascade: each verdict under its own stage's model
-        if stages is not None:
-            columns.update(stages)
-            shared = {"created_at": shared["created_at"]}
-        judgments = ColumnRows(columns, shared=shared)
+    if cache is not None and cache.added and not verdicts_saved:
+        judgments = judgment_rows(ctx, cache.added)
 
     def write(conn: Connection) -> None:
         write_chunk(
@@ -193,6 +209,8 @@ def _write(ctx: PipelineContext, intake: Intake, scores: list[dict[str, Any]], c
         )
         if intake.unsampled_ids:  # a failure left by a run at a higher rate is not this run's row
             delete_failures(conn, ctx.tables, ctx.key, intake.unsampled_ids)
+        if claims is not None:  # the rows are written: other runs find them scored
+            claims.release_in(conn, intake.claim)
         if intake.figures:
             write_figures(conn, ctx.config.output_schema, intake.figures)
         seg_table = ctx.segments_table
@@ -245,9 +263,19 @@ def _write_back(ctx: PipelineContext, scores: list[dict[str, Any]]) -> None:
 
 
 def finish_chunk(
-    ctx: PipelineContext, chunk: Chunk, intake: Intake, results: list[MetricResult], run_id: str, started: float
+    ctx: PipelineContext,
+    chunk: Chunk,
+    intake: Intake,
+    results: list[MetricResult],
+    run_id: str,
+    started: float,
+    *,
+    claims: RowClaims | None = None,
+    verdicts_saved: bool = False,
 ) -> ChunkResult:
-    """Collect the judged cases and write the chunk in one transaction (the write side)."""
+    """Collect the judged cases and write the chunk in one transaction (the write side): with
+    ``verdicts_saved`` its new judgments are in the cache already; ``claims``: whose claim row
+    of the cases the write deletes."""
     result = ChunkResult(chunk.partition_key, chunk.index, rows_total=intake.all_rows, rows_sampled=len(intake.rows))
     if not intake.cases:
         scores: list[dict[str, Any]] = []
@@ -257,13 +285,14 @@ def finish_chunk(
         scores = _collect(ctx, chunk, intake, results, run_id, result)
     if intake.extras:
         _add_extras(ctx, intake, scores)
-    _write(ctx, intake, scores, intake.cache)
+    _write(ctx, intake, scores, intake.cache, claims, verdicts_saved)
     if ctx.config.write_back and scores:  # committed: now the spans they came from
         _write_back(ctx, scores)
     result.rows_scored = len(intake.done_ids) + len(scores)
     # rows_total = scored + failed + deferred (deferred rows are written by a later pass)
     result.rows_cached += len(intake.done_ids)
     result.rows_failed = len(intake.failures)
+    result.rows_held = len(intake.held)
     result.failures_by_type = dict(Counter(f["error_type"] for f in intake.failures))
     result.seconds = _time.perf_counter() - started
     breaker = ctx.guards.breaker
@@ -272,20 +301,3 @@ def finish_chunk(
     elif ctx.guards.answers.tripped and set(result.failures_by_type) - INPUT_PROBLEMS:
         result.error_message = ctx.guards.answers.tripped  # the judge's answers were unusable: which way
     return result
-
-
-def chunk_claim_name(ctx: PipelineContext, chunk: Chunk) -> str:
-    """What a chunk claim is about: the source table, the scoring key, the partition and bounds."""
-    key = ctx.key
-    return "|".join(
-        [
-            "ctxprec-chunk",
-            ctx.source.name,
-            key.metric,
-            key.judge_model,
-            key.prompt_version,
-            chunk.partition_key,
-            repr(chunk.after_id),
-            repr(chunk.upto_id),
-        ]
-    )

@@ -71,6 +71,12 @@ class PipelineContext:
         return segments_table(self.config.output_schema, self.segments) if self.segments else None
 
     @property
+    def log_id_limit(self) -> int | None:
+        """The characters a ``log_id`` holds on this warehouse (None: any): a row whose id is
+        longer can be neither scored nor recorded (``intake`` leaves it, the ledger names it)."""
+        return stored_length(self.engine, self.tables.scores.c["log_id"])
+
+    @property
     def judge_is_offline(self) -> bool:
         return self.judge is None or bool(getattr(self.judge, "offline", False))
 

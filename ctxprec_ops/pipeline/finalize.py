@@ -142,7 +142,7 @@ def finalize_run(
         judge_calls=spend["judge_calls"],
         failures_by_type=failed,
         rows_unpartitioned=unpartitioned,
-        rows_without_id=without_id,
+        rows_without_id=without_id + ledger.refused,
         source_table=key.source_table,
         mapping=key.mapping,
         sample_rate=float(sample.rate),
@@ -156,9 +156,15 @@ def finalize_run(
         ci_high=figures["ci_high"],
         **_cascade_figures(ctx, results),
     )
+    notes = []
     if ledger.unaccounted:
-        summary.error_message = unaccounted_text(summary)
-        log.error("partition %s: %s", partition_key, summary.error_message)
+        notes.append(unaccounted_text(summary))
+        log.error("partition %s: %s", partition_key, notes[-1])
+    if ledger.refused:
+        notes.append(ledger.refused_text())
+        log.warning("partition %s: %s", partition_key, notes[-1])
+    if notes:
+        summary.error_message = "; ".join(notes)
     sent = _write_back(ctx, partition_key)
     if sent:
         summary.error_message = "; ".join([*([summary.error_message] if summary.error_message else []), *sent])

@@ -1,5 +1,6 @@
 """A chunk's intake: read its rows (the sampled ones), skip those already scored, turn the rest
-into cases or ``invalid_input`` failures, and preload the judgment cache for the cases."""
+into cases or ``invalid_input`` failures, claim the cases' rows (``warehouse/claims.py``: rows
+another run is judging are left to it), and preload the judgment cache for the cases."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from ..errors import InvalidTestCaseError
 from ..judge.budget import Budget
 from ..judge.cache import DictVerdictCache, remembered_keys
 from ..secrets import redact
+from ..warehouse.claims import Claim, RowClaims
 from ..warehouse.engine import read_connection
+from ..warehouse.holders import ClaimHolder
 from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.segments import segment_column, segment_state, segment_value
 from ..warehouse.store import load_judgments, run_spend, scored_ids
@@ -60,6 +63,10 @@ class Intake:
     #: log id -> the reader's extra columns of its row (``SourceReader.extra_columns``: a span's
     #: trace id, ...), added to its score or failure row
     extras: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the cases' claim (deleted with the chunk's write), and the rows another live holder is
+    #: judging (log id -> that holder): neither cases nor done, left for a later visit
+    claim: Claim | None = None
+    held: dict[str, ClaimHolder] = field(default_factory=dict)
 
 
 def failure_row(
@@ -93,7 +100,12 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> Intake:
     sample, cutoff = ctx.config.sample, chunk.sample_cutoff
     with read_connection(ctx.engine) as conn:
         every = ctx.rows.read_rows(conn, chunk.partition, chunk.after_id, chunk.upto_id)
+        all_rows = len(every)
         every_id = [str(r["id"]) for r in every]
+        limit = ctx.log_id_limit
+        if limit is not None and any(len(i) > limit for i in every_id):  # no log_id can hold it
+            fits = [len(i) <= limit for i in every_id]
+            every, every_id = list(compress(every, fits)), list(compress(every_id, fits))
         if takes_every_row(cutoff):
             rows, log_ids = every, every_id
         else:
@@ -106,7 +118,7 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> Intake:
         if ctx.segments and done_ids:
             recorded, moved = _segmented(conn, ctx, pk, done_ids)
             done_ids = set(recorded)
-    intake = Intake(rows, done_ids, all_rows=len(every), log_ids=log_ids, moved=moved, partition_key=pk)
+    intake = Intake(rows, done_ids, all_rows=all_rows, log_ids=log_ids, moved=moved, partition_key=pk)
     if ctx.segments:
         names = [(n, segment_column(n)) for n in ctx.segments]
         intake.segment_values = {i: {n: r.get(c) for n, c in names} for i, r in zip(log_ids, rows)}
@@ -193,12 +205,32 @@ def remaining_budget(ctx: PipelineContext, run_id: str) -> Budget | None:
     return Budget(max(0.0, ctx.config.max_cost - spent))
 
 
-def read_intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> Intake:
-    """Intake plus the judgment cache preloaded for its cases (the read side of a chunk)."""
+def read_intake(ctx: PipelineContext, chunk: Chunk, run_id: str, claims: RowClaims | None = None) -> Intake:
+    """Intake, its cases claimed (``claims``; ``None``: no claims) and the judgment cache
+    preloaded for them (the read side of a chunk)."""
     intake = _intake(ctx, chunk, run_id)
-    if intake.cases and not ctx.judge_is_offline:  # offline judges are free and instant: nothing to cache
-        with remembered_keys(intake.key_memo):
-            keys = [k for case in intake.cases for k in ctx.metric.judgment_keys(case)]
-        with read_connection(ctx.engine) as conn:
+    if claims is not None and intake.cases:
+        _claim(intake, claims)
+    offline = ctx.judge_is_offline  # offline judges are free and instant: nothing to cache
+    if not intake.cases or (offline and intake.claim is None):
+        return intake
+    with read_connection(ctx.engine) as conn:
+        if intake.claim is not None:  # scored and released between the first read and the claim
+            since = scored_ids(conn, ctx.tables, ctx.key, [str(c.id) for c in intake.cases])
+            if since:
+                intake.done_ids |= since
+                intake.cases = [c for c in intake.cases if str(c.id) not in since]
+        if intake.cases and not offline:
+            with remembered_keys(intake.key_memo):
+                keys = [k for case in intake.cases for k in ctx.metric.judgment_keys(case)]
             intake.cache = DictVerdictCache(load_judgments(conn, ctx.tables, keys))
     return intake
+
+
+def _claim(intake: Intake, claims: RowClaims) -> None:
+    """Claim the cases' rows; those a live holder has claimed are left to it (``held``)."""
+    claim = claims.claim([str(c.id) for c in intake.cases])
+    intake.claim = claim
+    if claim.held:
+        intake.held = claim.held
+        intake.cases = [c for c in intake.cases if str(c.id) not in claim.held]

@@ -14,6 +14,10 @@ source row left it (another day, or deleted) are removed (``warehouse/partition_
 Ids are compared as the text stored in ``log_id`` (``str(id)``), through 64-bit hashes held in
 numpy arrays (memory: 8 bytes per row of the partition, not the ids themselves); the ids named as
 unaccounted are read back in a second pass.
+
+A row whose id is longer than ``log_id`` holds on the warehouse (255 characters on MySQL /
+MariaDB, whose keys are capped at 3,072 bytes) can be neither scored nor recorded as a failure:
+it is counted apart (``refused``, with the first few ids), like a row without an id.
 """
 
 from __future__ import annotations
@@ -56,6 +60,20 @@ class Ledger:
     #: output rows moved here from another day, and removed from this one (their source row left it)
     moved_in: int = 0
     removed: int = 0
+    #: rows whose id is longer than ``log_id`` holds (not in ``source_rows``), the first few ids,
+    #: and that length
+    refused: int = 0
+    refused_ids: tuple[str, ...] = ()
+    id_limit: int | None = None
+
+    def refused_text(self) -> str:
+        """One line naming the rows whose id cannot be recorded."""
+        shown = ", ".join(f"{i[:24]!r}... ({len(i):,} characters)" for i in self.refused_ids)
+        more = ", ..." if self.refused > len(self.refused_ids) else ""
+        return (
+            f"{self.refused} row(s) have an id longer than the {self.id_limit} characters log_id holds on this "
+            f"warehouse and can be neither scored nor recorded ({shown}{more}); shorten those ids at the source"
+        )
 
 
 def _hashes(values: Iterable[Any]) -> np.ndarray:
@@ -64,13 +82,17 @@ def _hashes(values: Iterable[Any]) -> np.ndarray:
     return np.fromiter((hash(str(v)) for v in values), dtype=np.int64)
 
 
-def _source(ctx: PipelineContext, partition: Partition) -> tuple[np.ndarray, np.ndarray | None]:
-    """The partition's ids as hashes, and (sampling) the mask of those in the run's sample."""
+def _source(ctx: PipelineContext, partition: Partition, refused: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+    """The partition's ids as hashes, and (sampling) the mask of those in the run's sample; ids
+    too long for ``log_id`` are left out and added to ``refused``."""
     import numpy as np
 
     sample = ctx.config.sample
+    limit = ctx.log_id_limit
     with read_connection(ctx.engine) as conn:
-        texts = (str(v) for v in ctx.rows.iter_ids(conn, partition))
+        texts: Iterable[str] = (str(v) for v in ctx.rows.iter_ids(conn, partition))
+        if limit is not None:
+            texts = _fitting(texts, limit, refused)
         if not sample.active:
             return _hashes(texts), None
         planner = CutoffPlanner(sample)
@@ -85,6 +107,14 @@ def _source(ctx: PipelineContext, partition: Partition) -> tuple[np.ndarray, np.
     if cutoff >= FULL_CUTOFF:
         return hashes, None
     return hashes, np.array(draws, dtype=np.uint64) < np.uint64(cutoff)
+
+
+def _fitting(texts: Iterable[str], limit: int, refused: list[str]) -> Iterable[str]:
+    for text in texts:
+        if len(text) > limit:
+            refused.append(text)
+        else:
+            yield text
 
 
 def _output(ctx: PipelineContext, partition_key: str) -> np.ndarray:
@@ -165,7 +195,8 @@ def reconcile(ctx: PipelineContext, partition: Partition) -> Ledger:
     """Reconcile the partition's source rows with its output rows (see the module's docstring)."""
     import numpy as np
 
-    source, in_sample = _source(ctx, partition)
+    refused: list[str] = []
+    source, in_sample = _source(ctx, partition, refused)
     expected = source if in_sample is None else source[in_sample]
     output = _output(ctx, partition.key)
     moved, removed = _keep_in_day(ctx, partition, source, expected, output)
@@ -184,4 +215,7 @@ def reconcile(ctx: PipelineContext, partition: Partition) -> Ledger:
         examples=examples,
         moved_in=moved,
         removed=removed,
+        refused=len(refused),
+        refused_ids=tuple(sorted(refused)[:EXAMPLES]),
+        id_limit=ctx.log_id_limit,
     )

@@ -1,12 +1,14 @@
 """What a partition run produces: chunks, chunk results, the run row, progress events.
 
 Row accounting of a run (the ledger, ``pipeline/ledger.py``): ``rows_total`` is the partition's
-rows in the source (with an id; ``rows_without_id`` counts the others), ``rows_sampled`` those in
-the run's sample, and every sampled row is in exactly one of ``rows_scored`` (a score row, however
-obtained), ``rows_failed`` (a ``ctxprec_failures`` row) or ``rows_unaccounted`` (neither: never
-``succeeded``). ``rows_cached`` is the part of ``rows_scored`` that cost no judge call in this run
-(scored by an earlier run, or every node verdict from the judgment cache). A chunk's
-``rows_total`` is its rows, ``rows_scored + rows_failed`` plus the rows deferred to a later pass.
+rows in the source (with an id a ``log_id`` can hold; ``rows_without_id`` counts the others),
+``rows_sampled`` those in the run's sample, and every sampled row is in exactly one of
+``rows_scored`` (a score row, however obtained), ``rows_failed`` (a ``ctxprec_failures`` row) or
+``rows_unaccounted`` (neither: never ``succeeded``). ``rows_cached`` is the part of
+``rows_scored`` that cost no judge call in this run (scored by an earlier run, or every node
+verdict from the judgment cache). A chunk's ``rows_total`` is its rows, ``rows_scored +
+rows_failed`` plus the rows deferred to a later pass and the rows another run held
+(``rows_held``).
 """
 
 from __future__ import annotations
@@ -147,6 +149,9 @@ class ChunkResult:
     nodes_escalated: int = 0
     cheap_cost: float | None = 0.0
     strong_cost: float | None = 0.0
+    #: rows another run was judging when the chunk was read (``warehouse/claims.py``): the
+    #: stream reads the chunk again once they are released (``rows_total`` counts them)
+    rows_held: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -265,8 +270,17 @@ class ProgressEvent:
     #: ``judge_outage``: the circuit breaker paused, probed, resumed or gave up (``message`` says
     #: which, why and for how long)
     #: ``cascade``: the run's cascade threshold was reused or chosen (``message`` says which)
+    #: ``claims_waiting``: rows another run is judging are waited for (``message`` names the run)
     kind: Literal[
-        "planned", "chunk_started", "rows_done", "chunk_done", "finished", "judge_outage", "batch_waiting", "cascade"
+        "planned",
+        "chunk_started",
+        "rows_done",
+        "chunk_done",
+        "finished",
+        "judge_outage",
+        "batch_waiting",
+        "cascade",
+        "claims_waiting",
     ]
     partition_key: str
     done: int = 0

@@ -4,34 +4,42 @@ The judge sees one queue for all the chunks of a call, kept at ``concurrency`` r
 flight: a chunk's slow last request no longer drains it before the next chunk starts. Chunks stay
 the unit of reading and of the write transaction:
 
-- a reader thread claims (``warehouse.claims``) and reads the next chunks (rows, already-scored
-  ids, cached judgments) while the current ones are judged; at most ``OPEN_CHUNKS`` chunks are
-  claimed and not yet written. A chunk another process holds is skipped and, after the free ones,
-  waited for (then its rows are found scored) — or left out with ``wait_taken=False``;
+- a reader thread reads the next chunks (rows, already-scored ids, cached judgments) and claims
+  the rows it will judge (``warehouse/claims.py``) while the current ones are judged; at most
+  ``OPEN_CHUNKS`` chunks are read and not yet written. Rows another run is judging are left to
+  it; once the free chunks are done the stream waits until they are released (saying which run
+  holds them) and reads their chunks again, finding them scored — or leaves them, with
+  ``wait_taken=False``;
 - the event loop judges every case through one ``JudgeRun`` limiter (and one budget, and the
   context's circuit breaker and request quota); a kind that needs no judge is computed in place,
   and the cases of a judge that answers inline (``JudgeModel.answers_inline``) are judged one
-  after another by the dispatcher itself (nothing to wait for: no task per case);
+  after another by the dispatcher itself (nothing to wait for: no task per case). A judge that is
+  waited for has its new verdicts committed to the judgment cache as they arrive
+  (``verdict_flush``): a case counts as judged once they are, and at most ``concurrency`` cases
+  are judged or waiting for that commit at a time, so a crash loses only the calls in flight;
 - when a chunk's last case is judged, a single writer thread collects and writes it in one
-  transaction (scores, failures, judgments), in the order chunks finish — one writer, so SQLite's
-  single-writer rule holds and a crash leaves whole chunks only. A chunk's claim is released
-  once its write has committed.
+  transaction (scores, failures, judgments not written yet, the end of its claim), in the order
+  chunks finish — one writer, so SQLite's single-writer rule holds and a crash leaves whole
+  chunks only.
 
 A stream with nothing to wait for — on SQLite, a kind that needs no judge or a judge that answers
 inline — reads, judges and writes on the event loop's own thread, one step after another (the same
 steps in the same order, chunk by chunk). All of its work is this process's CPU (SQLite runs in
 process), so reader and writer threads could only trade the GIL with it: that cost ~20 % more CPU
-per row and made the run slower, not faster (bench/README.md).
+per row and made the run slower, not faster (bench/README.md). Such a judge costs nothing to ask
+again, so its rows are not claimed and its verdicts are written with their chunk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
+import random
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -41,77 +49,55 @@ from .._async import run_sync
 from .._gc import quiet_gc
 from ..cases.results import MetricResult
 from ..judge.budget import Budget
-from ..judge.cache import DictVerdictCache, remembered_keys
+from ..judge.cache import remembered_keys
 from ..judge.calls import CaseRef, JudgeRun, answers_inline_in, current_case, use_guards
 from ..judge.limiter import AdaptiveLimiter
 from ..judge.retry import RetryWaits
 from ..scoring.verdicts import NodeVerdict
-from ..warehouse.claims import chunk_claim
+from ..warehouse.claims import RowClaims, claim_scope, waiting_text
 from ..warehouse.dialects import dialect_of
+from ..warehouse.engine import in_memory, write_retrying
+from ..warehouse.upsert import insert_ignore
 from .cascade import ensure_cascade
-from .chunk import chunk_claim_name, finish_chunk
+from .chunk import finish_chunk, judgment_rows
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .intake import Intake, read_intake, remaining_budget
 from .records import Chunk, ChunkResult, ProgressCallback
+from .run_cache import RunCache, SnapshotCache, verdicts_ticket
 from .stream_progress import Progress, breaker_progress
+from .verdict_flush import VerdictFlush
 
-__all__ = ["score_chunks", "score_chunk", "score_chunk_if_free", "OPEN_CHUNKS"]
+__all__ = ["score_chunks", "score_chunk", "score_chunk_if_free", "claims_scope", "OPEN_CHUNKS"]
 
-#: chunks claimed and not yet written (one being written, one draining, one judged, one read ahead)
+log = logging.getLogger("ctxprec_ops.pipeline")
+
+#: chunks read and not yet written (one being written, one draining, one judged, one read ahead)
 OPEN_CHUNKS = 4
+#: seconds between two looks at rows another run holds (growing to ``HELD_POLL_MAX``), and between
+#: two messages saying what is waited for when nothing changed
+HELD_POLL, HELD_POLL_MAX, HELD_REPORT = 0.25, 2.0, 30.0
 
 T = TypeVar("T")
 
 
-class _RunCache:
-    """A chunk's judgment cache that also sees verdicts judged by this run's other chunks and not
-    yet known to be written (``recent``), so a node repeated in neighbouring chunks is judged once.
-    A verdict taken from ``recent`` is written again with this chunk (an insert-ignore), so every
-    chunk's transaction holds the verdicts its scores used."""
-
-    def __init__(self, own: DictVerdictCache, recent: dict[bytes, NodeVerdict]) -> None:
-        self.own, self.recent = own, recent
-
-    def get(self, key: bytes) -> NodeVerdict | None:
-        v = self.own.get(key)
-        if v is None and (v := self.recent.get(key)) is not None:
-            self.own.put(key, v)
-        return v
-
-    def put(self, key: bytes, verdict: NodeVerdict) -> None:
-        self.own.put(key, verdict)
-        self.recent[key] = verdict
-
-
-class _SnapshotCache:
-    """A chunk's judgment cache for a judge that answers by prompt (``stable_prompts``: a deferred
-    transport matching answers to the requests it recorded): lookups see the verdicts the chunk's
-    read found, never ones judged during this pass, so a case asks exactly the prompt it asked when
-    its request was recorded. New verdicts are still kept for the chunk's write."""
-
-    def __init__(self, own: DictVerdictCache) -> None:
-        self.own = own
-
-    def get(self, key: bytes) -> NodeVerdict | None:
-        return None if key in self.own.added else self.own.get(key)
-
-    def put(self, key: bytes, verdict: NodeVerdict) -> None:
-        self.own.put(key, verdict)
-
-
 @dataclass
 class _Open:
-    """A chunk between its read and its write."""
+    """A chunk between its read and its write (one visit: a chunk with rows another run held is
+    read again once they are released)."""
 
     chunk: Chunk
     intake: Intake
     run: JudgeRun
     started: float
-    claim: ExitStack
     results: list[Any] = field(default_factory=list)
     pending: int = 0
     dispatched: bool = False
+    #: rows of the chunk an earlier visit settled (counted in progress already)
+    counted: int = 0
+    #: the flush that commits the last of its cases' new verdicts (``VerdictFlush`` ticket)
+    ticket: int = 0
+    written: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class _Stream:
@@ -128,19 +114,21 @@ class _Stream:
             breaker=ctx.guards.breaker,
             quota=ctx.guards.quota,
         )
-        self.claims: set[ExitStack] = set()  # claimed chunks not yet written (released on any exit)
         self.gate = asyncio.Semaphore(max(cfg.concurrency * 4, 8))  # live case coroutines
+        model = getattr(ctx.metric, "model", None)
         #: the judge answers inline (``JudgeModel.answers_inline``): no task per case
-        self.inline = answers_inline_in(getattr(ctx.metric, "model", None), self.base)
+        self.inline = answers_inline_in(model, self.base)
         #: the judge wants to know which case each call is for (``judge.calls.current_case``)
-        self.tag_cases = bool(getattr(getattr(ctx.metric, "model", None), "tags_cases", False))
-        #: the judge answers by prompt identity (``_SnapshotCache``)
-        self.stable_prompts = bool(getattr(getattr(ctx.metric, "model", None), "stable_prompts", False))
+        self.tag_cases = bool(getattr(model, "tags_cases", False))
+        #: the judge answers by prompt identity (``SnapshotCache``)
+        self.stable_prompts = bool(getattr(model, "stable_prompts", False))
         self.slots = asyncio.Semaphore(OPEN_CHUNKS)
         self.recent: dict[bytes, NodeVerdict] = {}
         self.evictions: list[tuple[int, list[bytes]]] = []  # (reads started at the write, keys written)
         self.reads_started = self.dispatched = 0
-        self.results: list[ChunkResult] = []
+        self.results: dict[int, ChunkResult] = {}
+        #: chunks read with rows another run held, by index: their latest visit
+        self.held: dict[int, _Open] = {}
         #: nothing to wait for: every step is this process's CPU (SQLite runs in process, the judge
         #: answers inline or is not needed), so reads and writes run on the event loop's thread
         self.serial = dialect_of(ctx.engine).serial_in_process and (self.inline or not cfg.kind.needs_judge)
@@ -149,6 +137,29 @@ class _Stream:
         # thread (in-memory SQLite)
         shared = isinstance(ctx.engine.pool, (StaticPool, SingletonThreadPool))
         self.writer = self.reader if shared else ThreadPoolExecutor(1, thread_name_prefix="ctxprec-write")
+        #: a judge that is paid for (waited for, not offline): its rows are claimed and its verdicts
+        #: committed as they arrive
+        paid = cfg.kind.needs_judge and not ctx.judge_is_offline and not self.inline
+        self.claims: RowClaims | None = None
+        self.flush: VerdictFlush | None = None
+        self.saver: ThreadPoolExecutor | None = None
+        self.unsaved: asyncio.Semaphore | None = None
+        if paid and not in_memory(ctx.engine.url):  # only this process sees an in-memory database
+            self.claims = RowClaims(
+                ctx.engine,
+                claims_scope(ctx, progress.pk),
+                run_id=run_id,
+                schema=cfg.output_schema,
+                lease=cfg.claim_lease_seconds,
+            )
+        if paid and not self.stable_prompts:
+            self.saver = self.writer if shared else ThreadPoolExecutor(1, thread_name_prefix="ctxprec-verdicts")
+            self.flush = VerdictFlush(self._save_verdicts, self.saver)
+            self.unsaved = asyncio.Semaphore(cfg.concurrency)
+
+    def _save_verdicts(self, verdicts: dict[bytes, NodeVerdict]) -> None:
+        rows = judgment_rows(self.ctx, verdicts)
+        write_retrying(self.ctx.engine, lambda conn: insert_ignore(conn, self.ctx.tables.judgments, rows))
 
     async def _in(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> T:
         if self.serial:
@@ -157,61 +168,90 @@ class _Stream:
 
     async def run(self, chunks: list[Chunk]) -> list[ChunkResult]:
         queue: asyncio.Queue[_Open | None] = asyncio.Queue()
+        claims = self.claims
+        if claims is not None:
+            await self._in(self.reader, claims.__enter__)
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._read_all(chunks, queue))
                 await self._dispatch_all(queue, tg)
+            if self.flush is not None:
+                await self.flush.drain()
         except BaseExceptionGroup as group:
             raise _first(group) from None
         finally:
-            self.reader.shutdown(wait=True, cancel_futures=True)
-            self.writer.shutdown(wait=True, cancel_futures=True)
-            for claim in list(self.claims):  # an aborted stream: its chunks are not written
-                _release(claim)
-        return sorted(self.results, key=lambda r: r.index)
+            try:
+                if claims is not None:  # rows of chunks not written are free again
+                    await self._in(self.reader, claims.__exit__, None, None, None)
+            finally:
+                self.reader.shutdown(wait=True, cancel_futures=True)
+                self.writer.shutdown(wait=True, cancel_futures=True)
+                if self.saver is not None:
+                    self.saver.shutdown(wait=True, cancel_futures=True)
+        return [self.results[i] for i in sorted(self.results)]
 
     async def _read_all(self, chunks: list[Chunk], queue: asyncio.Queue[_Open | None]) -> None:
-        taken = [c for c in chunks if not await self._read(c, queue, wait=False)]  # another process has it
-        if self.wait_taken:
-            for chunk in taken:  # free chunks first, then wait for the taken ones
-                await self._read(chunk, queue, wait=True)
+        for chunk in chunks:
+            await self._read(chunk, queue)
+        if self.wait_taken:  # free chunks first, then the rows another run held
+            while self.held:
+                index = min(self.held)
+                await self._read(self.held[index].chunk, queue, await self._released(self.held.pop(index)))
         await queue.put(None)
 
-    async def _read(self, chunk: Chunk, queue: asyncio.Queue[_Open | None], *, wait: bool) -> bool:
-        """Claim and read ``chunk`` into the queue; False (nothing read) when another process holds it."""
+    async def _released(self, op: _Open) -> _Open:
+        """Wait until the rows another run held in ``op``'s chunk are released (``op`` written
+        first: its own claim is gone); returns ``op``."""
+        await op.written.wait()
+        assert self.claims is not None
+        ids = list(op.intake.held)
+        poll, said, told_at = HELD_POLL, "", 0.0
+        while held := await self._in(self.reader, self.claims.holders_of, ids):
+            text = f"chunk {op.chunk.index}: waiting for {waiting_text(held)}"
+            now = time.monotonic()
+            if text != said or now - told_at >= HELD_REPORT:
+                log.info("partition %s: %s", op.chunk.partition_key, text)
+                self.progress.event("claims_waiting", text)
+                said, told_at = text, now
+            await asyncio.sleep(poll * (1 + random.random() / 4))
+            poll = min(poll * 2, HELD_POLL_MAX)
+        await asyncio.sleep(random.random() * 0.05)  # two runs that both gave a row up: not in step
+        return op
+
+    async def _read(self, chunk: Chunk, queue: asyncio.Queue[_Open | None], before: _Open | None = None) -> None:
+        """Read (and claim) ``chunk`` into the queue (``before``: its previous visit)."""
         await self.slots.acquire()
         started = time.perf_counter()
-        claim = ExitStack()
-        self.claims.add(claim)
-        got = await self._in(self.reader, _claim, claim, self.ctx, chunk, wait)
-        if not got:
-            self.claims.discard(claim)
-            await self._in(self.reader, _release, claim)
-            self.slots.release()
-            return False
         self.reads_started += 1
-        intake = await self._in(self.reader, read_intake, self.ctx, chunk, self.run_id)
-        cache: _RunCache | _SnapshotCache | None = None
+        intake = await self._in(self.reader, read_intake, self.ctx, chunk, self.run_id, self.claims)
+        cache: RunCache | SnapshotCache | None = None
         if intake.cache is not None:
-            cache = _SnapshotCache(intake.cache) if self.stable_prompts else _RunCache(intake.cache, self.recent)
+            own = intake.cache
+            cache = SnapshotCache(own) if self.stable_prompts else RunCache(own, self.recent, self.flush)
         run = dataclasses.replace(self.base, cache=cache)  # shared limiter, budget, guards and stats
-        await queue.put(_Open(chunk, intake, run, started, claim, [None] * len(intake.cases), len(intake.cases)))
-        return True
+        n = len(intake.cases)
+        op = _Open(chunk, intake, run, started, [None] * n, n)
+        if before is not None:
+            op.counted = before.intake.all_rows - len(before.intake.held)
+        if intake.held:
+            self.held[chunk.index] = op
+        await queue.put(op)
 
     async def _dispatch_all(self, queue: asyncio.Queue[_Open | None], tg: asyncio.TaskGroup) -> None:
         while (op := await queue.get()) is not None:
+            intake = op.intake
             self.progress.event("chunk_started", f"chunk {op.chunk.index}")
-            self.progress.add(op.intake.all_rows - len(op.intake.cases))
+            self.progress.add(max(0, intake.all_rows - len(intake.cases) - len(intake.held) - op.counted))
             if not self.ctx.config.kind.needs_judge:  # pure computation: the writer computes and writes
                 self.progress.add(op.pending)
                 op.pending = 0
             elif self.inline:  # nothing to wait for: judge the cases here, one after another
-                with remembered_keys(op.intake.key_memo):
-                    for i, case in enumerate(op.intake.cases):
+                with remembered_keys(intake.key_memo):
+                    for i, case in enumerate(intake.cases):
                         await self._judge(op, i, case, tg)
             else:
-                with remembered_keys(op.intake.key_memo):  # the cases' tasks find their keys computed
-                    for i, case in enumerate(op.intake.cases):
+                with remembered_keys(intake.key_memo):  # the cases' tasks find their keys computed
+                    for i, case in enumerate(intake.cases):
                         await self.gate.acquire()
                         tg.create_task(self._score(op, i, case, tg))
             op.dispatched = True
@@ -229,24 +269,49 @@ class _Stream:
             self.gate.release()
 
     async def _judge(self, op: _Open, i: int, case: Any, tg: asyncio.TaskGroup) -> None:
-        if self.tag_cases:  # a transport that collects requests labels them by case
-            token = current_case.set(CaseRef(str(case.id), (op.chunk.index, i)))
-            try:
-                r: MetricResult = await self.ctx.metric.score_case(case, op.run, i)
-            finally:
-                current_case.reset(token)
+        flush, unsaved = self.flush, self.unsaved
+        if flush is None or unsaved is None:
+            r = await self._ask(op, i, case)
         else:
-            r = await self.ctx.metric.score_case(case, op.run, i)
+            # while commits are quick compared with judge calls, its new verdicts are committed
+            # before its concurrency slot serves another case (a crash then loses only the calls
+            # in flight); else in the background, within ``verdict_flush.INTERVAL`` (and before
+            # the chunk's write)
+            async with unsaved:
+                started = time.perf_counter()
+                with verdicts_ticket() as ticket:
+                    r = await self._ask(op, i, case)
+                if r.judge_calls:
+                    flush.called(time.perf_counter() - started)
+                if ticket[0] and flush.quick:
+                    await flush.committed(ticket[0])
+                elif ticket[0]:
+                    flush.soon()
+                op.ticket = max(op.ticket, ticket[0])  # committed before the chunk's write in any case
         op.results[i] = r
         op.pending -= 1
         self.progress.add(1)
         if op.pending == 0 and op.dispatched:
             tg.create_task(self._write(op))
 
+    async def _ask(self, op: _Open, i: int, case: Any) -> MetricResult:
+        if not self.tag_cases:
+            return await self.ctx.metric.score_case(case, op.run, i)
+        # a transport that collects requests labels them by case
+        token = current_case.set(CaseRef(str(case.id), (op.chunk.index, i)))
+        try:
+            return await self.ctx.metric.score_case(case, op.run, i)
+        finally:
+            current_case.reset(token)
+
     async def _write(self, op: _Open) -> None:
+        if op.ticket and self.flush is not None:
+            await self.flush.committed(op.ticket)
         result = await self._in(self.writer, self._finish, op)
         self.slots.release()
-        self.results.append(result)
+        earlier = self.results.get(result.index)
+        self.results[result.index] = result if earlier is None else _merged(earlier, result)
+        op.written.set()
         if op.intake.cache is not None and op.intake.cache.added:
             self.evictions.append((self.reads_started, list(op.intake.cache.added)))
         self.progress.event(
@@ -254,11 +319,11 @@ class _Stream:
         )
 
     def _finish(self, op: _Open) -> ChunkResult:
-        """Write the chunk, then release its claim (in the writer thread)."""
-        result = finish_chunk(self.ctx, op.chunk, op.intake, op.results, self.run_id, op.started)
-        self.claims.discard(op.claim)
-        _release(op.claim)
-        return result
+        """Write the chunk (in the writer thread); its claim ends with the transaction."""
+        saved = self.flush is not None and not self.flush.broken
+        return finish_chunk(
+            self.ctx, op.chunk, op.intake, op.results, self.run_id, op.started, claims=self.claims, verdicts_saved=saved
+        )
 
     def _evict(self) -> None:
         """Forget written verdicts once every chunk read before their write has looked up its cache."""
@@ -272,22 +337,27 @@ class _Stream:
         self.evictions = keep
 
 
-def _claim(stack: ExitStack, ctx: PipelineContext, chunk: Chunk, wait: bool) -> bool:
-    claim = chunk_claim(
-        ctx.engine,
-        chunk_claim_name(ctx, chunk),
-        wait=wait,
-        schema=ctx.config.output_schema,
-        lease=ctx.config.claim_lease_seconds,
+def claims_scope(ctx: PipelineContext, partition_key: str) -> str:
+    """What the rows a stream claims are rows of: the source table, scoring key and partition."""
+    key = ctx.key
+    return claim_scope(
+        ctx.source.name, key.metric, key.judge_model, key.prompt_version, key.mapping or "", partition_key
     )
-    return bool(stack.enter_context(claim))
 
 
-def _release(stack: ExitStack) -> None:
-    try:
-        stack.close()
-    except Exception:  # a lost session has dropped its locks already
-        pass
+def _merged(earlier: ChunkResult, later: ChunkResult) -> ChunkResult:
+    """One result for a chunk read twice (rows another run held, read again once released): the
+    later visit's counts (it found the first one's rows scored) and both visits' spend."""
+    out = dataclasses.replace(later)
+    out.judge_calls += earlier.judge_calls
+    out.prompt_tokens += earlier.prompt_tokens
+    out.completion_tokens += earlier.completion_tokens
+    out.cost = None if earlier.cost is None or later.cost is None else earlier.cost + later.cost
+    out.seconds += earlier.seconds
+    # rows the first visit scored count as cached in the second's figure: they were not
+    out.rows_cached = max(0, later.rows_cached - (earlier.rows_scored - earlier.rows_cached))
+    out.error_message = later.error_message or earlier.error_message
+    return out
 
 
 def _first(group: BaseExceptionGroup) -> BaseException:
@@ -322,9 +392,9 @@ def score_chunks(
     """Score ``chunks`` (of one partition) as one stream; returns their results in chunk order.
 
     ``budget`` defaults to ``config.max_cost`` minus what ``run_id`` has already spent. Progress
-    counts from ``done_before`` towards ``total`` (default: these chunks' rows). A chunk another
-    process has claimed is scored after the free ones, once released (``wait_taken``), else left
-    out of the results.
+    counts from ``done_before`` towards ``total`` (default: these chunks' rows). Rows another
+    process is judging are waited for after the free chunks and then found scored
+    (``wait_taken``), else left to it (``ChunkResult.rows_held``).
     """
     if not chunks:
         return []
@@ -355,8 +425,9 @@ def score_chunk(
     (they count as ``rows_scored`` and ``rows_cached``). Bad rows become ``invalid_input``
     failures; errored cases become failures with the core's ``error_type``. A failure record of
     a row that is now scored is deleted. ``budget`` defaults to ``config.max_cost`` minus what
-    ``run_id`` has already spent. On PostgreSQL the chunk is claimed first: a process scoring the
-    same chunk at the same time is waited for, and its rows are then skipped, not paid twice.
+    ``run_id`` has already spent. The rows to judge are claimed first (``warehouse/claims.py``):
+    rows another process is judging at the same time are waited for and then found scored, not
+    paid twice.
     """
     result = score_chunk_if_free(
         config, chunk, run_id=run_id, progress=progress, budget=budget, context=context, wait=True
@@ -375,8 +446,8 @@ def score_chunk_if_free(
     context: PipelineContext | None = None,
     wait: bool = False,
 ) -> ChunkResult | None:
-    """``score_chunk``, or ``None`` without doing anything when another process holds the
-    chunk's claim (``wait=False``). The chunk is a one-chunk stream (``stream.score_chunks``)."""
+    """``score_chunk``; with ``wait=False`` rows another process is judging are left to it, not
+    waited for (``ChunkResult.rows_held``). The chunk is a one-chunk stream (``score_chunks``)."""
     if isinstance(chunk, dict):
         chunk = Chunk.from_dict(chunk)
     _ = chunk.partition  # its key parsed: a bad one is refused here, before anything is read

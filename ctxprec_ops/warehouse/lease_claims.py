@@ -1,59 +1,56 @@
-"""Chunk claims as leases in a table, for warehouses without advisory or named locks (DuckDB,
-Snowflake).
+"""The claims table, ``ctxprec_claims`` (in the output schema), and its row operations: generic
+SQL that works on every warehouse (no advisory or named locks, no enforced keys needed).
 
-A claim is a row of ``ctxprec_claims`` (in the output schema): the claim's key, a random holder
-id, and the time its lease expires. The holder renews the lease from a daemon thread every third
-of its length and deletes the row when the claim is released; a process that dies leaves its row
-behind, and the next claimer deletes it once it has expired. Every step is a short transaction
-of its own, so no transaction is ever held open while a chunk is scored.
+A row is one claim: the ids a holder is judging (16 hex digits of a hash per id), what they are
+ids of (``scope``: a hash of the source table, scoring key and partition), the holder's id, run
+and process (host, pid, start time), when it was claimed and until when its lease runs. The
+holder renews the lease of all its rows every third of the lease (one ``UPDATE``); a claim row
+is deleted in the transaction that writes its chunk. Every step is a short transaction of its
+own, so no transaction is ever held open while a chunk is judged.
 
-The algorithm does not rely on the primary key being enforced (Snowflake does not enforce it):
+Tables an earlier version created (one row per chunk, keyed by its name) get the new columns
+(``ALTER TABLE ... ADD COLUMN``); their rows have no scope and are never read as claims.
 
-1. delete the name's row if its lease has expired;
-2. insert my row unless a row for the name exists (``INSERT ... SELECT ... WHERE NOT EXISTS``);
-   a duplicate-key or write-write-conflict error means another claimer got there first;
-3. read the name's live rows, after my insert has committed: I hold the claim when mine is the
-   only one. Two claimers whose inserts both got through (keys not enforced, and each inserted
-   before it could see the other's row) cannot both see only their own row: the later of the two
-   commits sees the earlier. A claimer that sees another live row deletes its own;
-4. if both deleted theirs, the name is free again and the attempt is repeated; with
-   ``wait=True`` the claimer polls until it holds the claim.
-
-Times are computed in Python (UTC) and bound as parameters, so the hosts' clocks are what the
-leases are measured against: keep them in sync (the default lease, 10 minutes, leaves room).
+Times are computed in Python (UTC) and bound as parameters, so leases are measured against the
+hosts' clocks: keep them in sync (the default lease, 10 minutes, leaves room). A family whose
+timestamps keep whole seconds (MySQL / MariaDB ``DATETIME``) shortens a lease by up to a second.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Column, DateTime, MetaData, String, Table, and_, delete, exists, insert, literal, select, update
+from sqlalchemy import Column, Integer, MetaData, String, Table, delete, insert, select, update
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
 
 from ..errors import CtxPrecError
-from .ddl import create_table
 from .dialects import dialect_of
-from .reflect import has_table
+from .engine import read_connection, write_retrying
+from .holders import ClaimHolder, Process
+from .reflect import get_columns, has_table
+from .types import Double, LongText, Timestamp
 
 __all__ = [
     "CLAIMS_TABLE",
     "DEFAULT_LEASE_SECONDS",
     "LeaseSettingError",
+    "ClaimRow",
     "claims_table",
     "ensure_claims_table",
-    "lease_claim",
-    "lease_name",
     "lease_seconds",
+    "insert_claim",
+    "claims_of_others",
+    "set_ids",
+    "delete_claim",
+    "delete_holder",
+    "renew",
 ]
 
 log = logging.getLogger(__name__)
@@ -61,10 +58,6 @@ log = logging.getLogger(__name__)
 CLAIMS_TABLE = "ctxprec_claims"
 #: seconds a claim's lease lasts without renewal (the heartbeat renews it every third of that)
 DEFAULT_LEASE_SECONDS = 600.0
-#: seconds between two attempts of a waiting claimer (plus up to as much again of jitter)
-POLL_SECONDS = 0.25
-#: attempts of a non-waiting claimer whose row and a rival's were both withdrawn
-_FREE_RETRIES = 8
 
 
 class LeaseSettingError(CtxPrecError, ValueError):
@@ -73,21 +66,15 @@ class LeaseSettingError(CtxPrecError, ValueError):
 
 def lease_seconds(value: float | str | None = None) -> float:
     """The lease length: ``value`` if given, else ``DEFAULT_LEASE_SECONDS``."""
-    source = "lease"
     if value is None:
         return DEFAULT_LEASE_SECONDS
     try:
         seconds = float(value)
     except (TypeError, ValueError):
-        raise LeaseSettingError(f"{source} must be a positive number of seconds, got {value!r}") from None
+        raise LeaseSettingError(f"lease must be a positive number of seconds, got {value!r}") from None
     if not seconds > 0 or seconds == float("inf"):
-        raise LeaseSettingError(f"{source} must be a positive number of seconds, got {value!r}")
+        raise LeaseSettingError(f"lease must be a positive number of seconds, got {value!r}")
     return seconds
-
-
-def lease_name(key: int) -> str:
-    """The row key of a claim whose 64-bit key is ``key`` (as the MySQL lock name)."""
-    return f"ctxprec:{key & (2**64 - 1):016x}"
 
 
 @cache
@@ -98,224 +85,140 @@ def claims_table(schema: str | None = None) -> Table:
         MetaData(schema=schema),
         Column("name", String(64), primary_key=True),
         Column("holder", String(64), nullable=False),
-        Column("expires_at", DateTime(timezone=True), nullable=False),
-        Column("claimed_at", DateTime(timezone=True), nullable=True),
+        Column("expires_at", Timestamp(), nullable=False),
+        Column("claimed_at", Timestamp(), nullable=True),
+        *_added_columns(),
     )
 
 
-_created: set[tuple[str, str | None]] = set()
-_created_lock = threading.Lock()
+def _added_columns() -> list[Column[Any]]:
+    """The columns added to the first version's table (nullable: its rows have none)."""
+    return [
+        Column("scope", String(64), nullable=True),
+        Column("run_id", String(255), nullable=True),
+        Column("host", String(255), nullable=True),
+        Column("pid", Integer, nullable=True),
+        Column("process_start", Double(), nullable=True),
+        Column("ids", LongText(), nullable=True),
+    ]
+
+
+_ready: set[tuple[str, str | None]] = set()
+_ready_lock = threading.Lock()
 
 
 def ensure_claims_table(engine: Engine, schema: str | None = None) -> Table:
-    """Create ``ctxprec_claims`` unless it exists; a concurrent creator's table is accepted."""
+    """Create ``ctxprec_claims`` unless it exists, or add the columns an earlier version's lacks;
+    a concurrent creator's table (or column) is accepted."""
     table = claims_table(schema)
     marker = (engine.url.render_as_string(hide_password=True), schema)
-    if marker in _created:
+    if marker in _ready:
         return table
-    with _created_lock:
-        if marker in _created:
+    with _ready_lock:
+        if marker in _ready:
             return table
         for attempt in range(5):
             try:
-                if not _table_exists(engine, schema):
-                    with engine.begin() as conn:  # the family's DDL (ClickHouse: its table engine)
-                        create_table(conn, table, checkfirst=False)
+                _create_or_complete(engine, table, schema)
                 break
             except Exception:
-                # another process or thread created it between the check and the CREATE
-                # ("already exists", DuckDB's "Catalog write-write conflict")
-                if _table_exists(engine, schema):
-                    break
+                # another process or thread created it (or a column) between the check and the
+                # DDL ("already exists", "duplicate column", DuckDB's "Catalog write-write conflict")
                 if attempt == 4:
                     raise
                 time.sleep(0.05 * (attempt + 1))
-        _created.add(marker)
+        _ready.add(marker)
     return table
 
 
-def _table_exists(engine: Engine, schema: str | None) -> bool:
-    """Whether the table exists in ``schema`` (``reflect.has_table``: on DuckDB, in the default
-    schema, not in any schema as duckdb-engine's ``has_table`` would answer)."""
+def _create_or_complete(engine: Engine, table: Table, schema: str | None) -> None:
     with engine.connect() as conn:
-        return has_table(conn, CLAIMS_TABLE, schema)
+        exists = has_table(conn, CLAIMS_TABLE, schema)
+        have = {c["name"] for c in get_columns(conn, CLAIMS_TABLE, schema)} if exists else set()
+    if not exists:
+        with engine.begin() as conn:
+            dialect_of(conn).create_table(conn, table, checkfirst=False)
+        return
+    missing = [c for c in _added_columns() if c.name not in have]
+    if not missing:
+        return
+    with engine.begin() as conn:
+        prep = conn.dialect.identifier_preparer
+        for column in missing:
+            ddl = column.type.compile(dialect=conn.dialect)
+            conn.exec_driver_sql(f"ALTER TABLE {prep.format_table(table)} ADD COLUMN {prep.quote(column.name)} {ddl}")
+    log.info("%s: added the columns %s", CLAIMS_TABLE, ", ".join(c.name for c in missing))
 
 
-def _now() -> datetime:
+@dataclass(frozen=True)
+class ClaimRow:
+    """A claim row of another holder, as read."""
+
+    name: str
+    holder: ClaimHolder
+    #: the claimed ids' hashes
+    ids: frozenset[str]
+
+
+def now() -> datetime:
     return datetime.now(UTC)
 
 
-def _contention(engine: Engine, exc: Exception) -> bool:
-    """A duplicate key (``IntegrityError``) or a write conflict with a concurrent claimer, as the
-    dialect recognises them (``Dialect.write_conflict``: DuckDB's optimistic concurrency, and
-    fakesnow's unwrapped DuckDB errors out of ``commit()``); not a real error."""
-    return isinstance(exc, IntegrityError) or dialect_of(engine).write_conflict(exc)
+def _aware(at: datetime | None) -> datetime | None:
+    """A timestamp read back as UTC (a family without time zones returns naive UTC)."""
+    if at is None or at.tzinfo is not None:
+        return at
+    return at.replace(tzinfo=UTC)
 
 
-def _step(engine: Engine, fn: Callable[[], Any]) -> bool:
-    """Run one short transaction; False when it lost a race with another claimer."""
-    try:
-        fn()
-    except Exception as exc:
-        if not _contention(engine, exc):
-            raise
-        return False
-    return True
+def split_ids(text: str | None) -> frozenset[str]:
+    """The id hashes of a claim row's ``ids`` text (16 hex digits each)."""
+    if not text:
+        return frozenset()
+    return frozenset(text[i : i + 16] for i in range(0, len(text), 16))
 
 
-class _Lease:
-    """One claimer's attempts on one name, and its heartbeat once it holds it."""
-
-    def __init__(self, engine: Engine, table: Table, name: str, seconds: float) -> None:
-        self.engine, self.table, self.name, self.seconds = engine, table, name, seconds
-        self.holder = uuid.uuid4().hex
-        self._stop = threading.Event()
-        self._beat: threading.Thread | None = None
-        #: whether my row may be in the table (set before my insert, cleared once it is not)
-        self.row = False
-
-    def _is_mine(self) -> Any:
-        t = self.table
-        return and_(t.c.name == self.name, t.c.holder == self.holder)
-
-    def _expire_dead(self) -> None:
-        t = self.table
-        with self.engine.begin() as conn:
-            conn.execute(delete(t).where(t.c.name == self.name, t.c.expires_at < _now()))
-
-    def _insert(self) -> None:
-        t, now = self.table, _now()
-        # FROM a one-row derived table: a SELECT with a WHERE but no FROM is not standard SQL
-        one = select(literal(1).label("one")).subquery("ctxprec_one")
-        row = (
-            select(
-                literal(self.name, String(64)),
-                literal(self.holder, String(64)),
-                literal(now + timedelta(seconds=self.seconds), DateTime(timezone=True)),
-                literal(now, DateTime(timezone=True)),
-            )
-            .select_from(one)
-            .where(~exists().where(t.c.name == self.name))
-        )
-        with self.engine.begin() as conn:
-            conn.execute(insert(t).from_select(["name", "holder", "expires_at", "claimed_at"], row))
-
-    def _live_holders(self) -> list[str]:
-        t = self.table
-        with self.engine.begin() as conn:
-            rows = conn.execute(select(t.c.holder).where(t.c.name == self.name, t.c.expires_at >= _now()))
-            return [r[0] for r in rows]
-
-    def _withdraw(self) -> bool:
-        t = self.table
-        for attempt in range(5):
-
-            def remove() -> None:
-                with self.engine.begin() as conn:
-                    conn.execute(delete(t).where(self._is_mine()))
-
-            if _step(self.engine, remove):
-                self.row = False
-                return True
-            time.sleep(0.02 * (attempt + 1) * (1 + random.random()))
-        return False
-
-    def attempt(self) -> bool | None:
-        """One try: True (held), False (another holder has it) or None (free again: both
-        claimers withdrew)."""
-        _step(self.engine, self._expire_dead)
-        self.row = True
-        _step(self.engine, self._insert)
-        holders = self._live_holders()
-        self.row = self.holder in holders
-        if holders == [self.holder]:
-            return True
-        if self.holder in holders:  # a rival's row got in as well: withdraw mine
-            self._withdraw()
-            holders = [h for h in self._live_holders() if h != self.holder]
-        return False if holders else None
-
-    def start_heartbeat(self) -> None:
-        self._beat = threading.Thread(target=self._heartbeat, name=f"ctxprec-lease-{self.name}", daemon=True)
-        self._beat.start()
-
-    def _heartbeat(self) -> None:
-        t = self.table
-        while not self._stop.wait(self.seconds / 3):
-            try:
-                with self.engine.begin() as conn:
-                    renewed = conn.execute(
-                        update(t).where(self._is_mine()).values(expires_at=_now() + timedelta(seconds=self.seconds))
-                    ).rowcount
-            except Exception as exc:  # retried at the next beat; the lease has two more in hand
-                log.warning("claim %s: renewing its lease failed (%s); retrying", self.name, type(exc).__name__)
-                continue
-            if renewed == 0:
-                log.warning("claim %s: its lease had expired and was taken over by another claimer", self.name)
-                return
-
-    def withdraw_quietly(self) -> None:
-        """Delete my row if it is there, logging (not raising) a failure: it then expires."""
-        if not self.row:
-            return
-        try:
-            if self._withdraw():
-                return
-        except Exception as exc:
-            log.warning("claim %s: deleting its row failed (%s)", self.name, type(exc).__name__)
-        log.warning("claim %s: its row could not be deleted; it expires with its lease", self.name)
-
-    def release(self) -> None:
-        self._stop.set()
-        if self._beat is not None:
-            self._beat.join()
-        self.withdraw_quietly()
+def insert_claim(engine: Engine, table: Table, row: dict[str, Any]) -> None:
+    """Insert one claim row (its own short transaction, retried on a write conflict)."""
+    write_retrying(engine, lambda conn: conn.execute(insert(table).values(**row)))
 
 
-@contextmanager
-def lease_claim(
-    engine: Engine,
-    name: str,
-    *,
-    wait: bool,
-    schema: str | None = None,
-    lease: float | None = None,
-    heartbeat: bool = True,
-) -> Iterator[bool]:
-    """Hold the claim row ``name`` (a key from :func:`lease_name`) for the ``with`` block;
-    yields whether it was obtained (always True with ``wait=True``). ``lease``: seconds (default
-    :func:`lease_seconds`); ``heartbeat=False`` never renews it (tests: a holder that dies)."""
-    seconds = lease_seconds(lease)
-    table = ensure_claims_table(engine, schema)
-    claim = _Lease(engine, table, name, seconds)
-    try:
-        got = _acquire(claim, wait=wait)
-    except BaseException:
-        claim.withdraw_quietly()  # an error or an interrupt between the insert and the decision
-        raise
-    if not got:
-        claim.withdraw_quietly()  # a row whose withdrawal lost every race would block the name
-        yield False
-        return
-    if heartbeat:
-        claim.start_heartbeat()
-    try:
-        yield True
-    finally:
-        claim.release()
+def claims_of_others(engine: Engine, table: Table, scope: str, holder: str) -> list[ClaimRow]:
+    """The claim rows of ``scope`` held by anyone but ``holder`` (expired ones included: the
+    caller decides)."""
+    t = table
+    stmt = select(
+        t.c.name, t.c.holder, t.c.run_id, t.c.host, t.c.pid, t.c.process_start, t.c.claimed_at, t.c.expires_at, t.c.ids
+    ).where(t.c.scope == scope, t.c.holder != holder)
+    with read_connection(engine) as conn:
+        rows = conn.execute(stmt).all()
+    out = []
+    for name, who, run_id, host, pid, started, claimed, expires, ids in rows:
+        process = Process(host, int(pid), started) if host is not None and pid is not None else None
+        holder_row = ClaimHolder(who, run_id, process, _aware(claimed), _aware(expires) or now())
+        out.append(ClaimRow(name, holder_row, split_ids(ids)))
+    return out
 
 
-def _acquire(claim: _Lease, *, wait: bool) -> bool:
-    free_retries = 0
-    while True:
-        got = claim.attempt()
-        if got:
-            return True
-        if got is None and free_retries < _FREE_RETRIES:
-            free_retries += 1  # no holder left: try again at once, after a little jitter
-            time.sleep(random.random() * 0.05)
-            continue
-        if not wait:
-            return False
-        free_retries = 0
-        time.sleep(POLL_SECONDS * (1 + random.random()))
+def set_ids(engine: Engine, table: Table, name: str, ids: Iterable[str]) -> None:
+    """Narrow a claim to ``ids`` (hashes)."""
+    text = "".join(ids)
+    write_retrying(engine, lambda conn: conn.execute(update(table).where(table.c.name == name).values(ids=text)))
+
+
+def delete_claim(conn: Any, table: Table, name: str) -> None:
+    """Delete one claim row (inside the caller's transaction: the chunk's write)."""
+    conn.execute(delete(table).where(table.c.name == name))
+
+
+def delete_holder(engine: Engine, table: Table, holder: str) -> int:
+    """Delete every claim row of ``holder`` (one that ended, or is provably dead)."""
+    return int(
+        write_retrying(engine, lambda conn: conn.execute(delete(table).where(table.c.holder == holder)).rowcount) or 0
+    )
+
+
+def renew(engine: Engine, table: Table, holder: str, until: datetime) -> int:
+    """Extend the leases of ``holder``'s rows to ``until``; returns the rows renewed."""
+    stmt = update(table).where(table.c.holder == holder).values(expires_at=until)
+    return int(write_retrying(engine, lambda conn: conn.execute(stmt).rowcount) or 0)

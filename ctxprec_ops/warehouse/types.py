@@ -20,6 +20,7 @@ __all__ = [
     "KeyCode",
     "ModelName",
     "ExactText",
+    "LongText",
     "JSONValue",
     "HashKey",
     "Double",
@@ -93,6 +94,16 @@ class ExactText(_Chosen):
 
     def _choose(self, family: Any) -> TypeEngine[Any]:
         chosen: TypeEngine[Any] = family.exact_text_type()
+        return chosen
+
+
+class LongText(_Chosen):
+    """Machine-made text of any length (megabytes), outside a key (a claim's list of ids)."""
+
+    cache_ok = True
+
+    def _choose(self, family: Any) -> TypeEngine[Any]:
+        chosen: TypeEngine[Any] = family.long_text_type()
         return chosen
 
 

@@ -14,8 +14,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import pytest
-
 from tests.fixtures.warehouse_data import CountingJudge
 
 from .invariants import assert_each_row_once, assert_ledger, count_calls, logs, score, source_count
@@ -57,7 +55,6 @@ def _no_duplicate_score_rows(warehouse) -> None:
     assert rows == keys, f"{rows} score rows for {keys} ids"
 
 
-@pytest.mark.known_bug("sqlite", "SQLite takes no chunk claims: three runs at once each judge every row (3x the calls)")
 def test_runs_started_together_judge_each_row_once(warehouse):
     """Three runs plan the same chunks at the same time (an Airflow retry overlapping its first
     try, a backfill overlapping the schedule): each row is judged by one of them."""
@@ -75,11 +72,6 @@ def test_runs_started_together_judge_each_row_once(warehouse):
         assert_ledger(warehouse, summary, source_count(warehouse))
 
 
-@pytest.mark.known_bug(
-    ("postgresql", "mariadb", "duckdb", "snowflake", "clickhouse", "redshift"),
-    "chunk claims are named by the planned chunk's bounds: a run planned after new rows judges the rows again",
-)
-@pytest.mark.known_bug("sqlite", "SQLite takes no chunk claims: a second run judges rows the first is judging")
 def test_runs_that_plan_different_chunks_judge_each_row_once(warehouse):
     """Rows arrive between two runs' plans, so their chunks differ (every boundary moves): a row
     the first run is judging is not judged again by the second."""

@@ -1,5 +1,7 @@
 """Ids round-trip exactly: whatever the id column's type, each row is scored once and its
-``log_id`` is the id's exact, unique text (it reads back as the same value)."""
+``log_id`` is the id's exact, unique text (it reads back as the same value). An id longer than a
+warehouse's ``log_id`` holds is refused, named in the run's ledger, and costs the other rows
+nothing."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import pytest
 
 from tests.fixtures.warehouse_data import CountingJudge
 
-from .invariants import assert_each_row_once, assert_ledger, logs, outcome, score, source_count
+from .invariants import assert_each_row_once, assert_ledger, logs, outcome, run_row, score, source_count
 
 #: (logical column kind, ids, how a log_id reads back as the id's value)
 CASES: dict[str, tuple[str, list[Any], Callable[[str], Any]]] = {
@@ -37,27 +39,12 @@ KINDS_WITH_EXACT_TEXT = {"text", "integer", "uuid"}
 
 @pytest.mark.parametrize(
     "case",
-    [
-        "text-variants",
-        pytest.param(
-            "long-text",
-            marks=pytest.mark.known_bug(
-                "mariadb", "log_id is VARCHAR(255): an id of 500 characters aborts the run (Data too long for log_id)"
-            ),
-        ),
-        "integer",
-        pytest.param(
-            "decimal",
-            marks=pytest.mark.known_bug(
-                "duckdb", "DECIMAL ids are read through a float: digits past the 17th are lost, ids can collide"
-            ),
-        ),
-        "float",
-        "uuid",
-    ],
+    ["text-variants", "long-text", "integer", "decimal", "float", "uuid"],
 )
-def test_ids_round_trip_exactly(warehouse, case):
+def test_ids_round_trip_exactly(warehouse, backend, case):
     kind, ids, parse = CASES[case]
+    if case == "long-text":
+        backend.require("long_ids")
     warehouse.create_source(logs(ids), id=kind)
     stored = [parse(str(v)) for (v,) in warehouse.query("SELECT id FROM retrieval_logs")]
     assert sorted(stored) == sorted(ids), "the source does not hold the ids as given (test setup)"
@@ -72,3 +59,28 @@ def test_ids_round_trip_exactly(warehouse, case):
     assert judge.calls == len(ids)  # each row judged once
     assert_each_row_once(warehouse, log_ids)
     assert_ledger(warehouse, summary, source_count(warehouse))
+
+
+def test_ids_too_long_for_log_id_are_refused_and_named_and_the_others_scored(warehouse, backend):
+    """Where ``log_id`` is bounded (255 characters on MySQL / MariaDB) a longer id can be neither
+    scored nor recorded: the run does not abort, scores the other rows, and its ledger counts and
+    names the refused ones (``rows_without_id``, ``error_message``); elsewhere every row scores."""
+    long_ids = ["x" * 300, "é" * 256]
+    short_ids = ["a-1", "a-2", "a-3"]
+    ids = short_ids[:1] + long_ids[:1] + short_ids[1:] + long_ids[1:]
+    warehouse.create_source(logs(ids), id="text")
+    judge = CountingJudge()
+    summary = score(warehouse.url, judge=judge, chunk_size=2)
+
+    refused = [] if backend.has("long_ids") else long_ids
+    scored = [i for i in ids if i not in refused]
+    assert_each_row_once(warehouse, scored)
+    assert judge.calls == len(scored)  # nothing judged that cannot be recorded
+    row = run_row(warehouse, summary.run_id)
+    assert row["status"] == "succeeded" and row["rows_unaccounted"] == 0
+    assert (row["rows_total"], row["rows_scored"], row["rows_without_id"]) == (len(scored), len(scored), len(refused))
+    message = row["error_message"] or ""
+    for text in refused:
+        assert f"{text[:24]!r}... ({len(text)} characters)" in message, message
+    if refused:
+        assert "longer than the 255 characters log_id holds" in message, message

@@ -42,11 +42,6 @@ def _rows(column: str) -> list[dict]:
 
 @pytest.mark.parametrize("zone", ["utc", "non-utc"])
 @pytest.mark.parametrize("column", ["timestamp", "timestamptz"])
-@pytest.mark.known_bug(
-    "sqlite",
-    "ISO text with an offset is read by datetime(), rounded to ms: 23:59:59.999999 falls on the next day",
-    column="timestamptz",
-)
 def test_utc_day_partitions_at_the_days_edges(warehouse, backend, column, zone):
     if zone == "non-utc":
         backend.require("time_zone")

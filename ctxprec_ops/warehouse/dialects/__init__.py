@@ -13,7 +13,7 @@ branches on a dialect's name. Where a class comes from, later entries winning:
 3. ``register_dialect(name, cls)`` at run time.
 
 A name none of them claims gets the base class, :class:`Dialect`, the generic path (per-row
-update-then-insert, expanding binds, no claims), with a warning that names the dialect.
+update-then-insert, expanding binds, claims in `ctxprec_claims`), with a warning that names the dialect.
 """
 
 from __future__ import annotations

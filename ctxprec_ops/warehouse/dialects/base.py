@@ -1,6 +1,7 @@
 """The base warehouse family, as dbt's adapters have one: capabilities as data (``facts.py``),
 behaviour as methods a family overrides. Used as is, it is the generic path for a SQLAlchemy
-dialect no family claims: per-row update-then-insert, expanding ``IN`` binds, no claims.
+dialect no family claims: per-row update-then-insert, expanding ``IN`` binds, claims whose dead
+holders are known by their process (on this host) or their lease.
 
 The behaviour is grouped by what it concerns, one module each: ``connections`` (URLs, engines,
 sessions, claims, lineage), ``tables`` (column types, reflection, DDL, migrations), ``reads``
@@ -23,10 +24,12 @@ _ID_BINDING = {
     "frame": "`IN (SELECT v FROM frame)`: a frame registered on the connection",
 }
 _CLAIMS = {
-    "advisory": "session advisory locks",
-    "named_lock": "named locks (`GET_LOCK`), held by the session",
-    "lease": "lease rows in `ctxprec_claims`, renewed while held",
-    "none": "none: every claim succeeds",
+    "advisory": "at once: its session's advisory lock is free",
+    "named_lock": "at once: its session's named lock (`GET_LOCK`) is free",
+    "file_lock": "at once: only one process writes the file",
+    "process": "at once: its process on this host has ended",
+    "lease": "its process on this host has ended, else its lease expired",
+    "none": "no claims",
 }
 _REFLECTION = {"inspector": "SQLAlchemy's inspector", "information_schema": "`information_schema` queries"}
 
@@ -34,7 +37,7 @@ _REFLECTION = {"inspector": "SQLAlchemy's inspector", "information_schema": "`in
 CAPABILITIES: tuple[tuple[str, Any], ...] = (
     ("Write path", lambda d: d.write_path),
     ("Id lists bound as", lambda d: _ID_BINDING[d.id_binding]),
-    ("Chunk claims", lambda d: _CLAIMS[d.claims]),
+    ("A dead claim holder is known", lambda d: _CLAIMS[d.claims]),
     ("Write conflicts retried", lambda d: _yes(type(d).write_conflict is not Dialect.write_conflict)),
     ("Keys enforced", lambda d: _yes(d.keys_enforced) if d.keys_enforced else "no: readers keep a key's latest row"),
     ("Secondary indexes", lambda d: _yes(d.secondary_indexes)),

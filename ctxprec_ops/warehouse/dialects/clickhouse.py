@@ -23,8 +23,7 @@ Types: ``Float64`` scores (``sa.Float`` would be ``Float32``), ``DateTime64(6, '
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -46,7 +45,7 @@ from sqlalchemy import (
     select,
     tuple_,
 )
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter
@@ -189,15 +188,6 @@ class ClickHouseDialect(Dialect):
         namespace = f"clickhouse://{host}:{url.port or 8123}"
         database = url.database or "default"
         return Lineage(namespace, f"{database}.{table}", f"{namespace}/{database}/{table}")
-
-    @contextmanager
-    def chunk_claim(
-        self, engine: Engine, name: str, key: int, *, wait: bool, schema: str | None, lease: float | None
-    ) -> Iterator[bool]:
-        from ..lease_claims import lease_claim, lease_name
-
-        with lease_claim(engine, lease_name(key), wait=wait, schema=schema, lease=lease) as got:
-            yield got
 
     # --- types and tables ------------------------------------------------------------------------
 

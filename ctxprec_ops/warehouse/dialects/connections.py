@@ -1,17 +1,19 @@
 """The generic behaviour of a warehouse family around its connections: URLs, engines, sessions,
-streamed reads, write conflicts, chunk claims, planner statistics and lineage names."""
+streamed reads, write conflicts, signs of life of claim holders, planner statistics and lineage
+names."""
 
 from __future__ import annotations
 
 import functools
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine
 
+from ..holders import ClaimHolder
 from .facts import Facts, Lineage
 
 __all__ = ["Connections", "dict_rows", "file_lineage", "WRITE_OPTION"]
@@ -110,13 +112,16 @@ class Connections(Facts):
 
     # --- claims, statistics, lineage -------------------------------------------------------------
 
-    @contextmanager
-    def chunk_claim(
-        self, engine: Engine, name: str, key: int, *, wait: bool, schema: str | None, lease: float | None
-    ) -> Iterator[bool]:
-        """Hold the claim ``name`` (``key``: its signed 64-bit hash) for the block; yields
-        whether it was obtained. Generic: every claim succeeds at once."""
-        yield True
+    def claim_liveness(self, engine: Engine, holder: str) -> AbstractContextManager[None]:
+        """While a claim holder (``warehouse/claims.py``) runs: what shows the database it is
+        alive, so that its claims can be taken over the moment it is not
+        (``claim_holder_gone``). Generic: nothing (its process, on this host, and its lease tell)."""
+        return nullcontext()
+
+    def claim_holder_gone(self, engine: Engine, holder: ClaimHolder) -> str | None:
+        """Why the claim ``holder`` (of another process) cannot be alive, as the family knows it,
+        or None. Generic: the family does not know (its process and lease are checked anyway)."""
+        return None
 
     def analyze_if_grown(self, engine: Engine, tables: Any, written: Mapping[str, int]) -> list[str]:
         """Refresh the planner's statistics of output tables this process has grown (``written``:

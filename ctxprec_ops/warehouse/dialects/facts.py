@@ -10,10 +10,13 @@ from typing import Any, ClassVar, Literal
 
 __all__ = ["Facts", "Lineage", "ClaimKind", "IdBinding", "Reflection"]
 
-#: how chunk claims are held: session advisory locks (PostgreSQL), named locks held by the session
-#: (MySQL's ``GET_LOCK``), a lease row renewed while held (``warehouse/lease_claims.py``), or none
-#: (every claim succeeds)
-ClaimKind = Literal["advisory", "named_lock", "lease", "none"]
+#: how the holder of a claim (``warehouse/claims.py``: rows of ``ctxprec_claims`` on every family)
+#: is known to have died, so its claims are taken over at once: its session's advisory lock
+#: (PostgreSQL) or named lock (MySQL's ``GET_LOCK``) is free, another process wrote a file only one
+#: process may write (DuckDB), its process on this host has ended (SQLite: a file shared by the
+#: processes of one host), or only that: its lease expires (``lease``); ``none``: the family takes
+#: no claims
+ClaimKind = Literal["advisory", "named_lock", "file_lock", "process", "lease", "none"]
 #: how a list of ids is bound in reads: ``IN`` lists of bound values, one array parameter
 #: (``= ANY(:ids)``), or a frame registered on the connection (``IN (SELECT v FROM frame)``)
 IdBinding = Literal["expanding", "any_array", "frame"]
@@ -45,7 +48,7 @@ class Facts:
     #: whether the write path is the family's own bulk insert-or-update (False: the generic path)
     native_upsert: ClassVar[bool] = False
     id_binding: ClassVar[IdBinding] = "expanding"
-    claims: ClassVar[ClaimKind] = "none"
+    claims: ClassVar[ClaimKind] = "lease"
     #: whether the database enforces primary keys; where it does not, the writer de-duplicates
     #: and readers keep each key's latest row
     keys_enforced: ClassVar[bool] = True

@@ -1,5 +1,5 @@
 """MySQL / MariaDB: ``INSERT ... ON DUPLICATE KEY UPDATE`` in executemany batches, expanding ``IN``
-binds, named locks (``GET_LOCK``) as chunk claims, READ COMMITTED, sessions in UTC, key text
+binds, a named lock (``GET_LOCK``) as a claim holder's sign of life, READ COMMITTED, sessions in UTC, key text
 compared byte for byte (binary collations)."""
 
 from __future__ import annotations
@@ -9,20 +9,24 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Table, func, select, text
-from sqlalchemy.dialects.mysql import TEXT, VARCHAR, insert
+from sqlalchemy.dialects.mysql import LONGTEXT, TEXT, VARCHAR, insert
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.types import TypeEngine
 
+from ..holders import ClaimHolder
 from ..types import stored_type
 from .base import Dialect
 
 __all__ = ["MySQLDialect"]
 
-#: seconds a waiting claim waits (GET_LOCK has no portable "forever": a year is)
-_WAIT_FOREVER = 365 * 24 * 3600
 #: the character set and binary collation of key text (and of machine-made ASCII key text)
 _TEXT = ("utf8mb4", "utf8mb4_bin")
 _ASCII = ("ascii", "ascii_bin")
+
+
+def _holder_lock(holder: str) -> str:
+    """The named lock of a claim holder (well under the 64-character limit)."""
+    return f"ctxprec:holder:{holder[:32]}"
 
 
 class MySQLDialect(Dialect):
@@ -43,20 +47,23 @@ class MySQLDialect(Dialect):
     engine_options = {"isolation_level": "READ COMMITTED"}
 
     @contextmanager
-    def chunk_claim(
-        self, engine: Engine, name: str, key: int, *, wait: bool, schema: str | None, lease: float | None
-    ) -> Iterator[bool]:
-        """The server's named lock (``GET_LOCK`` / ``RELEASE_LOCK``), held by a session of its own
-        like PostgreSQL's advisory locks; the name is the key in hex, well under the 64-character
-        limit."""
-        lock = f"ctxprec:{key & (2**64 - 1):016x}"
+    def claim_liveness(self, engine: Engine, holder: str) -> Iterator[None]:
+        """The server's named lock (``GET_LOCK``) named by the holder, held by a session of its
+        own for as long as the holder runs (like PostgreSQL's advisory lock): a killed process's
+        session ends, and its lock with it."""
+        lock = _holder_lock(holder)
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            got = conn.execute(select(func.get_lock(lock, _WAIT_FOREVER if wait else 0))).scalar_one() == 1
+            conn.execute(select(func.get_lock(lock, 0)))
             try:
-                yield got
+                yield
             finally:
-                if got:
-                    conn.execute(select(func.release_lock(lock)))
+                conn.execute(select(func.release_lock(lock)))
+
+    def claim_holder_gone(self, engine: Engine, holder: ClaimHolder) -> str | None:
+        """Gone when its named lock is free (``IS_FREE_LOCK``): its session has ended."""
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            free = conn.execute(select(func.is_free_lock(_holder_lock(holder.holder)))).scalar()
+        return "its MySQL session has ended" if free == 1 else None
 
     # --- tables: utf8mb4 counts 4 bytes a character and InnoDB caps a key at 3,072 bytes ---------
     # ctxprec_scores' key: log_id 255 + source_table 255 + judge_model 112 + prompt_version 64 +
@@ -70,6 +77,10 @@ class MySQLDialect(Dialect):
     def exact_text_type(self) -> TypeEngine[Any]:
         charset, collation = _TEXT
         return TEXT(charset=charset, collation=collation)
+
+    def long_text_type(self) -> TypeEngine[Any]:
+        charset, collation = _ASCII
+        return LONGTEXT(charset=charset, collation=collation)  # TEXT holds 64 KiB
 
     def key_code_type(self, length: int) -> TypeEngine[Any]:
         charset, collation = _ASCII

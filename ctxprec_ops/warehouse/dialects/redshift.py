@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import binascii
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import VARCHAR, Column, Double, MetaData, Table, Text, insert, text
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
@@ -137,15 +136,6 @@ class RedshiftDialect(MergeDialect):
         orig = getattr(exc, "orig", None) or exc
         code = getattr(orig, "pgcode", None) or getattr(orig, "sqlstate", None)
         return code in _CONFLICTS or "Serializable isolation violation" in str(orig)
-
-    @contextmanager
-    def chunk_claim(
-        self, engine: Engine, name: str, key: int, *, wait: bool, schema: str | None, lease: float | None
-    ) -> Iterator[bool]:
-        from ..lease_claims import lease_claim, lease_name
-
-        with lease_claim(engine, lease_name(key), wait=wait, schema=schema, lease=lease) as got:
-            yield got
 
     # --- table shapes: information_schema (the dialect's inspector reads Redshift-only columns) ---
 

@@ -1,17 +1,15 @@
 """Snowflake: a member of the MERGE family (``merge.py``) with snowflake-sqlalchemy's ``MergeInto``,
-keys not enforced (readers keep each key's latest row), lease claims (``warehouse/lease_claims.py``),
+keys not enforced (readers keep each key's latest row), claims that rely on no key (``warehouse/claims.py``),
 no secondary indexes (standard tables take none), JSON kept as text (its VARIANT takes JSON only
 through ``PARSE_JSON``), sessions in UTC (a session parameter), write conflicts retried."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Table, Text, and_
-from sqlalchemy.engine import URL, Engine
+from sqlalchemy.engine import URL
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ...json_text import JSONText
@@ -65,15 +63,6 @@ class SnowflakeDialect(MergeDialect):
             return True
         emulated = type(orig).__module__.startswith("_duckdb") or type(orig).__module__.startswith("duckdb")
         return emulated and type(orig).__name__ in ("TransactionException", "ConstraintException")
-
-    @contextmanager
-    def chunk_claim(
-        self, engine: Engine, name: str, key: int, *, wait: bool, schema: str | None, lease: float | None
-    ) -> Iterator[bool]:
-        from ..lease_claims import lease_claim, lease_name
-
-        with lease_claim(engine, lease_name(key), wait=wait, schema=schema, lease=lease) as got:
-            yield got
 
     def json_type(self) -> TypeEngine[Any]:
         return JSONAsText()

@@ -33,6 +33,10 @@ class Tables(Facts):
         """Text of any length compared and grouped byte for byte (segment values)."""
         return Text()
 
+    def long_text_type(self) -> TypeEngine[Any]:
+        """Machine-made text of any length outside a key (megabytes: a claim's list of ids)."""
+        return Text()
+
     def key_code_type(self, length: int) -> TypeEngine[Any]:
         """Machine-made ASCII text in a key (a partition key, a fingerprint)."""
         return String(length)

@@ -14,7 +14,8 @@ nothing else differs between backends in the suite's tests:
   calls ``backend.require(name)`` and is skipped with that reason. Capabilities:
   ``time_zone`` (a server/session time zone that can be set to something other than UTC:
   ``time_zone(wh)``), ``select_only`` (an account that may only SELECT: ``select_only(wh)``),
-  and one per logical column type;
+  ``long_ids`` (a ``log_id`` holds ids of any length: 500 characters and more), and one per
+  logical column type;
 - ``time_zone(wh)`` / ``select_only(wh)``: context managers yielding a URL of the same database
   with a non-UTC server and session time zone / with SELECT-only rights;
 - ``cli(wh, *args)``: the argv of a ``ctxprec`` process on the warehouse;

@@ -35,6 +35,8 @@ class SnowflakeBackend(Backend):
     lacks = {
         "time_zone": "fakesnow runs every session in UTC (it emulates no TIMEZONE parameter)",
         "select_only": "fakesnow emulates no roles or grants",
+        "long_ids": "log_id is VARCHAR(255) in the tables ctxprec creates on Snowflake, which enforces string "
+        "lengths (fakesnow does not; the product refuses longer ids as Snowflake would)",
     }
 
     def __init__(self, base: Path) -> None:

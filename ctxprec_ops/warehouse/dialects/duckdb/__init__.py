@@ -1,23 +1,24 @@
 """DuckDB (duckdb-engine): writes and id look-ups through frames registered on the connection
-(``frames``: one ``INSERT ... SELECT ... ON CONFLICT`` per table, ``IN (SELECT v ...)``), lease
-claims (``warehouse/lease_claims.py``), table shapes read through ``information_schema`` (the
-inspector duckdb-engine inherits from PostgreSQL reaches ``pg_collation`` and ``regclass``), no
-secondary indexes (zone maps instead; ``ON CONFLICT DO UPDATE`` cannot update an indexed column),
-write conflicts retried, sessions in UTC."""
+(``frames``: one ``INSERT ... SELECT ... ON CONFLICT`` per table, ``IN (SELECT v ...)``), claims
+whose holders in another process are known to have ended (one process writes a file), table
+shapes read through ``information_schema`` (the inspector duckdb-engine inherits from PostgreSQL
+reaches ``pg_collation`` and ``regclass``), no secondary indexes (zone maps instead; ``ON
+CONFLICT DO UPDATE`` cannot update an indexed column), write conflicts retried, sessions in
+UTC."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import LargeBinary, Table, select
+from sqlalchemy import Float, LargeBinary, Numeric, String, Table, select
 from sqlalchemy import column as sql_column
 from sqlalchemy import table as sql_table
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeEngine
 
+from ...holders import ClaimHolder, this_process
 from ...write_rows import ColumnRows, dedupe
 from ..base import Dialect, Lineage
 from ..connections import file_lineage
@@ -26,13 +27,30 @@ from .frames import frame_upsert, registered_values
 __all__ = ["DuckDBDialect"]
 
 
+class _DriverDecimal(Numeric):
+    """A DECIMAL column read as the driver gives it: an exact ``Decimal``. duckdb-engine declares
+    no native decimals, so SQLAlchemy's ``Numeric`` would format each value through a float
+    (``12345678901234567890123456.5`` came back as ``12345678901234568244756480``)."""
+
+    cache_ok = True
+
+    def result_processor(self, dialect: Any, coltype: Any) -> None:
+        return None
+
+
+def _local_file(url: URL) -> bool:
+    """Whether the URL names a database file on this machine (not MotherDuck's ``md:``)."""
+    database = url.database or ""
+    return ":" not in database.split("/")[0] or database.startswith("/")
+
+
 class DuckDBDialect(Dialect):
     names = ("duckdb",)
     family = "DuckDB"
     write_path = "the chunk as a registered frame, one `INSERT … SELECT CAST(…) … ON CONFLICT` per table"
     native_upsert = True
     id_binding = "frame"
-    claims = "lease"
+    claims = "file_lock"
     secondary_indexes = False
     reflection = "information_schema"
     utc_session = ("SET TimeZone = 'UTC'",)
@@ -58,17 +76,28 @@ class DuckDBDialect(Dialect):
             or (kind == "ConstraintException" and "Duplicate key" in text)
         )
 
-    @contextmanager
-    def chunk_claim(
-        self, engine: Engine, name: str, key: int, *, wait: bool, schema: str | None, lease: float | None
-    ) -> Iterator[bool]:
-        from ...lease_claims import lease_claim, lease_name
+    def claim_holder_gone(self, engine: Engine, holder: ClaimHolder) -> str | None:
+        """A DuckDB file is written by one process at a time (the file lock), and this one is
+        writing it: a claim holder in any other process has ended (after a crash its rows would
+        otherwise wait out their lease)."""
+        if holder.process is None or self.in_memory(engine.url) or not _local_file(engine.url):
+            return None
+        if holder.process.same(this_process()):
+            return None
+        return "DuckDB lets one process write the file, and that is this one: its process has ended"
 
-        with lease_claim(engine, lease_name(key), wait=wait, schema=schema, lease=lease) as got:
-            yield got
+    def key_text_type(self, length: int | None) -> TypeEngine[Any]:
+        """``VARCHAR``: DuckDB stores text of any length (and does not enforce a declared one)."""
+        return String() if length is None else String(length)
 
     def binary_key_type(self, size: int) -> TypeEngine[Any]:
         return LargeBinary()  # BLOB
+
+    def reflected_type(self, type_: TypeEngine[Any]) -> TypeEngine[Any]:
+        """A DECIMAL column's values exactly as stored (an id's text must round-trip)."""
+        if isinstance(type_, Numeric) and not isinstance(type_, Float) and type_.asdecimal:
+            return _DriverDecimal(type_.precision, type_.scale)
+        return super().reflected_type(type_)
 
     def id_in(self, conn: Connection, column: Any, values: Sequence[Any]) -> Iterator[ColumnElement[bool]]:
         """One registered frame: ``IN (SELECT v FROM it)`` is one statement and one scan, where an

@@ -1,6 +1,6 @@
 """PostgreSQL (psycopg 3): ``COPY`` into a session-local stage then one ``INSERT ... SELECT ...
 ON CONFLICT`` per table (``copy``), ``= ANY(:array)`` id binds, the judgment cache probed per
-question (``lookups``), session advisory locks as chunk claims, planner statistics refreshed as a
+question (``lookups``), a session advisory lock as a claim holder's sign of life, planner statistics refreshed as a
 run grows the output tables (``analyze``), sessions in UTC."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeEngine
 
 from ....judge.cache import KEY_BYTES, KEY_HEAD_BYTES
+from ...holders import ClaimHolder
 from ...write_rows import ColumnRows
 from ..base import Dialect, Lineage
 from ..writes import on_conflict
@@ -24,6 +25,13 @@ from .analyze import analyze_if_grown
 from .copy import copy_upsert
 
 __all__ = ["PostgreSQLDialect"]
+
+
+def _holder_key(holder: str) -> int:
+    """The advisory-lock key of a claim holder (a signed 64-bit hash of its id)."""
+    from ...claims import claim_key
+
+    return claim_key(f"ctxprec-claim-holder:{holder}")
 
 
 class PostgreSQLDialect(Dialect):
@@ -51,24 +59,27 @@ class PostgreSQLDialect(Dialect):
         return Lineage(namespace, f"{database}.{schema}.{table}", f"{namespace}/{database}/{schema}/{table}")
 
     @contextmanager
-    def chunk_claim(
-        self, engine: Engine, name: str, key: int, *, wait: bool, schema: str | None, lease: float | None
-    ) -> Iterator[bool]:
-        """A session-level advisory lock on a connection of its own, held from before the chunk's
-        rows are read until its write has committed; a killed process's session ends, and its
-        locks with it. The connection is in autocommit mode: no transaction is ever open on it,
-        and taking and releasing the claim is one round trip each."""
+    def claim_liveness(self, engine: Engine, holder: str) -> Iterator[None]:
+        """A session-level advisory lock named by the holder, on a connection of its own, for as
+        long as the holder runs: a killed process's session ends, and its lock with it. The
+        connection is in autocommit mode: no transaction is ever open on it."""
+        key = _holder_key(holder)
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            if wait:
-                conn.execute(select(func.pg_advisory_lock(key)))
-                got = True
-            else:
-                got = bool(conn.execute(select(func.pg_try_advisory_lock(key))).scalar_one())
+            conn.execute(select(func.pg_advisory_lock(key)))
             try:
-                yield got
+                yield
             finally:
-                if got:
-                    conn.execute(select(func.pg_advisory_unlock(key)))
+                conn.execute(select(func.pg_advisory_unlock(key)))
+
+    def claim_holder_gone(self, engine: Engine, holder: ClaimHolder) -> str | None:
+        """Gone when its advisory lock is free: its session has ended (a lock taken to find out
+        is released at once)."""
+        key = _holder_key(holder.holder)
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            if not conn.execute(select(func.pg_try_advisory_lock(key))).scalar_one():
+                return None
+            conn.execute(select(func.pg_advisory_unlock(key)))
+        return "its PostgreSQL session has ended"
 
     def analyze_if_grown(self, engine: Engine, tables: Any, written: Mapping[str, int]) -> list[str]:
         return analyze_if_grown(engine, tables, written)

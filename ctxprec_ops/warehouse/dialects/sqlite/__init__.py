@@ -1,8 +1,9 @@
-"""SQLite: the embedded default. One writer at a time per file (no claims needed: writers queue
-on the database lock), ``INSERT ... ON CONFLICT`` as multi-row driver statements (``write``),
-key look-ups as driver SQL (``lookups``), ``event_time`` read from any ISO-8601 text or epoch
-number (``time``), pragmas and ``BEGIN IMMEDIATE`` (``session``), tables rebuilt where SQLite
-cannot alter them (``migrations``)."""
+"""SQLite: the embedded default. One writer at a time per file (writers queue on the database
+lock; claims in a table like every family's, their holders' processes on this host), ``INSERT
+... ON CONFLICT`` as multi-row driver statements (``write``), key look-ups as driver SQL
+(``lookups``), ``event_time`` read from any ISO-8601 text or epoch number (``time``), pragmas
+and ``BEGIN IMMEDIATE`` (``session``), tables rebuilt where SQLite cannot alter them
+(``migrations``)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ class SQLiteDialect(Dialect):
     serial_in_process = True
     sqlite_idioms = True
     opens_read_only = True
+    claims = "process"  # a WAL file is shared by processes of one host only
 
     # --- connections -----------------------------------------------------------------------------
 
