@@ -123,6 +123,10 @@ class LocalServer:
             "avg_in_flight": _avg_in_flight(s.requests),
         }
 
+    def timeline(self) -> list[dict[str, float]]:
+        """When each request arrived and finished (the server's monotonic clock)."""
+        return [{"arrived": r["arrived"], "finished": r["finished"]} for r in self.server.requests if "finished" in r]
+
     def stop(self) -> None:
         self.server.stop()
 
@@ -158,6 +162,9 @@ class ChildServer:
 
     def stats(self) -> dict[str, Any]:
         return self._ask("stats")
+
+    def timeline(self) -> list[dict[str, float]]:
+        return self._ask("timeline")
 
     def stop(self) -> None:
         self._ask("stop")

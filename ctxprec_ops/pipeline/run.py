@@ -16,6 +16,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from .._warm import warm_imports
 from ..judge.budget import Budget
 from ..warehouse.engine import display_url
 from ..warehouse.source import Partition
@@ -101,6 +102,24 @@ def _report_end(summary: RunSummary, progress: ProgressCallback | None) -> None:
         if summary.rows_unaccounted:
             note += f", {summary.rows_unaccounted} row(s) unaccounted for"
         progress(ProgressEvent("finished", summary.partition_key, summary.rows_total, summary.rows_total, note))
+
+
+def _warming(progress: ProgressCallback | None) -> ProgressCallback:
+    """``progress``, which also starts importing finalize's numpy and ``scipy.special`` (~0.3 s, else
+    paid after the last chunk) in a thread once the first chunk is written: the judging is under
+    way then, its event loop mostly waiting on the network. Started with the run, the imports
+    would compete for the GIL with its start-up and delay the first judge request as much."""
+    started = False
+
+    def on(ev: ProgressEvent) -> None:
+        nonlocal started
+        if not started and ev.kind == "chunk_done":
+            started = True
+            warm_imports("numpy", "scipy.special")
+        if progress is not None:
+            progress(ev)
+
+    return on
 
 
 def _spend(results: list[ChunkResult], carried: dict[str, Any] | None) -> list[ChunkResult]:
@@ -240,7 +259,7 @@ def score_partition(
         carried = resume.get("spend")
         if ready is not None and ready.spend is not None:  # calibrating is part of the run's spend,
             carried = _carry(_spend([ready.spend], carried), partition_key)  # carried across a wait too
-        results, waiting = _passes(ctx, partition, run_id, base, transport, progress, workers, wait, carried)
+        results, waiting = _passes(ctx, partition, run_id, base, transport, _warming(progress), workers, wait, carried)
         if waiting is not None:
             return waiting
         summary = finalize_run(

@@ -34,6 +34,13 @@ def instant(value: Any) -> float | None:
     """A span start time as epoch seconds (UTC), or None when it is no readable instant: an aware
     or naive (= UTC) datetime, a date, epoch seconds / ms / us / ns, or ISO-8601 text (``Z``,
     ``+hh:mm``, ``+hhmm`` or a trailing ``UTC``)."""
+    if type(value) is str:  # the usual column value, read first: no type tests, no second call
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            pass  # other forms below
+        else:
+            return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, datetime):

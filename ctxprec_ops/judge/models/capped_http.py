@@ -18,7 +18,7 @@ from typing import Any
 
 from ...errors import JudgeAnswerError
 
-__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "JudgeResponseTooLargeError", "capped_async_client"]
+__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "JudgeResponseTooLargeError", "capped_async_client", "response_class"]
 
 #: a verdict answer for 20 nodes is a few kB; 1 MiB leaves room for long reasons
 DEFAULT_MAX_RESPONSE_BYTES = 1 << 20
@@ -38,12 +38,19 @@ class JudgeResponseTooLargeError(JudgeAnswerError):
         self.limit, self.size = limit, size
 
 
+@lru_cache(maxsize=1)
 def _httpx() -> ModuleType:
     """The httpx package the openai client's default async client is built on."""
     import openai
 
     base = next(c for c in openai.DefaultAsyncHttpxClient.__mro__ if c.__name__ == "AsyncClient")
     return importlib.import_module(base.__module__.split(".")[0])
+
+
+def response_class() -> type:
+    """The HTTP response class of the openai client's httpx (a ``cast_to`` that returns the response
+    as it came)."""
+    return _httpx().Response
 
 
 @lru_cache(maxsize=1)
@@ -89,11 +96,20 @@ def _transport_class() -> type:
     return CappedTransport
 
 
+@lru_cache(maxsize=1)
+def _tls_context() -> Any:
+    """The TLS context httpx would build for each client (its default verification: certifi, or
+    ``SSL_CERT_FILE``/``SSL_CERT_DIR``), built once per process: loading the CA bundle takes ~25 ms,
+    paid by every ``evaluate()`` and every partition run before its first request."""
+    return _httpx().create_ssl_context()
+
+
 def capped_async_client(max_bytes: int) -> Any:
     """The ``openai`` client's default async HTTP client, reading at most ``max_bytes`` per response
     (connection limits as the client's defaults)."""
     import openai
 
     h = _httpx()
-    inner = h.AsyncHTTPTransport(limits=h.Limits(max_connections=1000, max_keepalive_connections=100))
+    limits = h.Limits(max_connections=1000, max_keepalive_connections=100)
+    inner = h.AsyncHTTPTransport(verify=_tls_context(), limits=limits)
     return openai.DefaultAsyncHttpxClient(transport=_transport_class()(inner, max_bytes))

@@ -31,7 +31,7 @@ from ..logprobs import tokens_of
 from ..pricing import cost_of
 from ..retry import TransientJudgeError
 from .base import ChoicesUnsupportedError, Generation, JudgeModel
-from .capped_http import DEFAULT_MAX_RESPONSE_BYTES, capped_async_client
+from .capped_http import DEFAULT_MAX_RESPONSE_BYTES, capped_async_client, response_class
 from .names import reads_images, validate_judge_name
 
 __all__ = ["OpenAIJudge", "JUDGE_ANSWER_SCHEMA", "JudgeCallTimeoutError"]
@@ -130,6 +130,34 @@ def message_content(prompt: str) -> Any:
     """A user message's ``content``: the text, or text and ``image_url`` parts (``MultimodalPrompt``)."""
     parts = getattr(prompt, "openai_content", None)
     return parts() if callable(parts) else prompt
+
+
+async def _post_completion(client: Any, body: dict[str, Any]) -> Any:
+    """POST ``body`` to the chat-completions endpoint through the client's documented ``post``
+    (its auth, base URL, Azure deployment paths, status errors, timeouts): the body goes as it is and
+    the HTTP response comes back unparsed. ``chat.completions.create`` would walk the body through
+    its TypedDict transform and build a typed ``ChatCompletion`` of every answer, two thirds of the
+    client's CPU per call; the judge reads three fields of the answer."""
+    return await client.post("/chat/completions", body=body, cast_to=response_class())
+
+
+def _completion_of(content: bytes) -> dict[str, Any]:
+    """A chat completion's JSON object; an empty, unreadable or non-object body raises
+    ``json.JSONDecodeError`` (a fault of the moment, retried)."""
+    data = json.loads(content)
+    if not isinstance(data, dict):
+        raise json.JSONDecodeError("the answer is not a JSON object", content.decode("utf-8", "replace")[:80], 0)
+    return data
+
+
+def _choice_text(choice: Any) -> str | None:
+    message = choice.get("message") if isinstance(choice, dict) else None
+    text = message.get("content") if isinstance(message, dict) else None
+    return text if isinstance(text, str) else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class OpenAIJudge(JudgeModel):
@@ -333,28 +361,26 @@ class OpenAIJudge(JudgeModel):
 
         client = self._client()
         while True:
-            kwargs: dict[str, Any] = {
+            body: dict[str, Any] = {
                 "model": self.model,
                 "messages": [{"role": "user", "content": message_content(prompt)}],
             }
             temperature = self.temperature if n is None else self._sampling_temperature()
             if temperature is not None:
-                kwargs["temperature"] = temperature
+                body["temperature"] = temperature
             if n is not None and n > 1:
-                kwargs["n"] = n
+                body["n"] = n
             if logprobs:
-                kwargs["logprobs"] = True
+                body["logprobs"] = True
             fmt = self.response_format(schema)
             if fmt is not None:
-                # sent as-is in the body: the client's recursive TypedDict transform of a nested
-                # JSON schema costs more CPU per call than the rest of the request building
-                kwargs["extra_body"] = {"response_format": fmt}
+                body["response_format"] = fmt
             try:
                 # ``timeout`` is the whole call's deadline: the client's own timeout is per read,
                 # so an endpoint trickling its answer a few bytes at a time would never hit it
                 async with asyncio.timeout(self.timeout):
-                    raw = await client.chat.completions.with_raw_response.create(**kwargs)
-                    resp = raw.parse()
+                    resp = await _post_completion(client, body)
+                data = _completion_of(resp.content)
             except TimeoutError:
                 raise JudgeCallTimeoutError(self.timeout) from None
             except openai.BadRequestError as exc:
@@ -380,7 +406,7 @@ class OpenAIJudge(JudgeModel):
                 raise _refused(exc) from None
             except (openai.PermissionDeniedError, openai.UnprocessableEntityError) as exc:
                 raise _refused(exc) from None
-            except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:
+            except (json.JSONDecodeError, UnicodeDecodeError, openai.APIResponseValidationError) as exc:
                 # an empty or cut-off 200 body: a fault of the moment (proxy, overloaded server)
                 raise TransientJudgeError(
                     f"the judge endpoint answered HTTP 200 with an empty or unreadable body ({type(exc).__name__})"
@@ -398,19 +424,24 @@ class OpenAIJudge(JudgeModel):
                     raise _refused(exc) from None
                 raise
             break
-        content = resp.choices[0].message.content if resp.choices else None
-        outputs = None if n is None else [c.message.content or "" for c in resp.choices or []]
-        usage = getattr(resp, "usage", None)
-        pt = getattr(usage, "prompt_tokens", None) if usage else None
-        ct = getattr(usage, "completion_tokens", None) if usage else None
+        choices = data.get("choices")
+        texts = [_choice_text(c) for c in choices] if isinstance(choices, list) else []
+        content = texts[0] if texts else None
+        outputs = None if n is None else [t or "" for t in texts]
+        usage = data.get("usage")
+        if not isinstance(usage, dict):
+            usage = {}
+        pt, ct = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
         if self.price_per_million is not None and pt is not None and ct is not None:
             cost: float | None = (pt * self.price_per_million[0] + ct * self.price_per_million[1]) / 1e6
         else:
             cost = cost_of(self.model, pt, ct)
-        limits = {k: v for k, v in raw.headers.items() if k.lower().startswith("x-ratelimit-")}
+        limits = {k: v for k, v in resp.headers.items() if k.lower().startswith("x-ratelimit-")}
         tokens = None
-        if logprobs and resp.choices:
-            tokens = tokens_of(getattr(getattr(resp.choices[0], "logprobs", None), "content", None))
+        if logprobs and isinstance(choices, list) and choices:
+            first = choices[0] if isinstance(choices[0], dict) else {}
+            chosen = first.get("logprobs")
+            tokens = tokens_of(chosen.get("content") if isinstance(chosen, dict) else None)
         return Generation(
             output=content or "",
             prompt_tokens=pt,
