@@ -45,6 +45,7 @@ class MySQLDialect(Dialect):
     )
     native_upsert = True
     claims = "named_lock"
+    id_binding = "expanding_long"
     # the server's (or the session's) time zone would otherwise shift every TIMESTAMP column, and
     # the partition bounds compared with it, away from UTC ('+00:00' needs no time zone tables)
     utc_session = ("SET time_zone = '+00:00'",)
