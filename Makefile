@@ -8,14 +8,14 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 UV     := $(BIN)/uv
-EXTRAS ?= test,postgres,mysql,snowflake,clickhouse,redshift,airflow,openlineage,dagster,lint,tokens,traces,docs
+EXTRAS ?= test,postgres,mysql,snowflake,clickhouse,redshift,bigquery,databricks,airflow,openlineage,dagster,lint,tokens,traces,docs
 DEMO_EXTRAS ?=
 PYTEST_ARGS ?=
 # the suite in parallel (pytest-xdist): one worker per core; tests that share a per-worker fixture
 # stay on one worker (tests/fixtures/scheduling.py). PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= auto
 
-.PHONY: venv install demo test lint bench docs clean phoenix-venv
+.PHONY: venv install demo test lint bench docs clean phoenix-venv bqemulator-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,7 +57,19 @@ $(PHOENIX_VENV)/.installed: $(BIN)/python
 
 phoenix-venv: $(PHOENIX_VENV)/.installed
 
-test: $(call stamp,$(EXTRAS)) $(PHOENIX_VENV)/.installed
+# the BigQuery emulator of the BigQuery conformance backend (tests/fixtures/bqemulator.py): its own
+# environment, as Phoenix's (its sqlglot and grpcio pins conflict with fakesnow's and Dagster's)
+BQEMU_VENV ?= .venv-bqemulator
+BQEMU_PACKAGES ?= bqemulator==1.4.0 numpy==2.4.6
+
+$(BQEMU_VENV)/.installed: $(BIN)/python
+	$(PYTHON) -m venv $(BQEMU_VENV)
+	$(UV) pip install --quiet -p $(BQEMU_VENV)/bin/python $(BQEMU_PACKAGES)
+	@touch $@
+
+bqemulator-venv: $(BQEMU_VENV)/.installed
+
+test: $(call stamp,$(EXTRAS)) $(PHOENIX_VENV)/.installed $(BQEMU_VENV)/.installed
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 $(PYTEST_ARGS)
 
 lint: $(call stamp,$(EXTRAS))
@@ -76,7 +88,7 @@ docs: $(call stamp,$(EXTRAS))
 	$(BIN)/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) .pytest_cache .hypothesis .airflow $(BUILD_DIRS)
+	rm -rf $(VENV) $(PHOENIX_VENV) $(BQEMU_VENV) .pytest_cache .hypothesis .airflow $(BUILD_DIRS)
 	rm -f $(DEMO_FILES)
 
 # what building the package (`pip wheel -w dist .`, an editable install) and the docs site leave

@@ -40,6 +40,23 @@ def test_make_test_installs_every_extra(tmp_path):
     assert {"test", "postgres", "airflow", "dagster", "docs"} <= extras  # docs: the site is built by a test
 
 
+def test_make_test_installs_the_warehouse_extras_and_the_bigquery_emulator(tmp_path):
+    """The BigQuery and Databricks extras in the project's environment; the emulator in its own
+    (its pins conflict with the project's), both before the suite runs."""
+    proc = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), "test", f"VENV={tmp_path / 'venv'}", f"BQEMU_VENV={tmp_path / 'bq'}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    extras = set(re.search(r'-e "\.\[(.*)\]"', _install_line(proc.stdout)).group(1).split(","))  # type: ignore[union-attr]
+    assert {"bigquery", "databricks"} <= extras
+    emulator = [ln for ln in proc.stdout.splitlines() if f"-p {tmp_path / 'bq'}/bin/python" in ln]
+    assert emulator and "bqemulator==" in emulator[0], proc.stdout
+    assert proc.stdout.index("bqemulator==") < proc.stdout.index("-m pytest")
+
+
 def test_demo_then_test_use_separate_stamps(tmp_path):
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)

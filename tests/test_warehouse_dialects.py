@@ -45,9 +45,10 @@ def test_the_packages_families_are_its_entry_points():
     pyproject declares as entry points, and both are found by name."""
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][ENTRY_POINT_GROUP]
     assert declared == {name: f"{cls.__module__}:{cls.__name__}" for name, cls in built_in().items()}
-    assert {"sqlite", "postgresql", "mysql", "mariadb", "duckdb", "snowflake", "clickhousedb", "redshift"} <= set(
-        declared
-    )
+    assert {
+        "sqlite", "postgresql", "mysql", "mariadb", "duckdb", "snowflake", "clickhousedb", "redshift", "bigquery",
+        "databricks",
+    } <= set(declared)  # fmt: skip
     assert set(declared) <= set(registered_names())
 
 

@@ -220,7 +220,8 @@ _READ_ONLY = "#read-only"
 def _create(u: URL, *, read_only: bool = False) -> Engine:
     check_dialect(u)  # an unknown dialect or a missing driver: say which package, not a bare ModuleNotFoundError
     family = for_dialect(u.get_backend_name())
-    engine = create_engine(u, future=True, **family.engine_arguments(u, read_only=read_only))
+    arguments = family.engine_arguments(u, read_only=read_only)
+    engine = create_engine(family.engine_url(u), future=True, **arguments)
     family.prepare_engine(engine, read_only=read_only)
     return engine
 

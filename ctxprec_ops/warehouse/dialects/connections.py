@@ -62,6 +62,11 @@ class Connections(Facts):
         """The URL the engine is made from (e.g. a default driver)."""
         return url
 
+    def engine_url(self, url: URL) -> URL:
+        """The URL ``create_engine`` is given (after ``normalize_url``): without query parameters
+        only the family reads (``engine_arguments`` gets the URL as the user gave it)."""
+        return url
+
     def engine_arguments(self, url: URL, *, read_only: bool = False) -> dict[str, Any]:
         """Keyword arguments for ``create_engine`` (``read_only``: only where ``opens_read_only``)."""
         return {"pool_pre_ping": True, **self.engine_options}

@@ -44,7 +44,7 @@ from tests.fixtures.warehouse_data import retrieval_table
 __all__ = ["IDS", "Backend", "Warehouse", "backend_class", "release_engines"]
 
 #: the suite's parameter ids, in the order the contract lists them; each is a module of this package
-IDS = ("sqlite", "postgresql", "mariadb", "duckdb", "snowflake", "clickhouse", "redshift")
+IDS = ("sqlite", "postgresql", "mariadb", "duckdb", "snowflake", "clickhouse", "redshift", "bigquery")
 
 #: the ``ctxprec`` console script of the environment running the tests
 CTXPREC = str(Path(sys.executable).with_name("ctxprec"))

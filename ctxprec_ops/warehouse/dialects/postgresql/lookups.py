@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import LargeBinary, bindparam, func, null, select, true
+from sqlalchemy import LargeBinary, bindparam, null, select, true
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.functions import Function
 
 from ....judge.cache import key_head, key_range
 
@@ -30,8 +31,10 @@ def heads_lookup(table: Any, *, agreement: bool) -> Any:
     table)."""
     j = table
     binary = ARRAY(LargeBinary())
+    # a plain Function, not func.unnest: sqlalchemy-bigquery registers a one-argument ``unnest``
+    # in SQLAlchemy's function registry, which func.unnest then builds in any process importing it
     h = (
-        func.unnest(bindparam("lo", type_=binary), bindparam("hi", type_=binary))
+        Function("unnest", bindparam("lo", type_=binary), bindparam("hi", type_=binary))
         .table_valued("lo", "hi")
         .render_derived(name="h")
     )
