@@ -223,6 +223,14 @@ def test_unmapped_operator_scores_a_whole_partition(probes: dict[str, Any]) -> N
         "sample_rate",
         "rows_sampled",
         "rows_unaccounted",
+        # a judge cascade's figures (None without one)
+        "nodes_judged",
+        "nodes_escalated",
+        "escalation_rate",
+        "escalate_below",
+        "calibration_agreement",
+        "cheap_cost",
+        "strong_cost",
     }  # counts and figures, never rows
 
 

@@ -20,6 +20,7 @@ __all__ = ["Dialect", "Lineage", "ClaimKind", "IdBinding", "Reflection", "CAPABI
 
 _ID_BINDING = {
     "expanding": "`IN (…)` of bound values, 500 a statement",
+    "expanding_long": "`IN (…)` of bound values, 5,000 a statement",
     "any_array": "`= ANY(:ids)`: one array parameter",
     "frame": "`IN (SELECT v FROM frame)`: a frame registered on the connection",
 }

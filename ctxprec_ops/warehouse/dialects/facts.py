@@ -19,7 +19,7 @@ __all__ = ["Facts", "Lineage", "ClaimKind", "IdBinding", "Reflection"]
 ClaimKind = Literal["advisory", "named_lock", "file_lock", "process", "lease", "none"]
 #: how a list of ids is bound in reads: ``IN`` lists of bound values, one array parameter
 #: (``= ANY(:ids)``), or a frame registered on the connection (``IN (SELECT v FROM frame)``)
-IdBinding = Literal["expanding", "any_array", "frame"]
+IdBinding = Literal["expanding", "expanding_long", "any_array", "frame"]
 #: how a table's shape is read: SQLAlchemy's inspector, or ``information_schema`` queries
 Reflection = Literal["inspector", "information_schema"]
 
