@@ -18,11 +18,15 @@ from .context import PipelineContext, prepare
 from .ledger import reconcile
 from .outcome import unaccounted_text
 from .records import ChunkResult, RunStatus, RunSummary, run_status
-from .run_figures import run_figures
+from .run_figures import ScoresChanged, run_figures
 
 __all__ = ["finalize_run", "write_run", "run_row", "record_abort"]
 
 log = logging.getLogger("ctxprec_ops.pipeline")
+
+#: reads of the figures at most, when a concurrent writer changes the scores between the count and
+#: the stream (a family without snapshot reads)
+FIGURE_READS = 5
 
 
 def _now() -> datetime:
@@ -84,6 +88,33 @@ def _rows_outside(ctx: PipelineContext, partition: Partition) -> tuple[int, int]
     return unpartitioned, without_id
 
 
+def _figures(
+    ctx: PipelineContext, partition_key: str, run_id: str, results: list[ChunkResult]
+) -> tuple[dict[str, Any], dict[str, int], dict[str, float | None], dict[str, Any]]:
+    """The partition's counts, failure counts, score figures and the run's spend, read as one
+    snapshot: the counts and the streamed scores must describe the same rows. Where a read
+    transaction is not one snapshot (BigQuery and ClickHouse run each statement on its own, a
+    Snowflake transaction reads committed rows per statement), a concurrent run writing this
+    partition between the two reads makes them disagree: read again (``FIGURE_READS`` times)."""
+    key = ctx.key
+    for attempt in range(1, FIGURE_READS + 1):
+        with read_connection(ctx.engine, snapshot=True) as conn:
+            counts = partition_counts(conn, ctx.tables, key, partition_key, run_id)
+            failed = failure_counts(conn, ctx.tables, key, partition_key)
+            try:
+                figures = run_figures(
+                    partition_scores(conn, ctx.tables, key, partition_key), counts["scored"], counts["passed"]
+                )
+            except ScoresChanged as exc:
+                if attempt == FIGURE_READS:
+                    raise
+                log.info("partition %s: %s (a concurrent run wrote scores); reading again", partition_key, exc)
+                continue
+            spend = _spend(results) if results else run_spend(conn, ctx.tables, key, run_id, partition_key)
+        return counts, failed, figures, spend
+    raise AssertionError("unreachable")
+
+
 def finalize_run(
     config: PipelineConfig,
     partition_key: str | Partition,
@@ -111,14 +142,7 @@ def finalize_run(
     key = ctx.key
     results = [ChunkResult.from_dict(c) if isinstance(c, dict) else c for c in (chunk_results or [])]
     ledger = reconcile(ctx, partition)
-    # one snapshot: the counts and the streamed scores must describe the same rows
-    with read_connection(ctx.engine, snapshot=True) as conn:
-        counts = partition_counts(conn, ctx.tables, key, partition_key, run_id)
-        failed = failure_counts(conn, ctx.tables, key, partition_key)
-        figures = run_figures(
-            partition_scores(conn, ctx.tables, key, partition_key), counts["scored"], counts["passed"]
-        )
-        spend = _spend(results) if results else run_spend(conn, ctx.tables, key, run_id, partition_key)
+    counts, failed, figures, spend = _figures(ctx, partition_key, run_id, results)
     unpartitioned, without_id = _rows_outside(ctx, partition)
     sample = ctx.config.sample
     rows_failed = sum(failed.values())

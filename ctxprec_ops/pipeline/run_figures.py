@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # numpy is imported by whoever makes the arrays: scoring workers never need it
     import numpy as np
 
-__all__ = ["run_figures", "t_975", "EMPTY_FIGURES"]
+__all__ = ["run_figures", "t_975", "EMPTY_FIGURES", "ScoresChanged"]
+
+
+class ScoresChanged(ValueError):
+    """The streamed scores are not the ``n`` counted: a concurrent writer added (or replaced) rows
+    between the two reads, on a family whose read transaction is not one snapshot."""
+
 
 EMPTY_FIGURES: dict[str, float | None] = {
     "mean_score": None, "median_score": None, "pass_rate": None, "ci_low": None, "ci_high": None,
@@ -30,7 +36,7 @@ def run_figures(sorted_batches: Iterable[np.ndarray], n: int, passed: int) -> di
 
     ``sorted_batches`` are float64 arrays whose concatenation is the ``n`` scores in ascending
     order; ``passed`` is how many of them passed. ``ValueError`` when the batches do not hold
-    exactly ``n`` scores.
+    exactly ``n`` scores (``ScoresChanged``).
     """
     if n == 0:
         return dict(EMPTY_FIGURES)
@@ -56,7 +62,7 @@ def run_figures(sorted_batches: Iterable[np.ndarray], n: int, passed: int) -> di
         m2 += b_m2 + delta * delta * seen * k / total
         seen = total
     if seen != n:
-        raise ValueError(f"expected {n} scores, the stream held {seen}")
+        raise ScoresChanged(f"expected {n} scores, the stream held {seen}")
     if first == last:  # all equal: exact figures, no rounding noise in a zero spread
         mean, m2 = first, 0.0
     ci_low = ci_high = None

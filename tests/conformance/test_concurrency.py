@@ -16,7 +16,7 @@ from typing import Any
 
 from tests.fixtures.warehouse_data import CountingJudge
 
-from .invariants import assert_each_row_once, assert_ledger, count_calls, logs, score, source_count
+from .invariants import assert_each_row_once, assert_ledger, count_calls, logs, run_row, score, source_count
 
 GATE_S = 3.0
 
@@ -50,6 +50,23 @@ class GatedJudge(CountingJudge):
         return super().generate(prompt, schema)
 
 
+def _ledger_of_a_run_that_ended_first(warehouse, summary, arrived_later: list[int]) -> None:
+    """A run that ends before a concurrent one has scored the rows that arrived after its plan
+    says so (docs/reliability.md): ``partial``, naming only such rows; else its ledger accounts
+    for every row. Where the ledger and the counts are not one snapshot, the other run may score
+    some of the named rows in between: each row is then counted at least once."""
+    if summary.status != "partial":
+        assert_ledger(warehouse, summary, source_count(warehouse))
+        return
+    later = {str(i) for i in arrived_later}
+    assert summary.rows_unaccounted > 0 and set(summary.unaccounted_ids) <= later, (
+        f"{summary.rows_unaccounted} unaccounted, named {summary.unaccounted_ids}: not rows that arrived later"
+    )
+    row = run_row(warehouse, summary.run_id)
+    assert row["rows_total"] == source_count(warehouse)
+    assert row["rows_scored"] + row["rows_failed"] + summary.rows_unaccounted >= row["rows_total"]
+
+
 def _no_duplicate_score_rows(warehouse) -> None:
     ((rows, keys),) = warehouse.query("SELECT COUNT(*), COUNT(DISTINCT log_id) FROM ctxprec_scores")
     assert rows == keys, f"{rows} score rows for {keys} ids"
@@ -74,7 +91,7 @@ def test_runs_started_together_judge_each_row_once(warehouse):
 
 def test_runs_that_plan_different_chunks_judge_each_row_once(warehouse):
     """Rows arrive between two runs' plans, so their chunks differ (every boundary moves): a row
-    the first run is judging is not judged again by the second."""
+    the first run is judging is not judged again by the second, which scores every row."""
     first_ids = list(range(10, 110, 10))
     table = warehouse.create_source(logs(first_ids))
     gate = threading.Event()
@@ -92,5 +109,6 @@ def test_runs_that_plan_different_chunks_judge_each_row_once(warehouse):
     assert early.calls + late.calls == len(ids), f"judge calls {early.calls} + {late.calls} for {len(ids)} rows"
     _no_duplicate_score_rows(warehouse)
     assert_each_row_once(warehouse, ids)
-    for summary in summaries:
-        assert_ledger(warehouse, summary, source_count(warehouse))
+    # the first run may end first (its gate opens while a slow warehouse still serves the second)
+    _ledger_of_a_run_that_ended_first(warehouse, summaries[0], later_ids)
+    assert_ledger(warehouse, summaries[1], source_count(warehouse))
