@@ -25,7 +25,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import DateTime, LargeBinary, String, TypeEngine, UserDefinedType
 
-from ..write_rows import ColumnRows, bind_processors, bind_values, dedupe
+from ..write_rows import bind_processors, bind_values
 from .facts import Lineage
 from .merge import MergeDialect
 from .reads import TimeMode, in_parts
@@ -68,6 +68,7 @@ class BigQueryDialect(MergeDialect):
         "`MERGE … USING UNNEST(@rows)` job per table (5,000 rows a statement)"
     )
     secondary_indexes = False
+    json_as_text = True
 
     # --- the client and the engine ------------------------------------------------------------
 
@@ -195,12 +196,3 @@ class BigQueryDialect(MergeDialect):
             columns = [bind_values([r[c] for r in batch], p) for c, p in zip(cols, procs)]
             conn.exec_driver_sql(sql, {"rows": [dict(zip(cols, values)) for values in zip(*columns)]})
         return len(rows)
-
-    def upsert(self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]], keys: list[str]) -> int:
-        return self.merge_rows(conn, table, dedupe(rows, keys), keys, [c for c in rows[0] if c not in keys])
-
-    def insert_ignore(
-        self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]] | ColumnRows, keys: list[str]
-    ) -> int:
-        dicts = rows.as_dicts() if isinstance(rows, ColumnRows) else rows
-        return self.merge_rows(conn, table, dedupe(dicts, keys), keys, None)

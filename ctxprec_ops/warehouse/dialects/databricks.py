@@ -28,7 +28,7 @@ from sqlalchemy.engine.interfaces import Dialect as SADialect
 from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.types import DateTime, LargeBinary, String, TypeEngine
 
-from ..write_rows import ColumnRows, batches, dedupe
+from ..write_rows import batches
 from .merge import MergeDialect
 from .snowflake import JSONAsText
 
@@ -47,6 +47,7 @@ class DatabricksDialect(MergeDialect):
         "(500 rows a statement); compiled SQL only, not run against a server"
     )
     secondary_indexes = False
+    json_as_text = True
 
     def write_conflict(self, exc: BaseException) -> bool:
         """A MERGE that lost Delta's optimistic concurrency check to a concurrent writer of the
@@ -114,12 +115,3 @@ class DatabricksDialect(MergeDialect):
         for batch in batches(rows):
             conn.execute(self.merge_batch(conn.dialect, table, batch, keys, others))
         return len(rows)
-
-    def upsert(self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]], keys: list[str]) -> int:
-        return self.merge_rows(conn, table, dedupe(rows, keys), keys, [c for c in rows[0] if c not in keys])
-
-    def insert_ignore(
-        self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]] | ColumnRows, keys: list[str]
-    ) -> int:
-        dicts = rows.as_dicts() if isinstance(rows, ColumnRows) else rows
-        return self.merge_rows(conn, table, dedupe(dicts, keys), keys, None)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import Column, MetaData, Table, insert
 from sqlalchemy.engine import Connection
@@ -52,6 +52,9 @@ def _stage(conn: Connection, table: Table) -> Table:
 class MergeDialect(Dialect):
     """A warehouse family that writes by staging the chunk and one ``MERGE`` on the key."""
 
+    #: the MERGE's rows are bound by SQL the family writes itself, JSON columns as their text
+    json_as_text: ClassVar[bool] = False
+
     write_path = "the chunk de-duplicated, staged in a session temporary table, one `MERGE` on the key per table"
     native_upsert = True
     keys_enforced = False
@@ -81,12 +84,18 @@ class MergeDialect(Dialect):
         conn.execute(self.merge_statement(table, stage.alias("s"), keys, list(rows[0]), others))
         return len(rows)
 
+    def merge_input(self, rows: Sequence[dict[str, Any]], keys: list[str]) -> Sequence[dict[str, Any]]:
+        """``rows`` with distinct keys, JSON values decoded again for SQLAlchemy's binding (kept as
+        text where the family writes its own SQL: ``json_as_text``)."""
+        distinct = dedupe(rows, keys)
+        return distinct if self.json_as_text else decoded(distinct)
+
     def upsert(self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]], keys: list[str]) -> int:
         others = [c for c in rows[0] if c not in keys]
-        return self.merge_rows(conn, table, decoded(dedupe(rows, keys)), keys, others)
+        return self.merge_rows(conn, table, self.merge_input(rows, keys), keys, others)
 
     def insert_ignore(
         self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]] | ColumnRows, keys: list[str]
     ) -> int:
         dicts = rows.as_dicts() if isinstance(rows, ColumnRows) else rows
-        return self.merge_rows(conn, table, decoded(dedupe(dicts, keys)), keys, None)
+        return self.merge_rows(conn, table, self.merge_input(dicts, keys), keys, None)

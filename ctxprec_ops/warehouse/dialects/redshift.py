@@ -28,7 +28,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from ..write_rows import ColumnRows, batches, decoded, dedupe
+from ..write_rows import batches
 from .base import Lineage
 from .merge import MergeDialect
 
@@ -200,13 +200,3 @@ class RedshiftDialect(MergeDialect):
         else:
             conn.exec_driver_sql(insert_absent_sql(prep, table, stage.name, keys, columns))
         return len(rows)
-
-    def upsert(self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]], keys: list[str]) -> int:
-        others = [c for c in rows[0] if c not in keys]
-        return self.merge_rows(conn, table, decoded(dedupe(rows, keys)), keys, others)
-
-    def insert_ignore(
-        self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]] | ColumnRows, keys: list[str]
-    ) -> int:
-        dicts = rows.as_dicts() if isinstance(rows, ColumnRows) else rows
-        return self.merge_rows(conn, table, decoded(dedupe(dicts, keys)), keys, None)
