@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 
 import openai
@@ -120,6 +121,19 @@ def test_timeout_hangs_until_client_gives_up(judge_server):
     while judge_server.outcomes["timeout"] == 0 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert judge_server.outcomes["timeout"] == 1 and judge_server.in_flight == 0
+
+
+def test_timeout_hangs_even_with_descriptors_past_1024(judge_server):
+    """A long test session holds many descriptors; the server's hang must not depend on the
+    connection's descriptor number (select() refuses those past 1,024)."""
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        judge_server.script(["timeout"])
+        with pytest.raises(openai.APITimeoutError):
+            ask(_client(judge_server, timeout=0.3))
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
 def test_reset_is_a_connection_error(judge_server):
