@@ -143,5 +143,5 @@ def test_start_times_in_every_stored_form():
 
 
 def test_read_span_keeps_the_cause_of_unreadable_attributes():
-    span = read_span({"id": "s1", "trace_id": b"\x01\x02", "event_time": "2026-11-28 10:00:00", "attributes": "{x"})
+    span = read_span("s1", b"\x01\x02", "2026-11-28 10:00:00", "{x")
     assert span.trace_id == "0102" and span.problem is not None and "not JSON" in span.problem

@@ -22,6 +22,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
+
 __all__ = ["AttributesError", "parse_attributes", "decode_any_value", "key_values", "group", "json_value"]
 
 _ANY_KEYS = frozenset(
@@ -113,9 +115,41 @@ def _flatten_leaf(prefix: str, value: Any, out: dict[str, Any]) -> None:
     out[prefix] = value
 
 
-def _loads(text: str) -> Any:
+#: the largest magnitude a JSON integer literal has when orjson reads it exactly (as an int):
+#: beyond 64 bits it reads a float, where the standard library keeps the exact integer
+_EXACT_INT = 2.0**63
+
+
+def _huge_float(value: Any) -> bool:
+    """Whether ``value`` holds a float at least ``_EXACT_INT`` in magnitude (then, maybe, an
+    integer orjson did not read exactly)."""
+    kind = type(value)
+    if kind is dict:
+        value = value.values()
+    elif kind is not list:
+        return kind is float and abs(value) >= _EXACT_INT
+    for v in value:  # one loop, no call per plain value: a span's attributes are ~20 of them
+        kind = type(v)
+        if kind is float:
+            if abs(v) >= _EXACT_INT:
+                return True
+        elif (kind is dict or kind is list) and _huge_float(v):
+            return True
+    return False
+
+
+def _loads(text: str, exact: bool = False) -> Any:
+    """The JSON of ``text``. orjson reads it ~4x faster than the standard library (most of a
+    span's cost in the pipeline); what orjson refuses (NaN, lone surrogates, a BOM) the standard
+    library reads, as it does everything when ``exact`` (orjson reads an integer past 64 bits as
+    a float: ``parse_attributes`` asks again, exactly, when it meets one)."""
     if not text or text.isspace():
         raise AttributesError("attributes are empty")
+    if not exact:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -134,17 +168,23 @@ def parse_attributes(value: Any) -> dict[str, Any]:
             value = bytes(value).decode("utf-8")
         except UnicodeDecodeError:
             raise AttributesError("attributes are not valid UTF-8") from None
-    if isinstance(value, str):
-        value = _loads(value)
+    text = value if isinstance(value, str) else None
+    if text is not None:
+        value = _loads(text)
     if isinstance(value, list) and (_is_key_values(value) or not value):
         value = key_values(value)
     if not isinstance(value, dict):
         raise AttributesError(f"attributes must be a JSON object, got {type(value).__name__}")
-    for v in value.values():
-        if type(v) is dict or type(v) is list:
+    for v in value.values():  # one pass: nested? a float that may be an integer read inexactly?
+        kind = type(v)
+        if kind is dict or kind is list:
             break
+        if kind is float and text is not None and abs(v) >= _EXACT_INT:
+            return parse_attributes(_loads(text, exact=True))
     else:
         return value  # already flat (the usual case): no copy
+    if text is not None and _huge_float(value):
+        return parse_attributes(_loads(text, exact=True))
     out: dict[str, Any] = {}
     try:
         _flatten("", value, out)

@@ -19,6 +19,7 @@ keep the query, the ranked documents and the answer.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache, lru_cache
 from operator import methodcaller
 from typing import Any, NamedTuple
 
@@ -88,6 +89,18 @@ def _last_answer(messages: list[tuple[int, dict[str, Any]]], role_key: str, text
         if text is not None:
             return text
     return None
+
+
+@lru_cache(maxsize=4096)
+def _document_keys(key: str, index: int) -> tuple[str, str, str, str]:
+    """The flat keys of document ``index`` under ``key``: content, id, score, metadata."""
+    head = f"{key}.{index}.document."
+    return head + "content", head + "id", head + "score", head + "metadata"
+
+
+@cache
+def _starts_with(key: str) -> methodcaller:
+    return methodcaller("startswith", key + ".")
 
 
 class Convention:
@@ -172,17 +185,16 @@ class OpenInference(Convention):
         used = 0
         get = attrs.get
         while True:
-            head = f"{key}.{len(out)}.document."
-            content, doc_id = get(head + "content"), get(head + "id")
-            score, meta = get(head + "score"), get(head + "metadata")
+            content_key, id_key, score_key, meta_key = _document_keys(key, len(out))
+            content, doc_id, score, meta = get(content_key), get(id_key), get(score_key), get(meta_key)
             found = (content is not None) + (doc_id is not None) + (score is not None) + (meta is not None)
             if not found:
                 break
             used += found
             if content is not None and type(content) is not str:
                 return None
-            out.append(Node(content, doc_id, score, json_value(meta)))
-        if used != sum(map(methodcaller("startswith", key + "."), attrs)) or key in attrs:
+            out.append(Node(content, doc_id, score, meta if meta is None else json_value(meta)))
+        if used != sum(map(_starts_with(key), attrs)) or key in attrs:
             return None  # other fields, gaps or another form: the general reading
         return out
 

@@ -158,7 +158,7 @@ class SpanReader:
         drafts = []
         carried: dict[str, dict[str, Any]] = {}
         for raw in result.all():
-            span = read_span(raw._mapping)
+            span = read_span(*raw[:4])  # id, trace_id, event_time, attributes: as selected
             if self._carried:
                 carried[span.span_id] = {name: raw._mapping[name] for name in self._carried}
             if span.problem is None and self.convention.kind_of(span.attrs) != self.options.stage:
@@ -240,14 +240,15 @@ class SpanReader:
         for part in _batches(traces):
             stmt = select(*cols).where(trace_col.in_([_bound(trace_col, t) for t in part]), self.llm_filter)
             for raw in conn.execute(stmt).all():
-                span = read_span(raw._mapping)
+                span = read_span(*raw)
                 key = span.trace_id or ""
                 if span.problem is not None:
                     unreadable[key].append(span.span_id)
                 elif self.convention.kind_of(span.attrs) == "llm":
                     llm[key].append(span)
         for spans in llm.values():
-            spans.sort(key=lambda s: (s.start if s.start is not None else float("inf"), s.span_id))
+            if len(spans) > 1:
+                spans.sort(key=lambda s: (s.start if s.start is not None else float("inf"), s.span_id))
         for d in drafts:
             pair_llm(d, llm.get(d.span.trace_id or "", ()), self.convention)
         return unreadable
