@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import json
+import random
 from datetime import UTC, datetime
 
 import pytest
 
-from ctxprec_ops.traces.assemble import instant, read_span
+from ctxprec_ops.traces.assemble import Draft, Span, finish, instant, read_span
 from ctxprec_ops.traces.attributes import AttributesError, group, parse_attributes
-from ctxprec_ops.traces.conventions import CONVENTIONS, SpanProblem
+from ctxprec_ops.traces.conventions import CONVENTIONS, Node, SpanProblem
 from tests.helpers import traces as T
 
 CASES = [
@@ -145,3 +146,41 @@ def test_start_times_in_every_stored_form():
 def test_read_span_keeps_the_cause_of_unreadable_attributes():
     span = read_span("s1", b"\x01\x02", "2026-11-28 10:00:00", "{x")
     assert span.trace_id == "0102" and span.problem is not None and "not JSON" in span.problem
+
+
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        # past 64 bits: the exact integer, not the float a fast parser reads
+        ('{"document.id": 123456789012345678901234567890, "k": "v"}', {"document.id": 123456789012345678901234567890, "k": "v"}),
+        ('{"a": {"b": [1, -92233720368547758090]}}', {"a.b": [1, -92233720368547758090]}),
+        ('{"text": "a lone \\ud800 surrogate"}', {"text": "a lone \ud800 surrogate"}),
+        ('{"score": 1e300, "n": 18446744073709551615, "m": -9223372036854775808}', {"score": 1e300, "n": 2**64 - 1, "m": -(2**63)}),
+    ],
+)  # fmt: skip
+def test_attributes_read_as_the_json_module_reads_them(text, want):
+    """What the fast parser refuses or reads inexactly is read again by the json module."""
+    assert json.loads(text) is not None  # the json module's own reading is the reference
+    got = parse_attributes(text)
+    assert got == want and all(type(got[k]) is type(v) for k, v in want.items())
+
+
+def test_attributes_with_nan_read_as_the_json_module_reads_them():
+    got = parse_attributes('{"score": NaN, "other": Infinity, "k": 1}')
+    assert got["score"] != got["score"] and got["other"] == float("inf") and got["k"] == 1
+
+
+def test_documents_column_is_what_json_dumps_writes():
+    rng = random.Random(5)
+    values = [None, "doc-1", 'é\u2028"x\\', 3, -7, 2**70, 1.5, 0.1, 1e300, float("nan"), float("inf"), True, b"x"]
+    metadata = [None, {}, "", {"k": "v"}, "m"]
+    for _ in range(3000):
+        nodes = [
+            Node("c", rng.choice(values), rng.choice(values), rng.choice(metadata) if rng.random() < 0.2 else None)
+            for _ in range(rng.randint(1, 6))
+        ]
+        records = [n.record(i) for i, n in enumerate(nodes, 1)]
+        want = json.dumps(records, default=str) if any(len(r) > 1 for r in records) else None
+        span = Span("s1", "t1", 0.0, {})
+        row = finish(Draft(span, query="q", nodes=nodes, answer="a", llm_span="l1"), reference_configured=False)
+        assert row["documents"] == want, nodes
