@@ -23,8 +23,8 @@ def _load(url: str, n: int = 7) -> list[dict]:
 
 
 def test_duckdb_writes_the_same_rows_without_pyarrow(duckdb_url, tmp_path, monkeypatch):
-    """DuckDB's staged write takes pandas object columns when pyarrow is not installed (hidden
-    here): the same score and judgment rows as through Arrow."""
+    """DuckDB's staged write needs neither pyarrow nor pandas (the ``duckdb`` extra installs
+    neither): with pyarrow hidden, the same score and judgment rows as with it importable."""
     arrow_url = f"duckdb:///{tmp_path / 'arrow.duckdb'}"
     for url in (arrow_url, duckdb_url):
         _load(url)
