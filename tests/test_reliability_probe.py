@@ -173,7 +173,9 @@ def test_sqlite_partition_filter_still_uses_the_event_time_index(tmp_path):
         sql = str(stmt.compile(engine, compile_kwargs={"literal_binds": True}))
         plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
         assert conn.execute(stmt).scalar_one() == 3
-    assert "MULTI-INDEX OR" in plan and "ix_time" in plan and "SCAN" not in plan, plan
+    # the table is searched through the index, never scanned (the reading of an unusual
+    # event_time is a correlated subquery of constant rows: "SCAN (subquery-1)" is no table scan)
+    assert "MULTI-INDEX OR" in plan and "ix_time" in plan and "SCAN retrieval_logs" not in plan, plan
 
 
 def test_sqlite_partition_ids_are_read_without_a_scan_of_every_day_or_a_sort_of_the_day(tmp_path):
