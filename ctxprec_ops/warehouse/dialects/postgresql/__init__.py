@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import LargeBinary, String, Table, Text, any_, bindparam, func, select
+from sqlalchemy import LargeBinary, String, Table, Text, any_, bindparam, cast, func, select
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, insert
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.sql.elements import ColumnElement
@@ -120,7 +120,12 @@ class PostgreSQLDialect(Dialect):
         """One ``= ANY(:array)`` with the whole list as one text[] parameter: one statement, one
         bound value whatever the length (no per-value binding work in the client, one query text
         for the server)."""
-        if values:
+        if not values:
+            return
+        if all(type(v) is str for v in values):  # as one text the server casts (lookups.text_array)
+            array = cast(bindparam("ids", lookups.text_array(values), type_=Text()), ARRAY(Text()))
+            yield column == any_(array)
+        else:
             yield column == any_(bindparam("ids", list(values), type_=ARRAY(Text())))
 
     def cached_judgments(

@@ -6,17 +6,32 @@ descent that finds nothing, ~5x fewer than looking its nodes up one by one)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import LargeBinary, bindparam, null, select, true
+from sqlalchemy import LargeBinary, Text, bindparam, cast, null, select, true
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.functions import Function
 
 from ....judge.cache import key_head, key_range
 
-__all__ = ["cached_judgments", "heads_lookup"]
+__all__ = ["bytea_array", "text_array", "cached_judgments", "heads_lookup"]
+
+
+def bytea_array(values: Iterable[bytes]) -> str:
+    """A ``bytea[]`` in PostgreSQL's array text form (``{"\\x0a1b",...}``), sent as one text
+    parameter and cast by the server: psycopg dumps a list of bytes as text with a regular-expression
+    pass per element (~2 ms of client CPU for 500 keys; this join: ~0.08 ms)."""
+    return "{" + ",".join(['"\\\\x' + v.hex() + '"' for v in values]) + "}"
+
+
+def text_array(values: Iterable[str]) -> str:
+    """A ``text[]`` in PostgreSQL's array text form, each element quoted (``"NULL"`` stays the
+    text NULL), for one text parameter the server casts: ~2.5x less client CPU than psycopg's
+    dumping of a list."""
+    return "{" + ",".join(['"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values]) + "}"
+
 
 #: cached nodes read per question at most (a LIMIT that also keeps the per-question lookup a
 #: nested loop of index range scans: the planner cannot flatten a LATERAL subquery with a LIMIT)
@@ -31,13 +46,10 @@ def heads_lookup(table: Any, *, agreement: bool) -> Any:
     table)."""
     j = table
     binary = ARRAY(LargeBinary())
+    lo, hi = (cast(bindparam(name, type_=Text()), binary) for name in ("lo", "hi"))  # bytea_array() text
     # a plain Function, not func.unnest: sqlalchemy-bigquery registers a one-argument ``unnest``
     # in SQLAlchemy's function registry, which func.unnest then builds in any process importing it
-    h = (
-        Function("unnest", bindparam("lo", type_=binary), bindparam("hi", type_=binary))
-        .table_valued("lo", "hi")
-        .render_derived(name="h")
-    )
+    h = Function("unnest", lo, hi).table_valued("lo", "hi").render_derived(name="h")
     agreed = j.c.agreement if agreement else null().label("agreement")
     per_head = (
         select(j.c.key, j.c.relevant, j.c.reason, agreed)
@@ -57,7 +69,7 @@ def cached_judgments(
         return
     want = set(keys)
     ranges = [key_range(h) for h in sorted({key_head(k) for k in keys})]
-    bounds = {"lo": [lo for lo, _ in ranges], "hi": [hi for _, hi in ranges]}
+    bounds = {"lo": bytea_array(lo for lo, _ in ranges), "hi": bytea_array(hi for _, hi in ranges)}
     for k, relevant, reason, agreed in conn.execute(heads_lookup(table, agreement=agreement), bounds):
         k = bytes(k)
         if k in want:  # the range also returns the question's other cached nodes
