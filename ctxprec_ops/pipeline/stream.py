@@ -305,9 +305,26 @@ class _Stream:
             current_case.reset(token)
 
     async def _write(self, op: _Open) -> None:
+        """Write a chunk whose every case is judged. When the run ends meanwhile (a case of a
+        later chunk failed, or the run was cancelled) the chunk is written still, as a run ending
+        between chunks writes it: with its verdicts in its own transaction if their commit was
+        not awaited, and the write, once handed to the writer, awaited to its end."""
+        cancelled = False
+        flushed = True
         if op.ticket and self.flush is not None:
-            await self.flush.committed(op.ticket)
-        result = await self._in(self.writer, self._finish, op)
+            try:
+                await self.flush.committed(op.ticket)
+            except asyncio.CancelledError:
+                cancelled, flushed = True, False
+        if self.serial:
+            result = self._finish(op, flushed)
+        else:
+            done = asyncio.get_running_loop().run_in_executor(self.writer, self._finish, op, flushed)
+            try:
+                result = await asyncio.shield(done)
+            except asyncio.CancelledError:
+                cancelled = True
+                result = await done
         self.slots.release()
         earlier = self.results.get(result.index)
         self.results[result.index] = result if earlier is None else _merged(earlier, result)
@@ -317,10 +334,12 @@ class _Stream:
         self.progress.event(
             "chunk_done", f"chunk {result.index}: {result.rows_scored} scored, {result.rows_failed} failed"
         )
+        if cancelled:
+            raise asyncio.CancelledError
 
-    def _finish(self, op: _Open) -> ChunkResult:
+    def _finish(self, op: _Open, flushed: bool = True) -> ChunkResult:
         """Write the chunk (in the writer thread); its claim ends with the transaction."""
-        saved = self.flush is not None and not self.flush.broken
+        saved = flushed and self.flush is not None and not self.flush.broken
         return finish_chunk(
             self.ctx, op.chunk, op.intake, op.results, self.run_id, op.started, claims=self.claims, verdicts_saved=saved
         )
