@@ -304,7 +304,7 @@ def test_id_and_key_arrays_sent_as_text_reach_the_server_exactly(pg):
     byte value, and texts holding quotes, backslashes, braces, commas, blanks and the word NULL."""
     from sqlalchemy.dialects.postgresql import ARRAY
 
-    from ctxprec_ops.warehouse.dialects.postgresql.lookups import bytea_array, text_array
+    from ctxprec_ops.warehouse.dialects.postgresql.arrays import bytea_array, text_array
 
     keys = [b"", bytes(range(256)), b'\x00\\"{},', *(key_range(bytes([i]) * 9)[0] for i in range(50))]
     texts = ['a"b', "c\\d", "{x}", "NULL", "", " sp ", "é", "a,b", '\\"', "x" * 300]

@@ -22,6 +22,7 @@ from ..base import Dialect, Lineage
 from ..writes import on_conflict
 from . import lookups
 from .analyze import analyze_if_grown
+from .arrays import text_array
 from .copy import copy_upsert
 
 __all__ = ["PostgreSQLDialect"]
@@ -122,8 +123,8 @@ class PostgreSQLDialect(Dialect):
         for the server)."""
         if not values:
             return
-        if all(type(v) is str for v in values):  # as one text the server casts (lookups.text_array)
-            array = cast(bindparam("ids", lookups.text_array(values), type_=Text()), ARRAY(Text()))
+        if all(type(v) is str for v in values):  # as one text the server casts (arrays.text_array)
+            array = cast(bindparam("ids", text_array(values), type_=Text()), ARRAY(Text()))
             yield column == any_(array)
         else:
             yield column == any_(bindparam("ids", list(values), type_=ARRAY(Text())))

@@ -143,6 +143,7 @@ _BINARY_TYPES: dict[int, tuple[type, ...]] = {
     1184: (datetime,),
 }
 _JSON_OIDS = frozenset({3802})
+_NONE = {type(None)}
 
 
 def binary_copyable(oids: Sequence[int], columns: Sequence[list[Any]]) -> bool:
@@ -159,9 +160,6 @@ def binary_copyable(oids: Sequence[int], columns: Sequence[list[Any]]) -> bool:
         elif not all(issubclass(kind, kinds) for kind in set(map(type, values)) - _NONE):
             return False  # the values' few distinct types checked, not each value (~1M a 20k-row run)
     return True
-
-
-_NONE = {type(None)}
 
 
 def _stage_types(conn: Connection, cur: Any, stage: str) -> list[int]:

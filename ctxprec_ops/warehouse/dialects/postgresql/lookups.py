@@ -6,7 +6,7 @@ descent that finds nothing, ~5x fewer than looking its nodes up one by one)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import LargeBinary, Text, bindparam, cast, null, select, true
@@ -15,23 +15,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.functions import Function
 
 from ....judge.cache import key_head, key_range
+from .arrays import bytea_array
 
-__all__ = ["bytea_array", "text_array", "cached_judgments", "heads_lookup"]
-
-
-def bytea_array(values: Iterable[bytes]) -> str:
-    """A ``bytea[]`` in PostgreSQL's array text form (``{"\\x0a1b",...}``), sent as one text
-    parameter and cast by the server: psycopg dumps a list of bytes as text with a regular-expression
-    pass per element (~2 ms of client CPU for 500 keys; this join: ~0.08 ms)."""
-    return "{" + ",".join(['"\\\\x' + v.hex() + '"' for v in values]) + "}"
-
-
-def text_array(values: Iterable[str]) -> str:
-    """A ``text[]`` in PostgreSQL's array text form, each element quoted (``"NULL"`` stays the
-    text NULL), for one text parameter the server casts: ~2.5x less client CPU than psycopg's
-    dumping of a list."""
-    return "{" + ",".join(['"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values]) + "}"
-
+__all__ = ["cached_judgments", "heads_lookup"]
 
 #: cached nodes read per question at most (a LIMIT that also keeps the per-question lookup a
 #: nested loop of index range scans: the planner cannot flatten a LATERAL subquery with a LIMIT)
