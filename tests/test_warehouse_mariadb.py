@@ -181,3 +181,105 @@ def test_a_judge_name_longer_than_the_key_allows_is_refused_before_judging(maria
     with pytest.raises(JudgeConfigurationError, match=r"judge_model .* holds 1 to 112 characters, got 150"):
         score_partition(PipelineConfig(warehouse=mariadb_url, judge=judge), DAY)
     assert judge.calls == 0
+
+
+ODD_TEXTS = [
+    'it\'s "quoted"',
+    "back\\slash \\' \\\\ and \\n as text",
+    "new\nline, carriage\rreturn, tab\t, ctrl-Z \x1a, NUL \x00 inside",
+    "100% _like_ %s %(name)s {braces}",
+    "Ünïcode ☃ 漢字 🙂 and '' doubled",
+    "",
+]
+DOUBLE_VALUES = [0.1, -2.5, 1e300, 5e-324, 123456789.12345678, 1.0, 0.0]
+
+
+@pytest.mark.parametrize("mode", ["default", "NO_BACKSLASH_ESCAPES"])
+def test_multi_row_literals_round_trip_exactly(mariadb_url, mode):
+    """The write path renders values into the statement itself (``mysql_values``): every text
+    (quotes, backslashes, control characters, NUL, ``%``, non-ASCII), every byte value and
+    every double comes back exactly, whether or not the session reads backslashes as escapes."""
+    from sqlalchemy.dialects.mysql import LONGBLOB, LONGTEXT, VARCHAR
+
+    from ctxprec_ops.warehouse.dialects.mysql import MySQLDialect
+    from ctxprec_ops.warehouse.dialects.mysql_values import literal_insert
+
+    meta = sa.MetaData()
+    t = sa.Table(
+        "odd_values",
+        meta,
+        sa.Column("k", VARCHAR(64, charset="utf8mb4", collation="utf8mb4_bin"), primary_key=True),
+        sa.Column("txt", LONGTEXT(charset="utf8mb4", collation="utf8mb4_bin")),
+        sa.Column("raw", LONGBLOB),
+        sa.Column("num", DOUBLE(asdecimal=False)),
+        sa.Column("flag", sa.Boolean),
+    )
+    engine = get_engine(mariadb_url)
+    meta.create_all(engine)
+    rows = [
+        {"k": f"k{i}", "txt": text, "raw": bytes(range(256))[i:] + b"'\\", "num": num, "flag": i % 2 == 0}
+        for i, (text, num) in enumerate(zip(ODD_TEXTS * 2, DOUBLE_VALUES * 2))
+    ]
+    dialect = MySQLDialect()
+    with engine.begin() as conn:
+        if mode != "default":
+            conn.exec_driver_sql(f"SET SESSION sql_mode = CONCAT(@@sql_mode, ',{mode}')")
+        others = [c for c in rows[0] if c != "k"]
+        assert literal_insert(conn, dialect.native_insert(t, ["k"], others), t, rows)  # not the fallback
+        got = {r.k: r for r in conn.execute(sa.select(t))}
+        if mode != "default":
+            conn.exec_driver_sql("SET SESSION sql_mode = REPLACE(@@sql_mode, ',NO_BACKSLASH_ESCAPES', '')")
+    assert len(got) == len(rows)
+    for row in rows:
+        back = got[row["k"]]
+        assert (back.txt, bytes(back.raw), back.num, bool(back.flag)) == (
+            row["txt"],
+            row["raw"],
+            row["num"],
+            row["flag"],
+        ), row["k"]
+
+
+@pytest.mark.parametrize("mode", ["default", "NO_BACKSLASH_ESCAPES"])
+def test_look_ups_and_clean_up_with_literal_lists_touch_exactly_their_rows(mariadb_url, mode):
+    """``IN`` lists written out as literals (``mysql_lookups``): ids with quotes, backslashes,
+    NUL, ``%`` and letters differing only by case find (and delete) exactly their own rows, and
+    byte keys exactly theirs, whether or not the session reads backslashes as escapes."""
+    from sqlalchemy.dialects.mysql import VARBINARY, VARCHAR
+
+    from ctxprec_ops.warehouse.dialects.mysql import MySQLDialect
+
+    text = VARCHAR(255, charset="utf8mb4", collation="utf8mb4_bin")
+    meta = sa.MetaData()
+    scores = sa.Table(
+        "lk_scores", meta, sa.Column("log_id", text, primary_key=True), sa.Column("metric", text, primary_key=True)
+    )
+    failures = sa.Table(
+        "lk_failures", meta, sa.Column("log_id", text, primary_key=True), sa.Column("metric", text, primary_key=True)
+    )
+    keyed = sa.Table("lk_keys", meta, sa.Column("k", VARBINARY(32), primary_key=True), sa.Column("v", sa.Integer))
+    engine = get_engine(mariadb_url)
+    meta.create_all(engine)
+    ids = [t for t in ODD_TEXTS if t] + ["abc", "ABC", "a\\'b", "a''b"]
+    keys = [bytes([i]) * 23 for i in (0, 39, 92, 37, 255)] + [b"\\'\x00%"]
+    dialect = MySQLDialect()
+    metric = "m'1\\"
+    with engine.begin() as conn:
+        if mode != "default":
+            conn.exec_driver_sql(f"SET SESSION sql_mode = CONCAT(@@sql_mode, ',{mode}')")
+        conn.execute(sa.insert(scores), [{"log_id": i, "metric": metric} for i in ids[::2]])
+        conn.execute(sa.insert(failures), [{"log_id": i, "metric": metric} for i in ids])
+        conn.execute(sa.insert(keyed), [{"k": k, "v": n} for n, k in enumerate(keys)])
+        wanted = ids[1:5] + ["absent", "Abc"]
+        found = dialect.select_in(conn, scores, ["log_id"], "log_id", wanted, [("metric", metric)])
+        assert sorted(r[0] for r in found) == sorted(set(wanted) & set(ids[::2]))
+        got = dialect.select_in(conn, keyed, ["k", "v", None], "k", keys[1:] + [b"\x01" * 23], [])
+        assert sorted((bytes(k), v, none) for k, v, none in got) == sorted(
+            (k, n, None) for n, k in enumerate(keys) if n
+        )
+        dialect.delete_scored_failures(conn, failures, scores, [("metric", metric)], ids[:6])
+        left = {r[0] for r in conn.execute(sa.select(failures.c.log_id))}
+        if mode != "default":
+            conn.exec_driver_sql("SET SESSION sql_mode = REPLACE(@@sql_mode, ',NO_BACKSLASH_ESCAPES', '')")
+    scored = set(ids[::2])
+    assert left == {i for i in ids if i not in scored or i not in ids[:6]}

@@ -1,7 +1,8 @@
 """MySQL / MariaDB: ``INSERT ... ON DUPLICATE KEY UPDATE`` as multi-row literal statements through
 PyMySQL (``mysql_values``; executemany batches through another driver), ``IN`` lists of up to
-5,000 bound values, a named lock (``GET_LOCK``) as a claim holder's sign of life, READ COMMITTED,
-sessions in UTC, key text compared byte for byte (binary collations)."""
+5,000 values (written out as literals through PyMySQL: ``mysql_lookups``), a named lock
+(``GET_LOCK``) as a claim holder's sign of life, READ COMMITTED, sessions in UTC, key text compared
+byte for byte (binary collations)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from sqlalchemy.types import TypeEngine
 from ..holders import ClaimHolder
 from ..types import stored_type
 from ..write_rows import ColumnRows, dedupe
+from . import mysql_lookups
 from .base import Dialect
-from .mysql_values import literal_insert
+from .mysql_values import literal_insert, pymysql_connection
 from .reads import in_parts
 
 __all__ = ["MySQLDialect"]
@@ -140,7 +142,37 @@ class MySQLDialect(Dialect):
         for part in in_parts(list(values), _IN_BATCH):
             yield column.in_(list(part))
 
+    def select_in(
+        self,
+        conn: Connection,
+        table: Any,
+        columns: Sequence[str | None],
+        in_column: str,
+        values: Sequence[Any],
+        equal: Sequence[tuple[str, Any]] = (),
+    ) -> Iterator[Sequence[Any]]:
+        """Through PyMySQL: the ``IN`` list written out as literals (``mysql_lookups``)."""
+        raw = pymysql_connection(conn)
+        if raw is None:
+            return super().select_in(conn, table, columns, in_column, values, equal)
+        return mysql_lookups.select_in(conn, raw, table, columns, in_column, values, equal)
+
     # --- writes ----------------------------------------------------------------------------------
+
+    def delete_scored_failures(
+        self,
+        conn: Connection,
+        failures: Table,
+        scores: Table,
+        equal: Sequence[tuple[str, Any]],
+        log_ids: Sequence[str],
+    ) -> None:
+        """Through PyMySQL: the ``IN`` list written out as literals (``mysql_lookups``)."""
+        raw = pymysql_connection(conn)
+        if raw is None:
+            super().delete_scored_failures(conn, failures, scores, equal, log_ids)
+        else:
+            mysql_lookups.delete_scored_failures(conn, raw, failures, scores, equal, log_ids)
 
     def native_insert(self, table: Table, keys: list[str], others: list[str]) -> Any:
         """``ON DUPLICATE KEY UPDATE``; an insert that leaves existing rows alone updates a key
