@@ -283,3 +283,40 @@ def test_look_ups_and_clean_up_with_literal_lists_touch_exactly_their_rows(maria
             conn.exec_driver_sql("SET SESSION sql_mode = REPLACE(@@sql_mode, ',NO_BACKSLASH_ESCAPES', '')")
     scored = set(ids[::2])
     assert left == {i for i in ids if i not in scored or i not in ids[:6]}
+
+
+def test_rows_past_the_statement_size_go_in_several_statements_and_none_is_lost(mariadb_url, monkeypatch):
+    """A chunk whose literals pass ``MAX_BYTES`` is split into statements under it, at row
+    boundaries: every row arrives once, exactly."""
+    from sqlalchemy.dialects.mysql import LONGTEXT, VARCHAR
+
+    from ctxprec_ops.warehouse.dialects import mysql_values
+    from ctxprec_ops.warehouse.dialects.mysql import MySQLDialect
+
+    meta = sa.MetaData()
+    t = sa.Table(
+        "sized_rows",
+        meta,
+        sa.Column("k", VARCHAR(16, charset="utf8mb4", collation="utf8mb4_bin"), primary_key=True),
+        sa.Column("txt", LONGTEXT(charset="utf8mb4", collation="utf8mb4_bin")),
+    )
+    engine = get_engine(mariadb_url)
+    meta.create_all(engine)
+    monkeypatch.setattr(mysql_values, "MAX_BYTES", 1_000)
+    rows = [{"k": f"k{i:03d}", "txt": f"row {i} it's " + "x" * (i * 7 % 150)} for i in range(60)]
+    sent: list[int] = []
+
+    def count(conn, cursor, statement, *rest):
+        if "sized_rows" in statement:
+            sent.append(len(statement))
+
+    sa.event.listen(engine, "before_cursor_execute", count)
+    try:
+        with engine.begin() as conn:
+            assert mysql_values.literal_insert(conn, MySQLDialect().native_insert(t, ["k"], ["txt"]), t, rows)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", count)
+    assert len(sent) > 5 and all(size <= 1_000 + 300 for size in sent)  # the values under the limit
+    with engine.connect() as conn:
+        got = dict(conn.execute(sa.select(t.c.k, t.c.txt)).all())
+    assert got == {r["k"]: r["txt"] for r in rows}

@@ -71,16 +71,19 @@ def literal_insert(conn: Connection, stmt: Any, table: Table, rows: Sequence[dic
             rendered.append(repeat(literal(first), n))
         else:
             rendered.append(map(literal, values))
+    tuples = list(map(",".join, zip(*rendered)))  # each row's values, joined in C
+    if sum(map(len, tuples)) + 3 * n <= MAX_BYTES:  # the usual chunk: one statement
+        _execute(conn, head + "(" + "),(".join(tuples) + ")" + tail)
+        return True
     batch: list[str] = []
     size = 0
-    for row in zip(*rendered):
-        text = "(" + ",".join(row) + ")"
-        if batch and size + len(text) > MAX_BYTES:
-            _execute(conn, head + ",".join(batch) + tail)
+    for values_text in tuples:
+        if batch and size + len(values_text) + 3 > MAX_BYTES:
+            _execute(conn, head + "(" + "),(".join(batch) + ")" + tail)
             batch, size = [], 0
-        batch.append(text)
-        size += len(text) + 1
-    _execute(conn, head + ",".join(batch) + tail)
+        batch.append(values_text)
+        size += len(values_text) + 3
+    _execute(conn, head + "(" + "),(".join(batch) + ")" + tail)
     return True
 
 
