@@ -134,7 +134,10 @@ def score(path: str, source: str, chunk_size: int) -> dict:
     from ctxprec_ops.pipeline import PipelineConfig, score_partition
 
     fmt = "openinference" if source == "spans" else "rows"
-    cfg = PipelineConfig(warehouse=f"sqlite:///{path}", judge=InstantJudge(), chunk_size=chunk_size, source_format=fmt)
+    # quiet_gc: the collector tuning the CLI runs with, as bench_pipeline.py (PipelineConfig.quiet_gc)
+    cfg = PipelineConfig(
+        warehouse=f"sqlite:///{path}", judge=InstantJudge(), chunk_size=chunk_size, source_format=fmt, quiet_gc=True
+    )
     t0, c0 = time.perf_counter(), time.process_time()
     summary = score_partition(cfg, DAY)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
