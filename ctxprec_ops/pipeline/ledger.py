@@ -12,8 +12,9 @@ another day whose ``event_time`` now says this one are moved here, and rows of t
 source row left it (another day, or deleted) are removed (``warehouse/partition_rows.py``).
 
 Ids are compared as the text stored in ``log_id`` (``str(id)``), through 64-bit hashes held in
-numpy arrays (memory: 8 bytes per row of the partition, not the ids themselves); the ids named as
-unaccounted are read back in a second pass.
+sorted numpy arrays and matched by binary search (memory: ~40 bytes per row of the partition at
+its peak — the source's hashes, their distinct values, the output's, a search's temporaries — not
+the ids themselves); the ids named as unaccounted are read back in a second pass.
 
 A row whose id is longer than ``log_id`` holds on the warehouse (255 characters on MySQL /
 MariaDB, whose keys are capped at 3,072 bytes) can be neither scored nor recorded as a failure:
@@ -23,8 +24,10 @@ it is counted apart (``refused``, with the first few ids), like a row without an
 from __future__ import annotations
 
 import logging
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from ..warehouse.engine import read_connection, write_retrying
@@ -82,6 +85,31 @@ def _hashes(values: Iterable[Any]) -> np.ndarray:
     return np.fromiter((hash(str(v)) for v in values), dtype=np.int64)
 
 
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of ``values``, sorted (``values`` itself is sorted in place)."""
+    import numpy as np
+
+    values.sort()
+    if values.size < 2:
+        return values.copy()
+    keep = np.empty(values.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
+
+
+def _within(distinct: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Which of ``values`` occur in ``distinct`` (sorted, no repeats): one binary search each,
+    ~17 bytes a value of temporaries where ``np.isin`` sorts copies of both (~10 arrays' worth)."""
+    import numpy as np
+
+    if not distinct.size or not values.size:
+        return np.zeros(values.size, dtype=bool)
+    at = np.searchsorted(distinct, values)
+    np.minimum(at, distinct.size - 1, out=at)
+    return distinct[at] == values
+
+
 def _source(ctx: PipelineContext, partition: Partition, refused: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
     """The partition's ids as hashes, and (sampling) the mask of those in the run's sample; ids
     too long for ``log_id`` are left out and added to ``refused``."""
@@ -96,17 +124,17 @@ def _source(ctx: PipelineContext, partition: Partition, refused: list[str]) -> t
         if not sample.active:
             return _hashes(texts), None
         planner = CutoffPlanner(sample)
-        ids: list[int] = []
-        draws: list[int] = []
+        ids = array("q")  # 8 bytes a row, where a list of ints holds ~40
+        draws = array("Q")
         for text in texts:
             ids.append(hash(text))
             planner.add(text)
             draws.append(sample_hash(text, sample.seed))
     cutoff = planner.result()[0]
-    hashes = np.array(ids, dtype=np.int64)
+    hashes = np.frombuffer(ids, dtype=np.int64).copy()
     if cutoff >= FULL_CUTOFF:
         return hashes, None
-    return hashes, np.array(draws, dtype=np.uint64) < np.uint64(cutoff)
+    return hashes, np.frombuffer(draws, dtype=np.uint64) < np.uint64(cutoff)
 
 
 def _fitting(texts: Iterable[str], limit: int, refused: list[str]) -> Iterable[str]:
@@ -118,13 +146,14 @@ def _fitting(texts: Iterable[str], limit: int, refused: list[str]) -> Iterable[s
 
 
 def _output(ctx: PipelineContext, partition_key: str) -> np.ndarray:
-    """Hashes of the log ids of the partition's score and failure rows (this scoring key)."""
-    import numpy as np
-
+    """Hashes of the log ids of the partition's score and failure rows (this scoring key),
+    distinct and sorted."""
     with read_connection(ctx.engine) as conn:
-        scored = _hashes(partition_log_ids(conn, ctx.tables, ctx.key, partition_key))
-        failed = _hashes(partition_log_ids(conn, ctx.tables, ctx.key, partition_key, failures=True))
-    return np.union1d(scored, failed)
+        both = chain(
+            partition_log_ids(conn, ctx.tables, ctx.key, partition_key),
+            partition_log_ids(conn, ctx.tables, ctx.key, partition_key, failures=True),
+        )
+        return _distinct(_hashes(both))
 
 
 def _texts(ctx: PipelineContext, partition: Partition, wanted: np.ndarray, limit: int | None = None) -> list[str]:
@@ -155,12 +184,13 @@ def _keep_in_day(
     ctx: PipelineContext, partition: Partition, source: np.ndarray, expected: np.ndarray, output: np.ndarray
 ) -> tuple[int, int]:
     """Move here the output rows of this day's (sampled) ids recorded under another day, and
-    remove the output rows of ids no longer in this day's source; returns (moved in, removed)."""
+    remove the output rows of ids no longer in this day's source; returns (moved in, removed).
+    ``source`` and ``output``: distinct and sorted."""
     import numpy as np
 
     partition_key = partition.key
-    missing = np.setdiff1d(expected, output)
-    stale = np.setdiff1d(output, source)
+    missing = np.unique(expected[~_within(output, expected)])
+    stale = output[~_within(source, output)]
     moved = removed = 0
     if missing.size:
         ids = _texts(ctx, partition, missing)
@@ -197,19 +227,22 @@ def reconcile(ctx: PipelineContext, partition: Partition) -> Ledger:
 
     refused: list[str] = []
     source, in_sample = _source(ctx, partition, refused)
-    expected = source if in_sample is None else source[in_sample]
+    source_rows = int(source.size)
+    expected = source if in_sample is None else source[in_sample]  # before the sort below
+    distinct = _distinct(source)  # sorts ``source``: ``expected`` is then sorted too (no sample)
     output = _output(ctx, partition.key)
-    moved, removed = _keep_in_day(ctx, partition, source, expected, output)
+    moved, removed = _keep_in_day(ctx, partition, distinct, expected, output)
+    del distinct
     if moved or removed:
         output = _output(ctx, partition.key)
     # duplicate ids share one failure row (none of them is scored): each row counts as recorded
-    accounted = np.isin(expected, output)
+    accounted = _within(output, expected)
     unaccounted = int(expected.size - int(accounted.sum()))
     examples: tuple[str, ...] = ()
     if unaccounted:
         examples = tuple(_texts(ctx, partition, np.unique(expected[~accounted]), EXAMPLES))
     return Ledger(
-        source_rows=int(source.size),
+        source_rows=source_rows,
         sampled_rows=int(expected.size),
         unaccounted=unaccounted,
         examples=examples,
