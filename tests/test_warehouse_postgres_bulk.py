@@ -101,6 +101,30 @@ def test_copy_upsert_twice_in_one_transaction_then_rollback_then_again(pg):
     assert got["1"][2] is None and got["1"][3] == [{"node": 1, "relevant": True, "reason": "ok"}]
 
 
+def test_rows_given_column_by_column_are_copied_as_rows_given_one_by_one(pg):
+    """``ColumnRows`` (a chunk's judgments: columns, and values every row shares) go to ``COPY``
+    without a dict per row and store what the same rows as dicts store; a key column left out is
+    refused, naming it."""
+    from ctxprec_ops.warehouse.write_rows import ColumnRows
+
+    t = ensure_output_tables(pg)
+    keys = [bytes([i]) * 23 for i in range(6)]
+    relevant, reasons = [True, False, True], ["a", None, "tab\there 'q'"]
+    shared = {"judge_model": KEY.judge_model, "prompt_version": KEY.prompt_version, "created_at": NOW}
+    columns = ColumnRows({"key": keys[:3], "relevant": relevant, "reason": reasons}, shared)
+    dicts = [dict(judgment(k), relevant=r, reason=w) for k, r, w in zip(keys[3:], relevant, reasons)]
+    with write_transaction(pg) as conn:
+        assert copy_upsert(conn, t.judgments, columns, update=False) == 3
+        assert copy_upsert(conn, t.judgments, dicts, update=False) == 3
+        with pytest.raises(ValueError, match="key"):
+            copy_upsert(conn, t.judgments, ColumnRows({"relevant": [True, False]}), update=False)
+    cols = ("relevant", "reason", "judge_model", "prompt_version", "created_at")
+    with pg.connect() as conn:
+        got = {bytes(r.key): tuple(getattr(r, c) for c in cols) for r in conn.execute(sa.select(t.judgments))}
+    assert len(got) == 6
+    assert [got[k] for k in keys[:3]] == [got[k] for k in keys[3:]]
+
+
 def test_bulk_and_row_by_row_store_the_same_values(pg):
     """The COPY path (2+ rows) and the single-row statement store identical values, JSON and
     text with tabs, newlines, backslashes and quotes included."""

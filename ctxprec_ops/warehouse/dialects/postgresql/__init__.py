@@ -147,7 +147,6 @@ class PostgreSQLDialect(Dialect):
     def insert_ignore(
         self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]] | ColumnRows, keys: list[str]
     ) -> int:
-        dicts = rows.as_dicts() if isinstance(rows, ColumnRows) else rows
-        if len(dicts) > 1:
-            return copy_upsert(conn, table, dicts, update=False)
-        return super().insert_ignore(conn, table, dicts, keys)
+        if len(rows) > 1:
+            return copy_upsert(conn, table, rows, update=False)
+        return super().insert_ignore(conn, table, rows.as_dicts() if isinstance(rows, ColumnRows) else rows, keys)

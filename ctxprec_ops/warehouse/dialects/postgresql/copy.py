@@ -12,7 +12,15 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 
 from ....json_text import JSONText
-from ...write_rows import bind_processors, bind_values, column_processor, dedupe, keys_and_columns
+from ...write_rows import (
+    ColumnRows,
+    bind_processors,
+    bind_values,
+    column_processor,
+    dedupe,
+    key_columns,
+    keys_and_columns,
+)
 
 __all__ = ["copy_upsert", "binary_copyable"]
 
@@ -26,7 +34,7 @@ def _stage_name(table: Table, cols: Sequence[str]) -> str:
     return f"ctxprec_stage_{table.name[:30]}_{hashlib.sha1(sig).hexdigest()[:10]}"
 
 
-def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], *, update: bool) -> int:
+def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]] | ColumnRows, *, update: bool) -> int:
     """PostgreSQL (psycopg 3): ``rows`` into ``table`` with ``COPY`` to a temporary staging
     table and one ``INSERT ... SELECT ... ON CONFLICT (primary key) DO UPDATE`` (``update``) or
     ``DO NOTHING``, in the caller's transaction (a rollback leaves nothing behind; the staging
@@ -36,12 +44,24 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
     from the table's primary key: nothing about the output tables is spelled out here. Values go
     through the columns' own bind processors (JSON serialised as SQLAlchemy would store it).
     Rows are inserted in primary-key order, so concurrent writers lock keys in the same order and
-    cannot deadlock. Returns the number of rows written.
+    cannot deadlock. ``ColumnRows`` (distinct keys) are copied column by column as given, without
+    a dict per row. Returns the number of rows written.
     """
-    if not rows:
-        return 0
-    keys, cols = keys_and_columns(table, rows)
-    rows = dedupe(rows, keys, ordered=False)  # ON CONFLICT cannot touch one row twice; SQL sorts
+    if isinstance(rows, ColumnRows):  # column by column already, keys distinct (a chunk's judgments)
+        n = len(rows)
+        if not n:
+            return 0
+        keys, cols = key_columns(table), [*rows.columns, *rows.shared]
+        if missing := [k for k in keys if k not in cols]:
+            raise ValueError(f"upsert into {table.name}: rows lack key column(s) {missing}")
+        raw = [*rows.columns.values(), *([value] * n for value in rows.shared.values())]
+    else:
+        if not rows:
+            return 0
+        keys, cols = keys_and_columns(table, rows)
+        rows = dedupe(rows, keys, ordered=False)  # ON CONFLICT cannot touch one row twice; SQL sorts
+        n = len(rows)
+        raw = [[r[c] for r in rows] for c in cols]
     dialect = conn.dialect
     q = dialect.identifier_preparer
     target = q.format_table(table)
@@ -53,7 +73,6 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
         action = "DO UPDATE SET " + ", ".join(f"{q.quote(c)} = EXCLUDED.{q.quote(c)}" for c in others)
     else:
         action = "DO NOTHING"
-    raw = [[r[c] for r in rows] for c in cols]
     # the staging table empties itself at commit; a second call for the same table inside one
     # transaction empties it first
     used = _stages_used(conn)
@@ -107,7 +126,7 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], 
         ) from None
     finally:
         cur.close()
-    return len(rows)
+    return n
 
 
 def _verbatim(text: str) -> str:
