@@ -320,3 +320,41 @@ def test_rows_past_the_statement_size_go_in_several_statements_and_none_is_lost(
     with engine.connect() as conn:
         got = dict(conn.execute(sa.select(t.c.k, t.c.txt)).all())
     assert got == {r["k"]: r["txt"] for r in rows}
+
+
+def test_insert_if_absent_of_rows_given_column_by_column(mariadb_url):
+    """A chunk's judgments as ``ColumnRows`` (columns, shared values, keys in any order) are
+    written in key order as literals; rows already present are left as they are."""
+    from sqlalchemy.dialects.mysql import VARBINARY
+
+    from ctxprec_ops.warehouse.dialects.mysql import MySQLDialect
+    from ctxprec_ops.warehouse.write_rows import ColumnRows
+
+    meta = sa.MetaData()
+    t = sa.Table(
+        "cached_rows",
+        meta,
+        sa.Column("key", VARBINARY(23), primary_key=True),
+        sa.Column("reason", sa.Text),
+        sa.Column("model", sa.String(32)),
+    )
+    engine = get_engine(mariadb_url)
+    meta.create_all(engine)
+    keys = [bytes([b]) * 23 for b in (9, 3, 200, 0, 39, 92)]
+    first = ColumnRows({"key": keys[:4], "reason": ["nine", "three", "it's", None]}, {"model": "m1"})
+    again = ColumnRows({"key": keys[2:], "reason": ["changed", "changed", "q'", "b\\s"]}, {"model": "m2"})
+    dialect = MySQLDialect()
+    with engine.begin() as conn:
+        assert dialect.insert_ignore(conn, t, first, ["key"]) == 4
+        assert dialect.insert_ignore(conn, t, again, ["key"]) == 4
+    with engine.connect() as conn:
+        got = {bytes(k): (r, m) for k, r, m in conn.execute(sa.select(t.c.key, t.c.reason, t.c.model))}
+    assert got == {
+        keys[0]: ("nine", "m1"),
+        keys[1]: ("three", "m1"),
+        keys[2]: ("it's", "m1"),
+        keys[3]: (None, "m1"),
+        keys[4]: ("q'", "m2"),
+        keys[5]: ("b\\s", "m2"),
+    }
+    assert first.sorted_by("key").columns == {"key": sorted(keys[:4]), "reason": [None, "three", "nine", "it's"]}

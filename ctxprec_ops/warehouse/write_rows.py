@@ -46,6 +46,12 @@ class ColumnRows:
     def __len__(self) -> int:
         return len(next(iter(self.columns.values()), ()))
 
+    def sorted_by(self, column: str) -> ColumnRows:
+        """The same rows in the order of ``column``'s values (a key column: distinct values)."""
+        values = self.columns[column]
+        order = sorted(range(len(values)), key=values.__getitem__)
+        return ColumnRows({c: [v[i] for i in order] for c, v in self.columns.items()}, self.shared)
+
     def as_dicts(self) -> list[dict[str, Any]]:
         names = [*self.columns, *self.shared]
         shared = tuple(self.shared.values())

@@ -192,8 +192,13 @@ class MySQLDialect(Dialect):
     def insert_ignore(
         self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]] | ColumnRows, keys: list[str]
     ) -> int:
+        stmt = self.native_insert(table, keys, [])
+        if isinstance(rows, ColumnRows) and len(keys) == 1 and keys[0] in rows.columns:
+            # column by column as given (distinct keys), in key order: no dict per row and back
+            if literal_insert(conn, stmt, table, rows.sorted_by(keys[0])):
+                return len(rows)
         dicts = rows.as_dicts() if isinstance(rows, ColumnRows) else rows
         ordered = dedupe(dicts, keys)
-        if literal_insert(conn, self.native_insert(table, keys, []), table, ordered):
+        if literal_insert(conn, stmt, table, ordered):
             return len(ordered)
         return super().insert_ignore(conn, table, rows, keys)
