@@ -62,11 +62,11 @@ def key_columns(table: Table) -> list[str]:
     return [c.name for c in table.primary_key.columns]
 
 
-def keys_and_columns(table: Table, rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[str]]:
-    """The table's key columns and the rows' columns (every row carries the same keys); a row
-    without a key column is refused."""
+def keys_and_columns(table: Table, rows: Sequence[dict[str, Any]] | ColumnRows) -> tuple[list[str], list[str]]:
+    """The table's key columns and the rows' columns (every row carries the same keys); rows
+    without a key column are refused."""
     keys = key_columns(table)
-    cols = list(rows[0].keys())
+    cols = [*rows.columns, *rows.shared] if isinstance(rows, ColumnRows) else list(rows[0].keys())
     missing = [k for k in keys if k not in cols]
     if missing:
         raise ValueError(f"upsert into {table.name}: rows lack key column(s) {missing}")

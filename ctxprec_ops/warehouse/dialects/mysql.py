@@ -28,8 +28,6 @@ __all__ = ["MySQLDialect"]
 #: the character set and binary collation of key text (and of machine-made ASCII key text)
 _TEXT = ("utf8mb4", "utf8mb4_bin")
 _ASCII = ("ascii", "ascii_bin")
-#: values of an ``IN`` list
-_IN_BATCH = 5_000
 
 
 def _holder_lock(holder: str) -> str:
@@ -136,10 +134,10 @@ class MySQLDialect(Dialect):
         return changed
 
     def id_in(self, conn: Connection, column: Any, values: Sequence[Any]) -> Iterator[Any]:
-        """``column IN values``, up to ``_IN_BATCH`` values a statement: a chunk's ~2,500
+        """``column IN values``, up to ``mysql_lookups.IN_BATCH`` values a statement: a chunk's ~2,500
         judgment keys in one round trip, not five (the server takes a long list; the packet
         stays well under ``max_allowed_packet``)."""
-        for part in in_parts(list(values), _IN_BATCH):
+        for part in in_parts(list(values), mysql_lookups.IN_BATCH):
             yield column.in_(list(part))
 
     def select_in(

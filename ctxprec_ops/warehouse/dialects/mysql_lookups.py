@@ -13,12 +13,14 @@ from sqlalchemy import Table
 from sqlalchemy.engine import Connection
 
 from ..write_rows import bind_values, column_processor
+from .driver_sql import scored_failures, select_from
 from .mysql_values import literals
 from .reads import in_parts
 
 __all__ = ["select_in", "delete_scored_failures"]
 
-#: values of an ``IN`` list (a chunk's ~2,500 judgment keys in one statement; ~130 KB of SQL)
+#: values of an ``IN`` list, the family's (``MySQLDialect.id_in`` too): a chunk's ~2,500 judgment
+#: keys in one statement, ~130 KB of SQL
 IN_BATCH = 5_000
 
 
@@ -54,11 +56,9 @@ def select_in(
 ) -> Iterator[Sequence[Any]]:
     """``SELECT columns FROM table WHERE <equal> AND in_column IN (...)`` (a None column reads
     NULL) on ``raw``, ``conn``'s PyMySQL connection."""
-    q = conn.dialect.identifier_preparer
     literal = literals(raw)
     conds = _equalities(conn, table, equal, literal)
-    cols = ", ".join("NULL" if c is None else q.quote(table.c[c].name) for c in columns)
-    head = f"SELECT {cols} FROM {q.format_table(table)} WHERE "
+    head = f"{select_from(conn.dialect.identifier_preparer, table, columns)} WHERE "
     for part in in_parts(list(values), IN_BATCH):
         yield from _run(conn, head + " AND ".join([*conds, _in_list(conn, table, in_column, part, literal)])).all()
 
@@ -73,13 +73,8 @@ def delete_scored_failures(
 ) -> None:
     """``DELETE FROM failures WHERE <equal> AND <a score exists under the row's key> AND log_id
     IN (...)`` on ``raw``, ``conn``'s PyMySQL connection."""
-    q = conn.dialect.identifier_preparer
     literal = literals(raw)
-    f, s = q.format_table(failures), q.format_table(scores)
-    same = " AND ".join(f"sc.{q.quote(c.name)} = {f}.{q.quote(c.name)}" for c in scores.primary_key.columns)
-    conds = _equalities(conn, failures, equal, literal)
-    conds.append(f"EXISTS (SELECT 1 FROM {s} AS sc WHERE {same})")
+    delete, scored = scored_failures(conn.dialect.identifier_preparer, failures, scores)
+    conds = [*_equalities(conn, failures, equal, literal), scored]
     for part in in_parts(list(log_ids), IN_BATCH):
-        _run(
-            conn, f"DELETE FROM {f} WHERE " + " AND ".join([*conds, _in_list(conn, failures, "log_id", part, literal)])
-        )
+        _run(conn, f"{delete} WHERE " + " AND ".join([*conds, _in_list(conn, failures, "log_id", part, literal)]))

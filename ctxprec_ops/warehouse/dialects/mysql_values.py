@@ -114,8 +114,6 @@ def _around_values(conn: Connection, stmt: Any, table: Table, cols: list[str]) -
 _ESCAPES = [chr(c) for c in range(128)]
 for _char, _escaped in {"\0": "\\0", "\\": "\\\\", "'": "\\'"}.items():
     _ESCAPES[ord(_char)] = _escaped
-#: ``SERVER_STATUS_NO_BACKSLASH_ESCAPES`` of the server status (PyMySQL's ``constants``)
-_NO_BACKSLASH_ESCAPES = 512
 
 
 def literals(raw: Any) -> Callable[[Any], str]:
@@ -125,8 +123,10 @@ def literals(raw: Any) -> Callable[[Any], str]:
     also warns of its own deprecation at each call), anything else by ``escape``.
     Text is quoted as the session reads it: with ``NO_BACKSLASH_ESCAPES`` in its ``sql_mode``
     only quotes are doubled (the server reports the mode in every answer's status)."""
+    from pymysql.constants.SERVER_STATUS import SERVER_STATUS_NO_BACKSLASH_ESCAPES
+
     escape = raw.escape
-    plain_quotes = bool(raw.server_status & _NO_BACKSLASH_ESCAPES)
+    plain_quotes = bool(raw.server_status & SERVER_STATUS_NO_BACKSLASH_ESCAPES)
 
     def literal(value: Any) -> str:
         kind = type(value)

@@ -18,7 +18,6 @@ from ...write_rows import (
     bind_values,
     column_processor,
     dedupe,
-    key_columns,
     keys_and_columns,
 )
 
@@ -51,9 +50,7 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]] |
         n = len(rows)
         if not n:
             return 0
-        keys, cols = key_columns(table), [*rows.columns, *rows.shared]
-        if missing := [k for k in keys if k not in cols]:
-            raise ValueError(f"upsert into {table.name}: rows lack key column(s) {missing}")
+        keys, cols = keys_and_columns(table, rows)
         raw = [*rows.columns.values(), *([value] * n for value in rows.shared.values())]
     else:
         if not rows:

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import Table
 from sqlalchemy.engine import Connection
 
+from ..driver_sql import scored_failures, select_from
 from ..reads import in_parts
 
 __all__ = ["select_in", "delete_scored_failures"]
@@ -37,8 +38,7 @@ def select_in(
     q = conn.dialect.identifier_preparer
     conds, params = _equalities(q, table, equal)
     conds.append(f"{q.quote(table.c[in_column].name)} IN")
-    cols = ", ".join("NULL" if c is None else q.quote(table.c[c].name) for c in columns)
-    sql = f"SELECT {cols} FROM {q.format_table(table)} WHERE {' AND '.join(conds)}"
+    sql = f"{select_from(q, table, columns)} WHERE {' AND '.join(conds)}"
     for part in in_parts(list(values)):
         yield from _in(conn, sql, params, part)
 
@@ -48,11 +48,10 @@ def delete_scored_failures(
 ) -> None:
     """``DELETE FROM failures WHERE <equal> AND <a score exists under the row's key> AND log_id IN (...)``."""
     q = conn.dialect.identifier_preparer
-    f, s = q.format_table(failures), q.format_table(scores)
-    same = " AND ".join(f"sc.{q.quote(c.name)} = {f}.{q.quote(c.name)}" for c in scores.primary_key.columns)
+    delete, scored = scored_failures(q, failures, scores)
     conds, params = _equalities(q, failures, equal)
-    conds.append(f"EXISTS (SELECT 1 FROM {s} AS sc WHERE {same})")
+    conds.append(scored)
     conds.append(f"{q.quote('log_id')} IN")
-    sql = f"DELETE FROM {f} WHERE {' AND '.join(conds)}"
+    sql = f"{delete} WHERE {' AND '.join(conds)}"
     for part in in_parts(list(log_ids)):
         _in(conn, sql, params, part)
