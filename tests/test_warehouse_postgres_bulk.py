@@ -35,6 +35,8 @@ COPIED = (
     "source_table, mapping"
 )
 KEY = ScoringKey("contextual_precision", "judge-x", "v1", "retrieval_logs")
+#: the key as the pipeline gives it, with the mapping (every column of the primary key but the id)
+FULL_KEY = ScoringKey("contextual_precision", "judge-x", "v1", "retrieval_logs", "default")
 
 
 def score_row(log_id: str, score: float = 0.5, run: str = "r1") -> dict:
@@ -245,9 +247,10 @@ def _explain(conn, stmt) -> str:
     return "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + str(sql), sql.params))
 
 
-def test_scored_ids_uses_the_primary_key_once_the_table_is_analyzed(pg):
-    """The plan shown in docs/scaling.md: before any statistics the planner guesses that 0.5% of
-    the rows match ``metric`` and scans the partition index (a cost that grows with the table);
+def test_id_list_lookup_uses_the_primary_key_once_the_table_is_analyzed(pg):
+    """The plan shown in docs/scaling.md for ``= ANY`` of an id list (``id_in``: the failure
+    clean-up's shape): before any statistics the planner guesses that 0.5% of the rows match
+    ``metric`` and scans the partition index (a cost that grows with the table);
     ``analyze_if_grown`` analyzes the table after its first chunk and the lookup goes through the
     primary key."""
     t = ensure_output_tables(pg)
@@ -282,6 +285,74 @@ def test_scored_ids_uses_the_primary_key_once_the_table_is_analyzed(pg):
     with pg.connect() as conn:
         pipeline = _explain(conn, pipeline_lookup)
     assert "on ctxprec_scores_pk" in pipeline and "ix_ctxprec_scores_partition" not in pipeline, pipeline
+
+
+def _scores_past_their_statistics(pg):
+    """``ctxprec_scores`` as a run's first chunks leave it: analyzed after its first 500 rows
+    (``analyze_if_grown``), grown to 3,000 since (autovacuum off)."""
+    t = ensure_output_tables(pg)
+    with pg.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE ctxprec_scores SET (autovacuum_enabled = off)")
+    with write_transaction(pg) as conn:  # one chunk through the real write path
+        scores = [score_row(str(i)) | {"mapping": FULL_KEY.mapping} for i in range(500)]
+        write_chunk(conn, t, FULL_KEY, log_ids=[], scores=scores, failures=[], judgments=[])
+    with write_transaction(pg) as conn:
+        conn.exec_driver_sql("ANALYZE ctxprec_scores")
+        conn.exec_driver_sql(
+            f"INSERT INTO ctxprec_scores (log_id, {COPIED}) "
+            f"SELECT log_id || '-' || g, {COPIED} FROM ctxprec_scores CROSS JOIN generate_series(1, 5) AS g"
+        )
+    return t
+
+
+def test_scored_ids_probe_the_primary_key_whatever_the_statistics(pg):
+    """A chunk's already-scored look-up is one primary-key probe per id whatever the statistics.
+    ``log_id = ANY(CAST(:ids AS text[]))`` became a scan of the table once its statistics lagged
+    behind it (here and early in every run), and under a generic plan (psycopg prepares a statement
+    it has sent five times) the cast was evaluated again for every row filtered: 30 – 90 ms a
+    look-up (bench/README.md)."""
+    t = _scores_past_their_statistics(pg)
+    ids = [str(i) for i in range(250, 750)]  # half scored
+    sent: list[tuple[str, object]] = []
+    with pg.connect() as conn:
+        assert conn.exec_driver_sql("SELECT reltuples FROM pg_class WHERE relname = 'ctxprec_scores'").scalar() == 500
+        sa.event.listen(conn, "before_cursor_execute", lambda *a: sent.append((a[2], a[3])))
+        found = scored_ids(conn, t, FULL_KEY, ids)
+        ((statement, params),) = sent  # the look-up as the pipeline sends it, explained
+        plans = {}
+        for mode in ("auto", "force_generic_plan"):
+            conn.exec_driver_sql(f"SET plan_cache_mode = {mode}")
+            plans[mode] = "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + statement, params))
+    for plan in plans.values():
+        assert "Nested Loop" in plan and "using ctxprec_scores_pk" in plan, plan
+        assert "Seq Scan on ctxprec_scores" not in plan and "ix_ctxprec_scores_partition" not in plan, plan
+    assert found == {str(i) for i in range(250, 500)}
+
+
+def test_scored_ids_find_exactly_the_scored_ids_of_the_key(pg):
+    """The probe's answers: ids scored under this key only (not another judge's or mapping's),
+    each once however often it is asked, texts with quotes, backslashes, braces and blanks; the
+    same as the generic ``IN`` look-up's. A key without its mapping (a reader of older tables)
+    fixes less than the primary key: the generic look-up answers it, any mapping counting."""
+    from ctxprec_ops.warehouse.dialects.base import Dialect
+
+    t = ensure_output_tables(pg)
+    odd = ['a"b', "c\\d", "{x}", "NULL", " sp ", "é", "a,b"]
+    other_judge = {**score_row("j1"), "judge_model": "judge-y"}
+    other_mapping = {**score_row("m1"), "mapping": "alt"}
+    with write_transaction(pg) as conn:
+        upsert(conn, t.scores, [score_row(i) for i in ["1", "2", *odd]] + [other_judge, other_mapping])
+    asked = ["1", "1", "3", "j1", "m1", *odd, *odd]
+    fields = FULL_KEY.fields(t.scores)
+    with pg.connect() as conn:
+        found = scored_ids(conn, t, FULL_KEY, asked)
+        generic = {r[0] for r in Dialect().select_in(conn, t.scores, ["log_id"], "log_id", asked, fields)}
+        probed = list(dialect_of(conn).select_in(conn, t.scores, ["log_id", None], "log_id", asked, fields))
+        any_mapping = scored_ids(conn, t, KEY, asked)
+        assert scored_ids(conn, t, FULL_KEY, []) == set()
+    assert found == generic == {"1", *odd}
+    assert sorted(r[0] for r in probed) == sorted({"1", *odd}) and all(r[1] is None for r in probed)
+    assert any_mapping == {"1", "m1", *odd}
 
 
 def test_judgment_lookup_is_one_index_range_per_question_without_statistics(pg):

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import LargeBinary, String, Table, Text, any_, bindparam, cast, func, select
+from sqlalchemy import LargeBinary, String, Table, Text, any_, bindparam, cast, func, null, select
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, insert
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.sql.elements import ColumnElement
@@ -128,6 +128,25 @@ class PostgreSQLDialect(Dialect):
             yield column == any_(array)
         else:
             yield column == any_(bindparam("ids", list(values), type_=ARRAY(Text())))
+
+    def select_in(
+        self,
+        conn: Connection,
+        table: Any,
+        columns: Sequence[str | None],
+        in_column: str,
+        values: Sequence[Any],
+        equal: Sequence[tuple[str, Any]] = (),
+    ) -> Iterator[Sequence[Any]]:
+        """Texts of a primary key's leading column, the rest of the key fixed (a chunk's
+        already-scored ids): one index probe per value, whatever the table's statistics
+        (``lookups.key_probe``)."""
+        if values and all(type(v) is str for v in values) and lookups.probes_primary_key(table, in_column, equal):
+            cols = [null().label(f"c{i}") if c is None else table.c[c] for i, c in enumerate(columns)]
+            stmt = lookups.key_probe(table, cols, in_column, list(dict.fromkeys(values)), equal)
+            yield from conn.execute(stmt)
+            return
+        yield from super().select_in(conn, table, columns, in_column, values, equal)
 
     def cached_judgments(
         self, conn: Connection, table: Any, keys: Sequence[bytes], *, agreement: bool
