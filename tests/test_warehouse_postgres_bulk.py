@@ -103,6 +103,92 @@ def test_copy_upsert_twice_in_one_transaction_then_rollback_then_again(pg):
     assert got["1"][2] is None and got["1"][3] == [{"node": 1, "relevant": True, "reason": "ok"}]
 
 
+def _spells(conn) -> dict:
+    return conn.info.get("ctxprec_conflict_spells", {})
+
+
+def test_a_chunk_meeting_existing_rows_falls_back_to_on_conflict_then_skips_the_plain_try(pg):
+    """The plain insert under a savepoint: new rows go in plainly; a chunk meeting rows already
+    there is rolled back to the savepoint (nothing of the try left, the transaction usable) and
+    written with ``ON CONFLICT`` — updated scores, cached judgments left as they are — and the
+    next ``CONFLICT_SPELL`` chunks of that table skip the try."""
+    from ctxprec_ops.warehouse.dialects.postgresql.copy import CONFLICT_SPELL
+
+    t = ensure_output_tables(pg)
+    keys = [bytes([i]) * 23 for i in range(4)]
+    with write_transaction(pg) as conn:
+        copy_upsert(conn, t.scores, [score_row("1"), score_row("2")], update=True)
+        copy_upsert(conn, t.judgments, [judgment(keys[0], True, "first"), judgment(keys[1])], update=False)
+        assert _spells(conn) == {}  # both plain
+    with write_transaction(pg) as conn:
+        assert copy_upsert(conn, t.scores, [score_row("2", 0.9, "r2"), score_row("3", 0.1, "r2")], update=True) == 2
+        assert copy_upsert(conn, t.judgments, [judgment(keys[0], False, "again"), judgment(keys[2])], update=False) == 2
+        assert _spells(conn) == {"ctxprec_scores": CONFLICT_SPELL, "ctxprec_judgments": CONFLICT_SPELL}
+        copy_upsert(conn, t.scores, [score_row("4")], update=True)
+        copy_upsert(conn, t.scores, [score_row("5"), score_row("6")], update=True)
+        assert _spells(conn)["ctxprec_scores"] == CONFLICT_SPELL - 2
+    with pg.connect() as conn:
+        scores = {r.log_id: (r.score, r.run_id) for r in conn.execute(sa.select(t.scores))}
+        cached = {bytes(r.key): (r.relevant, r.reason) for r in conn.execute(sa.select(t.judgments))}
+    assert scores == {
+        "1": (0.5, "r1"),
+        "2": (0.9, "r2"),
+        "3": (0.1, "r2"),
+        "4": (0.5, "r1"),
+        "5": (0.5, "r1"),
+        "6": (0.5, "r1"),
+    }
+    assert cached == {keys[0]: (True, "first"), keys[1]: (True, "why"), keys[2]: (True, "why")}
+
+
+def test_errors_other_than_an_existing_key_are_raised_not_retried(pg):
+    t = ensure_output_tables(pg)
+    bad = [score_row("1"), {**score_row("2"), "run_id": None}]  # run_id is NOT NULL
+    with pg.connect() as conn:
+        with pytest.raises(sa.exc.IntegrityError, match="run_id"):
+            with conn.begin():
+                copy_upsert(conn, t.scores, bad, update=True)
+        assert _spells(conn) == {}  # not taken for a row already there
+    assert _count(pg, t.scores) == 0
+
+
+def test_concurrent_writers_of_the_same_keys_each_write_every_row_once(pg):
+    """A plain insert that meets a key another open transaction inserted waits for it; once that
+    one commits the insert fails on the key, rolls back to its savepoint and writes with
+    ``ON CONFLICT``: every row once, the later writer's scores kept."""
+    import threading
+
+    t = ensure_output_tables(pg)
+    first = [score_row(str(i), 0.25, "a") for i in range(0, 300)]
+    second = [score_row(str(i), 0.75, "b") for i in range(200, 500)]
+    started, done = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def later_writer() -> None:
+        try:
+            started.wait(10)
+            with write_transaction(pg) as conn:
+                copy_upsert(conn, t.scores, second, update=True)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=later_writer)
+    thread.start()
+    with write_transaction(pg) as conn:
+        copy_upsert(conn, t.scores, first, update=True)
+        started.set()
+        assert not done.wait(0.5)  # the later writer waits on this transaction's keys
+    thread.join(20)
+    assert not errors, errors
+    with pg.connect() as conn:
+        got = {r.log_id: (r.score, r.run_id) for r in conn.execute(sa.select(t.scores))}
+    assert len(got) == 500
+    assert all(got[str(i)] == (0.25, "a") for i in range(200))
+    assert all(got[str(i)] == (0.75, "b") for i in range(200, 500))
+
+
 def test_rows_given_column_by_column_are_copied_as_rows_given_one_by_one(pg):
     """``ColumnRows`` (a chunk's judgments: columns, and values every row shares) go to ``COPY``
     without a dict per row and store what the same rows as dicts store; a key column left out is

@@ -1,5 +1,6 @@
 """PostgreSQL's bulk write: ``COPY`` into a session-local temporary staging table shaped like the
-target (``ON COMMIT DELETE ROWS``), then one ``INSERT ... SELECT ... ORDER BY key ON CONFLICT``."""
+target (``ON COMMIT DELETE ROWS``), then one ``INSERT ... SELECT ... ORDER BY key`` — plain under a
+savepoint first, ``ON CONFLICT`` when a key exists (``_insert_plainly``)."""
 
 from __future__ import annotations
 
@@ -35,9 +36,9 @@ def _stage_name(table: Table, cols: Sequence[str]) -> str:
 
 def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]] | ColumnRows, *, update: bool) -> int:
     """PostgreSQL (psycopg 3): ``rows`` into ``table`` with ``COPY`` to a temporary staging
-    table and one ``INSERT ... SELECT ... ON CONFLICT (primary key) DO UPDATE`` (``update``) or
-    ``DO NOTHING``, in the caller's transaction (a rollback leaves nothing behind; the staging
-    rows vanish at commit).
+    table and one ``INSERT ... SELECT``: plain when none of the keys exists, else ``ON CONFLICT
+    (primary key) DO UPDATE`` (``update``) or ``DO NOTHING`` (``_insert_plainly``), in the
+    caller's transaction (a rollback leaves nothing behind; the staging rows vanish at commit).
 
     The column list comes from the rows (every row carries the same keys) and the conflict target
     from the table's primary key: nothing about the output tables is spelled out here. Values go
@@ -106,10 +107,9 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]] |
             with cur.copy(f"COPY {stage} ({col_list}) FROM STDIN") as copy:
                 for values in zip(*columns):
                     copy.write_row(values)
-        cur.execute(
-            f"INSERT INTO {target} ({col_list}) SELECT {col_list} FROM {stage} ORDER BY {conflict} "
-            f"ON CONFLICT ({conflict}) {action}"
-        )
+        insert = f"INSERT INTO {target} ({col_list}) SELECT {col_list} FROM {stage} ORDER BY {conflict}"
+        if not _insert_plainly(conn, cur, table, insert):
+            cur.execute(f"{insert} ON CONFLICT ({conflict}) {action}")
     except conn.dialect.loaded_dbapi.Error as exc:
         # as SQLAlchemy raises for its own statements (IntegrityError, OperationalError, ...), so
         # callers and the one-line error rule see one kind of warehouse error; no row data
@@ -124,6 +124,40 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]] |
     finally:
         cur.close()
     return n
+
+
+#: chunks of a table written straight with ``ON CONFLICT`` after a plain insert met a row already
+#: there (a re-scored partition, a concurrent writer), before a plain insert is tried again
+CONFLICT_SPELL = 16
+_SAVEPOINT = "ctxprec_plain_insert"
+
+
+def _insert_plainly(conn: Connection, cur: Any, table: Table, insert: str) -> bool:
+    """Try ``insert`` without ``ON CONFLICT`` under a savepoint; False (rolled back to it) when a
+    row with one of the keys exists, or when a recent try on this connection met one.
+
+    A plain insert checks each key once, while the index is written; ``ON CONFLICT`` probes the
+    index before the heap insert and confirms the speculative tuple after it: 2,500 judgments
+    into a 100,000-row cache, 8.4 instead of 13.4 ms (bench/README.md). The usual chunk's rows are
+    new (its ids were not scored, its judgments not cached when it was read). One that is not
+    pays its plain try (rows inserted before the first duplicate, then rolled back) and the
+    ``ON CONFLICT`` statement, and the next ``CONFLICT_SPELL`` chunks of the table on this
+    connection skip the try."""
+    spells: dict[str, int] = conn.info.setdefault("ctxprec_conflict_spells", {})
+    name = table.fullname
+    if spells.get(name, 0) > 0:
+        spells[name] -= 1
+        return False
+    unique_violation = conn.dialect.loaded_dbapi.IntegrityError
+    try:
+        cur.execute(f"SAVEPOINT {_SAVEPOINT}; {insert}; RELEASE SAVEPOINT {_SAVEPOINT}")
+    except unique_violation as exc:
+        if getattr(exc, "sqlstate", None) != "23505":  # unique_violation; anything else is an error
+            raise
+        cur.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}; RELEASE SAVEPOINT {_SAVEPOINT}")
+        spells[name] = CONFLICT_SPELL
+        return False
+    return True
 
 
 def _verbatim(text: str) -> str:
