@@ -11,10 +11,13 @@ from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ctxprec_ops.json_text import JSONText
 from ctxprec_ops.judge.cache import judgment_keys, key_head, key_range
 from ctxprec_ops.warehouse.dialects import dialect_of
+from ctxprec_ops.warehouse.dialects.postgresql.conflicts import CONFLICT_SPELL
 from ctxprec_ops.warehouse.dialects.postgresql.copy import binary_copyable, copy_upsert
 from ctxprec_ops.warehouse.dialects.postgresql.lookups import heads_lookup
 from ctxprec_ops.warehouse.engine import get_engine, write_transaction
@@ -112,7 +115,6 @@ def test_a_chunk_meeting_existing_rows_falls_back_to_on_conflict_then_skips_the_
     there is rolled back to the savepoint (nothing of the try left, the transaction usable) and
     written with ``ON CONFLICT`` — updated scores, cached judgments left as they are — and the
     next ``CONFLICT_SPELL`` chunks of that table skip the try."""
-    from ctxprec_ops.warehouse.dialects.postgresql.copy import CONFLICT_SPELL
 
     t = ensure_output_tables(pg)
     keys = [bytes([i]) * 23 for i in range(4)]
@@ -189,28 +191,112 @@ def test_concurrent_writers_of_the_same_keys_each_write_every_row_once(pg):
     assert all(got[str(i)] == (0.75, "b") for i in range(200, 500))
 
 
-def test_rows_given_column_by_column_are_copied_as_rows_given_one_by_one(pg):
-    """``ColumnRows`` (a chunk's judgments: columns, and values every row shares) go to ``COPY``
-    without a dict per row and store what the same rows as dicts store; a key column left out is
-    refused, naming it."""
+#: texts an array's text form must carry exactly (quotes, backslashes, braces, commas, blanks,
+#: the word NULL, control characters, non-ASCII)
+AWKWARD_TEXTS = ['a"b', "c\\d", "{x}", "NULL", "", " sp ", "é ☃", "a,b", '\\"', "tab\there 'q'", "\r\n", "x" * 3000]
+
+
+def test_rows_given_column_by_column_store_what_the_same_rows_given_one_by_one_store(pg):
+    """``ColumnRows`` (a chunk's judgments: columns, and values every row shares) go as array
+    parameters of one ``INSERT ... FROM unnest`` (dicts: through ``COPY``) and store the same
+    values: every byte value in keys, awkward texts, NULL reasons, agreements of every float
+    kind; a key column left out is refused, naming it."""
     from ctxprec_ops.warehouse.write_rows import ColumnRows
 
     t = ensure_output_tables(pg)
-    keys = [bytes([i]) * 23 for i in range(6)]
-    relevant, reasons = [True, False, True], ["a", None, "tab\there 'q'"]
+    reasons = [*AWKWARD_TEXTS, None]
+    n = len(reasons)
+    keys = [bytes([i]) + bytes(range(256))[i * 7 : i * 7 + 22] for i in range(2 * n)]
+    relevant = [i % 3 == 0 for i in range(n)]
+    agreement = [None, 0.0, 1.0, 2 / 3, 1e-300, 0.1 + 0.2, *([0.5] * (n - 6))]
     shared = {"judge_model": KEY.judge_model, "prompt_version": KEY.prompt_version, "created_at": NOW}
-    columns = ColumnRows({"key": keys[:3], "relevant": relevant, "reason": reasons}, shared)
-    dicts = [dict(judgment(k), relevant=r, reason=w) for k, r, w in zip(keys[3:], relevant, reasons)]
+    columns = ColumnRows({"key": keys[:n], "relevant": relevant, "reason": reasons, "agreement": agreement}, shared)
+    dicts = [
+        dict(judgment(k), relevant=r, reason=w, agreement=a)
+        for k, r, w, a in zip(keys[n:], relevant, reasons, agreement)
+    ]
     with write_transaction(pg) as conn:
-        assert copy_upsert(conn, t.judgments, columns, update=False) == 3
-        assert copy_upsert(conn, t.judgments, dicts, update=False) == 3
+        assert copy_upsert(conn, t.judgments, columns, update=False) == n
+        assert copy_upsert(conn, t.judgments, dicts, update=False) == n
         with pytest.raises(ValueError, match="key"):
             copy_upsert(conn, t.judgments, ColumnRows({"relevant": [True, False]}), update=False)
-    cols = ("relevant", "reason", "judge_model", "prompt_version", "created_at")
+    cols = ("relevant", "reason", "agreement", "judge_model", "prompt_version", "created_at")
     with pg.connect() as conn:
         got = {bytes(r.key): tuple(getattr(r, c) for c in cols) for r in conn.execute(sa.select(t.judgments))}
-    assert len(got) == 6
-    assert [got[k] for k in keys[:3]] == [got[k] for k in keys[3:]]
+    assert len(got) == 2 * n
+    assert [got[k] for k in keys[:n]] == [got[k] for k in keys[n:]]
+    assert [got[k][1] for k in keys[:n]] == reasons and [got[k][2] for k in keys[:n]] == agreement
+
+
+def test_column_rows_meeting_cached_keys_keep_the_cached_verdicts(pg):
+    """The array insert, plain first: a chunk whose judgments are partly cached already (a
+    concurrent run judged them) rolls back to its savepoint and inserts the new ones only."""
+    from ctxprec_ops.warehouse.write_rows import ColumnRows
+
+    t = ensure_output_tables(pg)
+    keys = [bytes([i]) * 23 for i in range(5)]
+    shared = {"judge_model": KEY.judge_model, "prompt_version": KEY.prompt_version, "created_at": NOW}
+
+    def rows(ks, reason):
+        return ColumnRows({"key": ks, "relevant": [True] * len(ks), "reason": [reason] * len(ks)}, shared)
+
+    with write_transaction(pg) as conn:
+        copy_upsert(conn, t.judgments, rows(keys[1:3], "first"), update=False)
+        assert _spells(conn) == {}
+        copy_upsert(conn, t.judgments, rows(keys[::-1], "second"), update=False)  # any order given
+        assert _spells(conn) == {"ctxprec_judgments": CONFLICT_SPELL}
+        copy_upsert(conn, t.judgments, rows([bytes([9]) * 23], "third"), update=False)
+        assert _spells(conn) == {"ctxprec_judgments": CONFLICT_SPELL - 1}
+    with pg.connect() as conn:
+        got = {bytes(r.key): r.reason for r in conn.execute(sa.select(t.judgments))}
+    assert got == {
+        keys[0]: "second",
+        keys[1]: "first",
+        keys[2]: "first",
+        keys[3]: "second",
+        keys[4]: "second",
+        bytes([9]) * 23: "third",
+    }
+
+
+def test_column_rows_go_as_arrays_when_every_value_has_an_array_form(pg):
+    """``unnest_insert`` writes a chunk's judgments itself, and leaves rows holding a value without
+    an array form here (a datetime column) to ``COPY``, sending nothing."""
+    from ctxprec_ops.warehouse.dialects.postgresql.unnest import unnest_insert
+    from ctxprec_ops.warehouse.write_rows import ColumnRows
+
+    t = ensure_output_tables(pg)
+    shared = {"judge_model": KEY.judge_model, "prompt_version": KEY.prompt_version}
+    plain = ColumnRows({"key": [b"\x01" * 23], "relevant": [True], "reason": ["r"]}, {**shared, "created_at": NOW})
+    dated = ColumnRows({"key": [b"\x02" * 23], "relevant": [True], "reason": ["r"], "created_at": [NOW]}, shared)
+    with write_transaction(pg) as conn:
+        assert unnest_insert(conn, t.judgments, plain, "DO NOTHING") is True
+        assert unnest_insert(conn, t.judgments, dated, "DO NOTHING") is False
+    assert _count(pg, t.judgments) == 1
+    with write_transaction(pg) as conn:
+        assert copy_upsert(conn, t.judgments, dated, update=False) == 1  # through COPY
+    assert _count(pg, t.judgments) == 2
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.none(), st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=40)
+        ),
+        max_size=30,
+    )
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_array_text_carries_any_text_exactly(pg, values):
+    from sqlalchemy.dialects.postgresql import ARRAY
+
+    from ctxprec_ops.warehouse.dialects.postgresql.unnest import array_text
+
+    with pg.connect() as conn:
+        got = conn.execute(
+            sa.select(sa.cast(sa.bindparam("t", array_text(values), type_=sa.Text()), ARRAY(sa.Text())))
+        ).scalar_one()
+    assert got == values
 
 
 def test_bulk_and_row_by_row_store_the_same_values(pg):

@@ -1,6 +1,7 @@
 """PostgreSQL's bulk write: ``COPY`` into a session-local temporary staging table shaped like the
 target (``ON COMMIT DELETE ROWS``), then one ``INSERT ... SELECT ... ORDER BY key`` — plain under a
-savepoint first, ``ON CONFLICT`` when a key exists (``_insert_plainly``)."""
+savepoint first, ``ON CONFLICT`` when a key exists (``conflicts``). Rows given column by column
+(a chunk's judgments) go as array parameters of one statement instead (``unnest``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from ...write_rows import (
     dedupe,
     keys_and_columns,
 )
+from .conflicts import SAVEPOINT, met_existing_key, skip_plain_insert
+from .unnest import unnest_insert
 
 __all__ = ["copy_upsert", "binary_copyable"]
 
@@ -52,6 +55,8 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]] |
         if not n:
             return 0
         keys, cols = keys_and_columns(table, rows)
+        if not update and _wrapped(conn, table, lambda: unnest_insert(conn, table, rows, "DO NOTHING")):
+            return n
         raw = [*rows.columns.values(), *([value] * n for value in rows.shared.values())]
     else:
         if not rows:
@@ -111,51 +116,38 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]] |
         if not _insert_plainly(conn, cur, table, insert):
             cur.execute(f"{insert} ON CONFLICT ({conflict}) {action}")
     except conn.dialect.loaded_dbapi.Error as exc:
-        # as SQLAlchemy raises for its own statements (IntegrityError, OperationalError, ...), so
-        # callers and the one-line error rule see one kind of warehouse error; no row data
-        raise sa_exc.DBAPIError.instance(
-            f"COPY upsert into {target}",
-            None,
-            exc,
-            conn.dialect.loaded_dbapi.Error,
-            hide_parameters=True,
-            dialect=conn.dialect,
-        ) from None
+        raise _warehouse_error(conn, f"COPY upsert into {target}", exc) from None
     finally:
         cur.close()
     return n
 
 
-#: chunks of a table written straight with ``ON CONFLICT`` after a plain insert met a row already
-#: there (a re-scored partition, a concurrent writer), before a plain insert is tried again
-CONFLICT_SPELL = 16
-_SAVEPOINT = "ctxprec_plain_insert"
+def _warehouse_error(conn: Connection, what: str, exc: Exception) -> Exception:
+    """The driver's error as SQLAlchemy raises it for its own statements (IntegrityError,
+    OperationalError, ...), so callers and the one-line error rule see one kind of warehouse
+    error; no row data."""
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    return sa_exc.DBAPIError.instance(what, None, exc, dbapi_error, hide_parameters=True, dialect=conn.dialect)
+
+
+def _wrapped(conn: Connection, table: Table, write: Any) -> Any:
+    try:
+        return write()
+    except conn.dialect.loaded_dbapi.Error as exc:
+        raise _warehouse_error(conn, f"insert into {table.name}", exc) from None
 
 
 def _insert_plainly(conn: Connection, cur: Any, table: Table, insert: str) -> bool:
-    """Try ``insert`` without ``ON CONFLICT`` under a savepoint; False (rolled back to it) when a
-    row with one of the keys exists, or when a recent try on this connection met one.
-
-    A plain insert checks each key once, while the index is written; ``ON CONFLICT`` probes the
-    index before the heap insert and confirms the speculative tuple after it: 2,500 judgments
-    into a 100,000-row cache, 8.4 instead of 13.4 ms (bench/README.md). The usual chunk's rows are
-    new (its ids were not scored, its judgments not cached when it was read). One that is not
-    pays its plain try (rows inserted before the first duplicate, then rolled back) and the
-    ``ON CONFLICT`` statement, and the next ``CONFLICT_SPELL`` chunks of the table on this
-    connection skip the try."""
-    spells: dict[str, int] = conn.info.setdefault("ctxprec_conflict_spells", {})
-    name = table.fullname
-    if spells.get(name, 0) > 0:
-        spells[name] -= 1
+    """Run ``insert`` without ``ON CONFLICT`` under a savepoint (one round trip); False, rolled
+    back to the savepoint, when one of the keys exists or a recent try met one (``conflicts``)."""
+    if skip_plain_insert(conn, table):
         return False
-    unique_violation = conn.dialect.loaded_dbapi.IntegrityError
     try:
-        cur.execute(f"SAVEPOINT {_SAVEPOINT}; {insert}; RELEASE SAVEPOINT {_SAVEPOINT}")
-    except unique_violation as exc:
-        if getattr(exc, "sqlstate", None) != "23505":  # unique_violation; anything else is an error
+        cur.execute(f"SAVEPOINT {SAVEPOINT}; {insert}; RELEASE SAVEPOINT {SAVEPOINT}")
+    except conn.dialect.loaded_dbapi.IntegrityError as exc:
+        if not met_existing_key(conn, table, exc):
             raise
-        cur.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}; RELEASE SAVEPOINT {_SAVEPOINT}")
-        spells[name] = CONFLICT_SPELL
+        cur.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}")
         return False
     return True
 
