@@ -38,7 +38,10 @@ def _holder_key(holder: str) -> int:
 class PostgreSQLDialect(Dialect):
     names = ("postgresql",)
     family = "PostgreSQL"
-    write_path = "`COPY` into a temporary stage, then one `INSERT … SELECT … ON CONFLICT` per table"
+    write_path = (
+        "`COPY` into a temporary stage, then one `INSERT … SELECT` per table, plain under a savepoint "
+        "(`ON CONFLICT` when a key exists); the judgments as arrays, one `INSERT … SELECT … FROM unnest`"
+    )
     native_upsert = True
     id_binding = "any_array"
     claims = "advisory"
