@@ -89,8 +89,9 @@ def unnest_insert(conn: Connection, table: Table, rows: ColumnRows, action: str)
         f"INSERT INTO {q.format_table(table)} ({', '.join(q.quote(c) for c in names)}) "
         f"SELECT {', '.join(selected)} FROM unnest({unnest}) AS u({', '.join(aliases)})"
     )
-    if ordered is rows:  # sorted here by the key's columns: concurrent writers lock keys in one order
-        insert += " ORDER BY " + ", ".join(aliases[list(arrays).index(k)] if k in arrays else "1" for k in keys)
+    by_key = [aliases[list(arrays).index(k)] for k in keys if k in arrays]
+    if ordered is rows and by_key:  # else sorted above: concurrent writers lock keys in one order
+        insert += " ORDER BY " + ", ".join(by_key)
     upsert = f"{insert} ON CONFLICT ({', '.join(q.quote(k) for k in keys)}) {action}"
     driver = conn.connection.driver_connection
     if driver is None:
