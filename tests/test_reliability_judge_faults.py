@@ -123,8 +123,15 @@ def test_partition_under_every_judge_fault_scores_each_row_exactly(judge_server,
     ):
         assert seen[outcome] >= 3, (outcome, dict(seen))
     scores, failures = assert_every_row_accounted(get_engine(url), truth, summary)
-    # with 6 retries per call, losing a row takes 7 faults in a row on one call: (almost) never
-    assert len(failures) <= N_ROWS // 100, failures
+    kinds = [f.error_type for f in failures.values()]
+    # a transport fault (429, 500, reset, timeout: 0.20 of requests) is retried 6 times: losing a
+    # row to them takes 7 in a row on one call, ~1e-5 a call, ~0.01 expected in a run
+    assert kinds.count("judge_unavailable") <= 1, failures
+    # an unusable answer (malformed, wrong count, unknown id: p = 0.13) is repaired, not retried: a
+    # re-ask, then the group's halves once each (nodes.REPAIR_CALLS). A row fails when the first
+    # answer and the re-ask are unusable and so is a half: 0.13² x (1 - 0.87²) ≈ 0.004 a row, ~2.1
+    # expected of 520 (6 happened in one run); more than 12 has a chance below 1e-5
+    assert kinds.count("judge_answer_invalid") <= 12, failures
     # spend accounting: every answered HTTP request is one judge call in the ledger
     answered = sum(seen[o] for o in ANSWERED)
     assert summary.judge_calls == answered
