@@ -12,14 +12,18 @@ on the connection skip the plain try.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlalchemy import Table
 from sqlalchemy.engine import Connection
 
-__all__ = ["CONFLICT_SPELL", "SAVEPOINT", "skip_plain_insert", "met_existing_key"]
+__all__ = ["CONFLICT_SPELL", "SAVEPOINT", "ROLLBACK", "insert_plain_first"]
 
 #: writes of a table straight with ``ON CONFLICT`` after a plain insert met an existing key
 CONFLICT_SPELL = 16
 SAVEPOINT = "ctxprec_plain_insert"
+#: back to the savepoint, which goes too (the transaction carries on)
+ROLLBACK = f"ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}"
 _UNIQUE_VIOLATION = "23505"
 
 
@@ -28,7 +32,24 @@ def _spells(conn: Connection) -> dict[str, int]:
     return spells
 
 
-def skip_plain_insert(conn: Connection, table: Table) -> bool:
+def insert_plain_first(conn: Connection, table: Table, plain: Callable[[], object], back: Callable[[], object]) -> bool:
+    """Run ``plain`` (the insert without ``ON CONFLICT``, between ``SAVEPOINT`` and its release);
+    True when it inserted, False — ``back`` run to return to the savepoint — when one of the keys
+    exists, and False at once while a recent try on this connection met one. Errors other than
+    an existing key are raised."""
+    if _skip_plain_insert(conn, table):
+        return False
+    try:
+        plain()
+    except conn.dialect.loaded_dbapi.IntegrityError as exc:
+        if not _met_existing_key(conn, table, exc):
+            raise
+        back()
+        return False
+    return True
+
+
+def _skip_plain_insert(conn: Connection, table: Table) -> bool:
     """Whether to write ``table`` with ``ON CONFLICT`` straight away (a recent plain insert into
     it on this connection met an existing key); counts the write."""
     spells = _spells(conn)
@@ -38,7 +59,7 @@ def skip_plain_insert(conn: Connection, table: Table) -> bool:
     return False
 
 
-def met_existing_key(conn: Connection, table: Table, exc: BaseException) -> bool:
+def _met_existing_key(conn: Connection, table: Table, exc: BaseException) -> bool:
     """Whether ``exc`` (raised by a plain insert into ``table``) is a key that exists; if so the
     next ``CONFLICT_SPELL`` writes of the table skip the plain try."""
     if getattr(exc, "sqlstate", None) != _UNIQUE_VIOLATION:

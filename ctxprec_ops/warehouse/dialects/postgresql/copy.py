@@ -22,7 +22,7 @@ from ...write_rows import (
     dedupe,
     keys_and_columns,
 )
-from .conflicts import SAVEPOINT, met_existing_key, skip_plain_insert
+from .conflicts import ROLLBACK, SAVEPOINT, insert_plain_first
 from .unnest import unnest_insert
 
 __all__ = ["copy_upsert", "binary_copyable"]
@@ -40,7 +40,7 @@ def _stage_name(table: Table, cols: Sequence[str]) -> str:
 def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]] | ColumnRows, *, update: bool) -> int:
     """PostgreSQL (psycopg 3): ``rows`` into ``table`` with ``COPY`` to a temporary staging
     table and one ``INSERT ... SELECT``: plain when none of the keys exists, else ``ON CONFLICT
-    (primary key) DO UPDATE`` (``update``) or ``DO NOTHING`` (``_insert_plainly``), in the
+    (primary key) DO UPDATE`` (``update``) or ``DO NOTHING`` (``conflicts``), in the
     caller's transaction (a rollback leaves nothing behind; the staging rows vanish at commit).
 
     The column list comes from the rows (every row carries the same keys) and the conflict target
@@ -113,7 +113,8 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]] |
                 for values in zip(*columns):
                     copy.write_row(values)
         insert = f"INSERT INTO {target} ({col_list}) SELECT {col_list} FROM {stage} ORDER BY {conflict}"
-        if not _insert_plainly(conn, cur, table, insert):
+        plain = f"SAVEPOINT {SAVEPOINT}; {insert}; RELEASE SAVEPOINT {SAVEPOINT}"  # one round trip
+        if not insert_plain_first(conn, table, lambda: cur.execute(plain), lambda: cur.execute(ROLLBACK)):
             cur.execute(f"{insert} ON CONFLICT ({conflict}) {action}")
     except conn.dialect.loaded_dbapi.Error as exc:
         raise _warehouse_error(conn, f"COPY upsert into {target}", exc) from None
@@ -135,21 +136,6 @@ def _wrapped(conn: Connection, table: Table, write: Any) -> Any:
         return write()
     except conn.dialect.loaded_dbapi.Error as exc:
         raise _warehouse_error(conn, f"insert into {table.name}", exc) from None
-
-
-def _insert_plainly(conn: Connection, cur: Any, table: Table, insert: str) -> bool:
-    """Run ``insert`` without ``ON CONFLICT`` under a savepoint (one round trip); False, rolled
-    back to the savepoint, when one of the keys exists or a recent try met one (``conflicts``)."""
-    if skip_plain_insert(conn, table):
-        return False
-    try:
-        cur.execute(f"SAVEPOINT {SAVEPOINT}; {insert}; RELEASE SAVEPOINT {SAVEPOINT}")
-    except conn.dialect.loaded_dbapi.IntegrityError as exc:
-        if not met_existing_key(conn, table, exc):
-            raise
-        cur.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}")
-        return False
-    return True
 
 
 def _verbatim(text: str) -> str:

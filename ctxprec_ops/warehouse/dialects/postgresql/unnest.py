@@ -20,7 +20,7 @@ from sqlalchemy import Table
 from sqlalchemy.engine import Connection
 
 from ...write_rows import ColumnRows, key_columns
-from .conflicts import SAVEPOINT, met_existing_key, skip_plain_insert
+from .conflicts import ROLLBACK, SAVEPOINT, insert_plain_first
 
 __all__ = ["array_text", "unnest_insert"]
 
@@ -97,17 +97,13 @@ def unnest_insert(conn: Connection, table: Table, rows: ColumnRows, action: str)
     if driver is None:
         raise RuntimeError(f"cannot write {table.name}: the connection is no longer usable")
     with driver.cursor() as cur:
-        if skip_plain_insert(conn, table):
-            cur.execute(upsert, params)
-            return True
-        try:
+
+        def plain() -> None:  # one round trip
             with driver.pipeline():
                 cur.execute(f"SAVEPOINT {SAVEPOINT}")
                 cur.execute(insert, params)
                 cur.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
-        except dialect.loaded_dbapi.IntegrityError as exc:
-            if not met_existing_key(conn, table, exc):
-                raise
-            cur.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}")
+
+        if not insert_plain_first(conn, table, plain, lambda: cur.execute(ROLLBACK)):
             cur.execute(upsert, params)
     return True
