@@ -261,14 +261,15 @@ def test_column_rows_meeting_cached_keys_keep_the_cached_verdicts(pg):
 
 def test_column_rows_go_as_arrays_when_every_value_has_an_array_form(pg):
     """``unnest_insert`` writes a chunk's judgments itself, and leaves rows holding a value without
-    an array form here (a datetime column) to ``COPY``, sending nothing."""
+    an exact array form here (a naive datetime) to ``COPY``, sending nothing."""
     from ctxprec_ops.warehouse.dialects.postgresql.unnest import unnest_insert
     from ctxprec_ops.warehouse.write_rows import ColumnRows
 
     t = ensure_output_tables(pg)
     shared = {"judge_model": KEY.judge_model, "prompt_version": KEY.prompt_version}
     plain = ColumnRows({"key": [b"\x01" * 23], "relevant": [True], "reason": ["r"]}, {**shared, "created_at": NOW})
-    dated = ColumnRows({"key": [b"\x02" * 23], "relevant": [True], "reason": ["r"], "created_at": [NOW]}, shared)
+    naive = NOW.replace(tzinfo=None)
+    dated = ColumnRows({"key": [b"\x02" * 23], "relevant": [True], "reason": ["r"], "created_at": [naive]}, shared)
     with write_transaction(pg) as conn:
         assert unnest_insert(conn, t.judgments, plain, "DO NOTHING") is True
         assert unnest_insert(conn, t.judgments, dated, "DO NOTHING") is False
@@ -347,6 +348,73 @@ def test_binary_and_text_copy_store_the_same_values(pg):
         got = {r[0]: tuple(r[1:]) for r in conn.execute(sa.select(t.scores.c.log_id, *cols))}
     assert got["1"] == got["11"] == got["3"] and got["2"] == got["12"]
     assert got["1"][cols.index(t.scores.c.reason)] == odd
+
+
+def test_score_rows_as_arrays_store_what_copy_stores(pg):
+    """A chunk's scores (dicts; JSON serialized already as ``JSONText``) go as arrays of one
+    ``INSERT ... FROM unnest``, the columns every row shares as single parameters; the same rows
+    with their JSON as objects go through ``COPY``. Both store the same values: awkward texts,
+    JSON text and JSON NULL, per-row instants to the microsecond, integers, floats and NULLs; an
+    update of existing rows takes the new values either way."""
+    from datetime import timedelta
+
+    t = ensure_output_tables(pg)
+
+    def rows(prefix: str, as_text: bool, score: float) -> list[dict]:
+        out = []
+        for i, text in enumerate(AWKWARD_TEXTS):
+            verdicts = [{"node": 1, "relevant": i % 2 == 0, "reason": text}]
+            out.append(
+                dict(
+                    score_row(f"{prefix}{i}", score, "r"),
+                    reason=text if i % 3 else None,
+                    verdicts=JSONText(json.dumps(verdicts)) if as_text else verdicts,
+                    documents=None
+                    if i % 2
+                    else (JSONText('[{"node": 1, "id": "d"}]') if as_text else [{"node": 1, "id": "d"}]),
+                    scored_at=NOW + timedelta(microseconds=i),
+                    prompt_tokens=i * 100_000_007,
+                    cost=None if i % 4 else 0.1 + 0.2 * i,
+                )
+            )
+        return out
+
+    from ctxprec_ops.warehouse.dialects.postgresql.unnest import column_rows, unnest_insert
+
+    as_text, as_objects = rows("u", True, 0.25), rows("c", False, 0.25)
+    with write_transaction(pg) as conn:  # the array path takes the first, leaves the second to COPY
+        assert unnest_insert(conn, t.scores, column_rows(as_text, list(as_text[0])), "DO NOTHING") is True
+        assert unnest_insert(conn, t.scores, column_rows(as_objects, list(as_objects[0])), "DO NOTHING") is False
+        assert copy_upsert(conn, t.scores, as_objects, update=True) == len(AWKWARD_TEXTS)
+    with write_transaction(pg) as conn:  # existing rows: both paths update them
+        copy_upsert(conn, t.scores, rows("u", True, 0.75), update=True)
+        copy_upsert(conn, t.scores, rows("c", False, 0.75), update=True)
+    cols = [c for c in t.scores.c if c.name != "log_id"]
+    with pg.connect() as conn:
+        got = {r[0]: tuple(r[1:]) for r in conn.execute(sa.select(t.scores.c.log_id, *cols))}
+    assert len(got) == 2 * len(AWKWARD_TEXTS)
+    for i, text in enumerate(AWKWARD_TEXTS):
+        assert got[f"u{i}"] == got[f"c{i}"], (i, text)
+        row = dict(zip([c.name for c in cols], got[f"u{i}"]))
+        assert row["score"] == 0.75 and row["verdicts"][0]["reason"] == text
+        assert row["scored_at"] == NOW + timedelta(microseconds=i) and row["prompt_tokens"] == i * 100_000_007
+
+
+@pytest.mark.parametrize("json_as_text", [True, False], ids=["arrays", "copy"])
+def test_an_integer_past_its_column_is_refused_not_wrapped(pg, json_as_text):
+    """``prompt_tokens`` is a 32-bit column: 2^31 must fail the write. psycopg's binary ``COPY``
+    dumper wrote it wrapped (-2147483648) without a word; such a chunk now goes through the text
+    format, which the server refuses, as the array path is refused."""
+    t = ensure_output_tables(pg)
+    verdicts = [{"node": 1, "relevant": True, "reason": "r"}]
+    if json_as_text:
+        verdicts = JSONText(json.dumps(verdicts))
+    rows = [dict(score_row("1"), verdicts=verdicts), dict(score_row("2"), verdicts=verdicts, prompt_tokens=1 << 31)]
+    assert not binary_copyable([23], [[1, None, 1 << 31]]) and binary_copyable([23], [[1, None, (1 << 31) - 1]])
+    with pytest.raises(sa.exc.DataError, match="out of range"):
+        with write_transaction(pg) as conn:
+            copy_upsert(conn, t.scores, rows, update=True)
+    assert _count(pg, t.scores) == 0
 
 
 def test_copy_upsert_takes_columns_and_conflict_target_from_the_table(pg):

@@ -14,15 +14,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from datetime import datetime
+from itertools import repeat
+from operator import is_
 from typing import Any
 
-from sqlalchemy import Table
+from sqlalchemy import JSON, Table
 from sqlalchemy.engine import Connection
 
-from ...write_rows import ColumnRows, key_columns
+from ....json_text import JSONText
+from ...types import stored_type
+from ...write_rows import ColumnRows, column_processor, key_columns
 from .conflicts import ROLLBACK, SAVEPOINT, insert_plain_first
 
-__all__ = ["array_text", "unnest_insert"]
+__all__ = ["array_text", "column_rows", "unnest_insert"]
 
 _INT64 = 1 << 63
 
@@ -48,31 +53,85 @@ def _element(value: Any) -> str | None:
         if math.isfinite(value):
             return repr(value)
         return '"NaN"' if math.isnan(value) else ('"Infinity"' if value > 0 else '"-Infinity"')
+    if kind is JSONText:  # serialized already: the JSON column parses it
+        return _text(value)
+    if kind is datetime and value.tzinfo is not None:  # an instant: exact to the microsecond
+        return _text(value.isoformat())
     return None
 
 
-def array_text(values: Sequence[Any]) -> str | None:
+def array_text(values: Sequence[Any], *, json_null: bool = False) -> str | None:
     """``values`` as one array in PostgreSQL's text form (text quoted and escaped, bytes as
-    ``\\x`` hex, booleans, integers, floats exactly by ``repr``, None as NULL); None when a value
+    ``\\x`` hex, booleans, integers, floats exactly by ``repr``, ``JSONText`` as its text, aware
+    datetimes in ISO form, None as NULL — or, ``json_null``, as JSON ``null``); None when a value
     is of another type."""
     items = []
     for value in values:
-        item = _element(value)
+        item = '"null"' if json_null and value is None else _element(value)
         if item is None:
             return None
         items.append(item)
     return "{" + ",".join(items) + "}"
 
 
+def _scalar(value: Any, json_null: str | None) -> Any:
+    """A shared value as a parameter the statement casts to its column's type (a JSON column's
+    None as JSON ``null`` where SQLAlchemy would store that)."""
+    if value is None and json_null == "null":
+        return "null"
+    return str(value) if type(value) is JSONText else value
+
+
+def column_rows(rows: Sequence[dict[str, Any]], cols: Sequence[str]) -> ColumnRows:
+    """Dict rows (the same keys each) column by column; a column holding the same object in every
+    row (a chunk's partition, key, run id, timestamp) becomes one shared value."""
+    columns: dict[str, list[Any]] = {}
+    shared: dict[str, Any] = {}
+    for c in cols:
+        values = [r[c] for r in rows]
+        first = values[0]
+        if all(map(is_, values, repeat(first))):
+            shared[c] = first
+        else:
+            columns[c] = values
+    return ColumnRows(columns, shared)
+
+
+def _json_nulls(conn: Connection, table: Table, rows: ColumnRows) -> dict[str, str] | None:
+    """For each JSON column, how this path stores a None as SQLAlchemy would (its bind processor
+    keeps it a SQL NULL, or makes it JSON ``null``: the default); None when a JSON column holds
+    a value other than ``JSONText`` or None (serialized as SQLAlchemy would only through it)."""
+    dialect = conn.dialect
+    nulls: dict[str, str] = {}
+    for name in (*rows.columns, *rows.shared):
+        if not isinstance(stored_type(table.c[name].type, dialect), JSON):
+            continue
+        values = rows.columns[name] if name in rows.columns else [rows.shared[name]]
+        if not all(v is None or type(v) is JSONText for v in values):
+            return None
+        proc = column_processor(table, name, dialect)
+        bound = None if proc is None else proc(None)
+        if bound is None:
+            nulls[name] = "NULL"
+        elif getattr(bound, "obj", object()) is None:  # psycopg's Json / Jsonb wrapper of None
+            nulls[name] = "null"
+        else:
+            return None
+    return nulls
+
+
 def unnest_insert(conn: Connection, table: Table, rows: ColumnRows, action: str) -> bool:
     """Insert ``rows`` (distinct keys) into ``table`` in key order with one ``INSERT ... SELECT
     ... FROM unnest(...)``: plainly under a savepoint, in one pipeline, else (a key exists) with
     ``ON CONFLICT (key) <action>``. False, nothing sent, when a value has no array form here."""
+    nulls = _json_nulls(conn, table, rows)
+    if nulls is None:
+        return False
     keys = key_columns(table)
     ordered = rows.sorted_by(keys[0]) if len(keys) == 1 and keys[0] in rows.columns else rows
     arrays = {}
     for name, values in ordered.columns.items():
-        text = array_text(values)
+        text = array_text(values, json_null=name in nulls and nulls[name] == "null")
         if text is None:
             return False
         arrays[name] = text
@@ -80,7 +139,7 @@ def unnest_insert(conn: Connection, table: Table, rows: ColumnRows, action: str)
     q = dialect.identifier_preparer
     names = [*arrays, *ordered.shared]
     params: dict[str, Any] = {f"a{i}": text for i, text in enumerate(arrays.values())}
-    params.update({f"s{i}": value for i, value in enumerate(ordered.shared.values())})
+    params.update({f"s{i}": _scalar(value, nulls.get(c)) for i, (c, value) in enumerate(ordered.shared.items())})
     typed = {c: table.c[c].type.compile(dialect=dialect) for c in names}
     unnest = ", ".join(f"CAST(%(a{i})s AS {typed[c]}[])" for i, c in enumerate(arrays))
     aliases = [f"u{i}" for i in range(len(arrays))]
