@@ -39,8 +39,8 @@ class PostgreSQLDialect(Dialect):
     names = ("postgresql",)
     family = "PostgreSQL"
     write_path = (
-        "`COPY` into a temporary stage, then one `INSERT … SELECT` per table, plain under a savepoint "
-        "(`ON CONFLICT` when a key exists); the judgments as arrays, one `INSERT … SELECT … FROM unnest`"
+        "each column one array parameter of one `INSERT … SELECT … FROM unnest` per table (else `COPY` "
+        "into a temporary stage), plain under a savepoint, `ON CONFLICT` when a key exists"
     )
     native_upsert = True
     id_binding = "any_array"
