@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from contextlib import nullcontext
 from datetime import datetime
+from functools import cache
 from itertools import repeat
 from operator import is_
 from typing import Any
@@ -80,6 +82,14 @@ def _scalar(value: Any, json_null: str | None) -> Any:
     if value is None and json_null == "null":
         return "null"
     return str(value) if type(value) is JSONText else value
+
+
+@cache
+def _pipelines() -> bool:
+    """Whether psycopg's libpq has pipeline mode (libpq 14+; the binary wheels bundle one)."""
+    import psycopg
+
+    return bool(psycopg.Pipeline.is_supported())
 
 
 def column_rows(rows: Sequence[dict[str, Any]], cols: Sequence[str]) -> ColumnRows:
@@ -157,8 +167,8 @@ def unnest_insert(conn: Connection, table: Table, rows: ColumnRows, action: str)
         raise RuntimeError(f"cannot write {table.name}: the connection is no longer usable")
     with driver.cursor() as cur:
 
-        def plain() -> None:  # one round trip
-            with driver.pipeline():
+        def plain() -> None:  # one round trip (three with a libpq older than 14: no pipeline mode)
+            with driver.pipeline() if _pipelines() else nullcontext():
                 cur.execute(f"SAVEPOINT {SAVEPOINT}")
                 cur.execute(insert, params)
                 cur.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
