@@ -44,3 +44,29 @@ def test_duckdb_writes_the_same_rows_without_pyarrow(duckdb_url, tmp_path, monke
 
     assert rows(duckdb_url) == rows(arrow_url)
     assert rows(duckdb_url)[0] and rows(duckdb_url)[1]
+
+
+def test_a_failed_frame_write_reports_its_own_error(duckdb_url):
+    """A frame insert DuckDB refuses (a NULL for a NOT NULL column) aborts the transaction, and
+    DuckDB then refuses to unregister the frame as well: the error raised is the write's own,
+    naming the column, not "Current transaction is aborted"; the frame is gone with it."""
+    from ctxprec_ops.warehouse.dialects.duckdb.frames import frame_upsert
+    from ctxprec_ops.warehouse.schema import ensure_output_tables
+    from ctxprec_ops.warehouse.write_rows import ColumnRows
+
+    engine = get_engine(duckdb_url)
+    t = ensure_output_tables(engine)
+    rows = ColumnRows({"key": [b"\x01" * 23], "relevant": [True], "reason": ["r"]}, {"judge_model": None})
+    with engine.connect() as conn:
+        trans = conn.begin()
+        try:
+            frame_upsert(conn, t.judgments, rows, ["key"], None)
+        except sa.exc.DBAPIError as exc:
+            message = str(exc.orig)
+        else:
+            raise AssertionError("the NULL judge_model was accepted")
+        finally:
+            trans.rollback()
+        assert "judge_model" in message and "aborted" not in message, message
+        frames = conn.exec_driver_sql("SELECT count(*) FROM duckdb_views() WHERE view_name LIKE 'ctxprec_stage_%'")
+        assert frames.scalar() == 0

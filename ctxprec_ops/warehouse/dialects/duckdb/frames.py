@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from sqlalchemy import Table
@@ -51,11 +51,8 @@ def registered_values(conn: Connection, values: Sequence[Any]) -> Iterator[str]:
     if raw is None:
         raise RuntimeError("cannot look values up: the connection is no longer usable")
     name = f"ctxprec_values_{uuid.uuid4().hex[:12]}"
-    raw.register(name, _frame({"v": list(values)}))
-    try:
+    with _registered(raw, name, _frame({"v": list(values)})):
         yield name
-    finally:
-        raw.unregister(name)
 
 
 def frame_upsert(
@@ -92,9 +89,21 @@ def frame_upsert(
     raw = conn.connection.dbapi_connection
     if raw is None:  # SQLAlchemy's handle lost its DBAPI connection (invalidated)
         raise RuntimeError(f"cannot write {table.name}: the connection is no longer usable")
-    raw.register(stage, frame)
-    try:
+    with _registered(raw, stage, frame):
         conn.exec_driver_sql(sql)
-    finally:
-        raw.unregister(stage)
     return n
+
+
+@contextmanager
+def _registered(raw: Any, name: str, frame: dict[str, Any]) -> Iterator[None]:
+    """``frame`` registered on the connection as ``name`` for the block. When the block fails,
+    DuckDB has aborted the transaction and refuses the unregistering too ("Current transaction is
+    aborted"): that error must not replace the block's own (a duplicate key, a NOT NULL column)."""
+    raw.register(name, frame)
+    try:
+        yield
+    except BaseException:
+        with suppress(Exception):
+            raw.unregister(name)
+        raise
+    raw.unregister(name)
