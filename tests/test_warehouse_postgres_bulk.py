@@ -400,6 +400,25 @@ def test_score_rows_as_arrays_store_what_copy_stores(pg):
         assert row["scored_at"] == NOW + timedelta(microseconds=i) and row["prompt_tokens"] == i * 100_000_007
 
 
+def test_a_boolean_for_an_integer_column_leaves_the_rows_to_copy(pg):
+    """``True`` in an integer column (``judge_calls``): ``COPY`` stores 1, as the single-row path
+    does; its array form would be ``t``, which no integer array parses, so the arrays decline."""
+    from ctxprec_ops.warehouse.dialects.postgresql.unnest import column_rows, unnest_insert
+
+    t = ensure_output_tables(pg)
+    verdicts = JSONText('[{"node": 1, "relevant": true, "reason": "r"}]')
+    rows = [
+        dict(score_row("1"), verdicts=verdicts, judge_calls=True),
+        dict(score_row("2"), verdicts=verdicts, judge_calls=2),
+    ]
+    with write_transaction(pg) as conn:
+        assert unnest_insert(conn, t.scores, column_rows(rows, list(rows[0])), "DO NOTHING") is False
+        assert copy_upsert(conn, t.scores, rows, update=True) == 2
+    with pg.connect() as conn:
+        got = dict(conn.execute(sa.select(t.scores.c.log_id, t.scores.c.judge_calls)).all())
+    assert got == {"1": 1, "2": 2}
+
+
 @pytest.mark.parametrize("json_as_text", [True, False], ids=["arrays", "copy"])
 def test_an_integer_past_its_column_is_refused_not_wrapped(pg, json_as_text):
     """``prompt_tokens`` is a 32-bit column: 2^31 must fail the write. psycopg's binary ``COPY``

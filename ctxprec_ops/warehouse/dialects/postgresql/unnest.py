@@ -1,13 +1,14 @@
-"""PostgreSQL's write of rows given column by column (``ColumnRows``: a chunk's judgments) as one
-``INSERT ... SELECT ... FROM unnest(:col1, :col2, ...)``: each column one array parameter in
-PostgreSQL's array text form (``arrays``), the values every row shares as scalar parameters.
+"""PostgreSQL's write of a chunk's rows as one ``INSERT ... SELECT ... FROM unnest(:col1, :col2,
+...)`` per table: each column one array parameter in PostgreSQL's array text form, the columns
+every row holds the same value in as scalar parameters (rows given column by column, a chunk's
+judgments, as they are; dict rows, its scores and failures, through ``column_rows``).
 
 ``COPY`` takes four round trips to the server (the staging table, the copy's start and end, the
 insert from the stage); the writer thread waits for the interpreter lock after each one while the
-event loop judges, ~2 – 5 ms a round trip (bench/README.md). Here the savepoint, the insert and its
-release go in one pipeline: one round trip, no staging table (``conflicts``: plain first). Values
-of other types than these arrays carry exactly (a datetime, a dict, an integer past 64 bits)
-leave the rows to ``COPY``.
+event loop judges, ~3 – 7 ms a round trip (bench/README.md). Here the savepoint, the insert and its
+release go in one pipeline: one round trip, no staging table (``conflicts``: plain first). Rows
+holding a value these arrays do not carry exactly (a JSON object, a naive datetime, a date, a
+``Decimal``, an integer past 64 bits, a boolean for a non-boolean column) go through ``COPY``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from itertools import repeat
 from operator import is_
 from typing import Any
 
-from sqlalchemy import JSON, Table
+from sqlalchemy import JSON, Boolean, Table
 from sqlalchemy.engine import Connection
 
 from ....json_text import JSONText
@@ -141,6 +142,8 @@ def unnest_insert(conn: Connection, table: Table, rows: ColumnRows, action: str)
     ordered = rows.sorted_by(keys[0]) if len(keys) == 1 and keys[0] in rows.columns else rows
     arrays = {}
     for name, values in ordered.columns.items():
+        if bool in set(map(type, values)) and not isinstance(table.c[name].type, Boolean):
+            return False  # COPY's binary form writes True as 1 into an integer column; "t" would not parse
         text = array_text(values, json_null=name in nulls and nulls[name] == "null")
         if text is None:
             return False
