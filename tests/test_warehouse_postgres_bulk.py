@@ -400,6 +400,36 @@ def test_score_rows_as_arrays_store_what_copy_stores(pg):
         assert row["scored_at"] == NOW + timedelta(microseconds=i) and row["prompt_tokens"] == i * 100_000_007
 
 
+def test_a_single_row_or_rows_sharing_a_key_go_through_the_arrays(pg):
+    """One row (every value shared by "all" rows) or rows repeating one key (one left after
+    de-duplication, the last): the key still goes as an array, the write as any other."""
+    from ctxprec_ops.warehouse.dialects.postgresql.unnest import column_rows, unnest_insert
+    from ctxprec_ops.warehouse.write_rows import ColumnRows
+
+    t = ensure_output_tables(pg)
+    verdicts = JSONText('[{"node": 1, "relevant": true, "reason": "r"}]')
+    keys = [c.name for c in t.scores.primary_key.columns]
+    with write_transaction(pg) as conn:
+        row = dict(score_row("0"), verdicts=verdicts)
+        assert unnest_insert(conn, t.scores, column_rows([row], list(row), keys), "DO NOTHING") is True
+        assert unnest_insert(conn, t.scores, column_rows([row], list(row)), "DO NOTHING") is False  # all shared
+        assert copy_upsert(conn, t.scores, [dict(score_row("1"), verdicts=verdicts)], update=True) == 1
+        twice = [dict(score_row("2", 0.25), verdicts=verdicts), dict(score_row("2", 0.75), verdicts=verdicts)]
+        assert copy_upsert(conn, t.scores, twice, update=True) == 1
+        one = ColumnRows(
+            {"key": [b"\x07" * 23], "relevant": [True]},
+            {"reason": "r", "judge_model": "m", "prompt_version": "v", "created_at": NOW},
+        )
+        assert copy_upsert(conn, t.judgments, one, update=False) == 1
+    with pg.connect() as conn:
+        assert dict(conn.execute(sa.select(t.scores.c.log_id, t.scores.c.score)).all()) == {
+            "0": 0.5,
+            "1": 0.5,
+            "2": 0.75,
+        }
+    assert _count(pg, t.judgments) == 1
+
+
 def test_a_boolean_for_an_integer_column_leaves_the_rows_to_copy(pg):
     """``True`` in an integer column (``judge_calls``): ``COPY`` stores 1, as the single-row path
     does; its array form would be ``t``, which no integer array parses, so the arrays decline."""

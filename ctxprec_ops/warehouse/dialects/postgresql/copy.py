@@ -66,7 +66,7 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]] |
         rows = dedupe(rows, keys, ordered=False)  # ON CONFLICT cannot touch one row twice; SQL sorts
         n = len(rows)
         others = [c for c in cols if c not in keys]
-        given = column_rows(rows, cols)
+        given = column_rows(rows, cols, keys)
         if _wrapped(conn, table, lambda: unnest_insert(conn, table, given, _action(conn, others, update))):
             return n
         raw = [[r[c] for r in rows] for c in cols]

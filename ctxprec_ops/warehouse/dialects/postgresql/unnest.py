@@ -93,15 +93,16 @@ def _pipelines() -> bool:
     return bool(psycopg.Pipeline.is_supported())
 
 
-def column_rows(rows: Sequence[dict[str, Any]], cols: Sequence[str]) -> ColumnRows:
+def column_rows(rows: Sequence[dict[str, Any]], cols: Sequence[str], keys: Sequence[str] = ()) -> ColumnRows:
     """Dict rows (the same keys each) column by column; a column holding the same object in every
-    row (a chunk's partition, key, run id, timestamp) becomes one shared value."""
+    row (a chunk's partition, key, run id, timestamp) becomes one shared value — but not one of
+    ``keys`` (a single row's key still goes as an array: ``unnest`` needs one)."""
     columns: dict[str, list[Any]] = {}
     shared: dict[str, Any] = {}
     for c in cols:
         values = [r[c] for r in rows]
         first = values[0]
-        if all(map(is_, values, repeat(first))):
+        if c not in keys and all(map(is_, values, repeat(first))):
             shared[c] = first
         else:
             columns[c] = values
@@ -140,6 +141,8 @@ def unnest_insert(conn: Connection, table: Table, rows: ColumnRows, action: str)
         return False
     keys = key_columns(table)
     ordered = rows.sorted_by(keys[0]) if len(keys) == 1 and keys[0] in rows.columns else rows
+    if not ordered.columns:  # nothing to unnest (every value shared)
+        return False
     arrays = {}
     for name, values in ordered.columns.items():
         if bool in set(map(type, values)) and not isinstance(table.c[name].type, Boolean):
