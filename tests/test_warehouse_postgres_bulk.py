@@ -379,12 +379,15 @@ def test_score_rows_as_arrays_store_what_copy_stores(pg):
             )
         return out
 
-    from ctxprec_ops.warehouse.dialects.postgresql.unnest import column_rows, unnest_insert
+    from ctxprec_ops.warehouse.dialects.postgresql.unnest import unnest_insert
+    from ctxprec_ops.warehouse.write_rows import ColumnRows
 
     as_text, as_objects = rows("u", True, 0.25), rows("c", False, 0.25)
     with write_transaction(pg) as conn:  # the array path takes the first, leaves the second to COPY
-        assert unnest_insert(conn, t.scores, column_rows(as_text, list(as_text[0])), "DO NOTHING") is True
-        assert unnest_insert(conn, t.scores, column_rows(as_objects, list(as_objects[0])), "DO NOTHING") is False
+        assert unnest_insert(conn, t.scores, ColumnRows.from_dicts(as_text, list(as_text[0])), "DO NOTHING") is True
+        assert (
+            unnest_insert(conn, t.scores, ColumnRows.from_dicts(as_objects, list(as_objects[0])), "DO NOTHING") is False
+        )
         assert copy_upsert(conn, t.scores, as_objects, update=True) == len(AWKWARD_TEXTS)
     with write_transaction(pg) as conn:  # existing rows: both paths update them
         copy_upsert(conn, t.scores, rows("u", True, 0.75), update=True)
@@ -403,7 +406,7 @@ def test_score_rows_as_arrays_store_what_copy_stores(pg):
 def test_a_single_row_or_rows_sharing_a_key_go_through_the_arrays(pg):
     """One row (every value shared by "all" rows) or rows repeating one key (one left after
     de-duplication, the last): the key still goes as an array, the write as any other."""
-    from ctxprec_ops.warehouse.dialects.postgresql.unnest import column_rows, unnest_insert
+    from ctxprec_ops.warehouse.dialects.postgresql.unnest import unnest_insert
     from ctxprec_ops.warehouse.write_rows import ColumnRows
 
     t = ensure_output_tables(pg)
@@ -411,8 +414,10 @@ def test_a_single_row_or_rows_sharing_a_key_go_through_the_arrays(pg):
     keys = [c.name for c in t.scores.primary_key.columns]
     with write_transaction(pg) as conn:
         row = dict(score_row("0"), verdicts=verdicts)
-        assert unnest_insert(conn, t.scores, column_rows([row], list(row), keys), "DO NOTHING") is True
-        assert unnest_insert(conn, t.scores, column_rows([row], list(row)), "DO NOTHING") is False  # all shared
+        assert unnest_insert(conn, t.scores, ColumnRows.from_dicts([row], list(row), keep=keys), "DO NOTHING") is True
+        assert (
+            unnest_insert(conn, t.scores, ColumnRows.from_dicts([row], list(row)), "DO NOTHING") is False
+        )  # all shared
         assert copy_upsert(conn, t.scores, [dict(score_row("1"), verdicts=verdicts)], update=True) == 1
         twice = [dict(score_row("2", 0.25), verdicts=verdicts), dict(score_row("2", 0.75), verdicts=verdicts)]
         assert copy_upsert(conn, t.scores, twice, update=True) == 1
@@ -433,7 +438,8 @@ def test_a_single_row_or_rows_sharing_a_key_go_through_the_arrays(pg):
 def test_a_boolean_for_an_integer_column_leaves_the_rows_to_copy(pg):
     """``True`` in an integer column (``judge_calls``): ``COPY`` stores 1, as the single-row path
     does; its array form would be ``t``, which no integer array parses, so the arrays decline."""
-    from ctxprec_ops.warehouse.dialects.postgresql.unnest import column_rows, unnest_insert
+    from ctxprec_ops.warehouse.dialects.postgresql.unnest import unnest_insert
+    from ctxprec_ops.warehouse.write_rows import ColumnRows
 
     t = ensure_output_tables(pg)
     verdicts = JSONText('[{"node": 1, "relevant": true, "reason": "r"}]')
@@ -442,7 +448,7 @@ def test_a_boolean_for_an_integer_column_leaves_the_rows_to_copy(pg):
         dict(score_row("2"), verdicts=verdicts, judge_calls=2),
     ]
     with write_transaction(pg) as conn:
-        assert unnest_insert(conn, t.scores, column_rows(rows, list(rows[0])), "DO NOTHING") is False
+        assert unnest_insert(conn, t.scores, ColumnRows.from_dicts(rows, list(rows[0])), "DO NOTHING") is False
         assert copy_upsert(conn, t.scores, rows, update=True) == 2
     with pg.connect() as conn:
         got = dict(conn.execute(sa.select(t.scores.c.log_id, t.scores.c.judge_calls)).all())

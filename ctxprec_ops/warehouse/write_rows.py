@@ -26,6 +26,7 @@ __all__ = [
     "bind_processors",
     "decoded",
     "bind_values",
+    "same_object",
 ]
 
 #: rows per statement of the generic and native non-SQLite paths (keeps parameter counts and memory bounded)
@@ -42,6 +43,21 @@ class ColumnRows:
 
     columns: dict[str, list[Any]]
     shared: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dicts(cls, rows: Sequence[dict[str, Any]], cols: Sequence[str], keep: Sequence[str] = ()) -> ColumnRows:
+        """Dict rows (the same keys each) column by column; a column holding the same object in
+        every row (a chunk's partition, key, run id, timestamp) becomes one shared value — but not
+        one of ``keep`` (a key: a single row's still goes as a column)."""
+        columns: dict[str, list[Any]] = {}
+        shared: dict[str, Any] = {}
+        for c in cols:
+            values = [r[c] for r in rows]
+            if c not in keep and same_object(values):
+                shared[c] = values[0]
+            else:
+                columns[c] = values
+        return cls(columns, shared)
 
     def __len__(self) -> int:
         return len(next(iter(self.columns.values()), ()))
@@ -129,7 +145,11 @@ def bind_values(values: list[Any], process: Any) -> list[Any]:
     but a JSON column stores them differently."""
     if process is None or not values:
         return values
-    first = values[0]
-    if all(map(is_, values, repeat(first))):
-        return [process(first)] * len(values)
+    if same_object(values):
+        return [process(values[0])] * len(values)
     return list(map(process, values))
+
+
+def same_object(values: list[Any]) -> bool:
+    """Whether every one of ``values`` (at least one) is the first, by identity."""
+    return all(map(is_, values, repeat(values[0])))

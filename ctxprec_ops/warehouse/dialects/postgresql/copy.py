@@ -23,7 +23,7 @@ from ...write_rows import (
     keys_and_columns,
 )
 from .conflicts import ROLLBACK, SAVEPOINT, insert_plain_first
-from .unnest import column_rows, unnest_insert
+from .unnest import unnest_insert
 
 __all__ = ["copy_upsert", "binary_copyable"]
 
@@ -51,32 +51,29 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]] |
     a dict per row. Returns the number of rows written.
     """
     if isinstance(rows, ColumnRows):  # column by column already, keys distinct (a chunk's judgments)
-        n = len(rows)
-        if not n:
+        if not len(rows):
             return 0
         keys, cols = keys_and_columns(table, rows)
-        others = [c for c in cols if c not in keys]
-        if _wrapped(conn, table, lambda: unnest_insert(conn, table, rows, _action(conn, others, update))):
-            return n
-        raw = [*rows.columns.values(), *([value] * n for value in rows.shared.values())]
+        given = rows
     else:
         if not rows:
             return 0
         keys, cols = keys_and_columns(table, rows)
-        rows = dedupe(rows, keys, ordered=False)  # ON CONFLICT cannot touch one row twice; SQL sorts
-        n = len(rows)
-        others = [c for c in cols if c not in keys]
-        given = column_rows(rows, cols, keys)
-        if _wrapped(conn, table, lambda: unnest_insert(conn, table, given, _action(conn, others, update))):
-            return n
-        raw = [[r[c] for r in rows] for c in cols]
+        deduped = dedupe(rows, keys, ordered=False)  # ON CONFLICT cannot touch one row twice; SQL sorts
+        given = ColumnRows.from_dicts(deduped, cols, keep=keys)
+    n = len(given)
+    others = [c for c in cols if c not in keys]
+    action = _action(conn, others, update)
+    if _wrapped(conn, table, lambda: unnest_insert(conn, table, given, action)):
+        return n
+    cols = [*given.columns, *given.shared]  # the order the staging table's columns follow
+    raw = [*given.columns.values(), *([value] * n for value in given.shared.values())]
     dialect = conn.dialect
     q = dialect.identifier_preparer
     target = q.format_table(table)
     stage = q.quote(_stage_name(table, cols))
     col_list = ", ".join(q.quote(c) for c in cols)
     conflict = ", ".join(q.quote(k) for k in keys)
-    action = _action(conn, others, update)
     # the staging table empties itself at commit; a second call for the same table inside one
     # transaction empties it first
     used = _stages_used(conn)

@@ -1,7 +1,7 @@
 """PostgreSQL's write of a chunk's rows as one ``INSERT ... SELECT ... FROM unnest(:col1, :col2,
 ...)`` per table: each column one array parameter in PostgreSQL's array text form, the columns
 every row holds the same value in as scalar parameters (rows given column by column, a chunk's
-judgments, as they are; dict rows, its scores and failures, through ``column_rows``).
+judgments, as they are; dict rows, its scores and failures, through ``ColumnRows.from_dicts``).
 
 ``COPY`` takes four round trips to the server (the staging table, the copy's start and end, the
 insert from the stage); the writer thread waits for the interpreter lock after each one while the
@@ -18,8 +18,6 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from datetime import datetime
 from functools import cache
-from itertools import repeat
-from operator import is_
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, Table
@@ -30,7 +28,7 @@ from ...types import stored_type
 from ...write_rows import ColumnRows, column_processor, key_columns
 from .conflicts import ROLLBACK, SAVEPOINT, insert_plain_first
 
-__all__ = ["array_text", "column_rows", "unnest_insert"]
+__all__ = ["array_text", "unnest_insert"]
 
 _INT64 = 1 << 63
 
@@ -91,22 +89,6 @@ def _pipelines() -> bool:
     import psycopg
 
     return bool(psycopg.Pipeline.is_supported())
-
-
-def column_rows(rows: Sequence[dict[str, Any]], cols: Sequence[str], keys: Sequence[str] = ()) -> ColumnRows:
-    """Dict rows (the same keys each) column by column; a column holding the same object in every
-    row (a chunk's partition, key, run id, timestamp) becomes one shared value — but not one of
-    ``keys`` (a single row's key still goes as an array: ``unnest`` needs one)."""
-    columns: dict[str, list[Any]] = {}
-    shared: dict[str, Any] = {}
-    for c in cols:
-        values = [r[c] for r in rows]
-        first = values[0]
-        if c not in keys and all(map(is_, values, repeat(first))):
-            shared[c] = first
-        else:
-            columns[c] = values
-    return ColumnRows(columns, shared)
 
 
 def _json_nulls(conn: Connection, table: Table, rows: ColumnRows) -> dict[str, str] | None:
