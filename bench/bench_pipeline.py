@@ -42,7 +42,7 @@ in a separate process: ``sqlite3.executemany``, PostgreSQL ``COPY``, DuckDB ``IN
 from a DataFrame, pymysql multi-row ``INSERT``s, multi-row ``INSERT``s through fakesnow, ``INSERT … SELECT
 FROM UNNEST(@rows)`` on the BigQuery emulator), then ``score_partition`` scores
 **every row, all in one partition** (one UTC day: the worst case for a partition's memory) with
-chunk size 500, in another fresh process whose peak RSS (``ru_maxrss``; for worker processes their
+each warehouse's own chunk size (a run's default: 500, DuckDB 1,000), in another fresh process whose peak RSS (``ru_maxrss``; for worker processes their
 ``VmHWM``, see ``ChildPeaks``) is reported. Each row has
 a ~60-character question, a ~90-character expected output and 5 distinct nodes of ~200
 characters (no two rows share a node, so the judgment cache cannot shortcut anything).
@@ -666,7 +666,12 @@ def _bigquery_emulated(url: str):
 
 
 def score(
-    target: str, judge: str, chunk_size: int, concurrency: int, workers: int = 1, fakesnow_dir: str | None = None
+    target: str,
+    judge: str,
+    chunk_size: int | None,
+    concurrency: int,
+    workers: int = 1,
+    fakesnow_dir: str | None = None,
 ) -> dict:
     """Runs in a fresh process: score the partition, report rows/s and peak RSS. ``target``: a
     SQLite file path or a warehouse URL; with ``fakesnow_dir`` the fakesnow patch is active
@@ -727,6 +732,7 @@ def score(
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "worker_peak_rss_mb": child_peaks.max_mb,
         "workers": workers,
+        "chunk_size": cfg.chunk_size,
     }
 
 
@@ -776,7 +782,12 @@ def main() -> int:
     p.add_argument(
         "--judge", choices=["instant", "instant-request", "lexical"], nargs="+", default=["instant", "lexical"]
     )
-    p.add_argument("--chunk-size", type=int, default=500)
+    p.add_argument(
+        "--chunk-size",
+        type=int,
+        default=None,
+        help="rows per chunk (default: each warehouse's own, as a run that does not set it: 500, DuckDB 1,000)",
+    )
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument(
         "--workers",
@@ -971,12 +982,11 @@ def _one_case(
                 "--_score",
                 target,
                 judge,
-                "--chunk-size",
-                str(a.chunk_size),
                 "--concurrency",
                 str(a.concurrency),
                 "--workers",
                 str(workers),
+                *(["--chunk-size", str(a.chunk_size)] if a.chunk_size else []),
                 *extra,
             ]
         )
@@ -1003,7 +1013,8 @@ def _one_case(
     r["peak_mb"] = max(r["peak_rss_mb"], r.get("worker_peak_rss_mb", 0.0))
     sizes = r.get("bytes_per_row")
     print(
-        f"{backend:10s} judge={judge:8s} workers={workers} rows={n:>9,}  scored={r['scored']:>9,}  "
+        f"{backend:10s} judge={judge:8s} workers={workers} chunk={r['chunk_size']:,} rows={n:>9,}  "
+        f"scored={r['scored']:>9,}  "
         f"failed={r['failed']}  time={r['seconds']:7.1f}s  rows/s={r['rows_per_s']:8,.0f}  "
         f"rows/CPU-s={r['rows_per_cpu_s']:8,.0f}  load={r['load_avg']:.1f}  "
         + (f"server CPU={r['server_cpu_seconds']:.1f}s  " if "server_cpu_seconds" in r else "")

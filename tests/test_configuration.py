@@ -11,6 +11,7 @@ import re
 import runpy
 import subprocess
 import sys
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 import pytest
@@ -155,13 +156,16 @@ def test_a_run_settings_bound_is_the_same_for_the_variable_and_for_pipeline_conf
 
 
 def test_run_settings_default_to_pipeline_configs_defaults():
-    """The defaults are written once: a run setting's is its ``PipelineConfig`` field's."""
-    defaults = PipelineConfig()
+    """The defaults are written once: a run setting's is its ``PipelineConfig`` field's (as declared:
+    ``chunk_size``'s None is the warehouse's, resolved when a config is made)."""
+    declared = {f.name: f.default if f.default is not MISSING else f.default_factory() for f in fields(PipelineConfig)}  # type: ignore[misc]
     for name in Settings.model_fields:
         run = Settings.extra(name).get("run")
         if run is not None:
-            value = getattr(defaults, run)
+            value = declared[run]
             assert (list(value) if isinstance(value, tuple) else value) == Settings.default(name), name
+    assert Settings.default("chunk_size") is None
+    assert PipelineConfig().chunk_size == PipelineConfig().rows_per_chunk == 500  # SQLite's
 
 
 def test_the_default_concurrency_is_one_literal():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
@@ -70,3 +71,125 @@ def test_a_failed_frame_write_reports_its_own_error(duckdb_url):
         assert "judge_model" in message and "aborted" not in message, message
         frames = conn.exec_driver_sql("SELECT count(*) FROM duckdb_views() WHERE view_name LIKE 'ctxprec_stage_%'")
         assert frames.scalar() == 0
+
+
+def _kinds_table(md: sa.MetaData, name: str) -> sa.Table:
+    return sa.Table(
+        name,
+        md,
+        sa.Column("k", sa.String, primary_key=True),
+        sa.Column("i", sa.Integer),
+        sa.Column("big", sa.BigInteger),
+        sa.Column("f", sa.Float),
+        sa.Column("b", sa.Boolean),
+        sa.Column("t", sa.String),
+        sa.Column("stamp", sa.DateTime(timezone=True)),
+        sa.Column("j", sa.JSON),
+        sa.Column("raw", sa.LargeBinary),
+    )
+
+
+def test_a_frame_stores_what_sqlalchemys_insert_stores(duckdb_url):
+    """Typed columns (all floats, all ints, all bools), object columns (a None among numbers, an
+    int among floats) and shared values (one parameter) store exactly what SQLAlchemy's
+    own insert of the same rows stores; an integer past 64 bits fails both ways."""
+    from datetime import datetime, timedelta, timezone
+
+    from ctxprec_ops.warehouse.dialects.duckdb.frames import _array, frame_upsert
+    from ctxprec_ops.warehouse.write_rows import ColumnRows
+
+    engine = get_engine(duckdb_url)
+    md = sa.MetaData()
+    framed, plain = _kinds_table(md, "framed"), _kinds_table(md, "plain")
+    md.create_all(engine)
+    at = datetime(2026, 11, 28, 23, 59, 59, 999999, tzinfo=timezone(timedelta(hours=-5)))
+    blocks = [
+        # every column typed or shared
+        {
+            "i": [1, -(2**31), 2**31 - 1],
+            "big": [2**63 - 1, -(2**63), 0],
+            "f": [0.1 + 0.2, -0.0, float("inf")],
+            "b": [True, False, True],
+        },
+        # objects: a None among numbers, ints and floats in one column
+        {"i": [None, 3, 4], "big": [7, None, 9], "f": [1, 2.5, None], "b": [None, True, False]},
+    ]
+    for n, block in enumerate(blocks):
+        keys = [f"{n}-{j}" for j in range(3)]
+        texts = ["a'b", "", None]
+        columns = {"k": keys, "t": texts, **block}
+        shared = {"stamp": at, "j": {"x": [1, "é"]}, "raw": b"\x00\xff"}
+        with engine.begin() as conn:
+            frame_upsert(conn, framed, ColumnRows(columns, shared), ["k"], None)
+            conn.execute(sa.insert(plain), ColumnRows(columns, shared).as_dicts())
+    with engine.connect() as conn:
+        got = [conn.execute(sa.select(t).order_by(t.c.k)).all() for t in (framed, plain)]
+    assert got[0] == got[1] and len(got[0]) == 6
+    assert got[0][0].stamp == at and got[0][0].j == {"x": [1, "é"]} and got[0][0].big == 2**63 - 1
+    assert _array([1.5, 2.0]).dtype == "float64" and _array([1, 2]).dtype == "int64" and _array([True]).dtype == bool
+    assert _array([1, True]).dtype == object and _array([1, None]).dtype == object and _array([2**64]).dtype == object
+    for write in (
+        lambda conn: frame_upsert(conn, framed, ColumnRows({"k": ["x"], "big": [2**64]}, {}), ["k"], None),
+        lambda conn: conn.execute(sa.insert(plain), [{"k": "x", "big": 2**64}]),
+    ):
+        with engine.connect() as conn, pytest.raises((sa.exc.DBAPIError, OverflowError)):
+            with conn.begin():
+                write(conn)
+
+
+@pytest.fixture
+def spells():
+    from ctxprec_ops.warehouse.dialects.duckdb.conflicts import forget_spells
+
+    forget_spells()
+    yield
+    forget_spells()
+
+
+def test_rows_go_in_plainly_and_a_key_that_exists_runs_the_write_again(duckdb_url, spells, caplog):
+    """Under ``write_retrying`` new rows are inserted without ``ON CONFLICT``; a write meeting an
+    existing key gives its transaction up and runs again at once (no pause), with ``ON CONFLICT``,
+    for that and the next ``CONFLICT_SPELL`` writes of the table; then plainly again. Outside
+    ``write_retrying`` (nothing would run it again) always ``ON CONFLICT``. A NOT NULL violation is
+    raised as it is and starts no spell."""
+    import logging
+
+    from ctxprec_ops.warehouse.dialects.duckdb.conflicts import CONFLICT_SPELL
+    from ctxprec_ops.warehouse.engine import write_retrying, write_transaction
+    from ctxprec_ops.warehouse.upsert import upsert
+
+    engine = get_engine(duckdb_url)
+    md = sa.MetaData()
+    t = sa.Table("s", md, sa.Column("k", sa.String, primary_key=True), sa.Column("v", sa.Integer, nullable=False))
+    md.create_all(engine)
+    inserts: list[str] = []
+
+    @sa.event.listens_for(engine, "before_cursor_execute")
+    def seen(conn, cursor, statement, params, context, many):  # noqa: ARG001
+        if statement.startswith("INSERT INTO s"):
+            inserts.append("upsert" if "ON CONFLICT" in statement else "plain")
+
+    def write(rows: list[dict]) -> list[str]:
+        inserts.clear()
+        write_retrying(engine, lambda conn: upsert(conn, t, rows))
+        return list(inserts)
+
+    try:
+        assert write([{"k": "a", "v": 1}, {"k": "b", "v": 1}]) == ["plain"]
+        with caplog.at_level(logging.DEBUG, logger="ctxprec_ops.warehouse.engine"):
+            assert write([{"k": "b", "v": 2}, {"k": "c", "v": 2}]) == ["plain", "upsert"]
+        assert "running it again" in caplog.text and "write conflict" not in caplog.text  # at once
+        with engine.connect() as conn:
+            assert dict(conn.execute(sa.select(t.c.k, t.c.v)).all()) == {"a": 1, "b": 2, "c": 2}
+        spell = [write([{"k": f"n{i}", "v": 0}]) for i in range(CONFLICT_SPELL)]
+        assert spell == [["upsert"]] * CONFLICT_SPELL  # new keys, yet straight to ON CONFLICT
+        assert write([{"k": "after", "v": 0}]) == ["plain"]
+        inserts.clear()
+        with write_transaction(engine) as conn:  # not run again when given up: never plain
+            upsert(conn, t, [{"k": "once", "v": 0}])
+        assert inserts == ["upsert"]
+        with pytest.raises(sa.exc.DBAPIError, match="NOT NULL"):
+            write([{"k": "null", "v": None}])
+        assert write([{"k": "next", "v": 0}]) == ["plain"]  # no spell from a NOT NULL error
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", seen)

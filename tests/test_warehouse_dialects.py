@@ -140,3 +140,41 @@ def test_an_entry_point_replaces_a_built_in_family_without_touching_the_core(plu
     assert type(family).__name__ == "CountingSQLite"
     summary = score_partition(PipelineConfig(warehouse=url, judge=CountingJudge(), chunk_size=2), "2026-11-28")
     assert summary.rows_scored == 5 and type(family).upserts >= 3  # each of the 3 chunks' scores at least
+
+
+def test_the_chunk_size_defaults_text_names_each_familys_own():
+    """Help texts and docs say the defaults in one sentence (``CHUNK_SIZE_DEFAULTS``): the generic
+    500 and every family whose own differs, by its name and value, and nothing else."""
+    from ctxprec_ops.pipeline.config import CHUNK_SIZE_DEFAULTS
+
+    said = CHUNK_SIZE_DEFAULTS.split(": ", 1)[1].split(", ")
+    own = {cls.family: cls.default_chunk_size for cls in set(built_in().values())}
+    differing = {f"{family} {n:,}" for family, n in own.items() if n != Dialect.default_chunk_size}
+    assert said[0] == f"{Dialect.default_chunk_size:,}" and set(said[1:]) == differing and differing
+
+
+def test_a_run_that_sets_no_chunk_size_takes_its_warehouses(tmp_path):
+    """``chunk_size`` unset: the family's (a URL or an engine); set (argument or variable): as set;
+    a URL that does not parse: the generic default, and the run's own error where it connects."""
+    from ctxprec_ops.config import Settings
+    from ctxprec_ops.pipeline import plan_chunks
+
+    duck_url = f"duckdb:///{tmp_path / 'wh.duckdb'}"
+    assert PipelineConfig(warehouse=duck_url).chunk_size == for_dialect("duckdb").default_chunk_size == 1000
+    assert PipelineConfig(warehouse=get_engine(duck_url)).chunk_size == 1000
+    assert PipelineConfig(warehouse=f"sqlite:///{tmp_path / 'a.db'}").chunk_size == 500
+    assert PipelineConfig(warehouse=duck_url, chunk_size=70).chunk_size == 70
+    assert Settings.from_env({}, warehouse_url=duck_url).pipeline_config().chunk_size == 1000
+    env = {"CTXPREC_WAREHOUSE_URL": duck_url, "CTXPREC_CHUNK_SIZE": "300"}
+    assert Settings.from_env(env).pipeline_config().chunk_size == 300
+    bad = PipelineConfig(warehouse="not a url")
+    assert bad.chunk_size == 500
+    with pytest.raises(ValueError, match="invalid warehouse URL"):
+        score_partition(bad, "2026-11-28")
+    # the plan cuts the family's chunks: 2,500 rows on DuckDB are 3 chunks, not 5
+    create_logs(get_engine(duck_url), day_rows(2500))
+    planned = plan_chunks(PipelineConfig(warehouse=duck_url), "2026-11-28")
+    assert [c.rows for c in planned] == [1000, 1000, 500]
+    again = PipelineConfig(warehouse=duck_url)
+    again.chunk_size = None  # cleared after construction: resolved again where it is read
+    assert again.rows_per_chunk == 1000

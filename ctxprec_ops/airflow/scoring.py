@@ -72,7 +72,7 @@ class ContextualPrecisionPlanOperator(CtxPrecBaseOperator):
             config.metric,
             rows,
             len(chunks),
-            config.chunk_size,
+            config.rows_per_chunk,
         )
         return [c.to_dict() for c in chunks]
 

@@ -16,7 +16,7 @@ from typing import Any
 from ..judge import defaults
 from ..monitoring.rules import AlertRules
 from ..pipeline.bounds import Bounds, bounds_of
-from ..pipeline.config import PipelineConfig
+from ..pipeline.config import CHUNK_SIZE_DEFAULTS, PipelineConfig
 
 __all__ = ["FLAGS", "Flag", "add_flag", "overrides"]
 
@@ -105,7 +105,14 @@ FLAGS: dict[str, Flag] = {
             variable="OPENAI_BASE_URL",
             default_text="OPENAI_BASE_URL, else OpenAI",
         ),
-        _run("--chunk-size", "chunk_size", "rows per chunk", "N"),
+        Flag(
+            "--chunk-size",
+            "chunk_size",
+            "rows per chunk",
+            "N",
+            _RUN["chunk_size"],
+            default_text=f"CTXPREC_CHUNK_SIZE, else {CHUNK_SIZE_DEFAULTS}",
+        ),
         _run("--threshold", "threshold", "per-case pass threshold in [0, 1]", "X"),
         _run("--max-nodes-per-call", "max_nodes_per_call", "nodes per judge call for long lists", "N"),
         _run(

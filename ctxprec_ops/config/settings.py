@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from ..judge import defaults
 from ..pipeline.bounds import Bounds
-from ..pipeline.config import PipelineConfig
+from ..pipeline.config import CHUNK_SIZE_DEFAULTS, PipelineConfig
 from ..pipeline.formats import DEFAULT_SPAN_TABLE
 from ..pipeline.kinds import METRIC_KINDS
 from ..secrets import register_secret
@@ -163,7 +163,9 @@ class Settings(BaseSettings):
         "max_retries", "retries of a judge request that failed transiently (429, 5xx, timeouts)", "judge"
     )
     concurrency: int = _run("concurrency", "judge requests in flight at most", "judge")
-    chunk_size: int = _run("chunk_size", "rows per chunk (one write transaction each)", "judge")
+    chunk_size: int | None = _run(
+        "chunk_size", "rows per chunk (one write transaction each)", "judge", doc_default=CHUNK_SIZE_DEFAULTS
+    )
     max_nodes_per_call: int = _run(
         "max_nodes_per_call", "nodes one judge call judges at most (longer lists are judged in groups)", "judge"
     )

@@ -121,7 +121,7 @@ class JudgeResource(ConfigurableResource):
     api_key: str | None = Field(default=None, description="Pass EnvVar('OPENAI_API_KEY'); never logged.")
     timeout: float = setting_field("judge_timeout")
     concurrency: int = setting_field("concurrency")
-    chunk_size: int = setting_field("chunk_size")
+    chunk_size: int | None = setting_field("chunk_size")
     max_nodes_per_call: int = setting_field("max_nodes_per_call")
     max_cost: float | None = setting_field("max_cost")
     max_retries: int = setting_field("judge_max_retries")

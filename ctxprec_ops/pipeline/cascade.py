@@ -246,7 +246,9 @@ def _partition_sample(ctx: PipelineContext, partition: Partition, size: int) -> 
     rng = random.Random(f"ctxprec-cascade|{partition.key}")
     reservoir: list[SampleNode] = []
     seen = 0
-    for _chunk, rows in iter_chunk_rows(ctx.engine, ctx.source, partition, config.chunk_size, config.sample, reader):
+    for _chunk, rows in iter_chunk_rows(
+        ctx.engine, ctx.source, partition, config.rows_per_chunk, config.sample, reader
+    ):
         for row in rows:
             try:
                 requests = metric.judge_requests(reader.to_case(row))
@@ -277,7 +279,9 @@ def _labelled_sample(ctx: PipelineContext, size: int, needed: int) -> list[Sampl
         return []
     pool: list[SampleNode] = []
     for day in _days_of(ctx, sorted(labels)):
-        rows_of_day = iter_chunk_rows(ctx.engine, ctx.source, Partition.of(day), ctx.config.chunk_size, None, ctx.rows)
+        rows_of_day = iter_chunk_rows(
+            ctx.engine, ctx.source, Partition.of(day), ctx.config.rows_per_chunk, None, ctx.rows
+        )
         for _chunk, rows in rows_of_day:
             for row in rows:
                 given = labels.get(str(row["id"]))

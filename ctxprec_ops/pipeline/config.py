@@ -31,10 +31,13 @@ if TYPE_CHECKING:
     from ..judge.models.base import JudgeModel
     from ..traces.phoenix import PhoenixTarget
 
-__all__ = ["DEFAULT_WAREHOUSE_URL", "JUDGE_MODES", "BATCH_RETRIES", "PipelineConfig"]
+__all__ = ["DEFAULT_WAREHOUSE_URL", "CHUNK_SIZE_DEFAULTS", "JUDGE_MODES", "BATCH_RETRIES", "PipelineConfig"]
 
 #: the embedded default warehouse: a SQLite file in the working directory
 DEFAULT_WAREHOUSE_URL = "sqlite:///ctxprec.db"
+#: the rows per chunk of a run that does not set them, as docs and help texts say it: each
+#: family's ``Dialect.default_chunk_size`` (tests/test_warehouse_dialects.py keeps them equal)
+CHUNK_SIZE_DEFAULTS = "the warehouse's: 500, DuckDB 1,000"
 #: how judge requests are sent: on demand, or through the OpenAI Batch API
 JUDGE_MODES = ("sync", "batch")
 #: batch mode: where requests a batch did not answer usably go (the next batch, or sync calls)
@@ -66,7 +69,9 @@ class PipelineConfig:
     segments: tuple[str, ...] | list[str] | str | None = ()
     threshold: float = setting(0.5, ge=0, le=1)
     strict_mode: bool = False
-    chunk_size: int = setting(500, ge=1, integer=True)
+    #: rows per chunk (one write transaction each); None: the warehouse family's
+    #: (``Dialect.default_chunk_size``: 500, DuckDB 1,000), resolved on construction
+    chunk_size: int | None = setting(None, ge=1, integer=True)
     concurrency: int = setting(defaults.CONCURRENCY, ge=1, integer=True)
     max_cost: float | None = setting(None, ge=0)
     max_nodes_per_call: int = setting(defaults.MAX_NODES_PER_CALL, ge=1, integer=True)
@@ -164,6 +169,10 @@ class PipelineConfig:
         if self.write_back and self.phoenix_url is None:
             raise ValueError("write_back='phoenix' needs phoenix_url: where to write the verdicts back to")
         check_bounds(self)  # numbers and choices, each against its declared bounds
+        if self.chunk_size is None:
+            from ..warehouse.engine import default_chunk_size
+
+            self.chunk_size = default_chunk_size(self.warehouse)
         _ = self.trace_options  # validates the span settings (or refuses them for a flat table)
         if self.source_table is not None:
             split_table_name(self.source_table, self.source_schema, "source table name")
@@ -236,6 +245,15 @@ class PipelineConfig:
     def reads_phoenix(self) -> bool:
         """Whether the source is Phoenix (staged in the warehouse), not a table of the warehouse."""
         return bool(self.phoenix_source)
+
+    @property
+    def rows_per_chunk(self) -> int:
+        """``chunk_size`` as resolved on construction (the warehouse's default where it was None)."""
+        if self.chunk_size is None:  # set to None after construction: resolve it again
+            from ..warehouse.engine import default_chunk_size
+
+            self.chunk_size = default_chunk_size(self.warehouse)
+        return self.chunk_size
 
     @property
     def sample(self) -> Sample:

@@ -162,7 +162,7 @@ def estimate_partition(
     key = ScoringKey(metric.metric_name, model, version, reader.name if keyed_by_table else None, mapping)
     prompt_tokens = 0
 
-    for _chunk, rows in iter_chunk_rows(engine, src, partition, config.chunk_size, config.sample, reader):
+    for _chunk, rows in iter_chunk_rows(engine, src, partition, config.rows_per_chunk, config.sample, reader):
         est.rows_total += len(rows)
         ids = [str(r["id"]) for r in rows]
         with read_connection(engine) as conn:

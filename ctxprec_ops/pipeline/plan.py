@@ -88,7 +88,7 @@ def plan_chunks(
 
         stage_source(config, partition)
     ctx = context or prepare(config)
-    return plan_source(ctx.engine, ctx.source, partition, config.chunk_size, config.sample, ctx.rows)
+    return plan_source(ctx.engine, ctx.source, partition, config.rows_per_chunk, config.sample, ctx.rows)
 
 
 def iter_chunk_rows(

@@ -184,7 +184,7 @@ def _passes(
     (``carried``: what the run's earlier invocations spent)."""
     chunks = plan_chunks(ctx.config, partition, context=ctx)
     total = sum(c.rows for c in chunks)
-    log.info("partition %s: %d rows in %d chunks of up to %d", partition, total, len(chunks), ctx.config.chunk_size)
+    log.info("partition %s: %d rows in %d chunks of up to %d", partition, total, len(chunks), ctx.config.rows_per_chunk)
     if progress is not None:
         progress(ProgressEvent("planned", partition.key, 0, total, f"{total} rows in {len(chunks)} chunks"))
     results: list[ChunkResult] = []

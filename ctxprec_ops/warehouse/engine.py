@@ -40,7 +40,7 @@ from sqlalchemy.engine.url import URL
 from ..errors import CtxPrecError
 from ..secrets import redact_url, register_secret
 from .dialects import Dialect, dialect_class, dialect_of, for_dialect
-from .dialects.connections import WRITE_OPTION
+from .dialects.connections import RETRIED_OPTION, WRITE_OPTION, RunAgain
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -101,6 +101,19 @@ def _family(u: URL) -> Dialect:
     generic family, not cached; the warning comes when an engine is made)."""
     cls = dialect_class(u.get_backend_name())
     return for_dialect(u.get_backend_name()) if cls is not None else Dialect(u.get_backend_name())
+
+
+def default_chunk_size(warehouse: str | URL | Engine) -> int:
+    """Rows per chunk for a run that does not set them: the warehouse family's
+    (``Dialect.default_chunk_size``). An invalid URL: the generic family's (it fails where it is
+    used, with its own message)."""
+    if isinstance(warehouse, Engine):
+        return dialect_of(warehouse).default_chunk_size
+    try:
+        u = normalize_url(warehouse)
+    except ValueError:
+        return Dialect.default_chunk_size
+    return _family(u).default_chunk_size
 
 
 def in_memory(url: str | URL) -> bool:
@@ -270,10 +283,11 @@ if hasattr(os, "register_at_fork"):
 
 
 @contextmanager
-def write_transaction(engine: Engine) -> Iterator[Connection]:
-    """One write transaction (``BEGIN IMMEDIATE`` on SQLite); commits or rolls back."""
+def write_transaction(engine: Engine, *, retried: bool = False) -> Iterator[Connection]:
+    """One write transaction (``BEGIN IMMEDIATE`` on SQLite); commits or rolls back. ``retried``:
+    the caller runs the work again when it raises ``RunAgain`` (``write_retrying``)."""
     with engine.connect() as conn:
-        conn = conn.execution_options(**{WRITE_OPTION: True})
+        conn = conn.execution_options(**{WRITE_OPTION: True, RETRIED_OPTION: retried})
         with conn.begin():
             yield conn
 
@@ -285,13 +299,17 @@ WRITE_ATTEMPTS = 8
 def write_retrying(engine: Engine, work: Callable[[Connection], T]) -> T:
     """Run ``work`` (idempotent writes) in one write transaction, and in a new one when it loses a
     write conflict to a concurrent transaction (``Dialect.write_conflict``: DuckDB, fakesnow), up
-    to ``WRITE_ATTEMPTS`` times with a short growing, jittered pause; any other error, and the
-    last conflict, propagate. Elsewhere: one ``write_transaction``."""
+    to ``WRITE_ATTEMPTS`` times with a short growing, jittered pause, and at once when the family
+    gave the transaction up on purpose (``RunAgain``); any other error, and the last conflict,
+    propagate. Elsewhere: one ``write_transaction``."""
     family = dialect_of(engine)
     for attempt in range(1, WRITE_ATTEMPTS + 1):
         try:
-            with write_transaction(engine) as conn:
+            with write_transaction(engine, retried=attempt < WRITE_ATTEMPTS) as conn:
                 return work(conn)
+        except RunAgain:
+            log.debug("write on %s given up by its family (attempt %d): running it again", engine.dialect.name, attempt)
+            continue
         except Exception as exc:  # the dialect says which are conflicts (fakesnow's are not DBAPIErrors)
             if attempt == WRITE_ATTEMPTS or not family.write_conflict(exc):
                 raise

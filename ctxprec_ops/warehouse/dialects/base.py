@@ -37,6 +37,7 @@ _REFLECTION = {"inspector": "SQLAlchemy's inspector", "information_schema": "`in
 #: the capabilities docs/warehouses.md's table shows: (heading, how a family's value is read)
 CAPABILITIES: tuple[tuple[str, Any], ...] = (
     ("Write path", lambda d: d.write_path),
+    ("Rows per chunk by default", lambda d: f"{d.default_chunk_size:,}"),
     ("Id lists bound as", lambda d: _ID_BINDING[d.id_binding]),
     ("A dead claim holder is known", lambda d: _CLAIMS[d.claims]),
     ("Write conflicts retried", lambda d: _yes(type(d).write_conflict is not Dialect.write_conflict)),

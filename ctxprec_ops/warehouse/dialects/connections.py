@@ -16,11 +16,21 @@ from sqlalchemy.engine import URL, Connection, Engine
 from ..holders import ClaimHolder
 from .facts import Facts, Lineage
 
-__all__ = ["Connections", "dict_rows", "file_lineage", "WRITE_OPTION"]
+__all__ = ["Connections", "dict_rows", "file_lineage", "WRITE_OPTION", "RETRIED_OPTION", "RunAgain"]
 
 #: the execution option ``engine.write_transaction`` sets on its connection: a family whose
 #: transactions start differently for writes (SQLite's ``BEGIN IMMEDIATE``) reads it
 WRITE_OPTION = "ctxprec_write"
+#: the execution option ``engine.write_retrying`` sets on its transaction's connection: the work is
+#: run again in a new transaction when it fails with ``RunAgain`` (or loses a write conflict), so a
+#: family may try a statement that is faster when it succeeds and fails the transaction when not
+RETRIED_OPTION = "ctxprec_retried"
+
+
+class RunAgain(Exception):
+    """A family gave up a write transaction on purpose (``RETRIED_OPTION`` set): run the work again
+    at once, in a new transaction, which the family writes the other way (DuckDB: a plain insert
+    that met an existing key, written next with ``ON CONFLICT``)."""
 
 
 def dict_rows(result: Any) -> list[dict[str, Any]]:

@@ -47,6 +47,10 @@ class Facts:
     write_path: ClassVar[str] = "per row: UPDATE by key, then INSERT what it did not match"
     #: whether the write path is the family's own bulk insert-or-update (False: the generic path)
     native_upsert: ClassVar[bool] = False
+    #: rows per chunk (one write transaction each) when a run does not set ``chunk_size``: where a
+    #: statement's fixed cost is high against its rows (DuckDB), larger chunks amortise it; memory
+    #: grows with the chunk (bench/README.md measures both)
+    default_chunk_size: ClassVar[int] = 500
     id_binding: ClassVar[IdBinding] = "expanding"
     claims: ClassVar[ClaimKind] = "lease"
     #: whether the database enforces primary keys; where it does not, the writer de-duplicates
@@ -57,12 +61,12 @@ class Facts:
     reflection: ClassVar[Reflection] = "inspector"
     #: whether the database has grants to check before judging (a file has none)
     has_grants: ClassVar[bool] = True
-    #: statements run on every new connection so its session works in UTC (empty: the database
-    #: has no session time zone, or it cannot be set)
     #: whether the family opens a database read-only for read commands (``get_engine(...,
     #: read_only=True)``): SQLite, whose file a read would otherwise write (WAL switch, checkpoint);
     #: a server needs only SELECT rights for reading
     opens_read_only: ClassVar[bool] = False
+    #: statements run on every new connection so its session works in UTC (empty: the database
+    #: has no session time zone, or it cannot be set)
     utc_session: ClassVar[tuple[str, ...]] = ()
     #: the isolation level of a read that must see one snapshot (None: a transaction is one)
     snapshot_isolation: ClassVar[str | None] = None

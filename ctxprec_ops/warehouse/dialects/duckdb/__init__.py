@@ -1,5 +1,6 @@
 """DuckDB (duckdb-engine): writes and id look-ups through frames registered on the connection
-(``frames``: one ``INSERT ... SELECT ... ON CONFLICT`` per table, ``IN (SELECT v ...)``), claims
+(``frames``: one ``INSERT ... SELECT`` per table, plain first where the transaction can be run
+again, ``ON CONFLICT`` once a key has existed: ``conflicts``; ``IN (SELECT v ...)``), claims
 whose holders in another process are known to have ended (one process writes a file), table
 shapes read through ``information_schema`` (the inspector duckdb-engine inherits from PostgreSQL
 reaches ``pg_collation`` and ``regclass``), no secondary indexes (zone maps instead; ``ON
@@ -22,7 +23,8 @@ from ...holders import ClaimHolder, this_process
 from ...write_rows import ColumnRows, dedupe
 from ..base import Dialect, Lineage
 from ..connections import file_lineage
-from .frames import frame_upsert, registered_values
+from .conflicts import duplicate_key, upsert_plain_first
+from .frames import registered_values
 
 __all__ = ["DuckDBDialect"]
 
@@ -47,8 +49,15 @@ def _local_file(url: URL) -> bool:
 class DuckDBDialect(Dialect):
     names = ("duckdb",)
     family = "DuckDB"
-    write_path = "the chunk as a registered frame, one `INSERT … SELECT CAST(…) … ON CONFLICT` per table"
+    write_path = (
+        "the chunk as a registered frame (shared values as parameters), one `INSERT … SELECT CAST(…)` per "
+        "table: plain first where the transaction can be run again, `ON CONFLICT` once a key has existed"
+    )
     native_upsert = True
+    # ~1 - 2 ms fixed a statement (a registered frame, planning, its worker threads): 1,000-row
+    # chunks run ~1.3x the rows/s of 500-row ones at ~20 MB more peak memory (2,000: ~1.5x, ~60 MB
+    # more: too close to the 300 MB a run is held to); bench/README.md
+    default_chunk_size = 1000
     id_binding = "frame"
     claims = "file_lock"
     secondary_indexes = False
@@ -71,13 +80,7 @@ class DuckDBDialect(Dialect):
         waiting. Its transaction, run again once the first committed, finds the row and updates or
         skips it."""
         orig = getattr(exc, "orig", None) or exc
-        kind = type(orig).__name__
-        text = str(orig)
-        return (
-            kind == "TransactionException"
-            or "Conflict on" in text
-            or (kind == "ConstraintException" and "Duplicate key" in text)
-        )
+        return type(orig).__name__ == "TransactionException" or "Conflict on" in str(orig) or duplicate_key(exc)
 
     def claim_holder_gone(self, engine: Engine, holder: ClaimHolder) -> str | None:
         """A DuckDB file is written by one process at a time (the file lock), and this one is
@@ -130,9 +133,10 @@ class DuckDBDialect(Dialect):
             super().delete_scored_failures(conn, failures, scores, equal, log_ids)
 
     def upsert(self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]], keys: list[str]) -> int:
-        return frame_upsert(conn, table, dedupe(rows, keys), keys, [c for c in rows[0] if c not in keys])
+        return upsert_plain_first(conn, table, dedupe(rows, keys), keys, [c for c in rows[0] if c not in keys])
 
     def insert_ignore(
         self, conn: Connection, table: Table, rows: Sequence[dict[str, Any]] | ColumnRows, keys: list[str]
     ) -> int:
-        return frame_upsert(conn, table, rows if isinstance(rows, ColumnRows) else dedupe(rows, keys), keys, None)
+        distinct = rows if isinstance(rows, ColumnRows) else dedupe(rows, keys)
+        return upsert_plain_first(conn, table, distinct, keys, None)

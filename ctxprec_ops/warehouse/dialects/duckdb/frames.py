@@ -9,7 +9,12 @@ arrays, registered on the connection for the statement and scanned by
     INSERT INTO t (cols) SELECT CAST(col AS type), ... FROM stage ON CONFLICT (key) DO UPDATE ...
 
 The casts give every column its table type (a column whose values are all NULL included). One
-statement per table and chunk, inside the caller's transaction (the same DuckDB connection).
+statement per table and chunk, inside the caller's transaction (the same DuckDB connection). A
+column holding the same object in every row (the partition, the key's model and prompt, the run
+id, the timestamp) is one bound parameter instead of a frame column, and a column of floats,
+integers or booleans only is a typed array: registering and scanning object columns is what a
+write's frame costs (a 1,000-row scores chunk: 20 object columns ~2.1 ms to register and ~2.3 ms
+to scan; 9 columns, 5 of them typed, ~0.8 ms and ~0.5 ms).
 """
 
 from __future__ import annotations
@@ -27,19 +32,33 @@ from ...write_rows import ColumnRows, bind_processors, bind_values
 __all__ = ["frame_upsert", "registered_values"]
 
 
-def _frame(columns: dict[str, list[Any]]) -> dict[str, Any]:
-    """The columns as a dict of numpy object arrays, which DuckDB scans as a table (each column's
-    type inferred from its values; the statement's casts give the table's). Neither pyarrow nor
-    pandas is imported: registering an Arrow table made DuckDB import pandas, ~80 MB of resident
-    memory for the run, and its conversion cost more CPU than filling object arrays."""
+#: numpy's type for a column whose values are all of one of these Python types
+_TYPED = {float: "float64", int: "int64", bool: "bool"}
+
+
+def _array(values: list[Any]) -> Any:
+    """One column as a numpy array DuckDB scans: typed when every value is a float, every one an
+    int (within 64 bits) or every one a bool; else of objects (each value's type inferred)."""
     import numpy as np
 
-    frame = {}
-    for name, values in columns.items():
-        array = np.empty(len(values), dtype=object)
-        array[:] = values
-        frame[name] = array
-    return frame
+    first = type(values[0]) if values else None
+    kind = _TYPED.get(first)  # type: ignore[arg-type]
+    if kind is not None and all(type(v) is first for v in values):  # exactly: a bool is no int here
+        try:
+            return np.array(values, dtype=kind)
+        except OverflowError:  # an int past 64 bits: DuckDB's own conversion says what it is
+            pass
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
+
+
+def _frame(columns: dict[str, list[Any]]) -> dict[str, Any]:
+    """The columns as a dict of numpy arrays, which DuckDB scans as a table (each column's type
+    taken from the array, or inferred from its values; the statement's casts give the table's).
+    Neither pyarrow nor pandas is imported: registering an Arrow table made DuckDB import pandas,
+    ~80 MB of resident memory for the run, and its conversion cost more CPU than filling arrays."""
+    return {name: _array(values) for name, values in columns.items()}
 
 
 @contextmanager
@@ -61,36 +80,47 @@ def frame_upsert(
     rows: Sequence[dict[str, Any]] | ColumnRows,
     keys: list[str],
     others: list[str] | None,
+    *,
+    plain: bool = False,
 ) -> int:
     """Insert ``rows`` (distinct keys, the same columns each) into ``table``; where the key exists,
-    update ``others`` (None or empty: leave the row as it is). Returns the number of rows."""
-    if isinstance(rows, ColumnRows):
-        n = len(rows)
-        columns = {**rows.columns, **{c: [v] * n for c, v in rows.shared.items()}}
-    else:
-        n = len(rows)
-        columns = {c: [r[c] for r in rows] for c in rows[0]} if n else {}
+    update ``others`` (None or empty: leave the row as it is). Returns the number of rows.
+    ``plain``: without ``ON CONFLICT`` (a key that exists fails the statement, and DuckDB aborts
+    the transaction with it)."""
+    n = len(rows)
     if not n:
         return 0
-    cols = list(columns)
-    procs = bind_processors(table, cols, conn.dialect)
-    frame = _frame({c: bind_values(columns[c], p) for c, p in zip(cols, procs)})
+    if isinstance(rows, ColumnRows):
+        data = rows
+    else:
+        data = ColumnRows.from_dicts(rows, list(rows[0]), keep=keys)
+    # the frame's own columns (a key always: the frame has at least one, and its rows' count)
+    varying = {**data.columns, **{k: [data.shared[k]] * n for k in keys if k in data.shared}}
+    shared = {c: v for c, v in data.shared.items() if c not in varying}
+    cols = [*varying, *shared]
+    procs = dict(zip(cols, bind_processors(table, cols, conn.dialect)))
+    frame = _frame({c: bind_values(values, procs[c]) for c, values in varying.items()})
+    params = tuple(v if procs[c] is None else procs[c](v) for c, v in shared.items())
     prep = conn.dialect.identifier_preparer
     target = prep.format_table(table)
     stage = f"ctxprec_stage_{uuid.uuid4().hex[:12]}"
-    quoted = [prep.quote(c) for c in cols]
-    casts = ", ".join(f"CAST({q} AS {table.c[c].type.compile(dialect=conn.dialect)})" for c, q in zip(cols, quoted))
-    conflict = ", ".join(prep.quote(k) for k in keys)
-    if others:
-        action = "DO UPDATE SET " + ", ".join(f"{prep.quote(c)} = excluded.{prep.quote(c)}" for c in others)
-    else:
-        action = "DO NOTHING"
-    sql = f"INSERT INTO {target} ({', '.join(quoted)}) SELECT {casts} FROM {stage} ON CONFLICT ({conflict}) {action}"
+    sources = [prep.quote(c) for c in varying] + [f"${i}" for i in range(1, len(shared) + 1)]
+    types = [table.c[c].type.compile(dialect=conn.dialect) for c in cols]
+    casts = ", ".join(f"CAST({source} AS {type_})" for source, type_ in zip(sources, types))
+    quoted = ", ".join(prep.quote(c) for c in cols)
+    sql = f"INSERT INTO {target} ({quoted}) SELECT {casts} FROM {stage}"
+    if not plain:
+        conflict = ", ".join(prep.quote(k) for k in keys)
+        if others:
+            action = "DO UPDATE SET " + ", ".join(f"{prep.quote(c)} = excluded.{prep.quote(c)}" for c in others)
+        else:
+            action = "DO NOTHING"
+        sql += f" ON CONFLICT ({conflict}) {action}"
     raw = conn.connection.dbapi_connection
     if raw is None:  # SQLAlchemy's handle lost its DBAPI connection (invalidated)
         raise RuntimeError(f"cannot write {table.name}: the connection is no longer usable")
     with _registered(raw, stage, frame):
-        conn.exec_driver_sql(sql)
+        conn.exec_driver_sql(sql, params) if params else conn.exec_driver_sql(sql)
     return n
 
 
