@@ -11,13 +11,14 @@ from itertools import compress
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.engine import Connection
 
 from ..errors import InvalidTestCaseError
 from ..judge.budget import Budget
 from ..judge.cache import DictVerdictCache, remembered_keys
 from ..secrets import redact
 from ..warehouse.claims import Claim, RowClaims
-from ..warehouse.engine import read_connection
+from ..warehouse.engine import read_connection, read_retrying
 from ..warehouse.holders import ClaimHolder
 from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.segments import segment_column, segment_state, segment_value
@@ -94,11 +95,17 @@ def failure_row(
     }
 
 
+#: what a chunk's read gives: its rows, the ids already scored, the rows read, the ids that fit a
+#: log id, the sampled ones, the scored ids whose segment values moved, their recorded values
+_Read = tuple[list[dict[str, Any]], set[str], int, list[str], list[str], list[str], dict[str, dict[str, str | None]]]
+
+
 def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> Intake:
     """Read the chunk, skip rows already scored, turn the rest into cases or ``invalid_input``."""
     key, pk = ctx.key, chunk.partition_key
     sample, cutoff = ctx.config.sample, chunk.sample_cutoff
-    with read_connection(ctx.engine) as conn:
+
+    def read(conn: Connection) -> _Read:
         every = ctx.rows.read_rows(conn, chunk.partition, chunk.after_id, chunk.upto_id)
         all_rows = len(every)
         every_id = [str(r["id"]) for r in every]
@@ -118,6 +125,10 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> Intake:
         if ctx.segments and done_ids:
             recorded, moved = _segmented(conn, ctx, pk, done_ids)
             done_ids = set(recorded)
+        return rows, done_ids, all_rows, every_id, log_ids, moved, recorded
+
+    # read again on a new connection if the server dropped the pooled one (warehouse.engine)
+    rows, done_ids, all_rows, every_id, log_ids, moved, recorded = read_retrying(ctx.engine, read)
     intake = Intake(rows, done_ids, all_rows=all_rows, log_ids=log_ids, moved=moved, partition_key=pk)
     if ctx.segments:
         names = [(n, segment_column(n)) for n in ctx.segments]
@@ -126,7 +137,7 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> Intake:
             current = {n: segment_value(v) for n, v in intake.segment_values.get(log_id, {}).items()}
             if current and current != was:
                 intake.segment_refresh[log_id] = current
-    if len(rows) < len(every):  # outside the sample: neither scored nor a failure
+    if len(rows) < len(every_id):  # outside the sample: neither scored nor a failure
         intake.unsampled_ids = list(set(every_id) - set(log_ids))
     now = _now()
     to_case = ctx.rows.to_case
@@ -214,7 +225,8 @@ def read_intake(ctx: PipelineContext, chunk: Chunk, run_id: str, claims: RowClai
     offline = ctx.judge_is_offline  # offline judges are free and instant: nothing to cache
     if not intake.cases or (offline and intake.claim is None):
         return intake
-    with read_connection(ctx.engine) as conn:
+
+    def read(conn: Connection) -> None:  # safe to repeat: read_retrying
         if intake.claim is not None:  # scored and released between the first read and the claim
             since = scored_ids(conn, ctx.tables, ctx.key, [str(c.id) for c in intake.cases])
             if since:
@@ -224,6 +236,8 @@ def read_intake(ctx: PipelineContext, chunk: Chunk, run_id: str, claims: RowClai
             with remembered_keys(intake.key_memo):
                 keys = [k for case in intake.cases for k in ctx.metric.judgment_keys(case)]
             intake.cache = DictVerdictCache(load_judgments(conn, ctx.tables, keys))
+
+    read_retrying(ctx.engine, read)
     return intake
 
 

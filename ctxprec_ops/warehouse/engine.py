@@ -51,6 +51,7 @@ __all__ = [
     "display_url",
     "write_transaction",
     "read_connection",
+    "read_retrying",
     "stream_batches",
     "check_dialect",
     "release_sqlite_files",
@@ -300,8 +301,9 @@ def write_retrying(engine: Engine, work: Callable[[Connection], T]) -> T:
     """Run ``work`` (idempotent writes) in one write transaction, and in a new one when it loses a
     write conflict to a concurrent transaction (``Dialect.write_conflict``: DuckDB, fakesnow), up
     to ``WRITE_ATTEMPTS`` times with a short growing, jittered pause, and at once when the family
-    gave the transaction up on purpose (``RunAgain``); any other error, and the last conflict,
-    propagate. Elsewhere: one ``write_transaction``."""
+    gave the transaction up on purpose (``RunAgain``) or the server dropped its connection (the
+    pool connects afresh: a restart, a killed session); any other error, and the last conflict,
+    propagate."""
     family = dialect_of(engine)
     for attempt in range(1, WRITE_ATTEMPTS + 1):
         try:
@@ -309,13 +311,31 @@ def write_retrying(engine: Engine, work: Callable[[Connection], T]) -> T:
                 return work(conn)
         except RunAgain:
             log.debug("write on %s given up by its family (attempt %d): running it again", engine.dialect.name, attempt)
-            continue
         except Exception as exc:  # the dialect says which are conflicts (fakesnow's are not DBAPIErrors)
-            if attempt == WRITE_ATTEMPTS or not family.write_conflict(exc):
+            last = attempt == WRITE_ATTEMPTS
+            if not last and getattr(exc, "connection_invalidated", False):  # a restart, a killed session
+                log.warning("write on %s lost its connection (attempt %d): retrying", engine.dialect.name, attempt)
+                continue
+            if last or not family.write_conflict(exc):
                 raise
             log.debug("write conflict on %s (attempt %d): retrying", engine.dialect.name, attempt)
             time.sleep(random.uniform(0.01, 0.05) * attempt)
     raise AssertionError("unreachable")
+
+
+def read_retrying(engine: Engine, work: Callable[[Connection], T]) -> T:
+    """Run ``work`` (reads, safe to repeat) in a ``read_connection``, and once more on a new
+    connection when the server dropped the one it had (a restart, a killed session: a pooled
+    connection idle for less than ``PING_AFTER_IDLE`` is not pinged before it is used)."""
+    try:
+        with read_connection(engine) as conn:
+            return work(conn)
+    except Exception as exc:
+        if not getattr(exc, "connection_invalidated", False):
+            raise
+        log.warning("read on %s lost its connection: retrying", engine.dialect.name)
+    with read_connection(engine) as conn:
+        return work(conn)
 
 
 @contextmanager

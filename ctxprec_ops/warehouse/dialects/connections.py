@@ -6,17 +6,28 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.exc import DisconnectionError
 
 from ..holders import ClaimHolder
 from .facts import Facts, Lineage
 
-__all__ = ["Connections", "dict_rows", "file_lineage", "WRITE_OPTION", "RETRIED_OPTION", "RunAgain"]
+__all__ = [
+    "Connections",
+    "dict_rows",
+    "file_lineage",
+    "WRITE_OPTION",
+    "RETRIED_OPTION",
+    "RunAgain",
+    "PING_AFTER_IDLE",
+    "PINGS",
+]
 
 #: the execution option ``engine.write_transaction`` sets on its connection: a family whose
 #: transactions start differently for writes (SQLite's ``BEGIN IMMEDIATE``) reads it
@@ -49,6 +60,38 @@ def _on_connect(statements: Sequence[str], dbapi_conn: Any, _record: Any) -> Non
     dbapi_conn.commit()  # a SET inside the driver's implicit transaction lasts for the session
 
 
+#: seconds a pooled connection may sit idle before its next checkout checks that it is alive
+#: (the driver's ``SELECT 1``; a dead one is replaced). Within a run connections go back and forth
+#: every few milliseconds: a ping on every checkout (SQLAlchemy's ``pool_pre_ping``) was ~150
+#: round trips and ~15 % of a 20,000-row PostgreSQL run (bench/README.md)
+PING_AFTER_IDLE = 1.0
+_IDLE_SINCE = "ctxprec_idle_since"
+#: pings sent on a connection (a count in its record's ``info``: tests, diagnostics)
+PINGS = "ctxprec_pings"
+
+
+def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
+    if record is not None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+
+def _on_checkout(dialect: Any, dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+    """Ping a connection idle for ``PING_AFTER_IDLE`` or longer (a new one, never checked in, is
+    not); one the server has dropped raises ``DisconnectionError``, and the pool connects afresh."""
+    since = record.info.pop(_IDLE_SINCE, None)
+    if since is None or time.monotonic() - since < PING_AFTER_IDLE:
+        return
+    record.info[PINGS] = record.info.get(PINGS, 0) + 1
+    try:
+        alive = dialect.do_ping(dbapi_conn)
+    except dialect.loaded_dbapi.Error as exc:
+        if not dialect.is_disconnect(exc, dbapi_conn, None):
+            raise
+        alive = False
+    if not alive:
+        raise DisconnectionError("a pooled connection idle since before the server dropped it: connecting again")
+
+
 def file_lineage(url: URL, table: str) -> Lineage:
     """A database file's table: ``<backend>:///abs/path`` / ``table`` (Airflow writes the asset
     URI ``<backend>:/abs/path/table``)."""
@@ -79,13 +122,16 @@ class Connections(Facts):
 
     def engine_arguments(self, url: URL, *, read_only: bool = False) -> dict[str, Any]:
         """Keyword arguments for ``create_engine`` (``read_only``: only where ``opens_read_only``)."""
-        return {"pool_pre_ping": True, **self.engine_options}
+        return dict(self.engine_options)
 
     def prepare_engine(self, engine: Engine, *, read_only: bool = False) -> None:
         """Set up a new engine: every new connection runs ``utc_session`` (naive timestamps, and
-        the partition bounds compared with them, are UTC whatever the server's time zone)."""
+        the partition bounds compared with them, are UTC whatever the server's time zone); a
+        pooled connection idle for ``PING_AFTER_IDLE`` seconds is pinged before it is used again."""
         if self.utc_session:
             event.listen(engine, "connect", functools.partial(_on_connect, self.utc_session))
+        event.listen(engine, "checkin", _on_checkin)
+        event.listen(engine, "checkout", functools.partial(_on_checkout, engine.dialect))
 
     def session_time_zone(self) -> str:
         """How a session is put in UTC (docs)."""
