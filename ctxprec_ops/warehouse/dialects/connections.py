@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import select
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -60,10 +61,10 @@ def _on_connect(statements: Sequence[str], dbapi_conn: Any, _record: Any) -> Non
     dbapi_conn.commit()  # a SET inside the driver's implicit transaction lasts for the session
 
 
-#: seconds a pooled connection may sit idle before its next checkout checks that it is alive
-#: (the driver's ``SELECT 1``; a dead one is replaced). Within a run connections go back and forth
-#: every few milliseconds: a ping on every checkout (SQLAlchemy's ``pool_pre_ping``) was ~150
-#: round trips and ~15 % of a 20,000-row PostgreSQL run (bench/README.md)
+#: seconds a pooled connection may sit idle before its next checkout pings it (the driver's
+#: ``SELECT 1``; a dead one is replaced). Within a run connections go back and forth every few
+#: milliseconds: a ping on every checkout (SQLAlchemy's ``pool_pre_ping``) was ~150 round trips
+#: and ~15 % of a 20,000-row PostgreSQL run (bench/README.md). Sooner, only its socket is polled
 PING_AFTER_IDLE = 1.0
 _IDLE_SINCE = "ctxprec_idle_since"
 #: pings sent on a connection (a count in its record's ``info``: tests, diagnostics)
@@ -75,10 +76,33 @@ def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
         record.info[_IDLE_SINCE] = time.monotonic()
 
 
+def _socket_closed(dbapi_conn: Any) -> bool:
+    """Whether the server has closed (or written to) an idle connection's socket: a killed session
+    or a restarted server sends its last message and closes, so the socket turns readable, which
+    an idle connection's never is otherwise. No round trip: one poll of the socket (a driver that
+    has none, e.g. SQLite, DuckDB or an HTTP client: False)."""
+    try:
+        fileno = getattr(dbapi_conn, "fileno", None)
+        fd = fileno() if fileno is not None else dbapi_conn._sock.fileno()
+    except Exception:  # no socket to look at (or a closed connection: its first use says so)
+        return False
+    if not isinstance(fd, int) or fd < 0:
+        return False
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR)
+        return bool(poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll() on this platform
+        return False
+
+
 def _on_checkout(dialect: Any, dbapi_conn: Any, record: Any, _proxy: Any) -> None:
-    """Ping a connection idle for ``PING_AFTER_IDLE`` or longer (a new one, never checked in, is
-    not); one the server has dropped raises ``DisconnectionError``, and the pool connects afresh."""
+    """A connection whose socket the server closed is replaced at once (no round trip); one idle
+    for ``PING_AFTER_IDLE`` or longer is pinged (a new one, never checked in, is not). A dead one
+    raises ``DisconnectionError``, and the pool connects afresh."""
     since = record.info.pop(_IDLE_SINCE, None)
+    if since is not None and _socket_closed(dbapi_conn):
+        raise DisconnectionError("the server closed a pooled connection: connecting again")
     if since is None or time.monotonic() - since < PING_AFTER_IDLE:
         return
     record.info[PINGS] = record.info.get(PINGS, 0) + 1
