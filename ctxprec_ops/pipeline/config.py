@@ -169,10 +169,7 @@ class PipelineConfig:
         if self.write_back and self.phoenix_url is None:
             raise ValueError("write_back='phoenix' needs phoenix_url: where to write the verdicts back to")
         check_bounds(self)  # numbers and choices, each against its declared bounds
-        if self.chunk_size is None:
-            from ..warehouse.engine import default_chunk_size
-
-            self.chunk_size = default_chunk_size(self.warehouse)
+        _ = self.rows_per_chunk  # None: the warehouse's default, resolved here once
         _ = self.trace_options  # validates the span settings (or refuses them for a flat table)
         if self.source_table is not None:
             split_table_name(self.source_table, self.source_schema, "source table name")
@@ -248,8 +245,9 @@ class PipelineConfig:
 
     @property
     def rows_per_chunk(self) -> int:
-        """``chunk_size`` as resolved on construction (the warehouse's default where it was None)."""
-        if self.chunk_size is None:  # set to None after construction: resolve it again
+        """``chunk_size``, None resolved to the warehouse family's default (on construction, and
+        again for a config whose field was cleared afterwards)."""
+        if self.chunk_size is None:
             from ..warehouse.engine import default_chunk_size
 
             self.chunk_size = default_chunk_size(self.warehouse)

@@ -325,8 +325,8 @@ def write_retrying(engine: Engine, work: Callable[[Connection], T]) -> T:
 
 def read_retrying(engine: Engine, work: Callable[[Connection], T]) -> T:
     """Run ``work`` (reads, safe to repeat) in a ``read_connection``, and once more on a new
-    connection when the server dropped the one it had (a restart, a killed session: a pooled
-    connection idle for less than ``PING_AFTER_IDLE`` is not pinged before it is used)."""
+    connection when the server dropped the one it had while it was in use (a restart, a killed
+    session: no check at checkout can see that coming)."""
     try:
         with read_connection(engine) as conn:
             return work(conn)

@@ -151,7 +151,8 @@ class Connections(Facts):
     def prepare_engine(self, engine: Engine, *, read_only: bool = False) -> None:
         """Set up a new engine: every new connection runs ``utc_session`` (naive timestamps, and
         the partition bounds compared with them, are UTC whatever the server's time zone); a
-        pooled connection idle for ``PING_AFTER_IDLE`` seconds is pinged before it is used again."""
+        pooled connection is checked when taken again (``_on_checkout``: its socket polled, a ping
+        after ``PING_AFTER_IDLE`` seconds idle)."""
         if self.utc_session:
             event.listen(engine, "connect", functools.partial(_on_connect, self.utc_session))
         event.listen(engine, "checkin", _on_checkin)

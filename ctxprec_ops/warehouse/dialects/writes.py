@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from ..write_rows import ColumnRows, batches, decoded, dedupe
 from .reads import Reads
 
-__all__ = ["Writes", "generic_upsert", "generic_insert_ignore", "on_conflict"]
+__all__ = ["Writes", "generic_upsert", "generic_insert_ignore", "on_conflict", "conflict_action"]
 
 
 class Writes(Reads):
@@ -97,6 +97,14 @@ def generic_insert_ignore(conn: Connection, table: Table, rows: Sequence[dict[st
         if conn.execute(found, {f"k_{k}": row[k] for k in keys}).first() is None:
             conn.execute(insert(table), [row])
     return len(rows)
+
+
+def conflict_action(preparer: Any, others: Sequence[str]) -> str:
+    """What ``ON CONFLICT`` does, as text (PostgreSQL's and DuckDB's statements written as text):
+    set ``others`` from the new row, or (none) ``DO NOTHING``."""
+    if not others:
+        return "DO NOTHING"
+    return "DO UPDATE SET " + ", ".join(f"{preparer.quote(c)} = EXCLUDED.{preparer.quote(c)}" for c in others)
 
 
 def on_conflict(insert_construct: Any, table: Table, keys: list[str], others: list[str]) -> Any:

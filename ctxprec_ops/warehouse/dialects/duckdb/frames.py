@@ -28,6 +28,7 @@ from sqlalchemy import Table
 from sqlalchemy.engine import Connection
 
 from ...write_rows import ColumnRows, bind_processors, bind_values
+from ..writes import conflict_action
 
 __all__ = ["frame_upsert", "registered_values"]
 
@@ -111,11 +112,7 @@ def frame_upsert(
     sql = f"INSERT INTO {target} ({quoted}) SELECT {casts} FROM {stage}"
     if not plain:
         conflict = ", ".join(prep.quote(k) for k in keys)
-        if others:
-            action = "DO UPDATE SET " + ", ".join(f"{prep.quote(c)} = excluded.{prep.quote(c)}" for c in others)
-        else:
-            action = "DO NOTHING"
-        sql += f" ON CONFLICT ({conflict}) {action}"
+        sql += f" ON CONFLICT ({conflict}) {conflict_action(prep, others or ())}"
     raw = conn.connection.dbapi_connection
     if raw is None:  # SQLAlchemy's handle lost its DBAPI connection (invalidated)
         raise RuntimeError(f"cannot write {table.name}: the connection is no longer usable")

@@ -22,6 +22,7 @@ from ...write_rows import (
     dedupe,
     keys_and_columns,
 )
+from ..writes import conflict_action
 from .conflicts import ROLLBACK, SAVEPOINT, insert_plain_first
 from .unnest import unnest_insert
 
@@ -63,7 +64,7 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]] |
         given = ColumnRows.from_dicts(deduped, cols, keep=keys)
     n = len(given)
     others = [c for c in cols if c not in keys]
-    action = _action(conn, others, update)
+    action = conflict_action(conn.dialect.identifier_preparer, others if update else ())
     if _wrapped(conn, table, lambda: unnest_insert(conn, table, given, action)):
         return n
     cols = [*given.columns, *given.shared]  # the order the staging table's columns follow
@@ -119,14 +120,6 @@ def copy_upsert(conn: Connection, table: Table, rows: Sequence[dict[str, Any]] |
     finally:
         cur.close()
     return n
-
-
-def _action(conn: Connection, others: Sequence[str], update: bool) -> str:
-    """What ``ON CONFLICT`` does: update the non-key columns (``update``), or nothing."""
-    if update and others:
-        q = conn.dialect.identifier_preparer
-        return "DO UPDATE SET " + ", ".join(f"{q.quote(c)} = EXCLUDED.{q.quote(c)}" for c in others)
-    return "DO NOTHING"
 
 
 def _warehouse_error(conn: Connection, what: str, exc: Exception) -> Exception:
