@@ -107,7 +107,7 @@ class _DroppingJudge(CountingJudge):
 
 
 def test_a_run_whose_connections_the_server_drops_between_chunks_accounts_for_every_row(pg_url, caplog):
-    """Twice during a run the sessions of its pool are killed while idle for less than
+    """Five times during a run the sessions of its pool are killed while idle for less than
     ``PING_AFTER_IDLE``: the chunk reads and writes that meet a dead
     connection run again on a new one, and every row ends scored exactly once."""
     import logging
@@ -115,7 +115,7 @@ def test_a_run_whose_connections_the_server_drops_between_chunks_accounts_for_ev
     from ctxprec_ops.pipeline import PipelineConfig, score_partition
 
     create_logs(get_engine(pg_url), day_rows(60))
-    judge = _DroppingJudge(pg_url, drop_on={25, 70})
+    judge = _DroppingJudge(pg_url, drop_on={10, 20, 30, 40, 50})
     with caplog.at_level(logging.WARNING, logger="ctxprec_ops.warehouse.engine"):
         summary = score_partition(PipelineConfig(warehouse=pg_url, judge=judge, chunk_size=10), DAY)
     assert judge.dropped >= 2

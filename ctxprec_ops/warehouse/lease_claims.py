@@ -32,7 +32,7 @@ from sqlalchemy.engine import Engine
 
 from ..errors import CtxPrecError
 from .dialects import dialect_of
-from .engine import read_connection, write_retrying
+from .engine import read_retrying, write_retrying
 from .holders import ClaimHolder, Process
 from .reflect import get_columns, has_table
 from .types import Double, LongText, Timestamp
@@ -190,8 +190,7 @@ def claims_of_others(engine: Engine, table: Table, scope: str, holder: str) -> l
     stmt = select(
         t.c.name, t.c.holder, t.c.run_id, t.c.host, t.c.pid, t.c.process_start, t.c.claimed_at, t.c.expires_at, t.c.ids
     ).where(t.c.scope == scope, t.c.holder != holder)
-    with read_connection(engine) as conn:
-        rows = conn.execute(stmt).all()
+    rows = read_retrying(engine, lambda conn: conn.execute(stmt).all())  # a chunk's read: a dropped connection retried
     out = []
     for name, who, run_id, host, pid, started, claimed, expires, ids in rows:
         process = Process(host, int(pid), started) if host is not None and pid is not None else None
