@@ -105,6 +105,83 @@ def test_group_reads_indexed_keys_and_whole_values_in_index_order():
     assert group({"d": '[{"x": 1}, "plain"]'}, "d") == [(0, {"x": 1}), (1, {"": "plain"})]
 
 
+def _group_by_scan(attrs, prefix):
+    """``group`` as a scan of every key (the reference its remembered key layouts must match)."""
+    items: dict[int, dict] = {}
+    whole = attrs.get(prefix)
+    if whole is not None:
+        whole = json.loads(whole) if isinstance(whole, str) and whole[:1] in "[{" else whole
+        if isinstance(whole, list):
+            for i, item in enumerate(whole):
+                items[i] = parse_attributes(item) if isinstance(item, dict) else {"": item}
+    for key, value in attrs.items():
+        if key.startswith(prefix + "."):
+            index, dot, rest = key[len(prefix) + 1 :].partition(".")
+            if dot and rest and index.isdigit() and index.isascii():
+                items.setdefault(int(index), {})[rest] = value
+    return sorted(items.items())
+
+
+def test_group_matches_a_scan_of_every_key_for_any_layout_and_values():
+    """Items are found through the layout of the keys (remembered per key tuple): spans sharing a
+    layout get their own values, and any layout reads as a scan of every key reads it."""
+    rng = random.Random(11)
+    pieces = ["d.0.x", "d.1.x", "d.1.y", "d.3.x", "d.10.x", "d.x", "d.01.z", "d.\u0663.x", "d.2", "dd.0.x", "d.0.x.y"]
+    pieces.append("o")
+    for n in range(4000):
+        keys = rng.sample(pieces, rng.randint(0, len(pieces)))
+        attrs = {k: rng.choice(["v", n, None, 1.5]) for k in keys}
+        if rng.random() < 0.2:
+            attrs["d"] = rng.choice(['[{"x": 1}, "plain"]', "not json", [{"x": {"y": 2}}], None])
+        assert group(attrs, "d") == _group_by_scan(attrs, "d"), attrs
+    same_keys = [{"d.0.x": i, "d.1.x": -i} for i in range(3)]
+    assert [group(a, "d") for a in same_keys] == [[(0, {"x": i}), (1, {"x": -i})] for i in range(3)]
+
+
+def _nodes_by_group(attrs, key="retrieval.documents"):
+    """OpenInference documents read the general way (``group``), as ``nodes`` reads other forms."""
+    out = []
+    for _i, f in group(attrs, key):
+        meta = f.get("document.metadata")
+        content = f.get("document.content")
+        out.append(
+            Node(
+                content if content is None or isinstance(content, str) else str(content),
+                f.get("document.id"),
+                f.get("document.score"),
+                json.loads(meta) if isinstance(meta, str) and meta[:1] in "[{" else meta,
+            )
+        )
+    return out
+
+
+def test_openinference_documents_read_as_the_general_reading_reads_them():
+    """The SDK's flat document keys are read through a layout remembered per key tuple: for any
+    fields, gaps, nulls and values, the documents are those the general reading (``group``) gives,
+    and spans sharing a layout get their own values."""
+    rng = random.Random(3)
+    fields = ["content", "id", "score", "metadata", "extra"]
+    values = {
+        "content": ["text a", "text b", None, 7],
+        "id": ["doc-1", 42, None],
+        "score": [0.5, 1, None, "high"],
+        "metadata": ['{"k": "v"}', "plain", None],
+        "extra": ["x"],
+    }
+    for _ in range(4000):
+        attrs: dict = {"openinference.span.kind": "RETRIEVER", "input.value": "q"}
+        for i in rng.sample(range(4), rng.randint(1, 4)):
+            for f in rng.sample(fields[:4], rng.randint(1, 4)) + (["extra"] if rng.random() < 0.05 else []):
+                attrs[f"retrieval.documents.{i}.document.{f}"] = rng.choice(values[f])
+        assert OI.nodes(attrs, "retrieve") == _nodes_by_group(attrs), attrs
+    spans = [
+        {f"retrieval.documents.{i}.document.{f}": f"{f}{i}-{n}" for i in range(3) for f in ("content", "id", "score")}
+        for n in range(3)
+    ]
+    for n, attrs in enumerate(spans):
+        assert OI.nodes(attrs, "retrieve") == [Node(f"content{i}-{n}", f"id{i}-{n}", f"score{i}-{n}") for i in range(3)]
+
+
 def test_queries_answers_and_bad_document_values():
     # a JSON query (some frameworks record the retriever's input as an object)
     attrs = {"input.value": '{"query": "the real question", "k": 3}', "input.mime_type": "application/json"}

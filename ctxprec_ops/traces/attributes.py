@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -204,26 +205,45 @@ def json_value(value: Any) -> Any:
     return value
 
 
+#: distinct key layouts remembered by ``group`` (spans of one instrumented application share a few)
+_LAYOUTS = 1024
+
+
+@lru_cache(maxsize=_LAYOUTS)
+def _group_layout(keys: tuple[str, ...], prefix: str) -> tuple[tuple[int, tuple[tuple[str, str], ...]], ...]:
+    """Where the items under ``prefix`` sit among ``keys``: ``(N, ((rest, key), ...))`` per index
+    ``N``, in index order (keys in their order within each item). Depends on the keys alone, so
+    spans with the same keys (one instrumented application's) share it."""
+    items: dict[int, list[tuple[str, str]]] = {}
+    start, n = prefix + ".", len(prefix) + 1
+    for key in keys:
+        if key.startswith(start):
+            index, dot, rest = key[n:].partition(".")
+            if dot and rest and index.isdigit() and index.isascii():
+                items.setdefault(int(index), []).append((rest, key))
+    return tuple((i, tuple(fields)) for i, fields in sorted(items.items()))
+
+
 def group(attrs: Mapping[str, Any], prefix: str) -> list[tuple[int, dict[str, Any]]]:
     """The indexed items under ``prefix`` (``prefix.N.rest`` keys), in index order, each as
     ``(N, {rest: value})``; a value stored whole at ``prefix`` (a list, or JSON text of one) is
     read too."""
-    items: dict[int, dict[str, Any]] = {}
+    layout = _group_layout(tuple(attrs), prefix)
     whole = attrs.get(prefix)
-    if whole is not None:
-        whole = json_value(whole)
-        if isinstance(whole, list):
-            for i, item in enumerate(whole):
-                flat: dict[str, Any] = {}
-                if isinstance(item, dict):
-                    _flatten("", item, flat)
-                else:
-                    flat[""] = item
-                items[i] = flat
-    start, n = prefix + ".", len(prefix) + 1
-    for key, value in attrs.items():
-        if key.startswith(start):
-            index, dot, rest = key[n:].partition(".")
-            if dot and rest and index.isdigit() and index.isascii():
-                items.setdefault(int(index), {})[rest] = value
+    if whole is None:  # the usual span: the items' keys are known from the layout, no scan of every key
+        return [(i, {rest: attrs[key] for rest, key in fields}) for i, fields in layout]
+    items: dict[int, dict[str, Any]] = {}
+    whole = json_value(whole)
+    if isinstance(whole, list):
+        for i, item in enumerate(whole):
+            flat: dict[str, Any] = {}
+            if isinstance(item, dict):
+                _flatten("", item, flat)
+            else:
+                flat[""] = item
+            items[i] = flat
+    for i, fields in layout:
+        found = items.setdefault(i, {})
+        for rest, key in fields:
+            found[rest] = attrs[key]
     return sorted(items.items())

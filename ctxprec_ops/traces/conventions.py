@@ -19,8 +19,8 @@ keep the query, the ranked documents and the answer.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import cache, lru_cache
-from operator import methodcaller
+from functools import lru_cache
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from .attributes import group, json_value
@@ -98,9 +98,32 @@ def _document_keys(key: str, index: int) -> tuple[str, str, str, str]:
     return head + "content", head + "id", head + "score", head + "metadata"
 
 
-@cache
-def _starts_with(key: str) -> methodcaller:
-    return methodcaller("startswith", key + ".")
+@lru_cache(maxsize=1024)
+def _flat_layout(
+    keys: tuple[str, ...], key: str
+) -> tuple[itemgetter[Any], tuple[tuple[int, ...], ...] | None, int] | None:
+    """How ``OpenInference._flat_nodes`` reads documents from spans with these ``keys``: a getter of
+    every document key in order, which fields (0 content, 1 id, 2 score, 3 metadata) each
+    document has (None: content, id and score, each of them — the usual span), and how many keys;
+    None when they are stored otherwise (other fields under
+    ``key``, a gap in the indices, or a value stored whole at ``key``). Depends on the keys
+    alone: spans of one instrumented application share it."""
+    present = set(keys)
+    if key in present:
+        return None
+    wanted: list[str] = []
+    fields: list[tuple[int, ...]] = []
+    while True:
+        have = tuple(slot for slot, k in enumerate(_document_keys(key, len(fields))) if k in present)
+        if not have:
+            break
+        wanted += [_document_keys(key, len(fields))[slot] for slot in have]
+        fields.append(have)
+    start = key + "."
+    if not wanted or len(wanted) != sum(1 for k in keys if k.startswith(start)):
+        return None  # other fields or gaps (or no documents): the general reading
+    shape = None if all(f == (0, 1, 2) for f in fields) else tuple(fields)
+    return itemgetter(*wanted), shape, len(wanted)
 
 
 class Convention:
@@ -181,21 +204,31 @@ class OpenInference(Convention):
         """The documents when they are stored as the SDK records them (flat keys ``key.0.document.
         content`` ..., indices 0..n-1, only the four standard fields, metadata as JSON text);
         None otherwise (then ``group`` reads any form)."""
+        layout = _flat_layout(tuple(attrs), key)
+        if layout is None:
+            return None
+        getter, fields, count = layout
+        values = getter(attrs)
+        if count == 1:
+            values = (values,)
+        if None in values:
+            return None  # a field recorded as null: the general reading decides
+        if fields is None:  # the usual span: every document has content, id and score
+            contents = values[0::3]
+            if not all(type(c) is str for c in contents):
+                return None
+            return list(map(Node, contents, values[1::3], values[2::3]))
         out: list[Node] = []
-        used = 0
-        get = attrs.get
-        while True:
-            content_key, id_key, score_key, meta_key = _document_keys(key, len(out))
-            content, doc_id, score, meta = get(content_key), get(id_key), get(score_key), get(meta_key)
-            found = (content is not None) + (doc_id is not None) + (score is not None) + (meta is not None)
-            if not found:
-                break
-            used += found
+        at = 0
+        for present in fields:  # per document: which of content, id, score, metadata it has
+            got = [None, None, None, None]
+            for slot in present:
+                got[slot] = values[at]
+                at += 1
+            content, doc_id, score, meta = got
             if content is not None and type(content) is not str:
                 return None
             out.append(Node(content, doc_id, score, meta if meta is None else json_value(meta)))
-        if used != sum(map(_starts_with(key), attrs)) or key in attrs:
-            return None  # other fields, gaps or another form: the general reading
         return out
 
     def answer(self, attrs: Mapping[str, Any]) -> str | None:
