@@ -140,7 +140,13 @@ def _stream_threads(cfg: PipelineConfig) -> set[str]:
 
     def look(_event: ProgressEvent) -> None:
         # "ctxprec-read_0" -> "ctxprec-read", "ctxprec-claims-3e7437e2" (a claims heartbeat) -> "ctxprec-claims"
-        names = [t.name.rsplit("_", 1)[0] for t in threading.enumerate() if t.name.startswith("ctxprec-")]
+        # (not the one importing finalize's modules ahead, "ctxprec-warm": started only where they
+        # were not imported yet, a process's first run)
+        names = [
+            t.name.rsplit("_", 1)[0]
+            for t in threading.enumerate()
+            if t.name.startswith("ctxprec-") and not t.name.startswith("ctxprec-warm")
+        ]
         seen.update("-".join(n.split("-")[:2]) for n in names)
 
     summary = score_partition(cfg, DAY, progress=look)
@@ -159,3 +165,16 @@ def test_a_stream_with_nothing_to_wait_for_on_sqlite_runs_on_one_thread(judge_se
     judge_server.latency = 0.01
     remote = _remote(judge_server, _warehouse(tmp_path / "wh2.db", 12))
     assert _stream_threads(remote) == {"ctxprec-read", "ctxprec-write", "ctxprec-verdicts", "ctxprec-claims"}
+
+
+def test_a_spans_source_reads_on_its_own_thread_even_on_sqlite(tmp_path):
+    """A spans table's chunk read waits on SQLite long enough (every span of the id range, then the
+    traces' LLM spans) to be worth overlapping with judging the chunk before: the reader and the
+    writer threads run even with an inline judge, where a flat table's run keeps to one thread."""
+    from tests.helpers import traces as T
+
+    url = f"sqlite:///{tmp_path / 'spans.db'}"
+    data = [(f"question {i}?", [f"note {i}", f"fact {i}"], f"answer {i}") for i in range(12)]
+    T.write_spans(get_engine(url), T.span_rows(T.langchain_spans(data), DAY))
+    spans = PipelineConfig(warehouse=url, judge="lexical", chunk_size=5, source_format="openinference")
+    assert _stream_threads(spans) == {"ctxprec-read", "ctxprec-write"}

@@ -76,6 +76,10 @@ class SourceReader(Protocol):
     #: extra keys of a logical row that travel to its score row (and, where the failures table
     #: has the column, to its failure row)
     extra_columns: tuple[str, ...]
+    #: a chunk's read waits on the database long enough (per case, more than a flat table's
+    #: read) that reading on its own thread, while the chunk before is judged, pays for the
+    #: handing over between threads even where the database runs in process (``pipeline.stream``)
+    reads_overlap_judging: bool
 
     @property
     def name(self) -> str:
@@ -101,6 +105,8 @@ class RowsReader:
     """A flat table: its rows are the cases."""
 
     extra_columns: tuple[str, ...] = ()
+    #: a chunk is one range read: in process (SQLite, DuckDB) it is read between judging
+    reads_overlap_judging = False
 
     def __init__(self, source: SourceTable, to_case: Any) -> None:
         self.source = source

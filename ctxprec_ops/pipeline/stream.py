@@ -130,8 +130,13 @@ class _Stream:
         #: chunks read with rows another run held, by index: their latest visit
         self.held: dict[int, _Open] = {}
         #: nothing to wait for: every step is this process's CPU (SQLite runs in process, the judge
-        #: answers inline or is not needed), so reads and writes run on the event loop's thread
-        self.serial = dialect_of(ctx.engine).serial_in_process and (self.inline or not cfg.kind.needs_judge)
+        #: answers inline or is not needed), so reads and writes run on the event loop's thread —
+        #: unless the source's reads wait on the database long enough to overlap (a spans table)
+        self.serial = (
+            dialect_of(ctx.engine).serial_in_process
+            and (self.inline or not cfg.kind.needs_judge)
+            and not ctx.rows.reads_overlap_judging
+        )
         self.reader = ThreadPoolExecutor(1, thread_name_prefix="ctxprec-read")
         # reads and writes take turns on the reader's thread when one connection is shared by every
         # thread (in-memory SQLite)
