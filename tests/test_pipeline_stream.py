@@ -167,6 +167,17 @@ def test_a_stream_with_nothing_to_wait_for_on_sqlite_runs_on_one_thread(judge_se
     assert _stream_threads(remote) == {"ctxprec-read", "ctxprec-write", "ctxprec-verdicts", "ctxprec-claims"}
 
 
+def test_duckdb_reads_and_writes_on_their_own_threads_with_an_inline_judge(duckdb_url):
+    """DuckDB runs in process too, but its statements run on its own threads without the GIL and
+    each write's commit waits on an fsync: with an inline judge a DuckDB run keeps the reader and
+    the writer threads, which overlap them with the judging (SQLite's run stays on one thread)."""
+    create_logs(get_engine(duckdb_url), _rows(12))
+    assert _stream_threads(PipelineConfig(warehouse=duckdb_url, judge="lexical", chunk_size=5)) == {
+        "ctxprec-read",
+        "ctxprec-write",
+    }
+
+
 def test_a_spans_source_reads_on_its_own_thread_even_on_sqlite(tmp_path):
     """A spans table's chunk read waits on SQLite long enough (every span of the id range, then the
     traces' LLM spans) to be worth overlapping with judging the chunk before: the reader and the

@@ -47,7 +47,7 @@ CAPABILITIES: tuple[tuple[str, Any], ...] = (
     ("Grants checked before judging", lambda d: _yes(d.has_grants)),
     ("Session time zone", lambda d: d.session_time_zone()),
     ("Snapshot reads", lambda d: d.snapshot_isolation or "the read transaction"),
-    ("One writer, in process", lambda d: _yes(d.serial_in_process)),
+    ("One thread with an inline judge", lambda d: _yes(d.serial_in_process)),
     ("Key text", lambda d: _ddl(d, d.key_text_type(None))),
     ("Key codes (partition, mapping)", lambda d: _ddl(d, d.key_code_type(16))),
     ("Judge model in keys", lambda d: _ddl(d, d.model_name_type())),
