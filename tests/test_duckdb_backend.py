@@ -3,6 +3,7 @@ tests/conformance/): its staged write works without pyarrow."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 
@@ -10,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
-from ctxprec_ops.warehouse.engine import get_engine
+from ctxprec_ops.warehouse.engine import get_engine, release_sqlite_files
 from tests.fixtures.warehouse_data import CountingJudge, create_logs, day_rows
 
 DAY = "2026-11-28"
@@ -193,3 +194,43 @@ def test_rows_go_in_plainly_and_a_key_that_exists_runs_the_write_again(duckdb_ur
         assert write([{"k": "next", "v": 0}]) == ["plain"]  # no spell from a NOT NULL error
     finally:
         sa.event.remove(engine, "before_cursor_execute", seen)
+
+
+@pytest.mark.parametrize(
+    ("pool", "judge"),
+    [
+        ("engine of the caller", "lexical"),
+        ("engine of the caller", "network"),
+        ("url", "network"),
+        ("url", "in a loop"),
+    ],
+)
+def test_an_in_memory_duckdb_database_is_scored_whole(duckdb_url, judge_server, judge, pool):
+    """An in-memory DuckDB database exists once per connection: the caller's engine (SQLAlchemy
+    gives it a connection per thread) and ``get_engine("duckdb:///:memory:")`` (one connection
+    shared) must both be read and written where the caller's tables are, by an inline judge and by
+    a judge over the network (whose run otherwise reads, writes and commits verdicts on threads) —
+    the URL's also from inside a running event loop (a notebook's), where the run goes on a thread
+    of its own."""
+    engine = (
+        sa.create_engine("duckdb:///:memory:") if pool == "engine of the caller" else get_engine("duckdb:///:memory:")
+    )
+    rows = [dict(r, retrieval_context=json.dumps(r["retrieval_context"])) for r in day_rows(11)]
+    create_logs(engine, rows, context_type=sa.Text)
+    network = dict(judge="judge-test-model", judge_base_url=judge_server.base_url, judge_api_key="k", concurrency=4)
+    cfg = PipelineConfig(warehouse=engine, chunk_size=4, **(network if judge != "lexical" else {"judge": "lexical"}))
+    if judge == "in a loop":
+
+        async def in_a_loop():
+            return score_partition(cfg, DAY)
+
+        summary = asyncio.run(in_a_loop())
+    else:
+        summary = score_partition(cfg, DAY)
+    assert (summary.status, summary.rows_total, summary.rows_scored) == ("succeeded", 11, 11), summary.error_message
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM ctxprec_scores").scalar() == 11
+        if judge != "lexical":  # the verdicts were written, with their chunks or as they came
+            assert conn.exec_driver_sql("SELECT count(*) FROM ctxprec_judgments").scalar() > 0
+    if pool == "url":  # the process's cached engine: a later run on the URL starts from nothing
+        release_sqlite_files()

@@ -129,10 +129,14 @@ class _Stream:
         self.results: dict[int, ChunkResult] = {}
         #: chunks read with rows another run held, by index: their latest visit
         self.held: dict[int, _Open] = {}
+        #: a connection per thread (SQLAlchemy's ``SingletonThreadPool``, an in-memory DuckDB engine's
+        #: default): a thread of ours would open a database of its own, empty, so every read and
+        #: write stays on the event loop's thread
+        per_thread = isinstance(ctx.engine.pool, SingletonThreadPool)
         #: nothing to wait for: every step is this process's CPU (SQLite runs in process, the judge
         #: answers inline or is not needed), so reads and writes run on the event loop's thread —
         #: unless the source's reads wait on the database long enough to overlap (a spans table)
-        self.serial = (
+        self.serial = per_thread or (
             dialect_of(ctx.engine).serial_in_process
             and (self.inline or not cfg.kind.needs_judge)
             and not ctx.rows.reads_overlap_judging
@@ -157,7 +161,7 @@ class _Stream:
                 schema=cfg.output_schema,
                 lease=cfg.claim_lease_seconds,
             )
-        if paid and not self.stable_prompts:
+        if paid and not self.stable_prompts and not per_thread:  # (per thread: with their chunk)
             self.saver = self.writer if shared else ThreadPoolExecutor(1, thread_name_prefix="ctxprec-verdicts")
             self.flush = VerdictFlush(self._save_verdicts, self.saver)
             self.unsaved = asyncio.Semaphore(cfg.concurrency)

@@ -105,9 +105,9 @@ def _flat_layout(
     """How ``OpenInference._flat_nodes`` reads documents from spans with these ``keys``: a getter of
     every document key in order, which fields (0 content, 1 id, 2 score, 3 metadata) each
     document has (None: content, id and score, each of them — the usual span), and how many keys;
-    None when they are stored otherwise (other fields under
-    ``key``, a gap in the indices, or a value stored whole at ``key``). Depends on the keys
-    alone: spans of one instrumented application share it."""
+    None when they are stored otherwise (other fields under ``key``, a gap in the indices, or a
+    value stored whole at ``key``). Depends on the keys alone: spans of one instrumented
+    application share it."""
     present = set(keys)
     if key in present:
         return None

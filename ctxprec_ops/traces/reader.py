@@ -83,7 +83,7 @@ class SpanReader:
     extra_columns: tuple[str, ...] = ("trace_id", "span_id", "documents", "reference")
     #: a chunk's read visits every span of its id range and probes the traces of its case spans:
     #: read on its own thread, the database's part of it overlaps judging the chunk before, even on
-    #: SQLite (~+6 % cases/s, bench/bench_traces.py)
+    #: SQLite (+5 – 9 % cases/s, bench/README.md)
     reads_overlap_judging = True
 
     def __init__(

@@ -16,6 +16,7 @@ from sqlalchemy import Float, LargeBinary, Numeric, String, Table, select
 from sqlalchemy import column as sql_column
 from sqlalchemy import table as sql_table
 from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeEngine
 
@@ -65,7 +66,7 @@ class DuckDBDialect(Dialect):
     utc_session = ("SET TimeZone = 'UTC'",)
     # in process, but unlike SQLite its statements run on DuckDB's own threads without the GIL and
     # each write's commit waits on an fsync: with a judge that answers inline, the reader and
-    # writer threads overlap them with the judging (+3 % at 20,000 rows, +20 % at 100,000, where
+    # writer threads overlap them with the judging (+5 % at 20,000 rows, +20 % at 100,000, where
     # the look-ups scan larger tables; bench/README.md)
     serial_in_process = False
 
@@ -75,6 +76,14 @@ class DuckDBDialect(Dialect):
 
     def in_memory(self, url: URL) -> bool:
         return url.database in (None, "", ":memory:")
+
+    def engine_arguments(self, url: URL, *, read_only: bool = False) -> dict[str, Any]:
+        """An in-memory database is one connection shared by every thread, as SQLite's (the
+        driver's default pool gives each thread a connection, and each its own empty database)."""
+        arguments = super().engine_arguments(url, read_only=read_only)
+        if self.in_memory(url):
+            arguments["poolclass"] = StaticPool
+        return arguments
 
     def write_conflict(self, exc: BaseException) -> bool:
         """DuckDB's concurrency is optimistic: of two transactions writing the same row (or
