@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
 from ..errors import one_line
 from ..secrets import redact
@@ -23,6 +27,8 @@ from .run_figures import ScoresChanged, run_figures
 __all__ = ["finalize_run", "write_run", "run_row", "record_abort"]
 
 log = logging.getLogger("ctxprec_ops.pipeline")
+
+T = TypeVar("T")
 
 #: reads of the figures at most, when a concurrent writer changes the scores between the count and
 #: the stream (a family without snapshot reads)
@@ -88,6 +94,19 @@ def _rows_outside(ctx: PipelineContext, partition: Partition) -> tuple[int, int]
     return unpartitioned, without_id
 
 
+def _beside(ctx: PipelineContext, fn: Callable[..., T], *args: Any) -> Callable[[], T]:
+    """``fn(*args)`` started on a thread of its own where the engine can serve a second connection
+    at the same time (not one connection shared by every thread, nor one per thread of an
+    in-memory database); returns how to wait for its result."""
+    if isinstance(ctx.engine.pool, (StaticPool, SingletonThreadPool)):
+        value = fn(*args)
+        return lambda: value
+    pool = ThreadPoolExecutor(1, thread_name_prefix="ctxprec-finalize")
+    future = pool.submit(fn, *args)
+    pool.shutdown(wait=False)  # the thread ends with its one task
+    return future.result
+
+
 def _figures(
     ctx: PipelineContext, partition_key: str, run_id: str, results: list[ChunkResult]
 ) -> tuple[dict[str, Any], dict[str, int], dict[str, float | None], dict[str, Any]]:
@@ -141,9 +160,10 @@ def finalize_run(
     ctx = context or prepare(config)
     key = ctx.key
     results = [ChunkResult.from_dict(c) if isinstance(c, dict) else c for c in (chunk_results or [])]
+    outside = _beside(ctx, _rows_outside, ctx, partition)  # a scan of its own, while the ledger reads
     ledger = reconcile(ctx, partition)
     counts, failed, figures, spend = _figures(ctx, partition_key, run_id, results)
-    unpartitioned, without_id = _rows_outside(ctx, partition)
+    unpartitioned, without_id = outside()
     sample = ctx.config.sample
     rows_failed = sum(failed.values())
     summary = RunSummary(
