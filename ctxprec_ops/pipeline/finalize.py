@@ -9,11 +9,9 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy.pool import SingletonThreadPool, StaticPool
-
 from ..errors import one_line
 from ..secrets import redact
-from ..warehouse.engine import read_connection, write_retrying
+from ..warehouse.engine import connections_at_once, read_connection, write_retrying
 from ..warehouse.source import Partition
 from ..warehouse.store import failure_counts, mark_interrupted_runs, partition_counts, partition_scores, run_spend
 from ..warehouse.upsert import upsert
@@ -98,7 +96,7 @@ def _beside(ctx: PipelineContext, fn: Callable[..., T], *args: Any) -> Callable[
     """``fn(*args)`` started on a thread of its own where the engine can serve a second connection
     at the same time (not one connection shared by every thread, nor one per thread of an
     in-memory database); returns how to wait for its result."""
-    if isinstance(ctx.engine.pool, (StaticPool, SingletonThreadPool)):
+    if not connections_at_once(ctx.engine):
         value = fn(*args)
         return lambda: value
     pool = ThreadPoolExecutor(1, thread_name_prefix="ctxprec-finalize")

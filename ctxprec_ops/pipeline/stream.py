@@ -43,8 +43,6 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy.pool import SingletonThreadPool, StaticPool
-
 from .._async import run_sync
 from .._gc import quiet_gc
 from ..cases.results import MetricResult
@@ -56,7 +54,7 @@ from ..judge.retry import RetryWaits
 from ..scoring.verdicts import NodeVerdict
 from ..warehouse.claims import RowClaims, claim_scope, waiting_text
 from ..warehouse.dialects import dialect_of
-from ..warehouse.engine import in_memory, write_retrying
+from ..warehouse.engine import connections_at_once, connections_per_thread, in_memory, write_retrying
 from ..warehouse.upsert import insert_ignore
 from .cascade import ensure_cascade
 from .chunk import finish_chunk, judgment_rows
@@ -132,7 +130,7 @@ class _Stream:
         #: a connection per thread (SQLAlchemy's ``SingletonThreadPool``, an in-memory DuckDB engine's
         #: default): a thread of ours would open a database of its own, empty, so every read and
         #: write stays on the event loop's thread
-        per_thread = isinstance(ctx.engine.pool, SingletonThreadPool)
+        per_thread = connections_per_thread(ctx.engine)
         #: nothing to wait for: every step is this process's CPU (SQLite runs in process, the judge
         #: answers inline or is not needed), so reads and writes run on the event loop's thread —
         #: unless the source's reads wait on the database long enough to overlap (a spans table)
@@ -144,7 +142,7 @@ class _Stream:
         self.reader = ThreadPoolExecutor(1, thread_name_prefix="ctxprec-read")
         # reads and writes take turns on the reader's thread when one connection is shared by every
         # thread (in-memory SQLite)
-        shared = isinstance(ctx.engine.pool, (StaticPool, SingletonThreadPool))
+        shared = not connections_at_once(ctx.engine)
         self.writer = self.reader if shared else ThreadPoolExecutor(1, thread_name_prefix="ctxprec-write")
         #: a judge that is paid for (waited for, not offline): its rows are claimed and its verdicts
         #: committed as they arrive

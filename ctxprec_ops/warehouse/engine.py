@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.engine.url import URL
+from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
 from ..errors import CtxPrecError
 from ..secrets import redact_url, register_secret
@@ -63,6 +64,8 @@ __all__ = [
     "default_driver",
     "in_memory",
     "write_retrying",
+    "connections_per_thread",
+    "connections_at_once",
 ]
 
 _engines: dict[str, Engine] = {}
@@ -126,6 +129,19 @@ def in_memory(url: str | URL) -> bool:
     except ValueError:
         return False
     return _family(u).in_memory(u)
+
+
+def connections_per_thread(engine: Engine) -> bool:
+    """Whether each thread gets a connection of its own that only it uses (SQLAlchemy's
+    ``SingletonThreadPool``, the default of an in-memory database a caller builds): a thread of
+    ours would then open a database of its own — empty, when it is in memory."""
+    return isinstance(engine.pool, SingletonThreadPool)
+
+
+def connections_at_once(engine: Engine) -> bool:
+    """Whether threads of this process may each use a pooled connection at the same time (not one
+    connection shared by every thread, an in-memory SQLite's or DuckDB's, nor one per thread)."""
+    return not isinstance(engine.pool, (StaticPool, SingletonThreadPool))
 
 
 def database_file(url: str | URL) -> str | None:
