@@ -4,8 +4,10 @@ transaction, as soon as its own last case is judged."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
+import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.pipeline import PipelineConfig, ProgressEvent, score_partition
@@ -189,3 +191,34 @@ def test_a_spans_source_reads_on_its_own_thread_even_on_sqlite(tmp_path):
     T.write_spans(get_engine(url), T.span_rows(T.langchain_spans(data), DAY))
     spans = PipelineConfig(warehouse=url, judge="lexical", chunk_size=5, source_format="openinference")
     assert _stream_threads(spans) == {"ctxprec-read", "ctxprec-write"}
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "duckdb:///:memory:"])
+def test_a_per_thread_in_memory_engine_inside_a_running_loop_is_refused_before_anything_is_written(url):
+    """Inside a running event loop (a notebook's) the run goes on a thread of its own, and an engine
+    giving each thread its own connection (SQLAlchemy's default for an in-memory database) would show
+    it another, empty database ("no such table"): refused at once, saying how to build the engine,
+    nothing written; built that way (one connection shared), the same run scores every row."""
+    if url.startswith("duckdb"):
+        pytest.importorskip("duckdb_engine")
+    from sqlalchemy.pool import StaticPool
+
+    from ctxprec_ops.warehouse.engine import ThreadBoundEngineError
+
+    async def in_a_loop(engine: sa.Engine):
+        return score_partition(PipelineConfig(warehouse=engine, judge="lexical", chunk_size=4), DAY)
+
+    engine = sa.create_engine(url)
+    create_logs(engine, _rows(6))
+    with pytest.raises(ThreadBoundEngineError, match="poolclass=sqlalchemy.pool.StaticPool"):
+        asyncio.run(in_a_loop(engine))
+    assert sa.inspect(engine).get_table_names() == ["retrieval_logs"]  # no output table, no run row
+
+    shared = sa.create_engine(
+        url,
+        poolclass=StaticPool,
+        **({"connect_args": {"check_same_thread": False}} if url.startswith("sqlite") else {}),
+    )
+    create_logs(shared, _rows(6))
+    summary = asyncio.run(in_a_loop(shared))
+    assert (summary.status, summary.rows_scored) == ("succeeded", 6)

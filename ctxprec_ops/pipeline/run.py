@@ -16,9 +16,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy.engine import Engine
+
 from .._warm import warm_imports
 from ..judge.budget import Budget
-from ..warehouse.engine import display_url
+from ..warehouse.engine import check_reachable_from_a_thread, display_url
 from ..warehouse.source import Partition
 from .cascade import ensure_cascade
 from .config import PipelineConfig
@@ -235,6 +237,8 @@ def score_partition(
     """
     partition = Partition.of(partition_key)  # parsed once, here: passed on as it is
     partition_key = partition.key
+    if isinstance(config.warehouse, Engine):  # the caller's (one built from a URL shares a connection)
+        check_reachable_from_a_thread(config.warehouse)
     run_id = run_id or uuid.uuid4().hex
     transport = transport or transport_for(config.judge_mode)
     stage_source(config, partition)  # a source outside the warehouse (Phoenix): staged first

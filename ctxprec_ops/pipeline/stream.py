@@ -54,7 +54,13 @@ from ..judge.retry import RetryWaits
 from ..scoring.verdicts import NodeVerdict
 from ..warehouse.claims import RowClaims, claim_scope, waiting_text
 from ..warehouse.dialects import dialect_of
-from ..warehouse.engine import connections_at_once, connections_per_thread, in_memory, write_retrying
+from ..warehouse.engine import (
+    check_reachable_from_a_thread,
+    connections_at_once,
+    connections_per_thread,
+    in_memory,
+    write_retrying,
+)
 from ..warehouse.upsert import insert_ignore
 from .cascade import ensure_cascade
 from .chunk import finish_chunk, judgment_rows
@@ -424,6 +430,7 @@ def score_chunks(
     """
     if not chunks:
         return []
+    check_reachable_from_a_thread(ctx.engine)  # before a chunk is claimed or read
     ensure_cascade(ctx, chunks[0].partition)  # a cascade's threshold: the run's, when set apart
     if budget is None:
         budget = remaining_budget(ctx, run_id)

@@ -66,6 +66,8 @@ __all__ = [
     "write_retrying",
     "connections_per_thread",
     "connections_at_once",
+    "check_reachable_from_a_thread",
+    "ThreadBoundEngineError",
 ]
 
 _engines: dict[str, Engine] = {}
@@ -136,6 +138,30 @@ def connections_per_thread(engine: Engine) -> bool:
     ``SingletonThreadPool``, the default of an in-memory database a caller builds): a thread of
     ours would then open a database of its own — empty, when it is in memory."""
     return isinstance(engine.pool, SingletonThreadPool)
+
+
+class ThreadBoundEngineError(CtxPrecError, ValueError):
+    """The engine gives each thread a connection of its own, and the run cannot stay on this one."""
+
+
+def check_reachable_from_a_thread(engine: Engine) -> None:
+    """Inside a running event loop (a notebook's, an async server's) a run goes on a thread of its
+    own; an engine whose connections are per thread would show that thread another database —
+    empty, when it is in memory. Said before anything is written, with the way out."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return  # the run stays on this thread
+    if connections_per_thread(engine):
+        raise ThreadBoundEngineError(
+            f"the warehouse engine ({display_url(engine)}) gives each thread a connection of its own "
+            "(SQLAlchemy's SingletonThreadPool, the default of an in-memory database), and a run started "
+            "inside a running event loop goes on a thread of its own: it would see another, empty "
+            "database. Build the engine with poolclass=sqlalchemy.pool.StaticPool (one connection every "
+            "thread shares) or use a database file"
+        )
 
 
 def connections_at_once(engine: Engine) -> bool:
