@@ -183,6 +183,8 @@ class RequestQuota:
         self._header_token_pace: tuple[float, float] = (0.0, 0.0)
         self.waited_seconds = 0.0
         self.requests = 0
+        #: when the last request re-spaced after a stall goes (``wait``)
+        self._respaced = 0.0
 
     @property
     def capped(self) -> bool:
@@ -215,10 +217,28 @@ class RequestQuota:
             await self.wait(wait)
 
     async def wait(self, wait: float) -> None:
-        """Wait out a send slot ``reserve`` booked ``wait`` seconds ahead (``acquire``'s second half)."""
-        if wait > 0:
-            self.waited_seconds += wait
-            await asyncio.sleep(wait)
+        """Wait out a send slot ``reserve`` booked ``wait`` seconds ahead (``acquire``'s second half).
+
+        A stall (the event loop blocked, the host busy) wakes every slot booked within it at once:
+        a request woken late by more than half an interval — or before the last one so woken has
+        had its interval — is re-spaced one interval after it, and the slots booked later move
+        past them, so the requests never go out in a burst."""
+        if wait <= 0:
+            return
+        self.waited_seconds += wait
+        due = time.monotonic() + wait
+        await asyncio.sleep(wait)
+        now = time.monotonic()
+        interval = self._request_interval(now)
+        slack = interval / 2
+        if interval <= 0 or (now - due <= slack and now >= self._respaced + interval - slack):
+            return  # on time
+        target = max(now, self._respaced + interval)
+        self._respaced = target
+        self._next_request = max(self._next_request, target + interval)
+        if target > now:
+            self.waited_seconds += target - now
+            await asyncio.sleep(target - now)
 
     def settle(self, estimated: float, actual: float | None) -> None:
         """Correct the token schedule once a request's real usage is known."""
