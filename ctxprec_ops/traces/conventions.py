@@ -114,10 +114,11 @@ def _flat_layout(
     wanted: list[str] = []
     fields: list[tuple[int, ...]] = []
     while True:
-        have = tuple(slot for slot, k in enumerate(_document_keys(key, len(fields))) if k in present)
+        names = _document_keys(key, len(fields))
+        have = tuple(slot for slot, name in enumerate(names) if name in present)
         if not have:
             break
-        wanted += [_document_keys(key, len(fields))[slot] for slot in have]
+        wanted += [names[slot] for slot in have]
         fields.append(have)
     start = key + "."
     if not wanted or len(wanted) != sum(1 for k in keys if k.startswith(start)):
