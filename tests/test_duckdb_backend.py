@@ -234,3 +234,55 @@ def test_an_in_memory_duckdb_database_is_scored_whole(duckdb_url, judge_server, 
             assert conn.exec_driver_sql("SELECT count(*) FROM ctxprec_judgments").scalar() > 0
     if pool == "url":  # the process's cached engine: a later run on the URL starts from nothing
         release_sqlite_files()
+
+
+def test_a_database_attached_read_only_is_refused_before_judging(duckdb_url):
+    """DuckDB has no grants to probe: a file opened with ``access_mode=read_only`` is refused by
+    one catalogue query before any judge call, with a message that says so (not "grant it ..."),
+    and nothing is written; the same file opened writable is scored."""
+    from ctxprec_ops.warehouse.permissions import OutputPermissionError
+    from ctxprec_ops.warehouse.schema import ensure_output_tables
+
+    _load(duckdb_url)
+    ensure_output_tables(get_engine(duckdb_url))  # the tables exist: ensuring them writes nothing
+    get_engine(duckdb_url).dispose()  # DuckDB: one process opens a file one way
+    read_only = f"{duckdb_url}?access_mode=read_only"
+    judge = CountingJudge()
+    with pytest.raises(OutputPermissionError) as info:
+        score_partition(PipelineConfig(warehouse=read_only, judge=judge, chunk_size=3), DAY)
+    assert "attached read-only" in str(info.value) and "grant" not in str(info.value)
+    assert judge.calls == 0
+    with get_engine(read_only).connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM ctxprec_runs").scalar_one() == 0
+    get_engine(read_only).dispose()
+    summary = score_partition(PipelineConfig(warehouse=duckdb_url, judge=judge, chunk_size=3), DAY)
+    assert summary.rows_scored == 7 and judge.calls > 0
+
+
+def test_the_output_tables_columns_are_read_in_one_query(duckdb_url):
+    """Ensuring the output tables reads the four tables' columns from ``information_schema`` in
+    one query (``migrate.StoredColumns``), not twice a table; a table an older version left
+    without a column still gets it."""
+    from ctxprec_ops.warehouse import schema
+
+    engine = get_engine(duckdb_url)
+    tables = schema.ensure_output_tables(engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE ctxprec_scores DROP COLUMN reference")  # nullable: added back
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", seen)
+    try:
+        schema._ensured.pop(engine, None)
+        schema.ensure_output_tables(engine)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", seen)
+    reads = [s for s in statements if "information_schema.columns" in s]
+    assert len(reads) == 1, reads  # the four tables at once (eight queries before)
+    assert sum("ADD COLUMN" in s for s in statements) == 1
+    with engine.connect() as conn:
+        names = [c["name"] for c in schema.get_columns(conn, "ctxprec_scores")]
+    assert "reference" in names and set(names) == {c.name for c in tables.scores.columns}

@@ -59,6 +59,7 @@ from .engine import write_transaction
 from .identifiers import validate_identifier
 from .migrate import (
     MAPPING_LENGTH,
+    StoredColumns,
     add_key_columns,
     add_missing_columns,
     binary_judgment_keys,
@@ -271,13 +272,15 @@ def _create_all(
     # check-then-CREATE would upgrade a read transaction another writer has overtaken
     with write_transaction(engine) as conn:
         create_tables(conn, tables.metadata)
+        every = (tables.scores, tables.failures, tables.runs, tables.judgments)
+        stored = StoredColumns(conn, every)
         for table in (tables.scores, tables.failures, tables.runs):
-            add_key_columns(conn, table, legacy_sources, legacy_mappings)
-        for table in (tables.scores, tables.failures, tables.runs, tables.judgments):
-            add_missing_columns(conn, table)
-        binary_judgment_keys(conn, tables.judgments)
-        for table in (tables.scores, tables.failures, tables.runs, tables.judgments):
-            migrate_table(conn, table)
+            add_key_columns(conn, table, legacy_sources, legacy_mappings, stored)
+        for table in every:
+            add_missing_columns(conn, table, stored)
+        binary_judgment_keys(conn, tables.judgments, stored)
+        for table in every:
+            migrate_table(conn, table, stored)
 
 
 #: tries of the check-then-CREATE, one more than the output tables a race can hit

@@ -175,6 +175,13 @@ class Connections(Facts):
         """Close the engine's connections when the process is done with it."""
         engine.dispose()
 
+    def read_only_reason(self, engine: Engine, schema: str | None) -> str | None:
+        """Why the output tables in ``schema`` cannot be written though no grant is missing (a
+        database opened read-only), checked before judging where the family has no grants; None:
+        nothing known against it (the default: SQLite's read-only file already fails when the
+        tables are ensured, in ``BEGIN IMMEDIATE``)."""
+        return None
+
     def read_options(self, *, snapshot: bool) -> Mapping[str, Any]:
         """Execution options of a read transaction (``snapshot``: every statement sees one state)."""
         if snapshot and self.snapshot_isolation:

@@ -59,7 +59,8 @@ class Facts:
     #: whether the output tables get their secondary indexes
     secondary_indexes: ClassVar[bool] = True
     reflection: ClassVar[Reflection] = "inspector"
-    #: whether the database has grants to check before judging (a file has none)
+    #: whether the database has grants to check before judging (a file has none: SQLite, DuckDB;
+    #: ``read_only_reason`` says whether it was opened read-only)
     has_grants: ClassVar[bool] = True
     #: whether the family opens a database read-only for read commands (``get_engine(...,
     #: read_only=True)``): SQLite, whose file a read would otherwise write (WAL switch, checkpoint);

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Float, LargeBinary, Numeric, String, Table, select
+from sqlalchemy import Float, LargeBinary, Numeric, String, Table, select, text
 from sqlalchemy import column as sql_column
 from sqlalchemy import table as sql_table
 from sqlalchemy.engine import URL, Connection, Engine
@@ -69,6 +69,24 @@ class DuckDBDialect(Dialect):
     # writer threads overlap them with the judging (+5 % at 20,000 rows, +20 % at 100,000, where
     # the look-ups scan larger tables; bench/README.md)
     serial_in_process = False
+
+    # no users or grants: a database opened read-only (``access_mode=read_only``, a MotherDuck
+    # share) is what keeps a run from writing, and ``read_only_reason`` asks the catalogue for it
+    has_grants = False
+
+    def read_only_reason(self, engine: Engine, schema: str | None) -> str | None:
+        """The output tables' database (``schema``'s catalogue when it names one, else the
+        current one) when DuckDB attached it read-only."""
+        catalog = schema.split(".", 1)[0] if schema and "." in schema else None
+        where = "database_name = :catalog" if catalog else "database_name = current_database()"
+        with engine.connect() as conn:
+            row = conn.execute(
+                text(f"SELECT database_name FROM duckdb_databases() WHERE readonly AND {where}"),
+                {"catalog": catalog} if catalog else {},
+            ).first()
+        if row is None:
+            return None
+        return f"DuckDB database {row[0]!r} is attached read-only; open it writable (no access_mode=read_only) to score"
 
     def lineage(self, url: URL, table: str) -> Lineage:
         """A file: ``duckdb:///abs/path/file.duckdb`` / ``table``."""
