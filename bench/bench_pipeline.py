@@ -42,7 +42,7 @@ in a separate process: ``sqlite3.executemany``, PostgreSQL ``COPY``, DuckDB ``IN
 from a DataFrame, pymysql multi-row ``INSERT``s, multi-row ``INSERT``s through fakesnow, ``INSERT … SELECT
 FROM UNNEST(@rows)`` on the BigQuery emulator), then ``score_partition`` scores
 **every row, all in one partition** (one UTC day: the worst case for a partition's memory) with
-each warehouse's own chunk size (a run's default: 500, DuckDB 1,000), in another fresh process whose peak RSS (``ru_maxrss``; for worker processes their
+each warehouse's own chunk size (a run's default: 500, DuckDB 1,500), in another fresh process whose peak RSS (``ru_maxrss``; for worker processes their
 ``VmHWM``, see ``ChildPeaks``) is reported. Each row has
 a ~60-character question, a ~90-character expected output and 5 distinct nodes of ~200
 characters (no two rows share a node, so the judgment cache cannot shortcut anything).
@@ -786,7 +786,7 @@ def main() -> int:
         "--chunk-size",
         type=int,
         default=None,
-        help="rows per chunk (default: each warehouse's own, as a run that does not set it: 500, DuckDB 1,000)",
+        help="rows per chunk (default: each warehouse's own, as a run that does not set it: 500, DuckDB 1,500)",
     )
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument(

@@ -160,21 +160,21 @@ def test_a_run_that_sets_no_chunk_size_takes_its_warehouses(tmp_path):
     from ctxprec_ops.pipeline import plan_chunks
 
     duck_url = f"duckdb:///{tmp_path / 'wh.duckdb'}"
-    assert PipelineConfig(warehouse=duck_url).chunk_size == for_dialect("duckdb").default_chunk_size == 1000
-    assert PipelineConfig(warehouse=get_engine(duck_url)).chunk_size == 1000
+    assert PipelineConfig(warehouse=duck_url).chunk_size == for_dialect("duckdb").default_chunk_size == 1500
+    assert PipelineConfig(warehouse=get_engine(duck_url)).chunk_size == 1500
     assert PipelineConfig(warehouse=f"sqlite:///{tmp_path / 'a.db'}").chunk_size == 500
     assert PipelineConfig(warehouse=duck_url, chunk_size=70).chunk_size == 70
-    assert Settings.from_env({}, warehouse_url=duck_url).pipeline_config().chunk_size == 1000
+    assert Settings.from_env({}, warehouse_url=duck_url).pipeline_config().chunk_size == 1500
     env = {"CTXPREC_WAREHOUSE_URL": duck_url, "CTXPREC_CHUNK_SIZE": "300"}
     assert Settings.from_env(env).pipeline_config().chunk_size == 300
     bad = PipelineConfig(warehouse="not a url")
     assert bad.chunk_size == 500
     with pytest.raises(ValueError, match="invalid warehouse URL"):
         score_partition(bad, "2026-11-28")
-    # the plan cuts the family's chunks: 2,500 rows on DuckDB are 3 chunks, not 5
-    create_logs(get_engine(duck_url), day_rows(2500))
+    # the plan cuts the family's chunks: 3,500 rows on DuckDB are 3 chunks, not 7
+    create_logs(get_engine(duck_url), day_rows(3500))
     planned = plan_chunks(PipelineConfig(warehouse=duck_url), "2026-11-28")
-    assert [c.rows for c in planned] == [1000, 1000, 500]
+    assert [c.rows for c in planned] == [1500, 1500, 500]
     again = PipelineConfig(warehouse=duck_url)
     again.chunk_size = None  # cleared after construction: resolved again where it is read
-    assert again.rows_per_chunk == 1000
+    assert again.rows_per_chunk == 1500

@@ -37,7 +37,7 @@ __all__ = ["DEFAULT_WAREHOUSE_URL", "CHUNK_SIZE_DEFAULTS", "JUDGE_MODES", "BATCH
 DEFAULT_WAREHOUSE_URL = "sqlite:///ctxprec.db"
 #: the rows per chunk of a run that does not set them, as docs and help texts say it: each
 #: family's ``Dialect.default_chunk_size`` (tests/test_warehouse_dialects.py keeps them equal)
-CHUNK_SIZE_DEFAULTS = "the warehouse's: 500, DuckDB 1,000"
+CHUNK_SIZE_DEFAULTS = "the warehouse's: 500, DuckDB 1,500"
 #: how judge requests are sent: on demand, or through the OpenAI Batch API
 JUDGE_MODES = ("sync", "batch")
 #: batch mode: where requests a batch did not answer usably go (the next batch, or sync calls)
@@ -70,7 +70,7 @@ class PipelineConfig:
     threshold: float = setting(0.5, ge=0, le=1)
     strict_mode: bool = False
     #: rows per chunk (one write transaction each); None: the warehouse family's
-    #: (``Dialect.default_chunk_size``: 500, DuckDB 1,000), resolved on construction
+    #: (``Dialect.default_chunk_size``: 500, DuckDB 1,500), resolved on construction
     chunk_size: int | None = setting(None, ge=1, integer=True)
     concurrency: int = setting(defaults.CONCURRENCY, ge=1, integer=True)
     max_cost: float | None = setting(None, ge=0)

@@ -56,9 +56,10 @@ class DuckDBDialect(Dialect):
     )
     native_upsert = True
     # ~1 - 2 ms fixed a statement (a registered frame, planning, its worker threads): 1,000-row
-    # chunks run ~1.3x the rows/s of 500-row ones at ~20 MB more peak memory (2,000: ~1.5x, ~60 MB
-    # more: too close to the 300 MB a run is held to); bench/README.md
-    default_chunk_size = 1000
+    # chunks run ~1.3x the rows/s of 500-row ones at ~20 MB more peak memory, 1,500-row ones
+    # another ~4 - 8 % at ~22 MB more (2,000: ~60 MB more than 1,000, too close to the 300 MB a
+    # run is held to); bench/README.md
+    default_chunk_size = 1500
     id_binding = "frame"
     claims = "file_lock"
     secondary_indexes = False
