@@ -16,6 +16,7 @@ from sqlalchemy import Float, LargeBinary, Numeric, String, Table, select, text
 from sqlalchemy import column as sql_column
 from sqlalchemy import table as sql_table
 from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeEngine
@@ -80,11 +81,14 @@ class DuckDBDialect(Dialect):
         current one) when DuckDB attached it read-only."""
         catalog = schema.split(".", 1)[0] if schema and "." in schema else None
         where = "database_name = :catalog" if catalog else "database_name = current_database()"
-        with engine.connect() as conn:
-            row = conn.execute(
-                text(f"SELECT database_name FROM duckdb_databases() WHERE readonly AND {where}"),
-                {"catalog": catalog} if catalog else {},
-            ).first()
+        try:
+            with engine.connect() as conn:
+                row = conn.execute(
+                    text(f"SELECT database_name FROM duckdb_databases() WHERE readonly AND {where}"),
+                    {"catalog": catalog} if catalog else {},
+                ).first()
+        except DBAPIError:  # a catalogue that cannot say (a service's restrictions): the first write will
+            return None
         if row is None:
             return None
         return f"DuckDB database {row[0]!r} is attached read-only; open it writable (no access_mode=read_only) to score"
