@@ -1090,7 +1090,9 @@ def _summary(results: list[dict], backends: list[str]) -> bool:
             else:
                 verdict = f"goal >= {goal:.1f}x: {'met' if ratio >= goal else 'MISSED'}"
                 ok = ok and ratio >= goal
-            print(f"  {NAMES[backend]}/SQLite = {ratio:.2f}  ({verdict})", flush=True)
+            # three decimals where two would round a missed goal up to it ("1.00 ... MISSED")
+            shown = f"{ratio:.3f}" if goal is not None and ratio < goal <= round(ratio, 2) else f"{ratio:.2f}"
+            print(f"  {NAMES[backend]}/SQLite = {shown}  ({verdict})", flush=True)
     return ok
 
 
