@@ -69,7 +69,7 @@ KEY_COLUMNS = (SOURCE_TABLE, MAPPING)
 
 class StoredColumns:
     """The stored columns of the tables a migration checks, read once for all of them (one query
-    where the family reads ``information_schema``: DuckDB's eight reads cost ~20 ms of a run's
+    where the family reads ``information_schema``: DuckDB's eight reads cost ~10 - 20 ms of a run's
     start) and read again for a table once a step changed it. A check made again after taking the
     migration lock reads the table itself: another worker may have migrated it meanwhile."""
 
