@@ -92,9 +92,13 @@ class StoredColumns:
         self._known.pop((table.schema, table.name), None)
 
 
+def _stored(conn: Connection, table: Table, stored: StoredColumns | None) -> list[dict[str, Any]]:
+    """``table``'s stored columns: from ``stored`` when given, else read now."""
+    return stored.of(table) if stored is not None else get_columns(conn, table.name, table.schema)
+
+
 def _columns(conn: Connection, table: Table, stored: StoredColumns | None = None) -> set[str]:
-    cols = stored.of(table) if stored is not None else get_columns(conn, table.name, table.schema)
-    return {c["name"] for c in cols}
+    return {c["name"] for c in _stored(conn, table, stored)}
 
 
 def add_missing_columns(conn: Connection, table: Table, stored: StoredColumns | None = None) -> list[str]:
@@ -184,7 +188,7 @@ def migrate_table(conn: Connection, table: Table, stored: StoredColumns | None =
 
 
 def _key_is_binary(conn: Connection, table: Table, stored: StoredColumns | None = None) -> bool:
-    for c in stored.of(table) if stored is not None else get_columns(conn, table.name, table.schema):
+    for c in _stored(conn, table, stored):
         if c["name"] == "key":
             return isinstance(c["type"], (LargeBinary, BINARY, VARBINARY))
     return True  # no such table (nothing to convert)

@@ -31,14 +31,7 @@ Bind = Engine | Connection
 
 def columns(bind: Bind, name: str, schema: str | None) -> list[dict[str, Any]]:
     """The columns of ``name`` as ``{"name", "type", "nullable"}`` dicts (empty: no such table)."""
-    rows = _query(
-        bind,
-        "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
-        "WHERE table_name = :name AND table_schema = {schema} ORDER BY ordinal_position",
-        name,
-        schema,
-    )
-    return [{"name": n, "type": type_of(t), "nullable": str(nullable).upper() == "YES"} for n, t, nullable in rows]
+    return columns_of(bind, [name], schema)[name]
 
 
 def columns_of(bind: Bind, names: list[str], schema: str | None) -> dict[str, list[dict[str, Any]]]:
@@ -46,17 +39,13 @@ def columns_of(bind: Bind, names: list[str], schema: str | None) -> dict[str, li
     found: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     if not names:
         return found
-    where_schema = ":schema" if schema else "current_schema()"
-    stmt = text(
+    rows = _query(
+        bind,
         "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
-        f"WHERE table_name IN :names AND table_schema = {where_schema} ORDER BY table_name, ordinal_position"
-    ).bindparams(bindparam("names", expanding=True))
-    params = {"names": list(names), **({"schema": schema} if schema else {})}
-    if isinstance(bind, Connection):
-        rows = list(bind.execute(stmt, params))
-    else:
-        with bind.connect() as conn:
-            rows = list(conn.execute(stmt, params))
+        "WHERE table_name IN :names AND table_schema = {schema} ORDER BY table_name, ordinal_position",
+        schema,
+        names=list(names),
+    )
     for table, n, t, nullable in rows:
         if table in found:
             found[table].append({"name": n, "type": type_of(t), "nullable": str(nullable).upper() == "YES"})
@@ -72,16 +61,22 @@ def primary_key(bind: Bind, name: str, schema: str | None) -> tuple[list[str], s
         "AND k.table_name = c.table_name AND k.table_schema = c.table_schema "
         "WHERE c.constraint_type = 'PRIMARY KEY' AND c.table_name = :name AND c.table_schema = {schema} "
         "ORDER BY k.ordinal_position",
-        name,
         schema,
+        name=name,
     )
     return [r[0] for r in rows], (rows[0][1] if rows else None)
 
 
-def _query(bind: Bind, sql: str, name: str, schema: str | None) -> list[Any]:
+def _query(bind: Bind, sql: str, schema: str | None, **params: Any) -> list[Any]:
+    """``sql``'s rows, ``{schema}`` in it the given schema or the current one; a list parameter
+    is expanded (``IN :names``)."""
     where_schema = ":schema" if schema else "current_schema()"
     stmt = text(sql.format(schema=where_schema))
-    params = {"name": name, **({"schema": schema} if schema else {})}
+    lists: list[Any] = [bindparam(k, expanding=True) for k, v in params.items() if isinstance(v, list)]
+    if lists:
+        stmt = stmt.bindparams(*lists)
+    if schema:
+        params["schema"] = schema
     if isinstance(bind, Connection):
         return list(bind.execute(stmt, params))
     with bind.connect() as conn:
