@@ -190,6 +190,8 @@ ODD_TEXTS = [
     "100% _like_ %s %(name)s {braces}",
     "Ünïcode ☃ 漢字 🙂 and '' doubled",
     "",
+    "escapes next to each other: \\0 \x00\\ '\\' \\\x00' \\\\'",
+    '{"reason": "the node\'s text \\"quoted\\" in JSON", "path": "C:\\\\temp"}',
 ]
 DOUBLE_VALUES = [0.1, -2.5, 1e300, 5e-324, 123456789.12345678, 1.0, 0.0]
 
