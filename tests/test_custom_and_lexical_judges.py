@@ -89,3 +89,64 @@ def test_lexical_evaluate_many_is_fast_and_makes_no_calls():
     ]
     res = evaluate(cases, ContextualPrecisionMetric(model="lexical"))
     assert len(res) == 500 and res.judge_calls == 0 and all(r.score == 1.0 for r in res)
+
+
+def _reference_terms(text: str, stop: frozenset[str]) -> dict[str, str]:
+    """The lexical judge's terms as its docstring defines them, written plainly: the ``[a-z0-9]+``
+    words of the lowercased text, 3 letters or more and no stop word, by stem, each stem with the
+    first word that has it."""
+    import re
+
+    def stem(word: str) -> str:
+        for suffix in ("ing", "ies", "es", "ed", "s"):
+            if len(word) > len(suffix) + 3 and word.endswith(suffix):
+                return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+        return word
+
+    out: dict[str, str] = {}
+    for w in re.findall(r"[a-z0-9]+", text.lower()):
+        if len(w) >= 3 and w not in stop:
+            out.setdefault(stem(w), w)
+    return out
+
+
+def test_lexical_terms_match_their_definition_on_any_text():
+    """The judge finds words by translating the text's UTF-8 bytes (not a regular expression) and
+    memoizes stems in a dict: on random texts of ASCII words, punctuation, digits, non-ASCII
+    letters (some lowercasing to ASCII), emoji and a lone surrogate, it finds exactly the terms of
+    the plain definition, first surface word included."""
+    import random
+
+    from ctxprec_ops.judge.models import lexical
+
+    words = "running runs ran studies study flies fly boxes testing tested the and one new via per 42 x1 abc"
+    pieces = [
+        *words.split(),
+        " ",
+        "  ",
+        "\t",
+        "\n",
+        ".",
+        "'s",
+        "-",
+        "_",
+        "é",
+        "É",
+        "ß",
+        "\u0130",
+        "\u212a",
+        "ǅ",
+        "\u00a0",
+        "\U0001f642",
+        "\ud800",
+        "café",
+        "naïve",
+        "ÀBC",
+        "Kelvin\u212aa",
+    ]
+    rng = random.Random(11)
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) + rng.choice(["", " "]) for _ in range(rng.randint(0, 40)))
+        lexical._terms.cache_clear()
+        got = lexical._terms(text)
+        assert got == _reference_terms(text, lexical._STOP), repr(text)

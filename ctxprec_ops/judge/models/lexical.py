@@ -21,7 +21,9 @@ from .base import JudgeModel
 
 __all__ = ["LexicalJudge"]
 
-_WORD = re.compile(r"[a-z0-9]+")
+#: every byte but an ASCII letter or digit becomes a space: the words of ``[a-z0-9]+`` (a UTF-8
+#: character past ASCII is bytes >= 0x80 only, so it parts words as it does in the pattern)
+_WORD_BYTES = bytes(c if (97 <= c <= 122 or 48 <= c <= 57) else 32 for c in range(256))
 _STOP = frozenset(
     """a about above after again against all also am an and any are as at be because been before
     being below between both but by can could did do does doing down during each few for from
@@ -34,7 +36,6 @@ _STOP = frozenset(
 )
 
 
-@lru_cache(maxsize=131072)
 def _stem(word: str) -> str:
     for suffix in ("ing", "ies", "es", "ed", "s"):
         if len(word) > len(suffix) + 3 and word.endswith(suffix):
@@ -42,13 +43,34 @@ def _stem(word: str) -> str:
     return word
 
 
+#: words remembered by ``_Stems`` at most (then it starts again)
+_STEMS_MAX = 131_072
+
+
+class _Stems(dict[str, str]):
+    """word -> its stem, or ``""`` for a word that is no term (shorter than 3 letters, a stop
+    word), worked out the first time a word is met: a known word is one dict access in C, not a
+    Python loop step with a call to a cache."""
+
+    def __missing__(self, word: str) -> str:
+        if len(self) >= _STEMS_MAX:
+            self.clear()
+        stem = _stem(word) if len(word) >= 3 and word not in _STOP else ""
+        self[word] = stem
+        return stem
+
+
+_stems = _Stems()
+
+
 @lru_cache(maxsize=4096)
 def _terms(text: str) -> dict[str, str]:
     """stem -> the first surface word with that stem (for readable reasons)."""
-    out: dict[str, str] = {}
-    for w in _WORD.findall(text.lower()):
-        if len(w) >= 3 and w not in _STOP:
-            out.setdefault(_stem(w), w)
+    # ``re.findall("[a-z0-9]+", ...)``, ~3x faster: the text's bytes translated, then split
+    words = text.lower().encode("utf-8", "surrogatepass").translate(_WORD_BYTES).decode("ascii").split()
+    words.reverse()  # built back to front: the first word of each stem is written last, and stays
+    out = dict(zip(map(_stems.__getitem__, words), words))
+    out.pop("", None)
     return out
 
 
