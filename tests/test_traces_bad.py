@@ -59,9 +59,15 @@ def test_every_bad_trace_is_a_failure_with_its_cause(judge_server, tmp_path):
     rows.append({**target, "span_id": "badjson000000001", "attributes": target["attributes"][:60]})
     # JSON, but not an object
     rows.append({**target, "span_id": "notobject0000001", "attributes": '["RETRIEVER"]'})
-    # a CHAIN span whose text mentions "RETRIEVER": let through by the SQL filter, no case
-    chain = {"openinference.span.kind": "CHAIN", "input.value": 'the word "RETRIEVER"'}
+    # CHAIN spans holding the text "RETRIEVER" (a value of their own: the SQL filter lets them
+    # through): no case spans, so neither scored nor failed, nor counted in the partition's rows —
+    # nor, without a start time or an id, in the rows counted apart (the ledger agrees: nothing
+    # unaccounted)
+    chain = {"openinference.span.kind": "CHAIN", "metadata.step": "RETRIEVER", "input.value": 'the "RETRIEVER"'}
+    assert '"RETRIEVER"' in json.dumps(chain)
     rows.append({**target, "span_id": "chain00000000001", "attributes": json.dumps(chain)})
+    rows.append({**target, "span_id": "chain00000000002", "attributes": json.dumps(chain), "start_time": None})
+    rows.append({**target, "span_id": None, "attributes": json.dumps(chain)})
     # a retriever span with no start time (no partition) and one with no span id (no log id)
     rows.append({**target, "span_id": "notime0000000001", "start_time": None})
     rows.append({**target, "span_id": None})
@@ -111,6 +117,24 @@ def test_documents_table_fills_texts_and_names_what_it_lacks(judge_server, tmp_p
     _scored, failed = outcome(engine)
     (message,) = failed.values()
     assert "document 2 (id 'doc-1-1') has no content and documents table docs has no row for it" in message
+
+
+def test_a_span_holding_the_kind_text_elsewhere_is_no_case_in_the_plan_nor_the_ledger(
+    judge_server, tmp_path, monkeypatch
+):
+    """OTel GenAI: an inference span whose tool is named "retrieval" holds the filter's text
+    ``"retrieval"`` (a value of another attribute); the plan, the ledger and the chunk's read
+    agree that it is no case span: the run accounts for every case and succeeds."""
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    engine = get_engine(url)
+    rows = T.span_rows(T.genai_spans(GOOD, monkeypatch=monkeypatch), DAY)
+    other = next(r for r in rows if json.loads(r["attributes"]).get("gen_ai.operation.name") == "chat")
+    attrs = {**json.loads(other["attributes"]), "gen_ai.tool.name": "retrieval"}
+    rows.append({**other, "span_id": "toolnamed0000001", "attributes": json.dumps(attrs)})
+    T.write_spans(engine, rows)
+    summary = score_partition(judged(url, judge_server, source_format="otel-genai"), DAY)
+    assert summary.status == "succeeded" and summary.rows_unaccounted == 0
+    assert (summary.rows_total, summary.rows_scored, summary.rows_failed) == (2, 2, 0)
 
 
 def test_configured_reference_missing_is_a_failure_naming_where_it_looked(judge_server, tmp_path):

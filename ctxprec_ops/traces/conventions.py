@@ -134,6 +134,10 @@ class Convention:
     #: texts one of which a span of the stage holds in its attributes' JSON (a cheap SQL filter
     #: before the exact check: a span the filter lets through is still checked by ``kind_of``)
     markers: Mapping[str, tuple[str, ...]] = {}
+    #: the kind attribute as exporters write it (JSON with and without the blank): a span whose
+    #: attributes hold one of these texts is of the stage without its JSON being read — in the
+    #: plan, the ledger and the chunk's read alike (``SpanReader``), so they agree on every span
+    kind_texts: Mapping[str, tuple[str, ...]] = {}
 
     def kind_of(self, attrs: Mapping[str, Any]) -> str | None:
         """``retrieve``, ``rerank``, ``llm`` or None (any other span)."""
@@ -158,6 +162,10 @@ class Convention:
 class OpenInference(Convention):
     name = "openinference"
     markers = {"retrieve": ('"RETRIEVER"',), "rerank": ('"RERANKER"',), "llm": ('"LLM"',)}
+    kind_texts = {
+        stage: (f'"openinference.span.kind": "{kind}"', f'"openinference.span.kind":"{kind}"')
+        for stage, kind in (("retrieve", "RETRIEVER"), ("rerank", "RERANKER"), ("llm", "LLM"))
+    }
     _KINDS = {"RETRIEVER": "retrieve", "RERANKER": "rerank", "LLM": "llm"}
 
     def kind_of(self, attrs: Mapping[str, Any]) -> str | None:
@@ -252,6 +260,10 @@ class OtelGenAI(Convention):
     markers = {
         "retrieve": ('"retrieval"', '"retrieve_documents"'),
         "llm": ('"chat"', '"text_completion"', '"generate_content"'),
+    }
+    kind_texts = {
+        stage: tuple(f'"gen_ai.operation.name":{blank}{m}' for m in texts for blank in (" ", ""))
+        for stage, texts in markers.items()
     }
     _KINDS = {
         "retrieval": "retrieve",

@@ -7,8 +7,10 @@ table's rows), then the LLM spans of *those* traces only (``trace_id IN (...)``:
 ``trace_id``), the documents and the gold answers of those spans only. Which spans are candidates
 is decided in SQL by a text filter on the attributes (``"RETRIEVER"``, ``"retrieval"``, ... in any
 letter case: portable, no JSON functions; attributes that do not end in a closing bracket, cut off by an
-export, pass it too) and exactly in Python afterwards (``Convention.kind_of``): a span the filter
-lets through that is no case span is left out, one whose attributes are not JSON is a failure.
+export, pass it too); of the spans it lets through, one holding the kind attribute as exporters write
+it (``Convention.kind_texts``, told in SQL) is a case span, any other when its JSON says so
+(``Convention.kind_of``) or is not JSON (a failure). The plan, the ledger's counts and the chunk's read
+apply that one rule (``SpanReader._is_case``): a span that only holds the text is in none of them.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from sqlalchemy import (
     Table,
     Text,
     bindparam,
+    case,
     cast,
-    func,
+    literal,
     literal_column,
+    null,
     or_,
     select,
     type_coerce,
@@ -42,6 +46,7 @@ from ..warehouse.reflect import reflect_table
 from ..warehouse.segments import PREFIX as SEGMENT_PREFIX
 from ..warehouse.source import Partition, SourceTable, SourceTableError
 from .assemble import Draft, Span, draft, finish, pair_llm, read_span
+from .attributes import AttributesError, parse_attributes
 from .conventions import CONVENTIONS
 from .options import RERANK_SUFFIX, TraceOptions
 
@@ -102,6 +107,13 @@ class SpanReader:
         cut_off = ~or_(self._attrs.like("%}"), self._attrs.like("%]"))
         self.case_filter = or_(self._contains_any(self.convention.markers[options.stage]), cut_off)
         self.llm_filter = self._contains_any(self.convention.markers["llm"])
+        # which of the spans the filter lets through are case spans: those holding the kind as
+        # exporters write it (decided here, in SQL), the others by their JSON (``_is_case``) — one
+        # rule for the plan, the ledger, the counts and the chunk's read, so that a span they let
+        # through which is no case span (another span holding the text "RETRIEVER") is in none
+        sure = self._contains_any(self.convention.kind_texts[options.stage])
+        self._sure = case((sure, literal(1)), else_=literal(0)).label("ctxprec_sure")
+        self._unsure_text = case((sure, null()), else_=self._attrs).label("ctxprec_unsure")
         self.gold = None
         if options.gold_table:
             self.gold = _reflect(engine, options.gold_table, ["expected_output"], "gold table")
@@ -135,22 +147,43 @@ class SpanReader:
             # span-id index would visit every span of the table in random heap order (random span
             # ids), a page read per span — 2x slower at 100k spans (bench/bench_traces.py)
             order = literal_column("+" + conn.dialect.identifier_preparer.quote(src.id.name))
-        stmt = select(src.id).where(src.id.is_not(None), self.case_filter, src.partition_filter(partition))
+        # the attributes of a span that is not surely a case span only (rarely any): the sort
+        # carries the ids, not the texts
+        stmt = select(src.id, self._unsure_text).where(
+            src.id.is_not(None), self.case_filter, src.partition_filter(partition)
+        )
         stmt = stmt.order_by(order)
+        is_case = self._is_case
         for part in stream_batches(conn, stmt, batch):
-            for (value,) in part:
-                yield value
+            for value, text in part:
+                if text is None or is_case(text):
+                    yield value
 
     def count_null_ids(self, conn: Connection, partition: Partition) -> int:
         src = self.source
         where = [src.id.is_(None), self.case_filter, src.partition_filter(partition)]
-        return int(conn.execute(select(func.count()).select_from(src.table).where(*where)).scalar_one())
+        return self._count_cases(conn, where)
 
     def count_unpartitioned(self, conn: Connection) -> int:
         src = self.source
         cond = src.dialect.unreadable_time(src.event_time, src.time_mode)  # as the rows' count reads it
-        stmt = select(func.count()).select_from(src.table).where(self.case_filter, cond)
-        return int(conn.execute(stmt).scalar_one())
+        return self._count_cases(conn, [self.case_filter, cond])
+
+    def _count_cases(self, conn: Connection, where: list[Any]) -> int:
+        """The case spans among the rows ``where`` selects (SQL counts those surely so)."""
+        stmt = select(self._unsure_text).select_from(self.source.table).where(*where)
+        is_case = self._is_case
+        rows = (text for part in stream_batches(conn, stmt, 10_000) for (text,) in part)
+        return sum(1 for text in rows if text is None or is_case(text))
+
+    def _is_case(self, attributes: Any) -> bool:
+        """A span the filter let through and that does not hold its kind as exporters write it: a
+        case span when its JSON says so — or cannot be read (a failure of its own, "not JSON")."""
+        try:
+            attrs = parse_attributes(attributes)
+        except AttributesError:
+            return True
+        return self.convention.kind_of(attrs) == self.options.stage
 
     def read_rows(self, conn: Connection, partition: Partition, after_id: Any, upto_id: Any) -> list[dict[str, Any]]:
         """The chunk's case spans as logical rows, in span-id order."""
@@ -165,8 +198,8 @@ class SpanReader:
             span = read_span(*raw[:4])  # id, trace_id, event_time, attributes: as selected
             if self._carried:
                 carried[span.span_id] = {name: raw._mapping[name] for name in self._carried}
-            if span.problem is None and self.convention.kind_of(span.attrs) != self.options.stage:
-                continue  # let through by the text filter, but no span of this stage
+            if not raw[4] and span.problem is None and self.convention.kind_of(span.attrs) != self.options.stage:
+                continue  # let through by the text filter, but no span of this stage (``_is_case``)
             drafts.append(draft(span, self.convention, self.options.stage))
         ok = [d for d in drafts if d.problem is None]
         if self.docs is not None:
@@ -219,6 +252,7 @@ class SpanReader:
                 src.columns["trace_id"].label("trace_id"),
                 src.event_time.label("event_time"),
                 self._attrs.label("attributes"),
+                self._sure,
                 *(src.columns[name].label(name) for name in self._carried),
             ]
             stmt = select(*cols).where(*conds).order_by(src.id)
