@@ -285,3 +285,17 @@ def test_image_rows_go_to_the_batch_as_image_parts_and_score_as_in_sync_mode(jud
     # the two rows share the cat node (same question): one round still answers both, each with the
     # prompt it recorded (a pass's lookups never see verdicts judged in the same pass)
     assert len(judge_server.batch_created) == 1
+
+
+def test_each_engine_gets_the_batches_table_whatever_its_id(tmp_path, monkeypatch):
+    """The batches table is created once per engine, known by the engine itself: an engine made
+    after another was collected may get its ``id()``, and was then taken to have the table (a CI
+    run met "no such table: ctxprec_batches" in a batch run that followed a sync run). Here every
+    engine has the same id, as after such a reuse."""
+    import ctxprec_ops.batch.store as store
+
+    monkeypatch.setattr(store, "id", lambda obj: 0, raising=False)
+    for name in ("a.db", "b.db"):
+        engine = get_engine(f"sqlite:///{tmp_path / name}")
+        store.batches_table(engine)
+        assert sa.inspect(engine).has_table("ctxprec_batches"), name

@@ -9,6 +9,7 @@ provider's status (``validating`` ... ``completed`` / ``expired`` / ``failed`` /
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -38,7 +39,10 @@ __all__ = [
 BATCHES = "ctxprec_batches"
 _TS = DateTime(timezone=True)
 _tables: dict[str | None, Table] = {}
-_created: set[tuple[int, str | None]] = set()
+#: the schemas each engine has the table in (by the engine itself, not its ``id()``: an engine
+#: made after another was collected may get its id, and then found the table "created" in a
+#: database that has none — "no such table: ctxprec_batches")
+_created: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -78,11 +82,12 @@ def batches_table(engine: Engine, schema: str | None = None, *, create: bool = T
         table = _tables.get(schema)
         if table is None:
             table = _tables[schema] = _build(schema)
-        if create and (id(engine), schema) not in _created:
+        done = _created.setdefault(engine, set())
+        if create and schema not in done:
             with write_transaction(engine) as conn:
                 create_table(conn, table)
                 add_missing_columns(conn, table)  # a table of an older version gains the new columns
-            _created.add((id(engine), schema))
+            done.add(schema)
     return table
 
 
