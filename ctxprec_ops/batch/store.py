@@ -82,12 +82,11 @@ def batches_table(engine: Engine, schema: str | None = None, *, create: bool = T
         table = _tables.get(schema)
         if table is None:
             table = _tables[schema] = _build(schema)
-        done = _created.setdefault(engine, set())
-        if create and schema not in done:
+        if create and schema not in _created.get(engine, ()):
             with write_transaction(engine) as conn:
                 create_table(conn, table)
                 add_missing_columns(conn, table)  # a table of an older version gains the new columns
-            done.add(schema)
+            _created.setdefault(engine, set()).add(schema)
     return table
 
 

@@ -152,12 +152,8 @@ class SpanReader:
         stmt = select(src.id, self._unsure_text).where(
             src.id.is_not(None), self.case_filter, src.partition_filter(partition)
         )
-        stmt = stmt.order_by(order)
-        is_case = self._is_case
-        for part in stream_batches(conn, stmt, batch):
-            for value, text in part:
-                if text is None or is_case(text):
-                    yield value
+        for row in self._cases(conn, stmt.order_by(order), batch):
+            yield row[0]
 
     def count_null_ids(self, conn: Connection, partition: Partition) -> int:
         src = self.source
@@ -172,9 +168,15 @@ class SpanReader:
     def _count_cases(self, conn: Connection, where: list[Any]) -> int:
         """The case spans among the rows ``where`` selects (SQL counts those surely so)."""
         stmt = select(self._unsure_text).select_from(self.source.table).where(*where)
+        return sum(1 for _ in self._cases(conn, stmt))
+
+    def _cases(self, conn: Connection, stmt: Any, batch: int = 10_000) -> Iterator[Any]:
+        """The rows of ``stmt`` (its last column ``_unsure_text``) that are case spans, streamed."""
         is_case = self._is_case
-        rows = (text for part in stream_batches(conn, stmt, 10_000) for (text,) in part)
-        return sum(1 for text in rows if text is None or is_case(text))
+        for part in stream_batches(conn, stmt, batch):
+            for row in part:
+                if row[-1] is None or is_case(row[-1]):
+                    yield row
 
     def _is_case(self, attributes: Any) -> bool:
         """A span the filter let through and that does not hold its kind as exporters write it: a
@@ -198,7 +200,11 @@ class SpanReader:
             span = read_span(*raw[:4])  # id, trace_id, event_time, attributes: as selected
             if self._carried:
                 carried[span.span_id] = {name: raw._mapping[name] for name in self._carried}
-            if not raw[4] and span.problem is None and self.convention.kind_of(span.attrs) != self.options.stage:
+            if (
+                not raw.ctxprec_sure
+                and span.problem is None
+                and self.convention.kind_of(span.attrs) != self.options.stage
+            ):
                 continue  # let through by the text filter, but no span of this stage (``_is_case``)
             drafts.append(draft(span, self.convention, self.options.stage))
         ok = [d for d in drafts if d.problem is None]
