@@ -10,7 +10,6 @@ of each partition of its window.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy import Column, DateTime, Float, Integer, MetaData, PrimaryKeyConstraint, String, Table
 from sqlalchemy.engine import Engine
 
-from ..warehouse.ddl import create_table
+from ..warehouse.ddl import CreatedTables
 from ..warehouse.engine import read_connection, write_transaction
 from ..warehouse.identifiers import validate_identifier
 from ..warehouse.reflect import table_names
@@ -31,7 +30,7 @@ __all__ = ["AUDITS", "audits_table", "write_audit", "read_audits"]
 AUDITS = "ctxprec_audits"
 _DOUBLE = Float(precision=53)
 _tables: dict[str | None, Table] = {}
-_ensured: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
+_created = CreatedTables()
 _lock = threading.Lock()
 
 
@@ -107,10 +106,7 @@ def write_audit(engine: Engine, audit: PositionAudit, schema: str | None = None)
         "audited_at": audit.audited_at,
     }
     with write_transaction(engine) as conn:
-        done = _ensured.setdefault(engine, set())
-        if schema not in done:
-            create_table(conn, table)
-            done.add(schema)
+        _created.ensure(conn, table)
         upsert(conn, table, [row])
 
 

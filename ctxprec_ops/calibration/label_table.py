@@ -16,7 +16,6 @@ corrected estimates (``correction``).
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy import Boolean, Column, DateTime, Integer, MetaData, PrimaryKeyConstraint, String, Table
 from sqlalchemy.engine import Connection, Engine
 
-from ..warehouse.ddl import create_table
+from ..warehouse.ddl import CreatedTables
 from ..warehouse.engine import get_engine, read_connection, write_transaction
 from ..warehouse.identifiers import validate_identifier
 from ..warehouse.reflect import table_names
@@ -51,7 +50,7 @@ DEFAULT_LABEL_SET = "default"
 #: the metric whose verdicts give a row's node count (labels are node judgments of a retrieval)
 NODE_METRIC = "contextual_precision"
 _tables: dict[str | None, Table] = {}
-_ensured: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
+_created = CreatedTables()
 _lock = threading.Lock()
 _IN = 500  # ids per IN list
 
@@ -239,10 +238,7 @@ def import_labels(
     table = labels_table(schema)
     now = datetime.now(UTC)
     with write_transaction(engine) as conn:
-        done = _ensured.setdefault(engine, set())
-        if schema not in done:
-            create_table(conn, table)
-            done.add(schema)
+        _created.ensure(conn, table)
         stored = _stored(conn, table, name, source_table, ids)
         rows = []
         for log_id in ids:

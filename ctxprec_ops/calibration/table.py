@@ -8,13 +8,12 @@ Every figure has its bootstrap CI in ``<figure>_low`` / ``<figure>_high``.
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Any
 
 from sqlalchemy import Column, DateTime, Float, Integer, MetaData, PrimaryKeyConstraint, String, Table, select
 from sqlalchemy.engine import Connection, Engine
 
-from ..warehouse.ddl import create_table
+from ..warehouse.ddl import CreatedTables
 from ..warehouse.identifiers import validate_identifier
 from ..warehouse.reflect import table_names
 from ..warehouse.upsert import upsert
@@ -26,7 +25,7 @@ CALIBRATIONS = "ctxprec_calibrations"
 FIGURES = ("precision", "recall", "f1", "kappa", "mae", "spearman")
 _DOUBLE = Float(precision=53)
 _tables: dict[str | None, Table] = {}
-_ensured: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
+_created = CreatedTables()
 _lock = threading.Lock()
 
 
@@ -66,10 +65,7 @@ def calibrations_table(schema: str | None = None) -> Table:
 def write_calibration(conn: Connection, row: dict[str, Any], schema: str | None = None) -> None:
     """Upsert one calibration row (creates the table the first time)."""
     table = calibrations_table(schema)
-    done = _ensured.setdefault(conn.engine, set())
-    if schema not in done:
-        create_table(conn, table)
-        done.add(schema)
+    _created.ensure(conn, table)
     upsert(conn, table, [row])
 
 

@@ -47,8 +47,9 @@ class AnswerWatch:
     trip_after: int = DEFAULT_UNUSABLE_CASES
     kind: str | None = None
     pattern: str | None = None
-    #: the cases counted in the current run of same-kind unusable cases (by identity)
-    cases: set[int] = field(default_factory=set)
+    #: the cases counted in the current run of same-kind unusable cases (the objects, told apart by
+    #: identity: an ``id()`` is reused once its case is gone, and a later case would not count)
+    cases: list[object] = field(default_factory=list)
     #: the message every later request fails with, once tripped
     tripped: str | None = None
     #: judge requests refused since it tripped (each would have been paid for)
@@ -74,9 +75,10 @@ class AnswerWatch:
         if not failed and not (kind in FORM_KINDS and len(problems) >= 2):
             return  # not settled yet: the re-ask (or the halves) may still work
         if kind != self.kind:
-            self.kind, self.cases = kind, set()
+            self.kind, self.cases = kind, []
         self.pattern = problems[0].pattern
-        self.cases.add(id(case))
+        if not any(seen is case for seen in self.cases):  # at most ``trip_after`` of them
+            self.cases.append(case)
         if len(self.cases) >= max(1, self.trip_after):
             self.tripped = (
                 f"the judge's answers are systematically unusable: {self.pattern} (every answer of "

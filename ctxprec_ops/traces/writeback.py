@@ -23,7 +23,6 @@ import json
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,7 +32,7 @@ from sqlalchemy import Column, DateTime, Index, Integer, MetaData, PrimaryKeyCon
 from sqlalchemy.engine import Connection, Engine
 
 from ..secrets import redact
-from ..warehouse.ddl import create_table
+from ..warehouse.ddl import CreatedTables
 from ..warehouse.engine import read_connection, write_retrying
 from ..warehouse.reflect import table_names
 from ..warehouse.schema import OutputTables, readable
@@ -53,7 +52,7 @@ ATTEMPTS = 3
 DEADLINE = 30.0
 
 _tables: dict[str | None, Table] = {}
-_ensured: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
+_created = CreatedTables()
 _lock = threading.Lock()
 
 
@@ -271,10 +270,7 @@ def _record(
 
 def _ensure(conn: Connection, schema: str | None) -> Table:
     table = writebacks_table(schema)
-    done = _ensured.setdefault(conn.engine, set())
-    if schema not in done:
-        create_table(conn, table)
-        done.add(schema)
+    _created.ensure(conn, table)
     return table
 
 

@@ -10,14 +10,13 @@ threshold each run used and the agreement it was calibrated to.
 from __future__ import annotations
 
 import threading
-import weakref
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Column, Integer, MetaData, PrimaryKeyConstraint, String, Table, Text, select
 from sqlalchemy.engine import Connection, Engine
 
-from .ddl import create_table
+from .ddl import CreatedTables
 from .engine import read_connection
 from .identifiers import validate_identifier
 from .reflect import table_names
@@ -30,7 +29,7 @@ CASCADES = "ctxprec_cascades"
 #: the fields that identify a cascade configuration: a calibration is reused only by its own
 IDENTITY = ("metric", "cheap_model", "strong_model", "prompt_version", "confidence", "target_agreement")
 _tables: dict[str | None, Table] = {}
-_ensured: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
+_created = CreatedTables()
 _lock = threading.Lock()
 
 
@@ -72,17 +71,10 @@ def cascades_table(schema: str | None = None) -> Table:
         return t
 
 
-def _ensure(conn: Connection, table: Table) -> None:
-    done = _ensured.setdefault(conn.engine, set())
-    if table.schema not in done:
-        create_table(conn, table)
-        done.add(table.schema)
-
-
 def write_cascade(conn: Connection, row: dict[str, Any], schema: str | None = None) -> None:
     """Record one calibration (creates the table the first time); ``calibrated_at`` defaults to now."""
     table = cascades_table(schema)
-    _ensure(conn, table)
+    _created.ensure(conn, table)
     upsert(conn, table, [{"calibrated_at": datetime.now(UTC), **row}])
 
 

@@ -29,6 +29,7 @@ import os
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -51,6 +52,7 @@ __all__ = [
     "get_engine",
     "display_url",
     "write_transaction",
+    "after_commit",
     "read_connection",
     "read_retrying",
     "stream_batches",
@@ -283,8 +285,10 @@ def _create(u: URL, *, read_only: bool = False) -> Engine:
 
 
 def get_engine(url: str | URL | Engine, *, read_only: bool = False) -> Engine:
-    """An engine for ``url`` (cached per URL). An ``Engine`` is returned as is; engines built
-    elsewhere miss what the family sets up (SQLite's WAL and BEGIN IMMEDIATE, UTC sessions).
+    """An engine for ``url`` (cached per URL; a database file's relative path is made absolute
+    first, so a later ``chdir`` neither reuses it for another directory's file nor moves its new
+    connections). An ``Engine`` is returned as is; engines built elsewhere miss what the family
+    sets up (SQLite's WAL and BEGIN IMMEDIATE, UTC sessions).
 
     ``read_only=True``, for commands that only read: where the family opens databases read-only
     (SQLite) the database is never written, not even to switch its journal mode or checkpoint it;
@@ -292,7 +296,11 @@ def get_engine(url: str | URL | Engine, *, read_only: bool = False) -> Engine:
     if isinstance(url, Engine):
         return url
     u = normalize_url(url)
-    read_only = read_only and for_dialect(u.get_backend_name()).opens_read_only
+    family = for_dialect(u.get_backend_name())
+    path = family.local_file(u)
+    if path is not None and not os.path.isabs(path):  # one file, whatever the working directory later
+        u = u.set(database=os.path.abspath(path))
+    read_only = read_only and family.opens_read_only
     key = u.render_as_string(hide_password=False) + (_READ_ONLY if read_only else "")
     with _lock:
         engine = _engines.get(key)
@@ -327,12 +335,39 @@ if hasattr(os, "register_at_fork"):
 
 @contextmanager
 def write_transaction(engine: Engine, *, retried: bool = False) -> Iterator[Connection]:
-    """One write transaction (``BEGIN IMMEDIATE`` on SQLite); commits or rolls back. ``retried``:
-    the caller runs the work again when it raises ``RunAgain`` (``write_retrying``)."""
+    """One write transaction (``BEGIN IMMEDIATE`` on SQLite); commits or rolls back, then runs what
+    ``after_commit`` gave it when it committed. ``retried``: the caller runs the work again when it
+    raises ``RunAgain`` (``write_retrying``)."""
     with engine.connect() as conn:
         conn = conn.execution_options(**{WRITE_OPTION: True, RETRIED_OPTION: retried})
-        with conn.begin():
-            yield conn
+        try:
+            with conn.begin():
+                yield conn
+        except BaseException:
+            _then(conn)
+            raise
+        for fn in _then(conn):
+            fn()
+
+
+#: what runs once a ``write_transaction`` has committed, per connection (``after_commit``)
+_after_commit: weakref.WeakKeyDictionary[Connection, list[Callable[[], None]]] = weakref.WeakKeyDictionary()
+_after_commit_lock = threading.Lock()
+
+
+def after_commit(conn: Connection, fn: Callable[[], None]) -> None:
+    """Run ``fn`` once the ``write_transaction`` that ``conn`` belongs to has committed; never when
+    it rolls back (or a retried transaction gave it up), nor for a transaction begun elsewhere.
+    What the process remembers about the database (a table it created) is remembered only when the
+    database has it: a CREATE undone with its transaction must be made again by the next one."""
+    with _after_commit_lock:
+        _after_commit.setdefault(conn, []).append(fn)
+
+
+def _then(conn: Connection) -> list[Callable[[], None]]:
+    """What ``after_commit`` gave ``conn``'s transaction (forgotten: it ran or rolled back)."""
+    with _after_commit_lock:
+        return _after_commit.pop(conn, [])
 
 
 #: tries of a write transaction that loses a write conflict (``Dialect.write_conflict``)

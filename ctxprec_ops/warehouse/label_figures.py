@@ -10,14 +10,13 @@ no chunk is labelled relevant. Created when first written.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Column, Integer, MetaData, PrimaryKeyConstraint, Table, func, select
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
-from .ddl import create_table
+from .ddl import CreatedTables
 from .identifiers import validate_identifier
 from .migrate import migrate_table
 from .scoring_key import ScoringKey
@@ -29,7 +28,7 @@ __all__ = ["LABEL_FIGURES", "label_figures_table", "figure_row", "write_figures"
 LABEL_FIGURES = "ctxprec_label_figures"
 _DOUBLE = Double()
 _tables: dict[str | None, Table] = {}
-_ensured: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
+_created = CreatedTables(migrate=migrate_table)
 _lock = threading.Lock()
 
 
@@ -81,11 +80,7 @@ def figure_row(
 def write_figures(conn: Connection, schema: str | None, rows: Sequence[dict[str, Any]]) -> None:
     """Upsert ``rows`` (from ``figure_row``) inside the caller's transaction; creates the table once."""
     table = label_figures_table(schema)
-    done = _ensured.setdefault(conn.engine, set())
-    if schema not in done:
-        create_table(conn, table)
-        migrate_table(conn, table)
-        done.add(schema)
+    _created.ensure(conn, table)
     upsert(conn, table, rows)
 
 

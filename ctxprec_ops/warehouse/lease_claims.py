@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -103,7 +104,9 @@ def _added_columns() -> list[Column[Any]]:
     ]
 
 
-_ready: set[tuple[str, str | None]] = set()
+#: the schemas whose claims table this process has seen complete, per engine (not per URL text:
+#: a database file recreated, or a relative path from another directory, is another database)
+_ready: weakref.WeakKeyDictionary[Engine, set[str | None]] = weakref.WeakKeyDictionary()
 _ready_lock = threading.Lock()
 
 
@@ -111,11 +114,8 @@ def ensure_claims_table(engine: Engine, schema: str | None = None) -> Table:
     """Create ``ctxprec_claims`` unless it exists, or add the columns an earlier version's lacks;
     a concurrent creator's table (or column) is accepted."""
     table = claims_table(schema)
-    marker = (engine.url.render_as_string(hide_password=True), schema)
-    if marker in _ready:
-        return table
     with _ready_lock:
-        if marker in _ready:
+        if schema in _ready.get(engine, ()):
             return table
         for attempt in range(5):
             try:
@@ -127,7 +127,7 @@ def ensure_claims_table(engine: Engine, schema: str | None = None) -> Table:
                 if attempt == 4:
                     raise
                 time.sleep(0.05 * (attempt + 1))
-        _ready.add(marker)
+        _ready.setdefault(engine, set()).add(schema)
     return table
 
 

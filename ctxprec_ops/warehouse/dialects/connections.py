@@ -166,6 +166,11 @@ class Connections(Facts):
         """The file the URL names that connecting would create when missing (None: no such file)."""
         return None
 
+    def local_file(self, url: URL) -> str | None:
+        """The database file on this machine the URL names, as written (a relative path is
+        relative to the working directory); None for a server or an in-memory database."""
+        return self.database_file(url)
+
     def in_memory(self, url: URL) -> bool:
         """Whether the URL names a database only this process sees (another process opening it
         would see its own, empty one)."""

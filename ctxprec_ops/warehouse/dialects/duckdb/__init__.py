@@ -100,6 +100,9 @@ class DuckDBDialect(Dialect):
     def in_memory(self, url: URL) -> bool:
         return url.database in (None, "", ":memory:")
 
+    def local_file(self, url: URL) -> str | None:
+        return None if self.in_memory(url) or not _local_file(url) else url.database
+
     def engine_arguments(self, url: URL, *, read_only: bool = False) -> dict[str, Any]:
         """An in-memory database is one connection shared by every thread, as SQLite's (the
         driver's default pool gives each thread a connection, and each its own empty database)."""
