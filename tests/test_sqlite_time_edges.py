@@ -57,3 +57,51 @@ def test_values_at_a_days_edges_land_in_the_utc_day_they_name(tmp_path, declared
         wrong = {EDGES[int(i) - 1][0]: day for i in got ^ want}
         assert got == want, f"{day}: misplaced values {wrong}"
         assert (summary.rows_total, summary.rows_unpartitioned) == (len(want), 0)
+
+
+#: instants SQLite's day test reads from forms the plan's and ledger's index ranges once missed
+#: (they scanned ISO prefixes, numbers and 10-digit text led by '1' only): (stored value, its day)
+OTHER_FORMS = [
+    ("987654321", "2001-04-19"),  # epoch seconds of 9 digits
+    ("0987654321", "2001-04-19"),  # the same with a leading zero
+    ("2000000000", "2033-05-18"),  # 10 digits led by '2'
+    ("999950000000", "2001-09-08"),  # epoch milliseconds of 12 digits
+    ("999999999.5", "2001-09-09"),  # a day whose epoch seconds gain a digit: its 9-digit part...
+    ("1000079999", "2001-09-09"),  # ...and its 10-digit part
+    (b"2026-11-28 02:00:00", "2026-11-28"),  # ISO text stored as a BLOB
+    ("1795824000", "2026-11-28"),  # the day's first second as text
+]
+
+
+@pytest.mark.parametrize("declared", ["TEXT", "DATETIME"])
+@pytest.mark.parametrize("indexed", [False, True])
+def test_every_form_the_day_test_reads_is_scored_and_accounted_for_in_its_day(tmp_path, indexed, declared):
+    """A row the chunk read's exact test puts in the day but the plan's and ledger's scan missed
+    was scored, then deleted as stale by the ledger: in neither table under a succeeded run (or,
+    with an index on ``event_time``, never read at all). Each such row is now scored in its day."""
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    engine = get_engine(url)
+    good = day_rows(1, as_text=True)[0]
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"CREATE TABLE retrieval_logs (id TEXT PRIMARY KEY, event_time {declared}, "
+            "input TEXT, actual_output TEXT, expected_output TEXT, retrieval_context TEXT)"
+        )
+        if indexed:
+            conn.exec_driver_sql("CREATE INDEX ix_time ON retrieval_logs (event_time)")
+        for i, (value, day) in enumerate(OTHER_FORMS, start=1):
+            rows = [(f"{i}-form", value), (f"{i}-iso-a", f"{day} 00:00:01"), (f"{i}-iso-z", f"{day} 23:59:00")]
+            for id_, when in rows:  # ids sorting on both sides of the odd one, as the index plan bounds them
+                conn.exec_driver_sql(
+                    "INSERT OR IGNORE INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)",
+                    (id_, when, f"{good['input']} {id_}", good["actual_output"], good["expected_output"],
+                     good["retrieval_context"]),
+                )  # fmt: skip
+    config = PipelineConfig(warehouse=url, judge=CountingJudge(), chunk_size=2)
+    for day in sorted({d for _, d in OTHER_FORMS}):
+        summary = score_partition(config, day)
+        forms = {f"{i}-form" for i, (_, d) in enumerate(OTHER_FORMS, start=1) if d == day}
+        got = {r[0] for r in query(url, "SELECT log_id FROM ctxprec_scores WHERE partition_key = :p", p=day)}
+        assert forms <= got, f"{day}: {sorted(forms - got)} not scored"
+        assert summary.status == "succeeded"
+        assert (summary.rows_total, summary.rows_scored, summary.rows_unpartitioned) == (len(got), len(got), 0)

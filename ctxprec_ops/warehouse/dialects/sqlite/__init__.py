@@ -161,11 +161,15 @@ class SQLiteDialect(Dialect):
     def partition_ranges(
         self, column: Any, mode: TimeMode, start: datetime, end: datetime
     ) -> list[ColumnElement[bool]]:
-        """Any ISO form of a UTC instant in the day (with an offset of up to a day) sorts between
-        the date prefixes of the days around it; epoch seconds (numbers sort before all text, and
-        10-digit text starts with '1') and text led by whitespace lie in two more ranges: three
-        index ranges SQLite scans without computing any row's instant. The bounds are text no
-        affinity can turn into numbers ('0!', not '0')."""
+        """Index ranges holding every row whose instant (``sqlite_instant``) lies in the day, which
+        SQLite scans without computing any row's instant: any ISO form (with an offset of up to a
+        day) sorts between the date prefixes of the days around it; numbers sort before all text,
+        with text led by whitespace, a sign or a zero; epoch seconds and milliseconds as text lie
+        between the day's first and last as text (``_epoch_text_ranges``); blobs sort after all
+        text. Each instant the day's exact test accepts must lie in one: the plan and the ledger
+        scan these, the chunk read does not — a row outside them was scored, then taken for
+        stale by the ledger and deleted, under a succeeded run. The bounds are text no affinity
+        can turn into numbers ('1!', not '1')."""
         if mode != "sqlite_text":
             return super().partition_ranges(column, mode, start, end)
         text_col = type_coerce(column, String())
@@ -178,7 +182,9 @@ class SQLiteDialect(Dialect):
         def at_least(v: str) -> ColumnElement[bool]:
             return text_col >= literal(v, type_=String())
 
-        return [and_(at_least(lo), below(hi)), below("0!"), and_(at_least("1!"), below("2!"))]
+        epochs = [and_(at_least(a), below(b)) for a, b in _epoch_text_ranges(start, end)]
+        blobs = type_coerce(column, LargeBinary()) >= literal(b"", type_=LargeBinary())
+        return [and_(at_least(lo), below(hi)), below("1!"), *epochs, blobs]
 
     def unreadable_time(self, column: Any, mode: TimeMode) -> ColumnElement[bool]:
         if mode == "sqlite_text":
@@ -253,3 +259,19 @@ class SQLiteDialect(Dialect):
         log_ids: Sequence[str],
     ) -> None:
         lookups.delete_scored_failures(conn, failures, scores, equal, log_ids)
+
+
+def _epoch_text_ranges(start: datetime, end: datetime) -> list[tuple[str, str]]:
+    """Text ranges ``[lo, hi)`` holding the epoch seconds and milliseconds of every instant of
+    ``[start, end)`` written as digits (with any fraction or trailing blank): for digit strings of
+    one length, text order is number order; a day whose numbers gain a digit (2001-09-09's
+    seconds pass 10**9) gets a range for each length."""
+    out = []
+    for scale in (1, 1000):  # as ``sqlite_instant`` reads them: milliseconds from 10**11 on
+        first, last = int(start.timestamp()) * scale, int(end.timestamp()) * scale
+        a, b = str(first), str(last)
+        if len(a) == len(b):
+            out.append((a, b))
+        else:
+            out += [(a, "9" * len(a) + "~"), ("1" + "0" * len(a), b)]
+    return out
