@@ -8,6 +8,7 @@ counts in the day it says now: its score follows it, at no judge cost.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -197,3 +198,49 @@ def test_the_ledgers_binary_search_agrees_with_numpys_set_operations():
         assert _within(distinct, needles).tolist() == np.isin(needles, haystack).tolist()
 
     check()
+
+
+def test_an_id_on_two_days_stays_with_the_day_that_scored_it_and_the_other_says_why(tmp_path):
+    """Output rows are keyed by id, not by day: with one id on two days, each day's run found the
+    id scored and the ledger moved its score into its own day — both runs ``succeeded`` while one
+    day's row was in neither table, the days taking it from each other run after run. Now the
+    output stays where it is, and the other day counts its row apart and names the id."""
+    path = tmp_path / "wh.db"
+    url = f"sqlite:///{path}"
+    good = log_row(1, datetime.fromisoformat(f"{DAY}T00:00:00"))
+    nodes = json.dumps(good["retrieval_context"])
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # no key on id: the source allows the repeat
+        conn.exec_driver_sql(
+            "CREATE TABLE retrieval_logs (id TEXT, event_time TEXT, input TEXT, actual_output TEXT, "
+            "expected_output TEXT, retrieval_context TEXT)"
+        )
+        for id_, when, context in [
+            ("a", f"{DAY} 10:00:00", nodes),
+            ("x", f"{DAY} 11:00:00", nodes),
+            ("a", f"{NEXT} 10:00:00", "not JSON"),
+            ("y", f"{NEXT} 11:00:00", nodes),
+        ]:
+            conn.exec_driver_sql(
+                "INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)",
+                (id_, when, good["input"], good["actual_output"], good["expected_output"], context),
+            )
+    engine.dispose()
+    config = PipelineConfig(warehouse=url, judge=CountingJudge())
+    for _ in range(2):  # it stays so, run after run
+        first = score_partition(config, DAY)
+        assert (first.status, first.rows_scored, first.rows_without_id) == ("succeeded", 2, 0)
+        assert query(url, "SELECT log_id FROM ctxprec_scores WHERE partition_key = :d ORDER BY 1", d=DAY) == [
+            ("a",),
+            ("x",),
+        ]
+        second = score_partition(config, NEXT)
+        assert (second.status, second.rows_scored, second.rows_unaccounted, second.rows_without_id) == (
+            "succeeded",
+            1,
+            0,
+            1,
+        )
+        assert "1 row(s) share their id with a row of another day" in (second.error_message or "")
+        assert f"'a' (also in {DAY})" in (second.error_message or "")
+        assert query(url, "SELECT log_id FROM ctxprec_scores WHERE partition_key = :d", d=NEXT) == [("y",)]

@@ -184,7 +184,7 @@ def finalize_run(
         judge_calls=spend["judge_calls"],
         failures_by_type=failed,
         rows_unpartitioned=unpartitioned,
-        rows_without_id=without_id + ledger.refused,
+        rows_without_id=without_id + ledger.refused + ledger.shared,
         source_table=key.source_table,
         mapping=key.mapping,
         sample_rate=float(sample.rate),
@@ -204,6 +204,9 @@ def finalize_run(
         log.error("partition %s: %s", partition_key, notes[-1])
     if ledger.refused:
         notes.append(ledger.refused_text())
+        log.warning("partition %s: %s", partition_key, notes[-1])
+    if ledger.shared:
+        notes.append(ledger.shared_text())
         log.warning("partition %s: %s", partition_key, notes[-1])
     if notes:
         summary.error_message = "; ".join(notes)

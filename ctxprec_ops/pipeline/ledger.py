@@ -9,7 +9,11 @@ and the run row, the CLI and the orchestrators name them.
 
 Before counting, the ledger keeps the output in the day the source says: rows scored under
 another day whose ``event_time`` now says this one are moved here, and rows of this day whose
-source row left it (another day, or deleted) are removed (``warehouse/partition_rows.py``).
+source row left it (another day, or deleted) are removed (``warehouse/partition_rows.py``). An id
+whose output row is under another day that still holds a row with that id is not moved: an id
+names one row, and two days' rows sharing one would take its output from each other run after
+run, each run ``succeeded``. Such a row is counted apart, as one whose id cannot be recorded
+(``shared``, with the first few ids and their other day), and the run says why.
 
 Ids are compared as the text stored in ``log_id`` (``str(id)``), through 64-bit hashes held in
 sorted numpy arrays and matched by binary search (memory: ~40 bytes per row of the partition at
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from array import array
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain
@@ -32,12 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..warehouse.engine import read_connection, write_retrying
 from ..warehouse.partition_rows import move_to_partition, partition_log_ids, partitions_of, remove_from_partition
+from ..warehouse.source import Partition
 from .sampling import FULL_CUTOFF, CutoffPlanner, sample_hash
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..warehouse.source import Partition
     from .context import PipelineContext
 
 __all__ = ["Ledger", "reconcile", "EXAMPLES"]
@@ -68,6 +73,10 @@ class Ledger:
     refused: int = 0
     refused_ids: tuple[str, ...] = ()
     id_limit: int | None = None
+    #: ids of this day's rows that are also rows of another day, which holds their output row (not
+    #: unaccounted: counted apart), and the first few (id, that day)
+    shared: int = 0
+    shared_ids: tuple[tuple[str, str], ...] = ()
 
     def refused_text(self) -> str:
         """One line naming the rows whose id cannot be recorded."""
@@ -76,6 +85,15 @@ class Ledger:
         return (
             f"{self.refused} row(s) have an id longer than the {self.id_limit} characters log_id holds on this "
             f"warehouse and can be neither scored nor recorded ({shown}{more}); shorten those ids at the source"
+        )
+
+    def shared_text(self) -> str:
+        """One line naming the rows whose id is also another day's row (not scored here)."""
+        shown = ", ".join(f"{i[:60]!r} (also in {day})" for i, day in self.shared_ids)
+        more = ", ..." if self.shared > len(self.shared_ids) else ""
+        return (
+            f"{self.shared} row(s) share their id with a row of another day, which holds the id's score or failure "
+            f"({shown}{more}): an id names one row, so these are not scored in this day; give each row its own id"
         )
 
 
@@ -180,11 +198,32 @@ def _output_texts(ctx: PipelineContext, partition_key: str, wanted: np.ndarray) 
     return sorted(found)
 
 
+def _held_by_their_day(ctx: PipelineContext, days: dict[str, str]) -> dict[str, str]:
+    """Of ``days`` (id -> the other day its output row is under), the ids whose row that day's
+    source still holds (a scan of each such day's ids: only when output would move)."""
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for log_id, day in days.items():
+        wanted[day].add(log_id)
+    held: dict[str, str] = {}
+    with read_connection(ctx.engine) as conn:
+        for day, ids in wanted.items():
+            try:
+                other = Partition.of(day)
+            except ValueError:  # no day: nothing there holds it
+                continue
+            for value in ctx.rows.iter_ids(conn, other):
+                text = str(value)
+                if text in ids:
+                    held[text] = day
+    return held
+
+
 def _keep_in_day(
     ctx: PipelineContext, partition: Partition, source: np.ndarray, expected: np.ndarray, output: np.ndarray
-) -> tuple[int, int]:
-    """Move here the output rows of this day's (sampled) ids recorded under another day, and
-    remove the output rows of ids no longer in this day's source; returns (moved in, removed).
+) -> tuple[int, int, dict[str, str]]:
+    """Move here the output rows of this day's (sampled) ids recorded under another day — unless
+    that day's source still holds a row with the id (returned: id -> that day) — and remove the
+    output rows of ids no longer in this day's source; returns (moved in, removed, shared).
     ``source`` and ``output``: distinct and sorted."""
     import numpy as np
 
@@ -192,10 +231,13 @@ def _keep_in_day(
     missing = np.unique(expected[~_within(output, expected)])
     stale = output[~_within(source, output)]
     moved = removed = 0
+    shared: dict[str, str] = {}
     if missing.size:
         ids = _texts(ctx, partition, missing)
         with read_connection(ctx.engine) as conn:
-            elsewhere = [i for i, pk in partitions_of(conn, ctx.tables, ctx.key, ids).items() if pk != partition_key]
+            days = {i: pk for i, pk in partitions_of(conn, ctx.tables, ctx.key, ids).items() if pk != partition_key}
+        shared = _held_by_their_day(ctx, days) if days else {}
+        elsewhere = [i for i in days if i not in shared]
         if elsewhere:
             moved = write_retrying(
                 ctx.engine, lambda conn: move_to_partition(conn, ctx.tables, ctx.key, partition_key, elsewhere)
@@ -218,7 +260,7 @@ def _keep_in_day(
             moved,
             removed,
         )
-    return moved, removed
+    return moved, removed, shared
 
 
 def reconcile(ctx: PipelineContext, partition: Partition) -> Ledger:
@@ -231,12 +273,14 @@ def reconcile(ctx: PipelineContext, partition: Partition) -> Ledger:
     expected = source if in_sample is None else source[in_sample]  # before the sort below
     distinct = _distinct(source)  # sorts ``source``: ``expected`` is then sorted too (no sample)
     output = _output(ctx, partition.key)
-    moved, removed = _keep_in_day(ctx, partition, distinct, expected, output)
+    moved, removed, shared = _keep_in_day(ctx, partition, distinct, expected, output)
     del distinct
     if moved or removed:
         output = _output(ctx, partition.key)
     # duplicate ids share one failure row (none of them is scored): each row counts as recorded
     accounted = _within(output, expected)
+    if shared:  # counted apart
+        accounted |= _within(_distinct(_hashes(shared)), expected)
     unaccounted = int(expected.size - int(accounted.sum()))
     examples: tuple[str, ...] = ()
     if unaccounted:
@@ -251,4 +295,6 @@ def reconcile(ctx: PipelineContext, partition: Partition) -> Ledger:
         refused=len(refused),
         refused_ids=tuple(sorted(refused)[:EXAMPLES]),
         id_limit=ctx.log_id_limit,
+        shared=len(shared),
+        shared_ids=tuple(sorted(shared.items())[:EXAMPLES]),
     )
