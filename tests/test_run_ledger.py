@@ -244,3 +244,44 @@ def test_an_id_on_two_days_stays_with_the_day_that_scored_it_and_the_other_says_
         assert "1 row(s) share their id with a row of another day" in (second.error_message or "")
         assert f"'a' (also in {DAY})" in (second.error_message or "")
         assert query(url, "SELECT log_id FROM ctxprec_scores WHERE partition_key = :d", d=NEXT) == [("y",)]
+
+
+def test_a_duplicate_arriving_after_its_id_was_scored_turns_the_score_into_the_not_unique_failure(tmp_path):
+    """Two rows sharing an id: neither is scored until the duplicate is removed. A second row with
+    the id of a row scored earlier was skipped as "scored" — the old score stayed, and the new row
+    was never read. Now the score gives way to the failure, and comes back once the id is unique."""
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    good = log_row(1, datetime.fromisoformat(f"{DAY}T00:00:00"))
+    nodes = json.dumps(good["retrieval_context"])
+    engine = sa.create_engine(url)
+
+    def add(id_: str, when: str, context: str) -> None:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(
+                "INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)",
+                (id_, when, good["input"], good["actual_output"], good["expected_output"], context),
+            )
+
+    with engine.begin() as conn:  # no key on id
+        conn.exec_driver_sql(
+            "CREATE TABLE retrieval_logs (id TEXT, event_time TEXT, input TEXT, actual_output TEXT, "
+            "expected_output TEXT, retrieval_context TEXT)"
+        )
+    add("a", f"{DAY} 10:00:00", nodes)
+    add("b", f"{DAY} 11:00:00", nodes)
+    config = PipelineConfig(warehouse=url, judge=CountingJudge())
+    assert score_partition(config, DAY).rows_scored == 2
+
+    add("a", f"{DAY} 12:00:00", "not JSON")  # the same id again
+    again = score_partition(config, DAY)
+    assert (again.status, again.rows_total, again.rows_scored, again.rows_failed) == ("succeeded", 3, 1, 1)
+    assert query(url, "SELECT log_id FROM ctxprec_scores ORDER BY 1") == [("b",)]
+    (message,) = query(url, "SELECT error_message FROM ctxprec_failures WHERE log_id = 'a'")[0]
+    assert "not unique" in message
+
+    with engine.begin() as conn:  # the duplicate removed: the id is scored again
+        conn.exec_driver_sql("DELETE FROM retrieval_logs WHERE retrieval_context = 'not JSON'")
+    engine.dispose()
+    last = score_partition(config, DAY)
+    assert (last.status, last.rows_total, last.rows_scored, last.rows_failed) == ("succeeded", 2, 2, 0)
+    assert query(url, "SELECT count(*) FROM ctxprec_failures") == [(0,)]

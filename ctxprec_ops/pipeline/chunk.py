@@ -22,6 +22,7 @@ from ..scoring.verdicts import NodeVerdict
 from ..warehouse.claims import RowClaims
 from ..warehouse.engine import write_retrying
 from ..warehouse.label_figures import figure_row, write_figures
+from ..warehouse.partition_rows import remove_from_partition
 from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.segments import refresh_segment_values, segment_rows, write_segments
 from ..warehouse.store import analyze_if_grown, delete_failures, write_chunk
@@ -198,6 +199,8 @@ def _write(
         judgments = judgment_rows(ctx, cache.added)
 
     def write(conn: Connection) -> None:
+        if intake.unscored:  # scored while unique, shared by several rows now: their failure replaces it
+            remove_from_partition(conn, ctx.tables, ctx.key, intake.partition_key, intake.unscored)
         write_chunk(
             conn,
             ctx.tables,

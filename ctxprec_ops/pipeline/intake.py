@@ -20,6 +20,7 @@ from ..secrets import redact
 from ..warehouse.claims import Claim, RowClaims
 from ..warehouse.engine import read_connection, read_retrying
 from ..warehouse.holders import ClaimHolder
+from ..warehouse.partition_rows import partitions_of
 from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.segments import segment_column, segment_state, segment_value
 from ..warehouse.store import load_judgments, run_spend, scored_ids
@@ -68,6 +69,9 @@ class Intake:
     #: judging (log id -> that holder): neither cases nor done, left for a later visit
     claim: Claim | None = None
     held: dict[str, ClaimHolder] = field(default_factory=dict)
+    #: ids scored in this partition while they were unique, now shared by several rows: their
+    #: score is deleted with the chunk's write, which records their "not unique" failure instead
+    unscored: list[str] = field(default_factory=list)
 
 
 def failure_row(
@@ -96,8 +100,11 @@ def failure_row(
 
 
 #: what a chunk's read gives: its rows, the ids already scored, the rows read, the ids that fit a
-#: log id, the sampled ones, the scored ids whose segment values moved, their recorded values
-_Read = tuple[list[dict[str, Any]], set[str], int, list[str], list[str], list[str], dict[str, dict[str, str | None]]]
+#: log id, the sampled ones, the scored ids whose segment values moved, their recorded values, the
+#: scored ids that are no longer unique
+_Read = tuple[
+    list[dict[str, Any]], set[str], int, list[str], list[str], list[str], dict[str, dict[str, str | None]], list[str]
+]
 
 
 def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> Intake:
@@ -120,16 +127,20 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> Intake:
             rows = list(compress(every, picked))
             log_ids = list(compress(every_id, picked))
         done_ids = scored_ids(conn, ctx.tables, key, log_ids)
+        unscored = _no_longer_unique(conn, ctx, pk, log_ids, done_ids)
+        done_ids -= set(unscored)
         moved: list[str] = []
         recorded: dict[str, dict[str, str | None]] = {}
         if ctx.segments and done_ids:
             recorded, moved = _segmented(conn, ctx, pk, done_ids)
             done_ids = set(recorded)
-        return rows, done_ids, all_rows, every_id, log_ids, moved, recorded
+        return rows, done_ids, all_rows, every_id, log_ids, moved, recorded, unscored
 
     # read again on a new connection if the server dropped the pooled one (warehouse.engine)
-    rows, done_ids, all_rows, every_id, log_ids, moved, recorded = read_retrying(ctx.engine, read)
-    intake = Intake(rows, done_ids, all_rows=all_rows, log_ids=log_ids, moved=moved, partition_key=pk)
+    rows, done_ids, all_rows, every_id, log_ids, moved, recorded, unscored = read_retrying(ctx.engine, read)
+    intake = Intake(
+        rows, done_ids, all_rows=all_rows, log_ids=log_ids, moved=moved, partition_key=pk, unscored=unscored
+    )
     if ctx.segments:
         names = [(n, segment_column(n)) for n in ctx.segments]
         intake.segment_values = {i: {n: r.get(c) for n, c in names} for i, r in zip(log_ids, rows)}
@@ -181,6 +192,19 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> Intake:
         except InvalidTestCaseError as exc:
             failures.append(failure_row(log_id, pk, key, exc.error_type, redact(str(exc)), 0, run_id, now, chunk.index))
     return intake
+
+
+def _no_longer_unique(conn: Connection, ctx: PipelineContext, pk: str, log_ids: list[str], done: set[str]) -> list[str]:
+    """The ids several of the chunk's rows share that were scored in this partition (while one row
+    had them): which row the score is of is unknowable now, so it gives way to the "not unique"
+    failure — none of them is scored until the duplicates are removed. (A score under another day
+    is that day's row's: the ledger counts this day's rows apart.)"""
+    if not done or len(set(log_ids)) == len(log_ids):
+        return []
+    shared = [i for i, n in Counter(log_ids).items() if n > 1 and i in done]
+    if not shared:
+        return []
+    return [i for i, day in partitions_of(conn, ctx.tables, ctx.key, shared).items() if day == pk]
 
 
 def _segmented(
