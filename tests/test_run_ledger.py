@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from ctxprec_ops.pipeline import PipelineConfig, score_partition
@@ -285,3 +286,31 @@ def test_a_duplicate_arriving_after_its_id_was_scored_turns_the_score_into_the_n
     last = score_partition(config, DAY)
     assert (last.status, last.rows_total, last.rows_scored, last.rows_failed) == ("succeeded", 2, 2, 0)
     assert query(url, "SELECT count(*) FROM ctxprec_failures") == [(0,)]
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 100])
+def test_an_id_that_is_not_utf8_is_counted_apart_and_the_other_rows_scored(tmp_path, chunk_size):
+    """SQLite stores any bytes as text; read back, an id that is not UTF-8 holds surrogates no
+    driver can send back — as a chunk's bound, in the scored-ids look-up, as a ``log_id``. Every
+    run of its partition failed with a UnicodeEncodeError and wrote nothing. Now that row is
+    counted apart (``rows_without_id``, named in the note) and the others are scored."""
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    good = log_row(1, datetime.fromisoformat(f"{DAY}T00:00:00"))
+    nodes = json.dumps(good["retrieval_context"])
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE retrieval_logs (id TEXT PRIMARY KEY, event_time TEXT, input TEXT, actual_output TEXT, "
+            "expected_output TEXT, retrieval_context TEXT)"
+        )
+        for id_sql, hour in [("'a'", 1), ("CAST(X'62ff' AS TEXT)", 2), ("'c'", 3), ("CAST(X'7aff' AS TEXT)", 4)]:
+            conn.exec_driver_sql(
+                f"INSERT INTO retrieval_logs VALUES ({id_sql}, ?, ?, ?, ?, ?)",
+                (f"{DAY} 0{hour}:00:00", good["input"], good["actual_output"], good["expected_output"], nodes),
+            )
+    engine.dispose()
+    summary = score_partition(PipelineConfig(warehouse=url, judge=CountingJudge(), chunk_size=chunk_size), DAY)
+    assert (summary.status, summary.rows_scored, summary.rows_failed) == ("succeeded", 2, 0)
+    assert (summary.rows_unaccounted, summary.rows_without_id) == (0, 2)
+    assert "'b\\udcff' (not valid UTF-8)" in (summary.error_message or "")
+    assert query(url, "SELECT log_id FROM ctxprec_scores ORDER BY 1") == [("a",), ("c",)]

@@ -23,6 +23,7 @@ from ..warehouse.holders import ClaimHolder
 from ..warehouse.partition_rows import partitions_of
 from ..warehouse.scoring_key import ScoringKey
 from ..warehouse.segments import segment_column, segment_state, segment_value
+from ..warehouse.source import recordable_id
 from ..warehouse.store import load_judgments, run_spend, scored_ids
 from .context import PipelineContext
 from .records import Chunk
@@ -117,8 +118,8 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> Intake:
         all_rows = len(every)
         every_id = [str(r["id"]) for r in every]
         limit = ctx.log_id_limit
-        if limit is not None and any(len(i) > limit for i in every_id):  # no log_id can hold it
-            fits = [len(i) <= limit for i in every_id]
+        if not all(recordable_id(i, limit) for i in every_id):  # no log_id can hold it: counted apart
+            fits = [recordable_id(i, limit) for i in every_id]
             every, every_id = list(compress(every, fits)), list(compress(every_id, fits))
         if takes_every_row(cutoff):
             rows, log_ids = every, every_id

@@ -21,8 +21,9 @@ its peak — the source's hashes, their distinct values, the output's, a search'
 the ids themselves); the ids named as unaccounted are read back in a second pass.
 
 A row whose id is longer than ``log_id`` holds on the warehouse (255 characters on MySQL /
-MariaDB, whose keys are capped at 3,072 bytes) can be neither scored nor recorded as a failure:
-it is counted apart (``refused``, with the first few ids), like a row without an id.
+MariaDB, whose keys are capped at 3,072 bytes), or is not valid UTF-8 (SQLite stores any bytes as
+text), can be neither scored nor recorded as a failure: it is counted apart (``refused``, with the
+first few ids), like a row without an id.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..warehouse.engine import read_connection, write_retrying
 from ..warehouse.partition_rows import move_to_partition, partition_log_ids, partitions_of, remove_from_partition
-from ..warehouse.source import Partition
+from ..warehouse.source import Partition, recordable_id
 from .sampling import FULL_CUTOFF, CutoffPlanner, sample_hash
 
 if TYPE_CHECKING:
@@ -68,8 +69,8 @@ class Ledger:
     #: output rows moved here from another day, and removed from this one (their source row left it)
     moved_in: int = 0
     removed: int = 0
-    #: rows whose id is longer than ``log_id`` holds (not in ``source_rows``), the first few ids,
-    #: and that length
+    #: rows whose id ``log_id`` cannot hold (longer than it, or not valid UTF-8; not in
+    #: ``source_rows``), the first few ids, and that length
     refused: int = 0
     refused_ids: tuple[str, ...] = ()
     id_limit: int | None = None
@@ -80,11 +81,11 @@ class Ledger:
 
     def refused_text(self) -> str:
         """One line naming the rows whose id cannot be recorded."""
-        shown = ", ".join(f"{i[:24]!r}... ({len(i):,} characters)" for i in self.refused_ids)
+        shown = ", ".join(_refused(i, self.id_limit) for i in self.refused_ids)
         more = ", ..." if self.refused > len(self.refused_ids) else ""
         return (
-            f"{self.refused} row(s) have an id longer than the {self.id_limit} characters log_id holds on this "
-            f"warehouse and can be neither scored nor recorded ({shown}{more}); shorten those ids at the source"
+            f"{self.refused} row(s) have an id that log_id cannot hold on this warehouse and can be neither scored "
+            f"nor recorded ({shown}{more}); fix those ids at the source"
         )
 
     def shared_text(self) -> str:
@@ -95,6 +96,13 @@ class Ledger:
             f"{self.shared} row(s) share their id with a row of another day, which holds the id's score or failure "
             f"({shown}{more}): an id names one row, so these are not scored in this day; give each row its own id"
         )
+
+
+def _refused(text: str, limit: int | None) -> str:
+    """A refused id as shown (never the text itself: it may not be encodable)."""
+    if limit is not None and len(text) > limit:
+        return f"{text[:24]!r}... ({len(text):,} characters; log_id holds {limit})"
+    return f"{text[:40]!r} (not valid UTF-8)"
 
 
 def _hashes(values: Iterable[Any]) -> np.ndarray:
@@ -136,9 +144,7 @@ def _source(ctx: PipelineContext, partition: Partition, refused: list[str]) -> t
     sample = ctx.config.sample
     limit = ctx.log_id_limit
     with read_connection(ctx.engine) as conn:
-        texts: Iterable[str] = (str(v) for v in ctx.rows.iter_ids(conn, partition))
-        if limit is not None:
-            texts = _fitting(texts, limit, refused)
+        texts: Iterable[str] = _fitting((str(v) for v in ctx.rows.iter_ids(conn, partition)), limit, refused)
         if not sample.active:
             return _hashes(texts), None
         planner = CutoffPlanner(sample)
@@ -155,12 +161,12 @@ def _source(ctx: PipelineContext, partition: Partition, refused: list[str]) -> t
     return hashes, np.frombuffer(draws, dtype=np.uint64) < np.uint64(cutoff)
 
 
-def _fitting(texts: Iterable[str], limit: int, refused: list[str]) -> Iterable[str]:
+def _fitting(texts: Iterable[str], limit: int | None, refused: list[str]) -> Iterable[str]:
     for text in texts:
-        if len(text) > limit:
-            refused.append(text)
-        else:
+        if recordable_id(text, limit):
             yield text
+        else:
+            refused.append(text)
 
 
 def _output(ctx: PipelineContext, partition_key: str) -> np.ndarray:

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from ..warehouse.engine import read_connection
-from ..warehouse.source import Partition, SourceTable
+from ..warehouse.source import Partition, SourceTable, recordable_id
 from .config import PipelineConfig
 from .context import PipelineContext, prepare
 from .formats import RowsReader, SourceReader
@@ -39,19 +39,21 @@ def plan_source(
     """
     chunks: list[Chunk] = []
     after: Any = None
-    last: Any = None
+    last: Any = None  # the last id that can bound a chunk since ``after`` (None: none yet)
     n = 0
     planner = CutoffPlanner(sample) if sample is not None and sample.active else None
     ids: SourceReader = reader if reader is not None else RowsReader(source, None)
     with read_connection(engine) as conn:
         for value in ids.iter_ids(conn, partition):
             n += 1
-            last = value
             if planner is not None:
                 planner.add(str(value))
-            if n == size:
+            if type(value) is str and not recordable_id(value, None):
+                continue  # no driver can send it back (not UTF-8): inside a chunk, never its bound
+            last = value
+            if n >= size:
                 chunks.append(Chunk.of(partition, len(chunks), after, last, n))
-                after, n = last, 0
+                after, last, n = last, None, 0
         nulls = ids.count_null_ids(conn, partition)
     if nulls:  # no log_id to record them under: say so rather than drop them silently
         log.warning(
@@ -61,7 +63,7 @@ def plan_source(
             nulls,
             source.id.name,
         )
-    if n:
+    if n and last is not None:  # (rows after the last id that can bound a chunk: counted apart)
         chunks.append(Chunk.of(partition, len(chunks), after, last, n))
     if planner is not None:
         cutoff, rows, sampled = planner.result()

@@ -58,6 +58,7 @@ __all__ = [
     "read_chunk_rows",
     "count_null_ids",
     "count_unpartitioned",
+    "recordable_id",
 ]
 
 _PARTITION = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -127,6 +128,22 @@ class Partition:
 
     def __str__(self) -> str:
         return self.key
+
+
+def recordable_id(text: str, limit: int | None) -> bool:
+    """Whether a row's id text can be its ``log_id``: at most ``limit`` characters (the column's
+    length on this warehouse; None: any), and valid UTF-8 — SQLite hands text that is not as
+    surrogates (``\\udcff``), which no driver can send back, as a chunk bound, a look-up or a
+    ``log_id``. A row whose id cannot is counted apart (the ledger's ``refused``), never bound."""
+    if limit is not None and len(text) > limit:
+        return False
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

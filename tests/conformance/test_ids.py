@@ -81,6 +81,6 @@ def test_ids_too_long_for_log_id_are_refused_and_named_and_the_others_scored(war
     assert (row["rows_total"], row["rows_scored"], row["rows_without_id"]) == (len(scored), len(scored), len(refused))
     message = row["error_message"] or ""
     for text in refused:
-        assert f"{text[:24]!r}... ({len(text)} characters)" in message, message
+        assert f"{text[:24]!r}... ({len(text)} characters; log_id holds 255)" in message, message
     if refused:
-        assert "longer than the 255 characters log_id holds" in message, message
+        assert "have an id that log_id cannot hold on this warehouse" in message, message
