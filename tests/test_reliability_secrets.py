@@ -200,6 +200,8 @@ def test_no_secret_in_logs_tables_reports_or_output(secret_pg, judge_server, tmp
         f"postgresql://etl:p@{PASSWORD}@db/wh",  # an unencoded "@"
         f"postgresql://etl:x:{PASSWORD}@db:notaport/wh",
         f"etl:{PASSWORD}@db/wh",  # no scheme: not a URL at all, still masked
+        f"postgresql://etl@db/wh?password={PASSWORD}",  # libpq's password as a query parameter
+        f"postgresql://etl:{PASSWORD} x@db:54e2/wh",  # a blank typed unencoded, in a URL that does not parse
     ],
 )
 def test_urls_with_awkward_passwords_are_masked_everywhere_they_are_echoed(url, capsys):
@@ -227,3 +229,78 @@ def test_a_password_the_url_patterns_cannot_see_is_masked_once_the_url_was_parse
     normalize_url(f"postgresql://etl:{spaced}@db/wh")
     masked = redact(message)
     assert "7Qx2" not in masked and "***" in masked
+
+
+def test_configuration_objects_show_no_credential_in_their_repr(monkeypatch):
+    """A configuration reaches logs whole — an orchestrator's, a traceback's locals: its repr
+    shows no password (in a URL's userinfo or query string), no key, no credential in a base URL.
+    Each value here is used by no other test, so only the patterns and the fields can mask it."""
+    from dagster import EnvVar
+
+    from ctxprec_ops.airflow.base import JudgeSettings
+    from ctxprec_ops.config import Settings
+    from ctxprec_ops.dagster.resources import JudgeResource, WarehouseResource
+    from ctxprec_ops.judge.models.openai_judge import OpenAIJudge
+
+    pw, query_pw, gateway, apim, key, phx = (f"repr{n}Qz81xK" for n in ("PW", "QPW", "GW", "APIM", "KEY", "PHX"))
+    warehouse = f"postgresql://etl:{pw}@db/wh?sslpassword={query_pw}"
+    base_url = f"http://gw:{gateway}@judge.internal/v1?subscription-key={apim}"
+    monkeypatch.setenv("CTXPREC_WAREHOUSE_URL", warehouse)
+    monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+    monkeypatch.setenv("CTXPREC_PHOENIX_KEY_FOR_TEST", phx)
+    settings = Settings.from_env()
+    shown = {
+        "PipelineConfig": repr(PipelineConfig(warehouse=warehouse, judge="gpt-4o-mini", judge_base_url=base_url)),
+        "Settings": repr(settings),
+        "str(Settings)": str(settings),
+        "OpenAIJudge": repr(OpenAIJudge(model="gpt-4o-mini", base_url=base_url)),
+        "JudgeSettings": repr(JudgeSettings("gpt-4o-mini", base_url, key)),
+        "WarehouseResource": repr(WarehouseResource(url=warehouse, phoenix_api_key=phx)),
+        "JudgeResource": repr(JudgeResource(model="gpt-4o-mini", base_url=base_url, api_key=key)),
+        "JudgeResource (EnvVar)": repr(JudgeResource(api_key=EnvVar("CTXPREC_PHOENIX_KEY_FOR_TEST").get_value())),
+    }
+    for where, text in shown.items():
+        for secret in (pw, query_pw, gateway, apim, key, phx):
+            assert secret not in text, f"{where}: {text}"
+        assert "***" in text or "JudgeSettings" in where, f"{where}: {text}"
+
+
+def test_a_rejected_request_echoing_the_key_past_the_cut_leaves_none_of_it(judge_server, tmp_path):
+    """The endpoint's 400 message is kept to 300 characters; it was cut before it was redacted,
+    so a key straddling the cut was no longer found whole and its first 25 characters reached
+    ctxprec_failures.error_message."""
+    key = "sk-cut-Zq81LmX0aPw3Rr7TsecretKEY"
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    create_logs(get_engine(url), planted_rows(1)[0])
+    judge_server.bad_request = ("x" * 285 + f" key={key} was refused", "invalid_request_error")
+    judge_server.script(["bad_request"])
+    config = PipelineConfig(warehouse=url, judge="gpt-4o-mini", judge_base_url=judge_server.base_url, judge_api_key=key)
+    score_partition(config, DAY)
+    ((error_type, message),) = (
+        get_engine(url).connect().execute(sa.text("SELECT error_type, error_message FROM ctxprec_failures")).all()
+    )
+    assert error_type == "judge_request_rejected" and "HTTP 400" in message
+    assert key[:8] not in message and "Zq81" not in message, message
+
+
+def test_the_batch_trigger_masks_the_key_an_endpoint_echoes(judge_server, monkeypatch):
+    """Airflow's triggerer is a process of its own, where no configuration registered the key:
+    a 401 echoing it reached the trigger's event and the task's error. The trigger registers the
+    key its client sends."""
+    import asyncio
+
+    from ctxprec_ops.airflow.triggers import BatchPollTrigger
+    from ctxprec_ops.secrets import redact
+
+    key = "gsk_trigger81LmX0aPw3Rr7Tsecret"  # not shaped like an OpenAI key: only registering masks it
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    judge_server.api_key, judge_server.echo_key = "the-right-key", True
+
+    async def first_event():
+        trigger = BatchPollTrigger(["batch_1"], base_url=judge_server.base_url, poll_seconds=0.05)
+        async for event in trigger.run():
+            return event.payload
+
+    payload = asyncio.run(first_event())
+    assert payload["status"] == "error" and "401" in payload["message"] and "***" in payload["message"]
+    assert key not in str(payload) and key not in redact(f"Incorrect API key provided: {key}")

@@ -22,7 +22,7 @@ from ..config import Settings, SettingsError
 from ..errors import CtxPrecError, JudgeUnavailableError
 from ..pipeline.kinds import metric_kind
 from ..pipeline.outcome import Decision, Outcome, decide_error
-from ..secrets import redact
+from ..secrets import redact, redact_url
 from .hooks import (
     DEFAULT_WAREHOUSE_CONN_ID,
     CtxPrecWarehouseHook,
@@ -99,7 +99,8 @@ class JudgeSettings:
     api_key: str | None  # never logged, never in XCom
 
     def __repr__(self) -> str:
-        return f"JudgeSettings(model={self.model!r}, base_url={self.base_url!r})"
+        base_url = None if self.base_url is None else redact_url(self.base_url)
+        return f"JudgeSettings(model={self.model!r}, base_url={base_url!r})"
 
 
 class CtxPrecBaseOperator(LineageMixin, BaseOperator):
@@ -280,7 +281,7 @@ class CtxPrecBaseOperator(LineageMixin, BaseOperator):
             "metric %s, judge %s%s, source table %s, threshold %s, chunk size %s, concurrency %s",
             metric,
             config.judge,
-            f" at {config.judge_base_url}" if config.judge_base_url else "",
+            f" at {redact_url(config.judge_base_url)}" if config.judge_base_url else "",
             config.table_name,
             config.threshold,
             config.chunk_size,

@@ -14,7 +14,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..batch.api import TERMINAL_STATUSES
-from ..secrets import redact
+from ..secrets import redact, register_secret
 
 __all__ = ["BatchPollTrigger"]
 
@@ -67,6 +67,9 @@ class BatchPollTrigger(BaseTrigger):
         except openai.OpenAIError as exc:
             yield TriggerEvent({"status": "error", "message": redact(str(exc))[:500]})
             return
+        # the triggerer is a process of its own: the key it sends (the connection's, or the one the
+        # client read from OPENAI_API_KEY) is masked in what it reports, an endpoint may echo it
+        register_secret(client.api_key)
         wait = min(self.first_poll, self.poll_seconds)
         try:
             while True:

@@ -27,7 +27,7 @@ from ..pipeline.bounds import Bounds
 from ..pipeline.config import CHUNK_SIZE_DEFAULTS, PipelineConfig
 from ..pipeline.formats import DEFAULT_SPAN_TABLE
 from ..pipeline.kinds import METRIC_KINDS
-from ..secrets import register_secret
+from ..secrets import redacted_fields, register_secret
 from .declare import Environment, reading
 from .declare import rule_setting as _rule
 from .declare import run_setting as _run
@@ -62,6 +62,10 @@ SECTIONS = {
 
 #: setting naming an input table -> the table its metric kinds read by default (the registry's)
 _DEFAULT_TABLES = {k.table_setting: k.default_table for k in METRIC_KINDS.values()}
+
+
+#: the settings holding a secret whole
+SECRET_SETTINGS = ("openai_api_key", "azure_openai_api_key", "smtp_password", "alert_webhook", "phoenix_api_key")
 
 
 class Settings(BaseSettings):
@@ -358,10 +362,14 @@ class Settings(BaseSettings):
             self.__dict__["judge"] = defaults.LLM_JUDGE if self.openai_api_key else "lexical"
         return self
 
+    def __repr_args__(self) -> Any:
+        """As pydantic shows them, the secrets masked and every text redacted (a URL's password)."""
+        return redacted_fields(super().__repr_args__(), SECRET_SETTINGS)
+
     @model_validator(mode="after")
     def _register_secrets(self) -> Settings:
         """The secrets read are masked wherever they show up (``secrets.redact``)."""
-        for name in ("openai_api_key", "azure_openai_api_key", "smtp_password", "alert_webhook", "phoenix_api_key"):
+        for name in SECRET_SETTINGS:
             value = getattr(self, name)
             register_secret(value.get_secret_value() if isinstance(value, SecretStr) else value)
         return self

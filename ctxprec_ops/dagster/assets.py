@@ -37,7 +37,7 @@ from dagster import (
 from ctxprec_ops.pipeline import PipelineConfig, RunSummary, score_partition
 from ctxprec_ops.pipeline.kinds import metric_kind
 from ctxprec_ops.pipeline.outcome import Decision, Outcome, decide, decide_error
-from ctxprec_ops.secrets import redact, register_secret
+from ctxprec_ops.secrets import redact, redact_url, register_secret
 
 from .automation import automation_condition, freshness_policy
 from .metadata import column_lineage, corrected_metadata, definition_metadata, summary_markdown, summary_metadata
@@ -209,10 +209,10 @@ def build_scores_asset(
         try:
             warehouse.checked_url()  # a SQLite file that does not exist: an error, never a new empty file
             config = build_pipeline_config(kind.name, warehouse, judge, thresholds, segments)
+            at = f" at {redact_url(config.judge_base_url)}" if config.judge_base_url else ""
             context.log.info(
                 f"scoring {kind.name} {partition_key} from {warehouse.display_url()} table {config.table_name} "
-                f"with judge {config.judge}{' at ' + str(config.judge_base_url) if config.judge_base_url else ''} "
-                f"(attempt {context.retry_number + 1})"
+                f"with judge {config.judge}{at} (attempt {context.retry_number + 1})"
             )
             summary: RunSummary = score_partition(
                 config, partition_key, run_id=_attempt_run_id(context), progress=RunLogProgress(context.log)

@@ -20,6 +20,7 @@ from ctxprec_ops.config import Settings
 from ctxprec_ops.config.fields import setting_field, settings_of, values_for
 from ctxprec_ops.pipeline.formats import reads_spans
 from ctxprec_ops.pipeline.kinds import metric_kind
+from ctxprec_ops.secrets import redacted_fields
 from ctxprec_ops.warehouse.engine import display_url, require_sqlite_file
 
 __all__ = [
@@ -37,6 +38,9 @@ DEPLOYMENTS = Settings.choices("deployment")
 class WarehouseResource(ConfigurableResource):
     """The SQLAlchemy warehouse holding the retrieval logs and the ``ctxprec_*`` output tables, and
     the input tables' settings (each field is a ``CTXPREC_*`` setting: ``config.fields``)."""
+
+    def __repr_args__(self) -> Any:  # an asset's resources reach logs: no password, no key
+        return redacted_fields(super().__repr_args__(), ("phoenix_api_key",))
 
     url: str = setting_field(
         "warehouse_url",
@@ -108,6 +112,9 @@ class WarehouseResource(ConfigurableResource):
 class JudgeResource(ConfigurableResource):
     """The LLM judge (any OpenAI-compatible endpoint) or ``lexical``, the offline judge, and the
     settings of its calls (each field is a ``CTXPREC_*`` setting: ``config.fields``)."""
+
+    def __repr_args__(self) -> Any:  # an asset's resources reach logs: no password, no key
+        return redacted_fields(super().__repr_args__(), ("api_key",))
 
     model: str | None = setting_field(
         "judge",

@@ -9,13 +9,13 @@ declared here once; ``Settings`` declares the ``CTXPREC_*`` variable of each and
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from ..judge import defaults
 from ..judge.models.names import validate_judge_name
 from ..judge.pricing import parse_prices
-from ..secrets import register_secret
+from ..secrets import redact, register_secret
 from ..traces.conventions import STAGES
 from ..traces.options import TraceOptions
 from ..warehouse.identifiers import split_table_name, validate_identifier
@@ -154,6 +154,12 @@ class PipelineConfig:
     #: whether the spans are read from Phoenix (None: when ``phoenix_url`` is set and no
     #: ``source_table`` is; a spans table of the warehouse can be the source and Phoenix the sink)
     phoenix_source: bool | None = None
+
+    def __repr__(self) -> str:
+        """The fields the dataclass shows, credentials masked (a URL's password or token, a
+        registered key): a config reaches logs whole (an orchestrator's, a traceback's)."""
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
+        return redact(f"{type(self).__name__}({shown})")
 
     def __post_init__(self) -> None:
         metric_kind(self.metric)  # ValueError naming the metrics

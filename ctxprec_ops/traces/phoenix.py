@@ -26,7 +26,7 @@ from urllib.parse import quote
 from sqlalchemy.engine import Engine
 
 from ..errors import CtxPrecError
-from ..secrets import redact, register_secret
+from ..secrets import redact, redact_url, register_secret
 from ..warehouse.source import Partition
 from .span_store import SpanLoad, store_span_rows
 
@@ -142,17 +142,17 @@ def _get(client: Any, path: str, params: dict[str, Any], target: PhoenixTarget) 
         response = client.get(path, params=params)
     except httpx.HTTPError as exc:
         raise PhoenixError(
-            f"Phoenix at {target.url} did not answer: {type(exc).__name__}: {redact(str(exc))}"
+            f"Phoenix at {redact_url(target.url)} did not answer: {type(exc).__name__}: {redact(str(exc))}"
         ) from None
     if response.status_code == 404:
-        raise PhoenixError(f"Phoenix at {target.url} has no project {target.project!r}")
+        raise PhoenixError(f"Phoenix at {redact_url(target.url)} has no project {target.project!r}")
     if response.status_code in (401, 403):
-        error = PhoenixError(f"Phoenix at {target.url} refused the API key (HTTP {response.status_code})")
+        error = PhoenixError(f"Phoenix at {redact_url(target.url)} refused the API key (HTTP {response.status_code})")
         error.retryable = False
         raise error
     if response.status_code >= 400:
         raise PhoenixError(
-            f"Phoenix at {target.url} answered HTTP {response.status_code}: {redact(response.text[:200])}"
+            f"Phoenix at {redact_url(target.url)} answered HTTP {response.status_code}: {redact(response.text)[:200]}"
         )
     body: dict[str, Any] = response.json()
     return body

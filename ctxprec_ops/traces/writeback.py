@@ -193,7 +193,7 @@ def _post(client: Any, path: str, data: list[dict[str, Any]], deadline: float) -
             continue
         if response.status_code < 300:
             return
-        last = f"HTTP {response.status_code}: {redact(response.text[:200])}"
+        last = f"HTTP {response.status_code}: {redact(response.text)[:200]}"  # cut once redacted
         if response.status_code not in (408, 429) and response.status_code < 500:
             break  # the request is refused as made: sending it again cannot help
     raise RuntimeError(last or "no answer")

@@ -257,11 +257,12 @@ def require_sqlite_file(url: str | URL | Engine, *, setting: str = "the warehous
 
 
 def display_url(url: str | URL | Engine) -> str:
-    """The URL with its password masked, for logs and messages."""
+    """The URL with its password masked, for logs and messages (and any query parameter named
+    like a credential: ``?password=``, ``?token=``)."""
     if isinstance(url, Engine):
         url = url.url
     if isinstance(url, URL):
-        return url.render_as_string(hide_password=True)
+        return redact_url(url.render_as_string(hide_password=True))
     return redact_url(str(url))
 
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from ...errors import InvalidTestCaseError, JudgeConfigurationError, JudgeRequestRejectedError
 from ...scoring.samples import DEFAULT_SAMPLE_TEMPERATURE
 from ...scoring.verdicts import YES_NO_SCHEMA, JudgeAnswer, YesNoAnswer
-from ...secrets import register_secret
+from ...secrets import redact, redact_url, register_secret
 from .. import defaults
 from ..logprobs import tokens_of
 from ..pricing import cost_of
@@ -107,8 +107,8 @@ def _refused(exc: Any) -> Exception:
     """A 4xx the endpoint will give again: the prompt is over the model's context (that row's
     ``invalid_input``), or the request is refused as made (``judge_request_rejected``)."""
     body = exc.body if isinstance(getattr(exc, "body", None), dict) else {}
-    message = str(body.get("message") or exc.message or "").strip().splitlines()
-    detail = (message[0] if message else "")[:300]
+    message = redact(str(body.get("message") or exc.message or "")).strip().splitlines()
+    detail = (message[0] if message else "")[:300]  # cut once redacted: a key across the cut is found whole
     status = exc.status_code
     if body.get("code") == "context_length_exceeded" or "context length" in detail.lower():
         return InvalidTestCaseError(
@@ -216,8 +216,9 @@ class OpenAIJudge(JudgeModel):
         self.max_response_bytes = max_response_bytes
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
-    def __repr__(self) -> str:  # never show the key
-        return f"OpenAIJudge(model={self.model!r}, base_url={self.base_url!r})"
+    def __repr__(self) -> str:  # never show the key (nor a credential in the base URL)
+        base_url = None if self.base_url is None else redact_url(str(self.base_url))
+        return f"OpenAIJudge(model={self.model!r}, base_url={base_url!r})"
 
     def get_model_name(self) -> str:
         return self.model
