@@ -30,7 +30,10 @@ _URL_PASSWORD_BLANK = re.compile(
 _QUERY_SECRET = re.compile(
     r"(?i)(?P<name>[?&;](?:[\w.\-]*(?:pass|pwd|secret|token|key|sig|auth|credential|code)[\w.\-]*)=)(?P<value>[^&#\s\"'<>]+)"
 )
-_OPENAI_KEY = re.compile(r"sk-[A-Za-z0-9_\-]{8,}")
+_OPENAI_KEY = re.compile(r"sk-(?P<key>[A-Za-z0-9_\-]{8,})")
+
+#: what a URL shows of a credential: (pattern, the group masked)
+_URL_PARTS = ((_URL_PASSWORD, "pw"), (_URL_PASSWORD_BLANK, "pw"), (_QUERY_SECRET, "value"))
 
 
 def register_secret(value: str | None) -> None:
@@ -39,27 +42,54 @@ def register_secret(value: str | None) -> None:
         _extra_secrets.add(value)
 
 
+def _spans(text: str, patterns: tuple[tuple[re.Pattern[str], str | int], ...]) -> list[tuple[int, int]]:
+    spans = []
+    for pattern, group in patterns:
+        for m in pattern.finditer(text):
+            if m.end(group) > m.start(group):
+                spans.append(m.span(group))
+    if "://" not in text:
+        spans += [m.span("pw") for m in _BARE_CREDENTIALS.finditer(text)]
+    return spans
+
+
+def _masked(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each of ``spans`` (merged where they overlap or touch) as ``***``."""
+    if not spans:
+        return text
+    out, at = [], 0
+    for start, end in sorted(spans):
+        if start < at:  # overlaps the span just masked: extend it
+            at = max(at, end)
+            continue
+        out += [text[at:start], "***"]
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
 def redact_url(url: str) -> str:
     """``postgresql://u:pw@h/db`` -> ``postgresql://u:***@h/db`` (also ``u:pw@h/db``, a password
     with a blank, and the value of a query parameter named like a credential: ``?password=***``,
     ``?subscription-key=***``)."""
-    url = _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:***@", url)
-    url = _URL_PASSWORD_BLANK.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:***@", url)
-    if "://" not in url:
-        url = _BARE_CREDENTIALS.sub(lambda m: f"{m.group('user')}:***@", url)
-    return _QUERY_SECRET.sub(lambda m: m.group("name") + "***", url)
+    return _masked(url, _spans(url, _URL_PARTS))
 
 
 def redact(text: str) -> str:
-    """Remove every known secret and anything shaped like a credential from ``text``."""
+    """Remove every known secret and anything shaped like a credential from ``text``. What to mask
+    is found in the text as given, every pattern and every registered secret, and masked at once: a
+    short registered secret inside a parameter's name ("pass" in "sslpassword") would otherwise
+    hide the name from the query pattern, and a pattern masking part of a registered secret (up to
+    an "&") would leave the rest unmatched."""
     if not text:
         return text
-    for secret in sorted(_extra_secrets, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    text = redact_url(text)
-    text = _OPENAI_KEY.sub("sk-***", text)
-    text = _BEARER.sub(lambda m: m.group(1) + "***", text)
-    return text
+    spans = _spans(text, (*_URL_PARTS, (_OPENAI_KEY, "key"), (_BEARER, 2)))
+    for secret in _extra_secrets:
+        start = text.find(secret)
+        while start != -1:
+            spans.append((start, start + len(secret)))
+            start = text.find(secret, start + 1)
+    return _masked(text, spans)
 
 
 def redacted_fields(

@@ -304,3 +304,16 @@ def test_the_batch_trigger_masks_the_key_an_endpoint_echoes(judge_server, monkey
     payload = asyncio.run(first_event())
     assert payload["status"] == "error" and "401" in payload["message"] and "***" in payload["message"]
     assert key not in str(payload) and key not in redact(f"Incorrect API key provided: {key}")
+
+
+def test_registered_secrets_and_the_patterns_mask_together():
+    """What to mask is found in the text as given: a short registered secret inside a parameter's
+    name ("sslp" of "sslpassword", masked first) hid the name from the query pattern, and a
+    pattern masking a registered secret up to its "&" left the rest of it."""
+    from ctxprec_ops.secrets import redact, register_secret
+
+    register_secret("sslp")  # values used by no other test
+    register_secret("tk1Qz&tk2Qzuniq")
+    assert "Q7Qzunique" not in redact("connect postgresql://etl@db/wh?sslpassword=Q7Qzunique failed")
+    masked = redact("polling https://hook.example/x?token=tk1Qz&tk2Qzuniq: timed out")
+    assert "tk1Qz" not in masked and "tk2Qzuniq" not in masked and masked.endswith(": timed out")
