@@ -201,32 +201,49 @@ def test_the_ledgers_binary_search_agrees_with_numpys_set_operations():
     check()
 
 
+def _raw_logs(url: str, rows: list[tuple[str | bytes, str, str]], *, id_key: str = "") -> None:
+    """A ``retrieval_logs`` table (``id TEXT`` + ``id_key``: none by default, so ids may repeat)
+    holding good rows with these (id, event_time, retrieval_context); an id given as bytes is
+    stored as text of those bytes (not necessarily UTF-8)."""
+    with sa.create_engine(url).begin() as conn:
+        conn.exec_driver_sql(
+            f"CREATE TABLE retrieval_logs (id TEXT{id_key}, event_time TEXT, input TEXT, actual_output TEXT, "
+            "expected_output TEXT, retrieval_context TEXT)"
+        )
+    _add_raw(url, rows)
+
+
+def _add_raw(url: str, rows: list[tuple[str | bytes, str, str]]) -> None:
+    good = log_row(1, datetime.fromisoformat(f"{DAY}T00:00:00"))
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        for id_, when, context in rows:
+            conn.exec_driver_sql(
+                "INSERT INTO retrieval_logs VALUES (CAST(? AS TEXT), ?, ?, ?, ?, ?)",
+                (id_, when, good["input"], good["actual_output"], good["expected_output"], context),
+            )
+    engine.dispose()
+
+
+#: a good row's retrieval_context as stored
+_NODES = json.dumps(log_row(1, datetime.fromisoformat(f"{DAY}T00:00:00"))["retrieval_context"])
+
+
 def test_an_id_on_two_days_stays_with_the_day_that_scored_it_and_the_other_says_why(tmp_path):
     """Output rows are keyed by id, not by day: with one id on two days, each day's run found the
     id scored and the ledger moved its score into its own day — both runs ``succeeded`` while one
     day's row was in neither table, the days taking it from each other run after run. Now the
     output stays where it is, and the other day counts its row apart and names the id."""
-    path = tmp_path / "wh.db"
-    url = f"sqlite:///{path}"
-    good = log_row(1, datetime.fromisoformat(f"{DAY}T00:00:00"))
-    nodes = json.dumps(good["retrieval_context"])
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:  # no key on id: the source allows the repeat
-        conn.exec_driver_sql(
-            "CREATE TABLE retrieval_logs (id TEXT, event_time TEXT, input TEXT, actual_output TEXT, "
-            "expected_output TEXT, retrieval_context TEXT)"
-        )
-        for id_, when, context in [
-            ("a", f"{DAY} 10:00:00", nodes),
-            ("x", f"{DAY} 11:00:00", nodes),
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    _raw_logs(  # no key on id: the source allows the repeat
+        url,
+        [
+            ("a", f"{DAY} 10:00:00", _NODES),
+            ("x", f"{DAY} 11:00:00", _NODES),
             ("a", f"{NEXT} 10:00:00", "not JSON"),
-            ("y", f"{NEXT} 11:00:00", nodes),
-        ]:
-            conn.exec_driver_sql(
-                "INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)",
-                (id_, when, good["input"], good["actual_output"], good["expected_output"], context),
-            )
-    engine.dispose()
+            ("y", f"{NEXT} 11:00:00", _NODES),
+        ],
+    )
     config = PipelineConfig(warehouse=url, judge=CountingJudge())
     for _ in range(2):  # it stays so, run after run
         first = score_partition(config, DAY)
@@ -252,37 +269,19 @@ def test_a_duplicate_arriving_after_its_id_was_scored_turns_the_score_into_the_n
     the id of a row scored earlier was skipped as "scored" — the old score stayed, and the new row
     was never read. Now the score gives way to the failure, and comes back once the id is unique."""
     url = f"sqlite:///{tmp_path / 'wh.db'}"
-    good = log_row(1, datetime.fromisoformat(f"{DAY}T00:00:00"))
-    nodes = json.dumps(good["retrieval_context"])
-    engine = sa.create_engine(url)
-
-    def add(id_: str, when: str, context: str) -> None:
-        with engine.begin() as conn:
-            conn.exec_driver_sql(
-                "INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)",
-                (id_, when, good["input"], good["actual_output"], good["expected_output"], context),
-            )
-
-    with engine.begin() as conn:  # no key on id
-        conn.exec_driver_sql(
-            "CREATE TABLE retrieval_logs (id TEXT, event_time TEXT, input TEXT, actual_output TEXT, "
-            "expected_output TEXT, retrieval_context TEXT)"
-        )
-    add("a", f"{DAY} 10:00:00", nodes)
-    add("b", f"{DAY} 11:00:00", nodes)
+    _raw_logs(url, [("a", f"{DAY} 10:00:00", _NODES), ("b", f"{DAY} 11:00:00", _NODES)])  # no key on id
     config = PipelineConfig(warehouse=url, judge=CountingJudge())
     assert score_partition(config, DAY).rows_scored == 2
 
-    add("a", f"{DAY} 12:00:00", "not JSON")  # the same id again
+    _add_raw(url, [("a", f"{DAY} 12:00:00", "not JSON")])  # the same id again
     again = score_partition(config, DAY)
     assert (again.status, again.rows_total, again.rows_scored, again.rows_failed) == ("succeeded", 3, 1, 1)
     assert query(url, "SELECT log_id FROM ctxprec_scores ORDER BY 1") == [("b",)]
     (message,) = query(url, "SELECT error_message FROM ctxprec_failures WHERE log_id = 'a'")[0]
     assert "not unique" in message
 
-    with engine.begin() as conn:  # the duplicate removed: the id is scored again
+    with get_engine(url).begin() as conn:  # the duplicate removed: the id is scored again
         conn.exec_driver_sql("DELETE FROM retrieval_logs WHERE retrieval_context = 'not JSON'")
-    engine.dispose()
     last = score_partition(config, DAY)
     assert (last.status, last.rows_total, last.rows_scored, last.rows_failed) == ("succeeded", 2, 2, 0)
     assert query(url, "SELECT count(*) FROM ctxprec_failures") == [(0,)]
@@ -295,20 +294,8 @@ def test_an_id_that_is_not_utf8_is_counted_apart_and_the_other_rows_scored(tmp_p
     run of its partition failed with a UnicodeEncodeError and wrote nothing. Now that row is
     counted apart (``rows_without_id``, named in the note) and the others are scored."""
     url = f"sqlite:///{tmp_path / 'wh.db'}"
-    good = log_row(1, datetime.fromisoformat(f"{DAY}T00:00:00"))
-    nodes = json.dumps(good["retrieval_context"])
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(
-            "CREATE TABLE retrieval_logs (id TEXT PRIMARY KEY, event_time TEXT, input TEXT, actual_output TEXT, "
-            "expected_output TEXT, retrieval_context TEXT)"
-        )
-        for id_sql, hour in [("'a'", 1), ("CAST(X'62ff' AS TEXT)", 2), ("'c'", 3), ("CAST(X'7aff' AS TEXT)", 4)]:
-            conn.exec_driver_sql(
-                f"INSERT INTO retrieval_logs VALUES ({id_sql}, ?, ?, ?, ?, ?)",
-                (f"{DAY} 0{hour}:00:00", good["input"], good["actual_output"], good["expected_output"], nodes),
-            )
-    engine.dispose()
+    ids: list[str | bytes] = ["a", b"b\xff", "c", b"z\xff"]
+    _raw_logs(url, [(i, f"{DAY} 0{h}:00:00", _NODES) for h, i in enumerate(ids, start=1)], id_key=" PRIMARY KEY")
     summary = score_partition(PipelineConfig(warehouse=url, judge=CountingJudge(), chunk_size=chunk_size), DAY)
     assert (summary.status, summary.rows_scored, summary.rows_failed) == ("succeeded", 2, 0)
     assert (summary.rows_unaccounted, summary.rows_without_id) == (0, 2)

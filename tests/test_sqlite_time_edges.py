@@ -32,23 +32,29 @@ EDGES = [
 DAYS = sorted({day for _, day in EDGES})
 
 
+def _logs(url: str, id_and_time: str, rows: list[tuple[object, object]], *, indexed: bool = True) -> None:
+    """A ``retrieval_logs`` table whose ``id`` and ``event_time`` are declared ``id_and_time``,
+    of good rows with these (id, stored event_time) values."""
+    good = day_rows(1, as_text=True)[0]
+    with get_engine(url).begin() as conn:
+        conn.exec_driver_sql(
+            f"CREATE TABLE retrieval_logs (id {id_and_time}, "
+            "input TEXT, actual_output TEXT, expected_output TEXT, retrieval_context TEXT)"
+        )
+        if indexed:
+            conn.exec_driver_sql("CREATE INDEX ix_time ON retrieval_logs (event_time)")
+        for id_, when in rows:
+            conn.exec_driver_sql(
+                "INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)",
+                (id_, when, f"{good['input']} {id_}", good["actual_output"], good["expected_output"],
+                 good["retrieval_context"]),
+            )  # fmt: skip
+
+
 @pytest.mark.parametrize("declared", ["TEXT", "DATETIME", ""])
 def test_values_at_a_days_edges_land_in_the_utc_day_they_name(tmp_path, declared):
     url = f"sqlite:///{tmp_path / 'wh.db'}"
-    engine = get_engine(url)
-    good = day_rows(1, as_text=True)[0]
-    with engine.begin() as conn:
-        conn.exec_driver_sql(
-            f"CREATE TABLE retrieval_logs (id INTEGER PRIMARY KEY, event_time {declared}, "
-            "input TEXT, actual_output TEXT, expected_output TEXT, retrieval_context TEXT)"
-        )
-        conn.exec_driver_sql("CREATE INDEX ix_time ON retrieval_logs (event_time)")
-        for i, (value, _) in enumerate(EDGES, start=1):
-            conn.exec_driver_sql(
-                "INSERT INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)",
-                (i, value, f"{good['input']} {i}", good["actual_output"], good["expected_output"],
-                 good["retrieval_context"]),
-            )  # fmt: skip
+    _logs(url, f"INTEGER PRIMARY KEY, event_time {declared}", [(i, v) for i, (v, _) in enumerate(EDGES, start=1)])
     config = PipelineConfig(warehouse=url, judge=CountingJudge(), chunk_size=3)
     for day in DAYS:
         summary = score_partition(config, day)
@@ -80,23 +86,12 @@ def test_every_form_the_day_test_reads_is_scored_and_accounted_for_in_its_day(tm
     was scored, then deleted as stale by the ledger: in neither table under a succeeded run (or,
     with an index on ``event_time``, never read at all). Each such row is now scored in its day."""
     url = f"sqlite:///{tmp_path / 'wh.db'}"
-    engine = get_engine(url)
-    good = day_rows(1, as_text=True)[0]
-    with engine.begin() as conn:
-        conn.exec_driver_sql(
-            f"CREATE TABLE retrieval_logs (id TEXT PRIMARY KEY, event_time {declared}, "
-            "input TEXT, actual_output TEXT, expected_output TEXT, retrieval_context TEXT)"
-        )
-        if indexed:
-            conn.exec_driver_sql("CREATE INDEX ix_time ON retrieval_logs (event_time)")
-        for i, (value, day) in enumerate(OTHER_FORMS, start=1):
-            rows = [(f"{i}-form", value), (f"{i}-iso-a", f"{day} 00:00:01"), (f"{i}-iso-z", f"{day} 23:59:00")]
-            for id_, when in rows:  # ids sorting on both sides of the odd one, as the index plan bounds them
-                conn.exec_driver_sql(
-                    "INSERT OR IGNORE INTO retrieval_logs VALUES (?, ?, ?, ?, ?, ?)",
-                    (id_, when, f"{good['input']} {id_}", good["actual_output"], good["expected_output"],
-                     good["retrieval_context"]),
-                )  # fmt: skip
+    rows = []
+    for i, (value, day) in enumerate(
+        OTHER_FORMS, start=1
+    ):  # ids on both sides of the odd one's, as the index plan bounds them
+        rows += [(f"{i}-form", value), (f"{i}-iso-a", f"{day} 00:00:01"), (f"{i}-iso-z", f"{day} 23:59:00")]
+    _logs(url, f"TEXT PRIMARY KEY, event_time {declared}", rows, indexed=indexed)
     config = PipelineConfig(warehouse=url, judge=CountingJudge(), chunk_size=2)
     for day in sorted({d for _, d in OTHER_FORMS}):
         summary = score_partition(config, day)

@@ -118,8 +118,8 @@ def _intake(ctx: PipelineContext, chunk: Chunk, run_id: str) -> Intake:
         all_rows = len(every)
         every_id = [str(r["id"]) for r in every]
         limit = ctx.log_id_limit
-        if not all(recordable_id(i, limit) for i in every_id):  # no log_id can hold it: counted apart
-            fits = [recordable_id(i, limit) for i in every_id]
+        fits = [recordable_id(i, limit) for i in every_id]
+        if not all(fits):  # no log_id can hold it: counted apart
             every, every_id = list(compress(every, fits)), list(compress(every_id, fits))
         if takes_every_row(cutoff):
             rows, log_ids = every, every_id
